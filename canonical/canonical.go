@@ -1,0 +1,487 @@
+// Package canonical builds the exact bytes that svrp signs (section 3 of the wire profile),
+// and signs and verifies them with Ed25519.
+//
+// # Which bytes are signed
+//
+// Every signed message is UTF-8 text: a domain literal "<prefix>-<name>:v1", then the
+// message's fields in a fixed order, all joined by one LF, with no trailing LF. Fields render
+// as follows:
+//
+//	string              as is ("" stands for null or absent)
+//	list of strings     sorted ascending by bytes, joined with ","; empty list → ""
+//	boolean             True / False
+//	number (limits)     float64, shortest round-trip decimal, no exponent, no ".0"; nil → ""
+//	timestamp           the string as given (callers check the 20-char form with [ParseTime])
+//	unix ts             base-10 integer
+//
+// The prefix is "service" by default ([DefaultPrefix]); the live network uses "libertynet".
+// Each message type ([Login], [DeviceCredential], [Register], [Heartbeat], [Poll],
+// [BindingSession], [Authorization], [Acceptance], [Cancel]) has one Bytes method, which both
+// [Sign] and [Verify] use, so signer and verifier cannot disagree.
+//
+// # Injectivity
+//
+// Bytes refuses input that would let two different messages share the same bytes: a string
+// with a control character (U+0000–U+001F, U+007F) or invalid UTF-8, a list item that is
+// empty or contains ",", and a number that is not finite or lies outside 0..2^53−1. Such
+// errors carry the protocol code BAD_REQUEST and name the field.
+//
+// The package checks no field limits, DIDs or clocks: those belong to the callers (didkey,
+// authn, binding, registry).
+package canonical
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/mr-tron/base58"
+
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/proto"
+)
+
+// DefaultPrefix is the domain prefix of the service description: its login literal is
+// "service-auth-challenge:v1".
+const DefaultPrefix = "service"
+
+// MaxLimit is the largest number a limit may carry, 2^53 − 1.
+const MaxLimit = 1<<53 - 1
+
+// Sentinels for errors.Is.
+var (
+	// ErrBadRequest: a field breaks the rendering or injectivity rules (BAD_REQUEST).
+	ErrBadRequest = proto.New(proto.BadRequest, "canonical: malformed field")
+	// ErrBadSignature: a signature is malformed or does not verify (BAD_SIGNATURE).
+	ErrBadSignature = proto.New(proto.BadSignature, "canonical: signature does not verify")
+)
+
+// Message is one of the nine signed messages of the profile.
+type Message interface {
+	// Bytes returns the exact signed bytes under the given domain prefix.
+	Bytes(prefix string) ([]byte, error)
+}
+
+// Domain suffixes of the nine messages; the literal is prefix + suffix.
+const (
+	LoginDomain            = "-auth-challenge:v1"
+	DeviceCredentialDomain = "-operator-device-credential:v1"
+	RegisterDomain         = "-node-register:v1"
+	HeartbeatDomain        = "-node-heartbeat:v1"
+	PollDomain             = "-node-poll:v1"
+	BindingSessionDomain   = "-binding-session:v1"
+	AuthorizationDomain    = "-binding-authorization:v1"
+	AcceptanceDomain       = "-binding-acceptance:v1"
+	CancelDomain           = "-binding-cancel:v1"
+)
+
+// Login is message 1, signed by the device key to log in.
+type Login struct {
+	OperatorDID     string `json:"operator_did"`
+	DevicePublicKey string `json:"device_public_key"` // exactly as the DeviceCredential carries it
+	Challenge       string `json:"challenge"`
+	IssuedAt        string `json:"issued_at"`
+}
+
+// Bytes implements [Message].
+func (m Login) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, LoginDomain, 160)
+	b.str("operator_did", m.OperatorDID)
+	b.str("device_public_key", m.DevicePublicKey)
+	b.str("challenge", m.Challenge)
+	b.str("issued_at", m.IssuedAt)
+	return b.done()
+}
+
+// DeviceCredential is message 2, signed once by the operator's root key: this device key may
+// act for this operator.
+type DeviceCredential struct {
+	CredentialID          string   `json:"credential_id"`
+	OperatorDID           string   `json:"operator_did"`
+	OperatorRootPublicKey string   `json:"operator_root_public_key"`
+	DeviceID              string   `json:"device_id"`
+	DevicePublicKey       string   `json:"device_public_key"`
+	Permissions           []string `json:"permissions,omitempty"`
+	IssuedAt              string   `json:"issued_at"`
+	ExpiresAt             string   `json:"expires_at"`
+	RevocationID          string   `json:"revocation_id"`
+}
+
+// Bytes implements [Message].
+func (m DeviceCredential) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, DeviceCredentialDomain, 320)
+	b.str("credential_id", m.CredentialID)
+	b.str("operator_did", m.OperatorDID)
+	b.str("operator_root_public_key", m.OperatorRootPublicKey)
+	b.str("device_id", m.DeviceID)
+	b.str("device_public_key", m.DevicePublicKey)
+	b.list("permissions", m.Permissions)
+	b.str("issued_at", m.IssuedAt)
+	b.str("expires_at", m.ExpiresAt)
+	b.str("revocation_id", m.RevocationID)
+	return b.done()
+}
+
+// Register is message 3, signed by the node key when it registers.
+type Register struct {
+	DID          string   `json:"did"`
+	PublicKey    string   `json:"public_key"` // base58, whatever encoding the request used
+	Endpoint     string   `json:"endpoint"`
+	Capabilities []string `json:"capabilities"`
+	Region       string   `json:"region,omitempty"`
+}
+
+// Bytes implements [Message].
+func (m Register) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, RegisterDomain, 192)
+	b.str("did", m.DID)
+	b.str("public_key", m.PublicKey)
+	b.str("endpoint", m.Endpoint)
+	b.list("capabilities", m.Capabilities)
+	b.str("region", m.Region)
+	return b.done()
+}
+
+// Heartbeat is message 4, signed by the node key to refresh last_seen.
+type Heartbeat struct {
+	DID string `json:"did"`
+	TS  int64  `json:"ts"`
+}
+
+// Bytes implements [Message].
+func (m Heartbeat) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, HeartbeatDomain, 128)
+	b.str("did", m.DID)
+	b.integer(m.TS)
+	return b.done()
+}
+
+// Poll is message 5, signed by the node key to ask for authorizations awaiting it.
+type Poll struct {
+	NodeDID string `json:"node_did"`
+	TS      int64  `json:"ts"`
+}
+
+// Bytes implements [Message].
+func (m Poll) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, PollDomain, 128)
+	b.str("node_did", m.NodeDID)
+	b.integer(m.TS)
+	return b.done()
+}
+
+// BindingSession is message 6: the node's signed description of itself at initiate.
+type BindingSession struct {
+	BindingSessionID     string   `json:"binding_session_id"`
+	NodeDID              string   `json:"node_did"`
+	NodePublicKey        string   `json:"node_public_key"` // base58, whatever encoding the request used
+	DeviceSummary        string   `json:"device_summary,omitempty"`
+	OS                   string   `json:"os,omitempty"`
+	Region               string   `json:"region,omitempty"`
+	RequestedTaskTypes   []string `json:"requested_task_types"`
+	RequestedSingleLimit *float64 `json:"requested_single_limit"`
+	RequestedDailyLimit  *float64 `json:"requested_daily_limit"`
+	Nonce                string   `json:"nonce"`
+	CreatedAt            string   `json:"created_at"`
+	ExpiresAt            string   `json:"expires_at"`
+}
+
+// Bytes implements [Message].
+func (m BindingSession) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, BindingSessionDomain, 384)
+	b.str("binding_session_id", m.BindingSessionID)
+	b.str("node_did", m.NodeDID)
+	b.str("node_public_key", m.NodePublicKey)
+	b.str("device_summary", m.DeviceSummary)
+	b.str("os", m.OS)
+	b.str("region", m.Region)
+	b.list("requested_task_types", m.RequestedTaskTypes)
+	b.number("requested_single_limit", m.RequestedSingleLimit)
+	b.number("requested_daily_limit", m.RequestedDailyLimit)
+	b.str("nonce", m.Nonce)
+	b.str("created_at", m.CreatedAt)
+	b.str("expires_at", m.ExpiresAt)
+	return b.done()
+}
+
+// Authorization is message 7, the AuthorizationCredential signed by the device key: this
+// node, with these limits.
+type Authorization struct {
+	BindingSessionID string   `json:"binding_session_id"`
+	NodeDID          string   `json:"node_did"`
+	OperatorDID      string   `json:"operator_did"`
+	TaskTypes        []string `json:"task_types"`
+	SingleLimit      *float64 `json:"single_limit"`
+	DailyLimit       *float64 `json:"daily_limit"`
+	RevocationID     string   `json:"revocation_id"`
+	IssuedAt         string   `json:"issued_at"`
+	ExpiresAt        string   `json:"expires_at"`
+}
+
+// Bytes implements [Message].
+func (m Authorization) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, AuthorizationDomain, 320)
+	b.str("binding_session_id", m.BindingSessionID)
+	b.str("node_did", m.NodeDID)
+	b.str("operator_did", m.OperatorDID)
+	b.list("task_types", m.TaskTypes)
+	b.number("single_limit", m.SingleLimit)
+	b.number("daily_limit", m.DailyLimit)
+	b.str("revocation_id", m.RevocationID)
+	b.str("issued_at", m.IssuedAt)
+	b.str("expires_at", m.ExpiresAt)
+	return b.done()
+}
+
+// Digest returns authorization_digest: the lowercase hex SHA-256 of the message's bytes,
+// which ties an [Acceptance] to this one authorization.
+func (m Authorization) Digest(prefix string) (string, error) {
+	msg, err := m.Bytes(prefix)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(msg)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Acceptance is message 8, signed by the node key to accept (or refuse) one authorization.
+type Acceptance struct {
+	BindingSessionID    string `json:"binding_session_id"`
+	NodeDID             string `json:"node_did"`
+	OperatorDID         string `json:"operator_did"`
+	AuthorizationDigest string `json:"authorization_digest"`
+	Accepted            bool   `json:"accepted"`
+	IssuedAt            string `json:"issued_at"`
+}
+
+// Bytes implements [Message].
+func (m Acceptance) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, AcceptanceDomain, 256)
+	b.str("binding_session_id", m.BindingSessionID)
+	b.str("node_did", m.NodeDID)
+	b.str("operator_did", m.OperatorDID)
+	b.str("authorization_digest", m.AuthorizationDigest)
+	b.boolean(m.Accepted)
+	b.str("issued_at", m.IssuedAt)
+	return b.done()
+}
+
+// Cancel is message 9, signed by the node key to cancel one of its binding sessions.
+type Cancel struct {
+	BindingSessionID string `json:"binding_session_id"`
+	NodeDID          string `json:"node_did"`
+	TS               int64  `json:"ts"`
+}
+
+// Bytes implements [Message].
+func (m Cancel) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, CancelDomain, 192)
+	b.str("binding_session_id", m.BindingSessionID)
+	b.str("node_did", m.NodeDID)
+	b.integer(m.TS)
+	return b.done()
+}
+
+// Sign signs the message's bytes under prefix and returns the base58 signature.
+func Sign(priv ed25519.PrivateKey, prefix string, m Message) (string, error) {
+	if len(priv) != ed25519.PrivateKeySize {
+		return "", proto.New(proto.BadRequest, "canonical: private key is not an Ed25519 key")
+	}
+	msg, err := m.Bytes(prefix)
+	if err != nil {
+		return "", err
+	}
+	return base58.Encode(ed25519.Sign(priv, msg)), nil
+}
+
+// Verify checks a base58 signature by pub over the message's bytes under prefix. A message
+// that breaks the rendering rules gives a BAD_REQUEST error; a signature that is not base58
+// of 64 bytes, or does not verify, gives a BAD_SIGNATURE error.
+func Verify(pub didkey.PublicKey, prefix string, m Message, sig string) error {
+	msg, err := m.Bytes(prefix)
+	if err != nil {
+		return err
+	}
+	s, err := DecodeSignature(sig)
+	if err != nil {
+		return err
+	}
+	if !ed25519.Verify(pub[:], msg, s[:]) {
+		return proto.New(proto.BadSignature, "canonical: signature does not verify")
+	}
+	return nil
+}
+
+// maxBase58Signature is the longest base58 text of 64 bytes.
+const maxBase58Signature = 88
+
+// DecodeSignature decodes a base58 Ed25519 signature, which must be exactly 64 bytes.
+func DecodeSignature(sig string) ([ed25519.SignatureSize]byte, error) {
+	var s [ed25519.SignatureSize]byte
+	if sig == "" || len(sig) > maxBase58Signature {
+		return s, proto.New(proto.BadSignature, "canonical: signature is not base58 of 64 bytes")
+	}
+	raw, err := base58.Decode(sig)
+	if err != nil || len(raw) != len(s) {
+		return s, proto.New(proto.BadSignature, "canonical: signature is not base58 of 64 bytes")
+	}
+	copy(s[:], raw)
+	return s, nil
+}
+
+// CheckPrefix reports whether prefix can stand in a domain literal: 1–64 ASCII letters,
+// digits, '.', '_' or '-'.
+func CheckPrefix(prefix string) error {
+	if prefix == "" || len(prefix) > 64 {
+		return proto.New(proto.BadRequest, "canonical: domain prefix must be 1-64 characters")
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := prefix[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return proto.New(proto.BadRequest, fmt.Sprintf("canonical: domain prefix %q has a character outside [A-Za-z0-9._-]", prefix))
+		}
+	}
+	return nil
+}
+
+// CheckString applies the injectivity rule for a signed string: valid UTF-8 with no control
+// character. field names the field in the error.
+func CheckString(field, s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return proto.New(proto.BadRequest, fmt.Sprintf("field %s contains a control character", field))
+		}
+	}
+	if !utf8.ValidString(s) {
+		return proto.New(proto.BadRequest, fmt.Sprintf("field %s is not valid UTF-8", field))
+	}
+	return nil
+}
+
+// CheckList applies the injectivity rule for a signed list: every item a valid string that is
+// not empty and contains no ",".
+func CheckList(field string, items []string) error {
+	for _, it := range items {
+		if it == "" {
+			return proto.New(proto.BadRequest, fmt.Sprintf("field %s has an empty item", field))
+		}
+		for i := 0; i < len(it); i++ {
+			if it[i] == ',' {
+				return proto.New(proto.BadRequest, fmt.Sprintf("field %s has an item containing ','", field))
+			}
+		}
+		if err := CheckString(field, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckNumber applies the rule for a signed number: finite, at least 0, at most 2^53 − 1.
+func CheckNumber(field string, v float64) error {
+	if math.IsNaN(v) || v < 0 || v > MaxLimit {
+		return proto.New(proto.BadRequest, fmt.Sprintf("field %s must be a number from 0 to 9007199254740991", field))
+	}
+	return nil
+}
+
+// FormatNumber renders a limit: the shortest decimal that round-trips to v, with no exponent
+// and no trailing ".0"; -0 renders as "0". It does not check the range (see [CheckNumber]).
+func FormatNumber(v float64) string { return string(appendNumber(nil, v)) }
+
+func appendNumber(dst []byte, v float64) []byte {
+	if v == 0 {
+		return append(dst, '0')
+	}
+	return strconv.AppendFloat(dst, v, 'f', -1, 64)
+}
+
+// builder joins the fields of one message. The first failing field sets err and later calls
+// do nothing, so a Bytes method reads as the field list of the profile.
+type builder struct {
+	buf []byte
+	err error
+}
+
+func newBuilder(prefix, suffix string, size int) *builder {
+	b := &builder{}
+	if err := CheckPrefix(prefix); err != nil {
+		b.err = err
+		return b
+	}
+	b.buf = make([]byte, 0, size)
+	b.buf = append(b.buf, prefix...)
+	b.buf = append(b.buf, suffix...)
+	return b
+}
+
+func (b *builder) str(field, s string) {
+	if b.err != nil {
+		return
+	}
+	if b.err = CheckString(field, s); b.err == nil {
+		b.buf = append(append(b.buf, '\n'), s...)
+	}
+}
+
+func (b *builder) list(field string, items []string) {
+	if b.err != nil {
+		return
+	}
+	if b.err = CheckList(field, items); b.err != nil {
+		return
+	}
+	b.buf = append(b.buf, '\n')
+	if !slices.IsSorted(items) {
+		items = slices.Sorted(slices.Values(items))
+	}
+	for i, it := range items {
+		if i > 0 {
+			b.buf = append(b.buf, ',')
+		}
+		b.buf = append(b.buf, it...)
+	}
+}
+
+func (b *builder) number(field string, v *float64) {
+	if b.err != nil {
+		return
+	}
+	b.buf = append(b.buf, '\n')
+	if v == nil {
+		return
+	}
+	if b.err = CheckNumber(field, *v); b.err == nil {
+		b.buf = appendNumber(b.buf, *v)
+	}
+}
+
+func (b *builder) boolean(v bool) {
+	if b.err != nil {
+		return
+	}
+	if v {
+		b.buf = append(b.buf, "\nTrue"...)
+	} else {
+		b.buf = append(b.buf, "\nFalse"...)
+	}
+}
+
+func (b *builder) integer(v int64) {
+	if b.err != nil {
+		return
+	}
+	b.buf = strconv.AppendInt(append(b.buf, '\n'), v, 10)
+}
+
+func (b *builder) done() ([]byte, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	return b.buf, nil
+}

@@ -1,0 +1,76 @@
+// Package proto holds the protocol error codes of the svrp wire profile and the one error type
+// that carries them. Every package of the module returns errors of this type, so a caller —
+// the HTTP layer above all — can branch on the code with [CodeOf] or errors.Is against a
+// package's sentinel, and map it to a status in exactly one place.
+package proto
+
+import "errors"
+
+// Code is a stable protocol error code, as sent in the `code` field of an error body.
+type Code string
+
+// Codes of the service description (section 7) and of the profile's extensions.
+const (
+	IDBindingFailed   Code = "ID_BINDING_FAILED"
+	IDBindingRequired Code = "ID_BINDING_REQUIRED"
+	BadSignature      Code = "BAD_SIGNATURE"
+	NoSession         Code = "NO_SESSION"
+	SessionExpired    Code = "SESSION_EXPIRED"
+	BadChallenge      Code = "BAD_CHALLENGE"
+	DCIDBinding       Code = "DC_ID_BINDING"
+	DCBadSignature    Code = "DC_BAD_SIGNATURE"
+	DCExpired         Code = "DC_EXPIRED"
+	StaleTS           Code = "STALE_TS"
+	NotFound          Code = "NOT_FOUND"
+	RateLimited       Code = "RATE_LIMITED"
+	SessionExists     Code = "SESSION_EXISTS"
+	BadState          Code = "BAD_STATE"
+	AlreadyActive     Code = "ALREADY_ACTIVE"
+	TTLTooLong        Code = "TTL_TOO_LONG"
+	AlreadyExpired    Code = "ALREADY_EXPIRED"
+
+	BadRequest       Code = "BAD_REQUEST"
+	PermissionDenied Code = "PERMISSION_DENIED"
+	ScopeExceeded    Code = "SCOPE_EXCEEDED"
+	UnknownDID       Code = "UNKNOWN_DID"
+	MethodNotAllowed Code = "METHOD_NOT_ALLOWED"
+	AuthzExpired     Code = "AUTHZ_EXPIRED"
+	DIDCollision     Code = "DID_COLLISION"
+	PayloadTooLarge  Code = "PAYLOAD_TOO_LARGE"
+	Internal         Code = "INTERNAL"
+
+	// Client-side codes (profile section 9): raised by the client, never sent by the server.
+	NotYetWired    Code = "NOT_YET_WIRED"
+	TransportError Code = "TRANSPORT_ERROR"
+)
+
+// Error is a failure that maps to one protocol code. Its text is for people and never
+// contains a secret; its code is the contract.
+type Error struct {
+	code Code
+	msg  string
+}
+
+// New returns an error with the given code and human text.
+func New(code Code, msg string) *Error { return &Error{code: code, msg: msg} }
+
+func (e *Error) Error() string { return e.msg }
+
+// Code returns the protocol code, for example "ID_BINDING_FAILED".
+func (e *Error) Code() string { return string(e.code) }
+
+// Is reports whether target is an *Error with the same code, so that a detailed error
+// matches its package's sentinel under errors.Is.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.code == e.code
+}
+
+// CodeOf returns the protocol code carried by err, or Internal when err carries none.
+func CodeOf(err error) Code {
+	var c interface{ Code() string }
+	if errors.As(err, &c) {
+		return Code(c.Code())
+	}
+	return Internal
+}

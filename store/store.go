@@ -1,0 +1,114 @@
+// Package store keeps the registry's state: node records, binding sessions, active bindings,
+// bearer sessions and counters. It defines the interfaces the registry needs and two
+// implementations: [OpenBadger], an embedded durable store, and [NewMemory], for tests and
+// for daemons that need no durability.
+//
+// Every read and write happens inside a transaction ([Store.View], [Store.Update]), so each
+// use case of the registry — a binding transition, a challenge consumption, an activation that
+// supersedes an older binding — is atomic whatever the implementation. The interface is shaped
+// so that a SQL implementation shared by several daemons can follow without changing the
+// registry: an Update function may be run more than once when transactions conflict, so it
+// must have no effects outside its transaction.
+//
+// The store never sees a secret in clear: short codes, binding tokens and session tokens
+// arrive as SHA-256 hashes.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+)
+
+// ErrNotFound is returned by a lookup that finds nothing.
+var ErrNotFound = errors.New("store: not found")
+
+// Store is a transactional store.
+type Store interface {
+	// View runs fn in a read-only transaction.
+	View(ctx context.Context, fn func(Tx) error) error
+	// Update runs fn in a read-write transaction and commits it when fn returns nil; when fn
+	// returns an error nothing it wrote is kept and the error is returned as is. fn may run
+	// more than once if the transaction conflicts with another. A nil return means the
+	// writes are durable.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// Close releases the store. It is safe to call once, after every transaction returned.
+	Close() error
+}
+
+// Node is a node record as registered (profile 4.1), keyed by its public key.
+type Node struct {
+	Key          didkey.PublicKey `json:"key"`
+	DID          string           `json:"did"` // the spelling last registered
+	Endpoint     string           `json:"endpoint"`
+	Capabilities []string         `json:"capabilities"`
+	Region       string           `json:"region,omitempty"` // "" is null
+	// Signature is the registration signature as given, nil when none was sent.
+	Signature         *string   `json:"signature,omitempty"`
+	SignatureVerified bool      `json:"signature_verified"`
+	FirstSeen         time.Time `json:"first_seen"`
+	LastSeen          time.Time `json:"last_seen"`
+}
+
+// Tx is one transaction. Methods that look one thing up return ErrNotFound when it is
+// absent. A Tx must not be used after its function returns, nor from several goroutines. The
+// function passed to an Each method must not write through the Tx: collect, then write.
+type Tx interface {
+	// Node returns the record of key.
+	Node(key didkey.PublicKey) (Node, error)
+	// PutNode creates or replaces the record of n.Key and keeps the DID and short-body
+	// indexes in step.
+	PutNode(n Node) error
+	// NodeKeyByDID returns the key whose record was registered under exactly this DID string.
+	NodeKeyByDID(did string) (didkey.PublicKey, error)
+	// NodeKeysByShortBody returns every key with a record whose short body
+	// (hex(SHA-256(k))[0:8]) is body, whatever DID spelling the record uses.
+	NodeKeysByShortBody(body string) ([]didkey.PublicKey, error)
+	// EachNode calls fn for every node record, in no particular order, until fn returns an
+	// error, which EachNode returns.
+	EachNode(fn func(Node) error) error
+	// NodeCount returns the number of node records.
+	NodeCount() (int, error)
+
+	// Session returns the binding session with this binding_session_id.
+	Session(id string) (binding.Session, error)
+	// PutSession creates or replaces a binding session and keeps its indexes (secret hashes,
+	// node key) in step.
+	PutSession(s binding.Session) error
+	// SessionIDBySecret returns the id of the session whose CodeHash or TokenHash is h.
+	SessionIDBySecret(h [32]byte) (string, error)
+	// SessionsByNode returns every session of a node key.
+	SessionsByNode(key didkey.PublicKey) ([]binding.Session, error)
+	// EachSession calls fn for every binding session until fn returns an error.
+	EachSession(fn func(binding.Session) error) error
+
+	// Binding returns the active binding of a node key.
+	Binding(node didkey.PublicKey) (binding.Binding, error)
+	// PutBinding creates or replaces (supersedes) the active binding of b.NodeKey and keeps
+	// the operator index in step.
+	PutBinding(b binding.Binding) error
+	// BindingsByOperator returns the active bindings of an operator DID.
+	BindingsByOperator(operatorDID string) ([]binding.Binding, error)
+
+	// OperatorSession returns the bearer session stored under a token hash.
+	OperatorSession(tokenHash [32]byte) (authn.Session, error)
+	// PutOperatorSession stores a bearer session under its token hash.
+	PutOperatorSession(tokenHash [32]byte, s authn.Session) error
+	// DeleteOperatorSession removes a bearer session; absent is not an error.
+	DeleteOperatorSession(tokenHash [32]byte) error
+	// EachOperatorSession calls fn for every bearer session until fn returns an error.
+	EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error
+
+	// Counter returns the counter under key, or the zero Counter when there is none.
+	Counter(key string) (binding.Counter, error)
+	// PutCounter stores a counter.
+	PutCounter(key string, c binding.Counter) error
+	// DeleteCounter removes a counter; absent is not an error.
+	DeleteCounter(key string) error
+	// EachCounter calls fn for every counter until fn returns an error.
+	EachCounter(fn func(key string, c binding.Counter) error) error
+}

@@ -1,0 +1,251 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/svrp/svrp/internal/proto"
+)
+
+// object is a JSON object whose fields are read one by one, so that the first missing field
+// or wrong JSON type is reported by name (profile 5, preamble) and nothing is guessed.
+type object struct {
+	name   string // the path of this object in the body, "" at the top
+	fields map[string]json.RawMessage
+}
+
+// decodeObject parses a request body that must be one JSON object.
+func decodeObject(body []byte) (object, error) {
+	var fields map[string]json.RawMessage
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return object{}, badRequest("request body must be a JSON object")
+	}
+	if err := json.Unmarshal(trimmed, &fields); err != nil {
+		return object{}, badRequest("request body is not valid JSON")
+	}
+	return object{fields: fields}, nil
+}
+
+func (o object) path(field string) string {
+	if o.name == "" {
+		return field
+	}
+	return o.name + "." + field
+}
+
+// raw returns the field's JSON and whether it is present and not null.
+func (o object) raw(field string) (json.RawMessage, bool) {
+	v, ok := o.fields[field]
+	if !ok || string(v) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+func (o object) missing(field string) error {
+	return badRequest(fmt.Sprintf("field %s is required", o.path(field)))
+}
+
+func (o object) wrongType(field, want string) error {
+	return badRequest(fmt.Sprintf("field %s must be %s", o.path(field), want))
+}
+
+// str reads a required string.
+func (o object) str(field string) (string, error) {
+	s, ok, err := o.optStr(field)
+	if err == nil && !ok {
+		err = o.missing(field)
+	}
+	return s, err
+}
+
+// optStr reads a string that may be absent or null.
+func (o object) optStr(field string) (string, bool, error) {
+	v, ok := o.raw(field)
+	if !ok {
+		return "", false, nil
+	}
+	var s string
+	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		return "", false, o.wrongType(field, "a string")
+	}
+	return s, true, nil
+}
+
+// optStrList reads an array of strings that may be absent or null (then it is empty).
+func (o object) optStrList(field string) ([]string, error) {
+	v, ok := o.raw(field)
+	if !ok {
+		return []string{}, nil
+	}
+	var items []json.RawMessage
+	if v[0] != '[' || json.Unmarshal(v, &items) != nil {
+		return nil, o.wrongType(field, "an array of strings")
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &out[i]) != nil {
+			return nil, o.wrongType(field, "an array of strings")
+		}
+	}
+	return out, nil
+}
+
+// strList reads a required array of strings.
+func (o object) strList(field string) ([]string, error) {
+	if _, ok := o.raw(field); !ok {
+		return nil, o.missing(field)
+	}
+	return o.optStrList(field)
+}
+
+// optNumber reads a number that may be absent or null (then nil). JSON numbers that overflow
+// float64 are refused here.
+func (o object) optNumber(field string) (*float64, error) {
+	v, ok := o.raw(field)
+	if !ok {
+		return nil, nil
+	}
+	var f float64
+	if !isJSONNumber(v) || json.Unmarshal(v, &f) != nil {
+		return nil, o.wrongType(field, "a finite number or null")
+	}
+	return &f, nil
+}
+
+// integer reads a required integer.
+func (o object) integer(field string) (int64, error) {
+	v, ok := o.raw(field)
+	if !ok {
+		return 0, o.missing(field)
+	}
+	var n int64
+	if !isJSONNumber(v) || json.Unmarshal(v, &n) != nil {
+		return 0, o.wrongType(field, "an integer")
+	}
+	return n, nil
+}
+
+// boolean reads a required boolean.
+func (o object) boolean(field string) (bool, error) {
+	v, ok := o.raw(field)
+	if !ok {
+		return false, o.missing(field)
+	}
+	var b bool
+	if (v[0] != 't' && v[0] != 'f') || json.Unmarshal(v, &b) != nil {
+		return false, o.wrongType(field, "a boolean")
+	}
+	return b, nil
+}
+
+// obj reads a required nested object.
+func (o object) obj(field string) (object, error) {
+	v, ok := o.raw(field)
+	if !ok {
+		return object{}, o.missing(field)
+	}
+	var fields map[string]json.RawMessage
+	if v[0] != '{' || json.Unmarshal(v, &fields) != nil {
+		return object{}, o.wrongType(field, "an object")
+	}
+	return object{name: o.path(field), fields: fields}, nil
+}
+
+func isJSONNumber(v json.RawMessage) bool {
+	return len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))
+}
+
+// reader collects the first error of a run of field reads, so a decoder reads as the list of
+// fields of its request.
+type reader struct {
+	o   object
+	err error
+}
+
+func (r *reader) str(field string) string {
+	if r.err != nil {
+		return ""
+	}
+	var s string
+	s, r.err = r.o.str(field)
+	return s
+}
+
+func (r *reader) optStr(field string) string {
+	if r.err != nil {
+		return ""
+	}
+	var s string
+	s, _, r.err = r.o.optStr(field)
+	return s
+}
+
+func (r *reader) optStrPtr(field string) *string {
+	if r.err != nil {
+		return nil
+	}
+	s, ok, err := r.o.optStr(field)
+	if r.err = err; !ok {
+		return nil
+	}
+	return &s
+}
+
+func (r *reader) strList(field string) []string {
+	if r.err != nil {
+		return nil
+	}
+	var l []string
+	l, r.err = r.o.strList(field)
+	return l
+}
+
+func (r *reader) optStrList(field string) []string {
+	if r.err != nil {
+		return nil
+	}
+	var l []string
+	l, r.err = r.o.optStrList(field)
+	return l
+}
+
+func (r *reader) optNumber(field string) *float64 {
+	if r.err != nil {
+		return nil
+	}
+	var f *float64
+	f, r.err = r.o.optNumber(field)
+	return f
+}
+
+func (r *reader) integer(field string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	var n int64
+	n, r.err = r.o.integer(field)
+	return n
+}
+
+func (r *reader) boolean(field string) bool {
+	if r.err != nil {
+		return false
+	}
+	var b bool
+	b, r.err = r.o.boolean(field)
+	return b
+}
+
+func (r *reader) obj(field string) object {
+	if r.err != nil {
+		return object{}
+	}
+	var o object
+	o, r.err = r.o.obj(field)
+	return o
+}
+
+func badRequest(msg string) error { return proto.New(proto.BadRequest, msg) }

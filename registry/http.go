@@ -1,0 +1,452 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/svrp/svrp/internal/proto"
+)
+
+// MaxBodyBytes is the largest request body the API reads (profile section 8).
+const MaxBodyBytes = 64 << 10
+
+// statusOf maps every protocol code to its HTTP status (description 7, profile 7). It is the
+// only place where errors meet HTTP.
+var statusOf = map[proto.Code]int{
+	proto.BadRequest:        http.StatusBadRequest,
+	proto.TTLTooLong:        http.StatusBadRequest,
+	proto.AlreadyExpired:    http.StatusBadRequest,
+	proto.IDBindingFailed:   http.StatusUnauthorized,
+	proto.IDBindingRequired: http.StatusUnauthorized,
+	proto.BadSignature:      http.StatusUnauthorized,
+	proto.NoSession:         http.StatusUnauthorized,
+	proto.SessionExpired:    http.StatusUnauthorized,
+	proto.BadChallenge:      http.StatusUnauthorized,
+	proto.DCIDBinding:       http.StatusUnauthorized,
+	proto.DCBadSignature:    http.StatusUnauthorized,
+	proto.DCExpired:         http.StatusUnauthorized,
+	proto.StaleTS:           http.StatusUnauthorized,
+	proto.AuthzExpired:      http.StatusUnauthorized,
+	proto.PermissionDenied:  http.StatusForbidden,
+	proto.ScopeExceeded:     http.StatusForbidden,
+	proto.NotFound:          http.StatusNotFound,
+	proto.UnknownDID:        http.StatusNotFound,
+	proto.MethodNotAllowed:  http.StatusMethodNotAllowed,
+	proto.SessionExists:     http.StatusConflict,
+	proto.BadState:          http.StatusConflict,
+	proto.AlreadyActive:     http.StatusConflict,
+	proto.DIDCollision:      http.StatusConflict,
+	proto.PayloadTooLarge:   http.StatusRequestEntityTooLarge,
+	proto.RateLimited:       http.StatusTooManyRequests,
+	proto.Internal:          http.StatusInternalServerError,
+}
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// NewHandler returns the whole HTTP API of the registry (profile section 5). Paths the
+// description marks Planned (/v1/oracle/*, /v1/dex/*) and every other unknown path answer
+// 404 with a JSON error; a known path with the wrong method answers 405.
+func NewHandler(s *Service) http.Handler {
+	h := &handler{s: s}
+	r := httprouter.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleOPTIONS = false
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		s.log.Error("handler panicked", "method", req.Method, "path", req.URL.Path)
+		h.fail(w, errors.New("panic"))
+	}
+
+	r.GET("/health", h.health)
+	r.GET("/nodes", h.nodes)
+	r.GET("/peers", h.peers)
+	r.GET("/api/v1/peers", h.apiPeers)
+	r.POST("/api/v1/register", h.register)
+	r.POST("/api/v1/heartbeat", h.heartbeat)
+
+	r.POST("/v1/auth/challenge", h.challenge)
+	r.POST("/v1/auth/device-login", h.deviceLogin)
+
+	r.GET("/v1/operator/me/nodes", h.operatorNodes)
+	r.GET("/v1/operator/me/credits", h.credits)
+	r.GET("/v1/operator/me/evidence", h.evidence)
+
+	// httprouter cannot hold a fixed segment and a parameter at one place in one method's
+	// tree, so /v1/bindings/initiate and /v1/bindings/{id}/cancel share a parameter route
+	// and are told apart here.
+	r.POST("/v1/bindings/:name", h.bindingsPost)
+	r.POST("/v1/bindings/:name/:action", h.bindingPost)
+	r.GET("/v1/bindings/:name/status", h.status)
+	r.POST("/v1/node/bindings/:name", h.nodeBindingsPost)
+	r.POST("/v1/node/bindings/:name/:action", h.nodeBindingPost)
+	return h.logged(r)
+}
+
+type handler struct{ s *Service }
+
+// reply writes a successful answer, or the error.
+func (h *handler) reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// fail writes err as {code, error} with the status of its code. Errors that carry no code are
+// internal: their text is logged, never sent.
+func (h *handler) fail(w http.ResponseWriter, err error) {
+	code := proto.CodeOf(err)
+	status, ok := statusOf[code]
+	msg := err.Error()
+	if !ok || code == proto.Internal {
+		h.s.log.Error("internal error", "err", err)
+		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"
+	}
+	writeJSON(w, status, ErrorBody{Code: string(code), Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"code":"INTERNAL","error":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// body reads a request body of at most MaxBodyBytes.
+func body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, proto.New(proto.PayloadTooLarge, "request body is over 64 KiB")
+	}
+	if err != nil {
+		return nil, badRequest("request body could not be read")
+	}
+	return b, nil
+}
+
+// clientAddr is the address per-address limits count against: the peer's IP. A proxy in
+// front of the registry makes every client one address.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// decode reads the body and decodes it with dec; both steps come before any other check.
+func decode[T any](w http.ResponseWriter, r *http.Request, dec func([]byte) (T, error)) (T, error) {
+	b, err := body(w, r)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return dec(b)
+}
+
+func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	n, err := h.s.NodeCount(r.Context())
+	h.reply(w, struct {
+		Status  string `json:"status"`
+		Service string `json:"service"`
+		Count   int    `json:"count"`
+	}{"ok", "svrpd", n}, err)
+}
+
+func (h *handler) nodeViews(r *http.Request) ([]NodeView, error) {
+	f, err := ParseNodeFilter(r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := h.s.Nodes(r.Context(), f)
+	views := make([]NodeView, len(nodes))
+	for i, n := range nodes {
+		views[i] = nodeView(n)
+	}
+	return views, err
+}
+
+func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	views, err := h.nodeViews(r)
+	h.reply(w, struct {
+		Count int        `json:"count"`
+		Nodes []NodeView `json:"nodes"`
+	}{len(views), views}, err)
+}
+
+func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	views, err := h.nodeViews(r)
+	h.reply(w, struct {
+		OK    bool       `json:"ok"`
+		Data  []NodeView `json:"data"`
+		Error *string    `json:"error"`
+	}{true, views, nil}, err)
+}
+
+func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	f, err := ParseNodeFilter(r.URL.Query())
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	nodes, err := h.s.Nodes(r.Context(), f)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	var b strings.Builder
+	for _, n := range nodes {
+		b.WriteString(n.DID)
+		b.WriteByte(' ')
+		b.WriteString(n.Key.Base58())
+		b.WriteByte(' ')
+		b.WriteString(n.Endpoint)
+		b.WriteByte('\n')
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, b.String())
+}
+
+func (h *handler) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	req, err := decode(w, r, decodeRegister)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	res, err := h.s.Register(r.Context(), req, clientAddr(r))
+	h.reply(w, res, err)
+}
+
+func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	req, err := decode(w, r, decodeHeartbeat)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	res, err := h.s.Heartbeat(r.Context(), req)
+	h.reply(w, res, err)
+}
+
+func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	// Any or no body: it is read (within the limit) and ignored.
+	if _, err := body(w, r); err != nil {
+		h.fail(w, err)
+		return
+	}
+	res, err := h.s.Challenge()
+	h.reply(w, res, err)
+}
+
+func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	req, err := decode(w, r, decodeLogin)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	res, err := h.s.Login(r.Context(), req)
+	h.reply(w, res, err)
+}
+
+// operator authenticates the bearer of r.
+func (h *handler) operator(r *http.Request) (string, error) {
+	return h.s.Authenticate(r.Context(), r.Header.Get("Authorization"))
+}
+
+func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	op, err := h.operator(r)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	f, err := ParseNodeFilter(r.URL.Query())
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	res, err := h.s.BoundNodes(r.Context(), op, f.OnlineWithin)
+	h.reply(w, res, err)
+}
+
+func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	op, err := h.operator(r)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	h.reply(w, h.s.CreditsView(op), nil)
+}
+
+func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	op, err := h.operator(r)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	h.reply(w, h.s.EvidenceView(op), nil)
+}
+
+func (h *handler) bindingsPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	switch p.ByName("name") {
+	case "initiate":
+		req, err := decode(w, r, decodeInitiate)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		res, err := h.s.Initiate(r.Context(), req)
+		h.reply(w, res, err)
+	case "resolve":
+		req, err := decode(w, r, decodeResolve)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		op, err := h.operator(r)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		res, err := h.s.Resolve(r.Context(), op, req, clientAddr(r))
+		h.reply(w, res, err)
+	case "authorize":
+		req, err := decode(w, r, decodeAuthorize)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		op, err := h.operator(r)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		res, err := h.s.Authorize(r.Context(), op, req)
+		h.reply(w, res, err)
+	default:
+		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
+	}
+}
+
+func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id := p.ByName("name")
+	switch p.ByName("action") {
+	case "cancel":
+		if r.Header.Get("Authorization") == "" {
+			req, err := decode(w, r, decodeNodeCancel)
+			if err != nil {
+				h.fail(w, err)
+				return
+			}
+			res, err := h.s.CancelByNode(r.Context(), id, req)
+			h.reply(w, res, err)
+			return
+		}
+		h.asResolver(w, r, id, h.s.CancelByOperator)
+	case "reject":
+		h.asResolver(w, r, id, h.s.RejectByOperator)
+	case "status":
+		h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
+	default:
+		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
+	}
+}
+
+// asResolver runs an operator's action on a session in the profile's order: unknown id,
+// then the bearer, then the action's own checks.
+func (h *handler) asResolver(w http.ResponseWriter, r *http.Request, id string, act func(ctx context.Context, id, operatorDID string) (StateResult, error)) {
+	if _, err := h.s.SessionStatus(r.Context(), id); err != nil {
+		h.fail(w, err)
+		return
+	}
+	op, err := h.operator(r)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	res, err := act(r.Context(), id, op)
+	h.reply(w, res, err)
+}
+
+func (h *handler) status(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	res, err := h.s.SessionStatus(r.Context(), p.ByName("name"))
+	h.reply(w, res, err)
+}
+
+func (h *handler) nodeBindingsPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	if p.ByName("name") != "pending" {
+		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
+		return
+	}
+	req, err := decode(w, r, decodePending)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	res, err := h.s.Pending(r.Context(), req)
+	h.reply(w, res, err)
+}
+
+func (h *handler) nodeBindingPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	id, action := p.ByName("name"), p.ByName("action")
+	if action != "accept" && action != "reject" {
+		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
+		return
+	}
+	acc, err := decode(w, r, decodeAcceptance)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if action == "accept" {
+		res, err := h.s.Accept(r.Context(), id, acc)
+		h.reply(w, res, err)
+		return
+	}
+	res, err := h.s.RejectByNode(r.Context(), id, acc)
+	h.reply(w, res, err)
+}
+
+// statusWriter remembers the status a handler wrote, for the request log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// logged logs one line per request: method, path, status and duration. It logs no header,
+// query or body, so no token or code can reach the log.
+func (h *handler) logged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", time.Since(start))
+	})
+}

@@ -1,0 +1,470 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/store"
+)
+
+// Field limits of profile section 8.
+const (
+	maxTextBytes = 256 // endpoint, device_summary, os, region, ids, nonce
+	maxListItems = 64  // capabilities, task types, permissions
+	maxItemBytes = 64
+)
+
+// RegisterRequest is the body of POST /api/v1/register.
+type RegisterRequest struct {
+	DID          string   `json:"did"`
+	PublicKey    string   `json:"public_key"` // hex or base58
+	Endpoint     string   `json:"endpoint"`
+	Capabilities []string `json:"capabilities"`
+	Region       string   `json:"region,omitempty"` // "" is null
+	// Signature is the base58 signature over message 3, or nil. Grace mode records a
+	// registration whatever its signature says, unless the daemon is strict or the key
+	// already has a verified record.
+	Signature *string `json:"signature"`
+}
+
+// RegisterResult is the answer to a registration.
+type RegisterResult struct {
+	OK         bool     `json:"ok"`
+	Registered bool     `json:"registered"`
+	Signed     bool     `json:"signed"`
+	IDBound    bool     `json:"id_bound"`
+	Data       NodeView `json:"data"`
+}
+
+// NodeView is a node record as GET /nodes serves it (profile 4.1).
+type NodeView struct {
+	DID               string   `json:"did"`
+	PublicKey         string   `json:"public_key"`
+	Endpoint          string   `json:"endpoint"`
+	Capabilities      []string `json:"capabilities"`
+	Region            *string  `json:"region"`
+	Status            string   `json:"status"`
+	LastSeen          string   `json:"last_seen"`
+	FirstSeen         string   `json:"first_seen"`
+	Signature         *string  `json:"signature"`
+	SignaturePresent  bool     `json:"signature_present"`
+	SignatureVerified bool     `json:"signature_verified"`
+	Reachability      string   `json:"reachability"`
+}
+
+func decodeRegister(body []byte) (RegisterRequest, error) {
+	o, err := decodeObject(body)
+	if err != nil {
+		return RegisterRequest{}, err
+	}
+	r := reader{o: o}
+	req := RegisterRequest{
+		DID:          r.str("did"),
+		PublicKey:    r.str("public_key"),
+		Endpoint:     r.str("endpoint"),
+		Capabilities: r.optStrList("capabilities"),
+		Region:       r.optStr("region"),
+		Signature:    r.optStrPtr("signature"),
+	}
+	if _, present := o.raw("region"); present && req.Region == "" && r.err == nil {
+		r.err = badRequest("field region must be 1-256 bytes")
+	}
+	return req, r.err
+}
+
+// Register records a node's announcement (profile 5.1). addr is the client address, used
+// only for the limit on new keys per address.
+func (s *Service) Register(ctx context.Context, req RegisterRequest, addr string) (RegisterResult, error) {
+	did, key, err := didkey.CheckNode(req.DID, req.PublicKey)
+	if err != nil {
+		return RegisterResult{}, err
+	}
+	if err := checkRegisterFields(req); err != nil {
+		return RegisterResult{}, err
+	}
+	msg := canonical.Register{
+		DID: req.DID, PublicKey: key.Base58(), Endpoint: req.Endpoint,
+		Capabilities: req.Capabilities, Region: req.Region,
+	}
+	verified := req.Signature != nil && canonical.Verify(key, s.prefix, msg, *req.Signature) == nil
+	now := s.now()
+	var rec store.Node
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		old, err := tx.Node(key)
+		exists := err == nil
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if did.Form() == didkey.FormShort {
+			holders, err := tx.NodeKeysByShortBody(did.Body())
+			if err != nil {
+				return err
+			}
+			for _, h := range holders {
+				if h != key {
+					return proto.New(proto.DIDCollision, "short DID body already held by another key; register under the 10-hex or full DID")
+				}
+			}
+		}
+		if !verified && (s.strict || (exists && old.SignatureVerified)) {
+			return proto.New(proto.BadSignature, "registration signature does not verify")
+		}
+		counterKey := "register/" + addr
+		var c binding.Counter
+		if !exists {
+			if c, err = tx.Counter(counterKey); err != nil {
+				return err
+			}
+			if c.Blocked(now, s.registerLimit, registerWindow) {
+				return proto.New(proto.RateLimited, "too many new node keys from this address; try again later")
+			}
+		}
+		rec = store.Node{
+			Key: key, DID: req.DID, Endpoint: req.Endpoint,
+			Capabilities: slices.Clone(req.Capabilities), Region: req.Region,
+			Signature: req.Signature, SignatureVerified: verified,
+			FirstSeen: now, LastSeen: now,
+		}
+		if exists {
+			rec.FirstSeen = old.FirstSeen
+		} else if err := tx.PutCounter(counterKey, c.Fail(now, registerWindow)); err != nil {
+			return err
+		}
+		return tx.PutNode(rec)
+	})
+	if err != nil {
+		return RegisterResult{}, err
+	}
+	s.log.Info("node registered", "did", req.DID, "signed", verified)
+	return RegisterResult{OK: true, Registered: true, Signed: verified, IDBound: true, Data: nodeView(rec)}, nil
+}
+
+func checkRegisterFields(req RegisterRequest) error {
+	if err := checkText("endpoint", req.Endpoint); err != nil {
+		return err
+	}
+	if strings.IndexFunc(req.Endpoint, isSpace) >= 0 {
+		return badRequest("field endpoint must not contain whitespace")
+	}
+	if req.Region != "" {
+		if err := checkText("region", req.Region); err != nil {
+			return err
+		}
+	}
+	return checkList("capabilities", req.Capabilities)
+}
+
+// isSpace is the profile's whitespace for endpoints: U+0020, U+0085, U+00A0 and the
+// categories Zs, Zl and Zp.
+func isSpace(r rune) bool {
+	return r == ' ' || r == '\u0085' || r == '\u00a0' || unicode.In(r, unicode.Zs, unicode.Zl, unicode.Zp)
+}
+
+// checkText applies the injectivity rule and the 1–256 byte limit to a present string.
+func checkText(field, v string) error {
+	if err := canonical.CheckString(field, v); err != nil {
+		return err
+	}
+	if len(v) == 0 || len(v) > maxTextBytes {
+		return badRequest(fmt.Sprintf("field %s must be 1-256 bytes", field))
+	}
+	return nil
+}
+
+// checkList applies the injectivity rule and the 64 × 64-byte limit to a list.
+func checkList(field string, items []string) error {
+	if err := canonical.CheckList(field, items); err != nil {
+		return err
+	}
+	if len(items) > maxListItems {
+		return badRequest(fmt.Sprintf("field %s has more than 64 items", field))
+	}
+	for _, it := range items {
+		if len(it) > maxItemBytes {
+			return badRequest(fmt.Sprintf("field %s has an item over 64 bytes", field))
+		}
+	}
+	return nil
+}
+
+// HeartbeatRequest is the body of POST /api/v1/heartbeat.
+type HeartbeatRequest struct {
+	DID       string `json:"did"`
+	TS        int64  `json:"ts"`
+	Signature string `json:"signature"`
+	PublicKey string `json:"public_key,omitempty"` // optional; must bind to DID when sent
+}
+
+// HeartbeatResult is the answer to a heartbeat.
+type HeartbeatResult struct {
+	OK       bool   `json:"ok"`
+	LastSeen string `json:"last_seen"`
+}
+
+func decodeHeartbeat(body []byte) (HeartbeatRequest, error) {
+	o, err := decodeObject(body)
+	if err != nil {
+		return HeartbeatRequest{}, err
+	}
+	r := reader{o: o}
+	req := HeartbeatRequest{
+		DID:       r.str("did"),
+		TS:        r.integer("ts"),
+		Signature: r.str("signature"),
+		PublicKey: r.optStr("public_key"),
+	}
+	return req, r.err
+}
+
+// Heartbeat refreshes a registered node's last_seen (profile 5.1).
+func (s *Service) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResult, error) {
+	did, err := parseNodeDID(req.DID)
+	if err != nil {
+		return HeartbeatResult{}, err
+	}
+	if req.PublicKey != "" {
+		if _, _, err := didkey.CheckNode(req.DID, req.PublicKey); err != nil {
+			return HeartbeatResult{}, err
+		}
+	}
+	now := s.now()
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		rec, err := lookupNode(tx, did)
+		if err != nil {
+			return err
+		}
+		msg := canonical.Heartbeat{DID: req.DID, TS: req.TS}
+		if err := authn.VerifyNodeRequest(req.DID, rec.Key, req.TS, now, s.prefix, msg, req.Signature); err != nil {
+			return err
+		}
+		rec.LastSeen = now
+		return tx.PutNode(rec)
+	})
+	if err != nil {
+		return HeartbeatResult{}, err
+	}
+	return HeartbeatResult{OK: true, LastSeen: canonical.FormatTime(now)}, nil
+}
+
+// parseNodeDID checks the grammar of a node DID (profile section 2 codes).
+func parseNodeDID(s string) (didkey.DID, error) {
+	d, err := didkey.Parse(s)
+	if err != nil {
+		return didkey.DID{}, err
+	}
+	if d.IsOperator() {
+		return didkey.DID{}, proto.New(proto.IDBindingFailed, "an operator DID is not a node DID")
+	}
+	return d, nil
+}
+
+// lookupNode finds the record a DID spelling names (profile section 2): the full form names
+// its key; a shorter form names the record registered under exactly that DID or, failing
+// that, the one key it binds to among the records sharing its short body.
+func lookupNode(tx store.Tx, d didkey.DID) (store.Node, error) {
+	unknown := proto.New(proto.UnknownDID, "no node is registered under this DID")
+	if k, ok := d.Key(); ok {
+		rec, err := tx.Node(k)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Node{}, unknown
+		}
+		return rec, err
+	}
+	k, err := tx.NodeKeyByDID(d.String())
+	if err == nil {
+		return tx.Node(k)
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return store.Node{}, err
+	}
+	holders, err := tx.NodeKeysByShortBody(d.Body()[:8])
+	if err != nil {
+		return store.Node{}, err
+	}
+	var found []didkey.PublicKey
+	for _, h := range holders {
+		if d.Matches(h) {
+			found = append(found, h)
+		}
+	}
+	if len(found) != 1 {
+		return store.Node{}, unknown
+	}
+	return tx.Node(found[0])
+}
+
+// NodeFilter selects node records (profile 5.1, the query of GET /nodes and /peers).
+type NodeFilter struct {
+	// OnlineWithin keeps nodes seen within this long; 0 keeps all.
+	OnlineWithin time.Duration
+	// Capabilities must all be advertised.
+	Capabilities []string
+	// Region, when set, must equal the record's region.
+	Region string
+	// Callable keeps public, signature-verified records.
+	Callable bool
+}
+
+// ParseNodeFilter reads the query of GET /nodes and /peers.
+func ParseNodeFilter(q url.Values) (NodeFilter, error) {
+	f := NodeFilter{Capabilities: q["capability"], Region: q.Get("region")}
+	if v := q.Get("online_within"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<32 {
+			return NodeFilter{}, badRequest("online_within must be a whole number of seconds")
+		}
+		f.OnlineWithin = time.Duration(n) * time.Second
+	}
+	switch q.Get("callable") {
+	case "", "0", "false":
+	case "1", "true":
+		f.Callable = true
+	default:
+		return NodeFilter{}, badRequest("callable must be 1 or 0")
+	}
+	return f, nil
+}
+
+func (f NodeFilter) keep(n store.Node, now time.Time) bool {
+	if f.OnlineWithin > 0 && now.Sub(n.LastSeen) > f.OnlineWithin {
+		return false
+	}
+	if f.Region != "" && n.Region != f.Region {
+		return false
+	}
+	for _, c := range f.Capabilities {
+		if !slices.Contains(n.Capabilities, c) {
+			return false
+		}
+	}
+	return !f.Callable || (n.SignatureVerified && Reachability(n.Endpoint) == ReachPublic)
+}
+
+// Nodes returns the node records that pass f, sorted by first_seen then key.
+func (s *Service) Nodes(ctx context.Context, f NodeFilter) ([]store.Node, error) {
+	now := s.now()
+	var out []store.Node
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		return tx.EachNode(func(n store.Node) error {
+			if f.keep(n, now) {
+				out = append(out, n)
+			}
+			return nil
+		})
+	})
+	slices.SortFunc(out, func(a, b store.Node) int {
+		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Key[:], b.Key[:])
+	})
+	return out, err
+}
+
+// NodeCount returns the number of registered nodes.
+func (s *Service) NodeCount(ctx context.Context) (int, error) {
+	var n int
+	err := s.store.View(ctx, func(tx store.Tx) (err error) {
+		n, err = tx.NodeCount()
+		return err
+	})
+	return n, err
+}
+
+func nodeView(n store.Node) NodeView {
+	v := NodeView{
+		DID: n.DID, PublicKey: n.Key.Hex(), Endpoint: n.Endpoint,
+		Capabilities: nonNil(n.Capabilities), Status: "active",
+		LastSeen: canonical.FormatTime(n.LastSeen), FirstSeen: canonical.FormatTime(n.FirstSeen),
+		Signature: n.Signature, SignaturePresent: n.Signature != nil,
+		SignatureVerified: n.SignatureVerified, Reachability: Reachability(n.Endpoint),
+	}
+	if n.Region != "" {
+		v.Region = &n.Region
+	}
+	return v
+}
+
+// Reachability classes of an endpoint (profile 4.1).
+const (
+	ReachPublic     = "public"
+	ReachPrivate    = "private"
+	ReachUnroutable = "unroutable"
+)
+
+var privatePrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("fc00::/7"),
+	netip.MustParsePrefix("fe80::/10"),
+}
+
+// Reachability classifies an endpoint as public, private or unroutable from its text alone;
+// the registry never probes it.
+func Reachability(endpoint string) string {
+	host, ok := endpointHost(endpoint)
+	if !ok {
+		return ReachUnroutable
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap()
+		switch {
+		case ip.IsMulticast():
+			return ReachUnroutable
+		case slices.ContainsFunc(privatePrefixes, func(p netip.Prefix) bool { return p.Contains(ip) }):
+			return ReachPrivate
+		}
+		return ReachPublic
+	}
+	if strings.EqualFold(host, "localhost") || !strings.Contains(host, ".") {
+		return ReachPrivate
+	}
+	return ReachPublic
+}
+
+// endpointHost takes the host of host:port (port 1–65535), [v6]:port, or an http(s) URL.
+func endpointHost(endpoint string) (string, bool) {
+	if strings.HasPrefix(endpoint, "http://") || strings.HasPrefix(endpoint, "https://") {
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Hostname() == "" {
+			return "", false
+		}
+		return u.Hostname(), true
+	}
+	i := strings.LastIndexByte(endpoint, ':')
+	if i <= 0 {
+		return "", false
+	}
+	host, port := endpoint[:i], endpoint[i+1:]
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 || port[0] == '+' {
+		return "", false
+	}
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+		if _, err := netip.ParseAddr(host); err != nil {
+			return "", false
+		}
+		return host, true
+	}
+	if host == "" || strings.ContainsAny(host, ":/[]@") {
+		return "", false
+	}
+	return host, true
+}

@@ -1,0 +1,133 @@
+// Package registry is the svrp registry service: its use cases (node discovery, operator
+// login, operator views and the binding handshake) over a [store.Store], and
+// [NewHandler], the whole HTTP API as an http.Handler that another Go service can mount.
+//
+// # What it does
+//
+// A [Service] turns requests into checks from the pure packages (didkey, canonical, authn,
+// binding) and transactions on the store. Every check runs in the order that the wire profile
+// gives for its endpoint, and a failed request changes nothing, except where the profile says
+// otherwise: a consumed login challenge and a counted resolve failure.
+//
+// # What it does not do
+//
+// It opens no listener, reads no flags or environment and starts no goroutine of its own:
+// the daemon (svrpd) or the embedding service owns the process, calls [Service.Sweep]
+// periodically and [Service.RepairAtStart] once. Time and randomness are injected through
+// [Config], so the whole service runs under a fake clock in tests.
+package registry
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/store"
+)
+
+// Defaults of the limits a daemon flag can change (profile section 8).
+const (
+	DefaultResolveAddressLimit  = 30  // failed resolves per client address per 10 minutes
+	DefaultRegisterAddressLimit = 600 // new node keys per client address per hour
+	DefaultOnlineWindow         = 600 * time.Second
+	registerWindow              = time.Hour
+)
+
+// Config wires a Service. Store is required; every other field has a default.
+type Config struct {
+	// Store keeps all state.
+	Store store.Store
+	// Prefix is the domain prefix of every signed message; default canonical.DefaultPrefix.
+	Prefix string
+	// Clock returns the current time; default time.Now. The service truncates it to seconds.
+	Clock func() time.Time
+	// Rand is the source of short codes, binding tokens and session tokens; default
+	// crypto/rand.Reader.
+	Rand io.Reader
+	// Challenges issues and consumes login challenges; default an authn.Challenger with a
+	// fresh random key and its default bound.
+	Challenges authn.Challenges
+	// Logger receives one line per notable event; default discards. It never receives a
+	// secret.
+	Logger *slog.Logger
+	// StrictSignatures turns grace mode off: every registration must carry a valid signature.
+	StrictSignatures bool
+	// ResolveAddressLimit is the number of failed resolves per client address per 10 minutes
+	// before that address gets 429; default DefaultResolveAddressLimit.
+	ResolveAddressLimit int
+	// RegisterAddressLimit is the number of new node keys a client address may register per
+	// hour; default DefaultRegisterAddressLimit.
+	RegisterAddressLimit int
+}
+
+// Service is the registry. It is safe for concurrent use.
+type Service struct {
+	store               store.Store
+	prefix              string
+	clock               func() time.Time
+	rand                io.Reader
+	challenges          authn.Challenges
+	log                 *slog.Logger
+	strict              bool
+	resolveAddressLimit int
+	registerLimit       int
+}
+
+// New checks cfg and returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("registry: a store is required")
+	}
+	s := &Service{
+		store:               cfg.Store,
+		prefix:              cfg.Prefix,
+		clock:               cfg.Clock,
+		rand:                cfg.Rand,
+		challenges:          cfg.Challenges,
+		log:                 cfg.Logger,
+		strict:              cfg.StrictSignatures,
+		resolveAddressLimit: cfg.ResolveAddressLimit,
+		registerLimit:       cfg.RegisterAddressLimit,
+	}
+	if s.prefix == "" {
+		s.prefix = canonical.DefaultPrefix
+	}
+	if err := canonical.CheckPrefix(s.prefix); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.resolveAddressLimit <= 0 {
+		s.resolveAddressLimit = DefaultResolveAddressLimit
+	}
+	if s.registerLimit <= 0 {
+		s.registerLimit = DefaultRegisterAddressLimit
+	}
+	if s.challenges == nil {
+		key, err := authn.NewChallengeKey(s.rand)
+		if err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		s.challenges = authn.NewChallenger(key, s.rand, 0)
+	}
+	return s, nil
+}
+
+// Prefix returns the domain prefix the service verifies signatures under.
+func (s *Service) Prefix() string { return s.prefix }
+
+// now is the registry's clock truncated to whole seconds: every time comparison of the
+// profile uses it.
+func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Second) }

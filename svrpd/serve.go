@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/store"
+)
+
+// serveConfig is everything `svrpd serve` is configured with.
+type serveConfig struct {
+	listen               string
+	dataDir              string
+	memory               bool
+	prefix               string
+	strictSignatures     bool
+	resolveAddressLimit  int
+	registerAddressLimit int
+	sweepEvery           time.Duration
+	logLevel             string
+	logFormat            string
+}
+
+func (c serveConfig) validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q: want host:port", c.listen))
+	}
+	if !c.memory && c.dataDir == "" {
+		errs = append(errs, errors.New("--data must name a directory (or use --memory)"))
+	}
+	if err := canonical.CheckPrefix(c.prefix); err != nil {
+		errs = append(errs, fmt.Errorf("--prefix: %w", err))
+	}
+	if c.resolveAddressLimit < 1 {
+		errs = append(errs, errors.New("--resolve-address-limit must be at least 1"))
+	}
+	if c.registerAddressLimit < 1 {
+		errs = append(errs, errors.New("--register-address-limit must be at least 1"))
+	}
+	if c.sweepEvery < time.Second {
+		errs = append(errs, errors.New("--sweep-every must be at least 1s"))
+	}
+	if _, err := parseLevel(c.logLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.logFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	l, _ := parseLevel(level)
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// HTTP server timeouts: a client that trickles its headers or body is cut off.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 15 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownTimeout   = 15 * time.Second
+	maxHeaderBytes    = 16 << 10
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c serveConfig
+	fs := newFlagSet("serve", stderr)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free one)")
+	fs.StringVar(&c.dataDir, "data", "./svrpd-data", "directory of the embedded Badger store")
+	fs.BoolVar(&c.memory, "memory", false, "keep everything in memory (lost at exit) instead of in --data")
+	fs.StringVar(&c.prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
+	fs.BoolVar(&c.strictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
+	fs.IntVar(&c.resolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
+	fs.IntVar(&c.registerAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
+	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
+		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
+		fmt.Fprintln(fs.Output(), "\nFixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key.")
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if err := c.validate(); err != nil {
+		fmt.Fprintf(stderr, "svrpd: %v\n", strings.ReplaceAll(err.Error(), "\n", "\nsvrpd: "))
+		return 2
+	}
+	log := newLogger(stderr, c.logLevel, c.logFormat)
+	if err := serve(ctx, c, log, nil); err != nil {
+		log.Error("svrpd stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the registry until ctx is done, then shuts down in order: stop accepting,
+// drain requests, stop the sweeper, close the store. ready, when not nil, receives the
+// listening address once requests can be served.
+func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- string) error {
+	st, err := openStore(c, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing the store", "err", err)
+		} else {
+			log.Info("store closed")
+		}
+	}()
+
+	svc, err := registry.New(registry.Config{
+		Store: st, Prefix: c.prefix, Logger: log, StrictSignatures: c.strictSignatures,
+		ResolveAddressLimit: c.resolveAddressLimit, RegisterAddressLimit: c.registerAddressLimit,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := svc.RepairAtStart(ctx); err != nil {
+		return fmt.Errorf("repairing sessions at start: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           registry.NewHandler(svc),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		sweep(sweepCtx, svc, st, c.sweepEvery, log)
+	}()
+
+	where := "badger " + c.dataDir
+	if c.memory {
+		where = "memory"
+	}
+	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.prefix, "strict_signatures", c.strictSignatures)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: draining requests")
+	case serveErr = <-served:
+		log.Error("http server failed", "err", serveErr)
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.Warn("requests still open at the shutdown deadline", "err", err)
+	}
+	stopSweep()
+	<-swept
+	log.Info("sweeper stopped")
+	return serveErr
+}
+
+func openStore(c serveConfig, log *slog.Logger) (store.Store, error) {
+	if c.memory {
+		return store.NewMemory(), nil
+	}
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	abs, _ := filepath.Abs(c.dataDir)
+	st, err := store.OpenBadger(c.dataDir, store.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("opening the store in %s: %w", abs, err)
+	}
+	return st, nil
+}
+
+// sweep runs the registry's sweep, and the store's own maintenance when it has any, every
+// interval until ctx is done.
+func sweep(ctx context.Context, svc *registry.Service, st store.Store, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil {
+			log.Error("sweep failed", "err", err)
+		}
+		if m, ok := st.(store.Maintainer); ok {
+			if err := m.Maintain(ctx); err != nil {
+				log.Warn("store maintenance failed", "err", err)
+			}
+		}
+	}
+}

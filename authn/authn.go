@@ -1,18 +1,107 @@
-// Package authn holds the rules of operator login and of signed node requests.
+// Package authn holds the rules that decide who is calling the svrp registry: operators, who
+// log in with a device key that their root key vouched for, and nodes, which sign each
+// request with their own key (wire profile sections 3, 5.2 and 7).
+//
+// # What it does
+//
+//   - [VerifyCredential] checks a DeviceCredential: the root key derives the o-tagged operator
+//     DID (DC_ID_BINDING), the root key signed message 2 (DC_BAD_SIGNATURE), and the
+//     registry's clock lies in the credential's window with 5 s of skew (DC_EXPIRED).
+//   - [VerifyLogin] runs the six checks of POST /v1/auth/device-login in the profile's order
+//     and stops at the first failure, so the code returned is always that of the earliest
+//     failing step. The challenge is consumed at step 5, before the login signature is
+//     checked, so a failed attempt burns it.
+//   - [Challenger] issues single-use login challenges in bounded memory, whatever the request
+//     rate (see its documentation for the bound and why it fails closed).
+//   - [NewToken], [HashToken], [NewSession], [Session.Check] and [ParseBearer] are the bearer
+//     sessions that a successful login opens: one hour, never refreshed.
+//   - [VerifyNodeRequest] checks a node-signed request: id-binding, then freshness of ts,
+//     then the signature, in the order of description section 5.4.
+//
+// # What it leaves to others
+//
+// The package is pure logic. It stores nothing (sessions are values the caller keeps under
+// [HashToken] of the token; the only state is a [Challenger]'s used-set), speaks no HTTP (the
+// JSON shape of a request — fields present, of the right JSON type — is the HTTP layer's
+// check), and has no clock or randomness of its own: every function that needs the time takes
+// now, and everything that draws random bytes takes an io.Reader. Time comparisons truncate
+// now to whole seconds, as the profile asks.
+//
+// # Errors
+//
+// Every error is a *proto.Error whose code is the wire code. Match it with errors.Is against
+// the sentinels below (or the didkey and canonical ones), or read it with proto.CodeOf.
+// Error texts never contain a token, a seed or a challenge.
 package authn
 
 import (
-	"io"
 	"time"
 
-	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/proto"
 )
 
-var errUnimplemented = proto.New(proto.Internal, "authn: not implemented")
+// Sentinels for errors.Is, one per rejection reason. Errors returned by this package carry
+// more detail but match one of these (or a didkey or canonical sentinel where that package's
+// code is the answer).
+var (
+	// ErrDCIDBinding: the credential's root key does not derive its o-tagged operator DID, or
+	// either of them does not parse (DC_ID_BINDING).
+	ErrDCIDBinding = proto.New(proto.DCIDBinding, "authn: device credential id-binding failed")
+	// ErrDCBadSignature: the root key's signature over the credential is malformed or does
+	// not verify (DC_BAD_SIGNATURE).
+	ErrDCBadSignature = proto.New(proto.DCBadSignature, "authn: device credential signature does not verify")
+	// ErrDCExpired: the registry's clock lies outside the credential's validity window, or a
+	// credential timestamp is malformed (DC_EXPIRED).
+	ErrDCExpired = proto.New(proto.DCExpired, "authn: device credential outside its validity window")
+	// ErrBadChallenge: the login challenge was not issued here, has expired, was already
+	// used, or cannot be recorded as used (BAD_CHALLENGE).
+	ErrBadChallenge = proto.New(proto.BadChallenge, "authn: challenge unknown, expired or already used")
+	// ErrBadSignature: a login or node signature does not verify, or something it signs is
+	// malformed (BAD_SIGNATURE).
+	ErrBadSignature = proto.New(proto.BadSignature, "authn: signature does not verify")
+	// ErrNoSession: no usable bearer token was sent, or the token names no session
+	// (NO_SESSION).
+	ErrNoSession = proto.New(proto.NoSession, "authn: no session")
+	// ErrSessionExpired: the session passed its hour (SESSION_EXPIRED).
+	ErrSessionExpired = proto.New(proto.SessionExpired, "authn: session expired")
+	// ErrStaleTS: a node's ts is more than NodeTSTolerance from the registry's clock
+	// (STALE_TS).
+	ErrStaleTS = proto.New(proto.StaleTS, "authn: timestamp too far from registry time")
+	// ErrBadRequest: a field breaks the injectivity rules or a field limit (BAD_REQUEST).
+	ErrBadRequest = proto.New(proto.BadRequest, "authn: malformed request")
+)
 
-// Device is what a verified DeviceCredential proves: this device key may act for this operator.
+// Times fixed by the description and the profile.
+const (
+	// ChallengeTTL is how long a login challenge can be used after it is issued
+	// (expires_in of POST /v1/auth/challenge).
+	ChallengeTTL = 300 * time.Second
+	// SessionTTL is the life of a bearer session; sessions are never refreshed.
+	SessionTTL = 3600 * time.Second
+	// CredentialSkew is the clock skew allowed at both ends of a DeviceCredential's window.
+	CredentialSkew = 5 * time.Second
+	// NodeTSTolerance is how far a node's ts may lie from the registry's clock.
+	NodeTSTolerance = 300 * time.Second
+)
+
+// NodesBind is the permission a DeviceCredential needs to authorize a binding. Login needs
+// none.
+const NodesBind = "nodes.bind"
+
+// Field limits of profile section 8 that apply to a DeviceCredential. The body limit of
+// 64 KiB already bounds the work; these keep stored credentials small and predictable.
+const (
+	// MaxIDLen bounds credential_id, device_id and revocation_id, in bytes (at least 1).
+	MaxIDLen = 256
+	// MaxPermissions bounds the number of permissions.
+	MaxPermissions = 64
+	// MaxPermissionLen bounds one permission, in bytes (at least 1).
+	MaxPermissionLen = 64
+)
+
+// Device is what a verified DeviceCredential proves: this device key may act for this
+// operator. Values come from [VerifyCredential] and [VerifyLogin] only.
 type Device struct {
 	OperatorDID didkey.DID
 	RootKey     didkey.PublicKey
@@ -20,7 +109,25 @@ type Device struct {
 }
 
 // HasPermission reports whether the credential grants p.
-func (d Device) HasPermission(p string) bool { return false }
+func (d Device) HasPermission(p string) bool {
+	for _, q := range d.Credential.Permissions {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// DeviceKey decodes the credential's device_public_key. VerifyCredential does not judge that
+// key (the step that uses it does), so a key that does not decode is a BAD_SIGNATURE error:
+// nothing can verify under it.
+func (d Device) DeviceKey() (didkey.PublicKey, error) {
+	k, err := didkey.DecodeKey(d.Credential.DevicePublicKey)
+	if err != nil {
+		return didkey.PublicKey{}, proto.New(proto.BadSignature, "authn: device_public_key is not a 32-byte key: "+err.Error())
+	}
+	return k, nil
+}
 
 // Login is the body of POST /v1/auth/device-login.
 type Login struct {
@@ -30,41 +137,15 @@ type Login struct {
 	Signature        string           `json:"signature"`
 }
 
-// Challenges issues and consumes single-use login challenges.
+// Challenges issues and consumes single-use login challenges. Implementations are safe for
+// concurrent use.
 type Challenges interface {
+	// Issue returns a new challenge, usable for ChallengeTTL from now. Its error, if any, is
+	// the implementation's (an INTERNAL one for a failing random source).
 	Issue(now time.Time) (string, error)
+	// Consume accepts a challenge that was issued, has not expired and has not been consumed,
+	// and marks it consumed in the same atomic step, so that of any number of concurrent
+	// calls for one challenge exactly one returns nil. A refusal matches [ErrBadChallenge];
+	// any other error (a failing store, say) is passed through by [VerifyLogin] unchanged.
 	Consume(challenge string, now time.Time) error
-}
-
-// CheckCredentialShape applies login step 1 to a credential's fields.
-func CheckCredentialShape(dc DeviceCredential) error { return errUnimplemented }
-
-// VerifyCredential applies login steps 2–4 to a DeviceCredential.
-func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device, error) {
-	return Device{}, errUnimplemented
-}
-
-// VerifyLogin applies login steps 1–6 in order.
-func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges) (Device, error) {
-	return Device{}, errUnimplemented
-}
-
-// NewToken returns a new bearer token and its SHA-256.
-func NewToken(rand io.Reader) (string, [32]byte, error) { return "", [32]byte{}, errUnimplemented }
-
-// HashToken returns the SHA-256 under which a token's session is kept.
-func HashToken(token string) [32]byte { return [32]byte{} }
-
-// NewSession starts a session for operatorDID at now.
-func NewSession(operatorDID string, now time.Time) Session { return Session{} }
-
-// Check reports whether the session is still valid at now.
-func (s Session) Check(now time.Time) error { return errUnimplemented }
-
-// ParseBearer extracts the token from an Authorization header.
-func ParseBearer(header string) (string, error) { return "", errUnimplemented }
-
-// VerifyNodeRequest checks a signed node request: id-binding, then ts, then the signature.
-func VerifyNodeRequest(did string, key didkey.PublicKey, ts int64, now time.Time, prefix string, m canonical.Message, sig string) error {
-	return errUnimplemented
 }

@@ -1,0 +1,257 @@
+package authn_test
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mr-tron/base58"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/proto"
+)
+
+const prefix = canonical.DefaultPrefix
+
+// testNow is the registry's clock in these tests: inside the credentials' default window.
+var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+const (
+	dcIssuedAt    = "2025-01-01T00:00:00Z"
+	dcExpiresAt   = "2026-01-01T00:00:00Z"
+	loginIssuedAt = "2025-06-01T11:59:30Z"
+)
+
+// seededKey derives a deterministic Ed25519 key from the test's name and a label, so that
+// every test has its own keys and a failure reproduces exactly.
+func seededKey(t testing.TB, label string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte(t.Name() + "/" + label))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+func pubKey(priv ed25519.PrivateKey) didkey.PublicKey {
+	k, err := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// seededRand is a deterministic random source for challengers and tokens.
+func seededRand(t testing.TB) *rand.ChaCha8 {
+	return rand.NewChaCha8(sha256.Sum256([]byte("rand/" + t.Name())))
+}
+
+func seededChallenger(t testing.TB, maxUsed int) *authn.Challenger {
+	r := seededRand(t)
+	key, err := authn.NewChallengeKey(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return authn.NewChallenger(key, r, maxUsed)
+}
+
+// world holds one operator's keys.
+type world struct {
+	root, device ed25519.PrivateKey
+}
+
+func newWorld(t testing.TB) world {
+	return world{root: seededKey(t, "root"), device: seededKey(t, "device")}
+}
+
+func (w world) operatorDID() string {
+	d, err := didkey.OperatorDID(pubKey(w.root), didkey.FormShort)
+	if err != nil {
+		panic(err)
+	}
+	return d.String()
+}
+
+// credentialFields returns the unsigned fields of a valid credential.
+func (w world) credentialFields() canonical.DeviceCredential {
+	return canonical.DeviceCredential{
+		CredentialID:          "cred-1",
+		OperatorDID:           w.operatorDID(),
+		OperatorRootPublicKey: pubKey(w.root).Base58(),
+		DeviceID:              "laptop-1",
+		DevicePublicKey:       pubKey(w.device).Base58(),
+		Permissions:           []string{authn.NodesBind},
+		IssuedAt:              dcIssuedAt,
+		ExpiresAt:             dcExpiresAt,
+		RevocationID:          "rev-1",
+	}
+}
+
+// signCredential signs fields with the root key. Fields that canonical refuses to render
+// get a well-formed signature over nothing, so that the refusal is the only fault.
+func (w world) signCredential(f canonical.DeviceCredential) authn.DeviceCredential {
+	sig, err := canonical.Sign(w.root, prefix, f)
+	if err != nil {
+		sig = b58sig(ed25519.Sign(w.root, nil))
+	}
+	return authn.DeviceCredential{DeviceCredential: f, Signature: sig}
+}
+
+func (w world) credential() authn.DeviceCredential { return w.signCredential(w.credentialFields()) }
+
+// loginBytes joins message 1 as the profile writes it, without canonical's checks, so a test
+// can sign fields "as given" even when canonical would refuse them.
+func loginBytes(p string, dc canonical.DeviceCredential, challenge, issuedAt string) []byte {
+	return []byte(strings.Join([]string{p + canonical.LoginDomain, dc.OperatorDID, dc.DevicePublicKey, challenge, issuedAt}, "\n"))
+}
+
+func (w world) signLogin(dc authn.DeviceCredential, challenge, issuedAt string) authn.Login {
+	return authn.Login{
+		DeviceCredential: dc,
+		Challenge:        challenge,
+		IssuedAt:         issuedAt,
+		Signature:        b58sig(ed25519.Sign(w.device, loginBytes(prefix, dc.DeviceCredential, challenge, issuedAt))),
+	}
+}
+
+func b58sig(sig []byte) string { return base58.Encode(sig) }
+
+// fatalT is what wantCode needs of a *testing.T or a *rapid.T.
+type fatalT interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// wantCode fails the test unless err carries code (or is nil when code is "").
+func wantCode(t fatalT, err error, code proto.Code) {
+	t.Helper()
+	if code == "" {
+		if err != nil {
+			t.Fatalf("got error %v (%s), want success", err, proto.CodeOf(err))
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("got success, want %s", code)
+	}
+	if got := proto.CodeOf(err); got != code {
+		t.Fatalf("got %s (%v), want %s", got, err, code)
+	}
+	if !errors.Is(err, proto.New(code, "")) {
+		t.Fatalf("errors.Is(%v, %s) is false", err, code)
+	}
+}
+
+// acceptAll is a Challenges fake that accepts every challenge once, for vectors whose
+// challenges this registry never issued.
+type acceptAll struct{ seen map[string]bool }
+
+func (a *acceptAll) Issue(time.Time) (string, error) { return "", errors.New("not used") }
+
+func (a *acceptAll) Consume(c string, _ time.Time) error {
+	if a.seen == nil {
+		a.seen = map[string]bool{}
+	}
+	if a.seen[c] {
+		return authn.ErrBadChallenge
+	}
+	a.seen[c] = true
+	return nil
+}
+
+// counting wraps a Challenges and counts the successful consumes.
+type counting struct {
+	authn.Challenges
+	ok int
+}
+
+func (c *counting) Consume(ch string, now time.Time) error {
+	err := c.Challenges.Consume(ch, now)
+	if err == nil {
+		c.ok++
+	}
+	return err
+}
+
+// Vector files.
+
+type signer struct {
+	Seed string `json:"seed_hex"`
+	Hex  string `json:"public_key_hex"`
+	B58  string `json:"public_key_b58"`
+}
+
+func (s signer) key(t testing.TB) ed25519.PrivateKey {
+	seed, err := hex.DecodeString(s.Seed)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		t.Fatalf("bad seed %q", s.Seed)
+	}
+	return ed25519.NewKeyFromSeed(seed)
+}
+
+type canonicalCase struct {
+	ID        string          `json:"id"`
+	Message   int             `json:"message"`
+	Prefix    string          `json:"prefix"`
+	Fields    json.RawMessage `json:"fields"`
+	Expected  string          `json:"expected_utf8"`
+	Signer    string          `json:"signer"`
+	Signature string          `json:"signature_b58"`
+}
+
+type canonicalFile struct {
+	Signers map[string]signer `json:"signers"`
+	Cases   []canonicalCase   `json:"cases"`
+}
+
+type rejectCase struct {
+	ID       string          `json:"id"`
+	Message  int             `json:"message"`
+	Field    string          `json:"field"`
+	Stage    string          `json:"stage"`
+	Fields   json.RawMessage `json:"fields"`
+	Expected struct {
+		Code              string `json:"code"`
+		ChallengeConsumed *bool  `json:"challenge_consumed"`
+	} `json:"expected"`
+}
+
+type rejectsFile struct {
+	Cases []rejectCase `json:"cases"`
+}
+
+type didCase struct {
+	ID        string `json:"id"`
+	DID       string `json:"did"`
+	PublicKey string `json:"public_key"`
+	Role      string `json:"role"`
+	Expected  *struct {
+		Code string `json:"code"`
+	} `json:"expected"`
+}
+
+type didsFile struct {
+	Keys []struct {
+		Seed string `json:"seed_hex"`
+		Hex  string `json:"public_key_hex"`
+	} `json:"keys"`
+	Positive []didCase `json:"positive"`
+	Negative []didCase `json:"negative"`
+}
+
+func loadVectors(t testing.TB, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}

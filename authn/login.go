@@ -1,0 +1,74 @@
+package authn
+
+import (
+	"time"
+
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/proto"
+)
+
+// VerifyLogin applies the checks of POST /v1/auth/device-login (profile 5.2) in order and
+// stops at the first failure, so the error carries the code of the earliest failing step:
+//
+//  1. [CheckCredentialShape] (BAD_REQUEST);
+//  2. to 4. [VerifyCredential] (DC_ID_BINDING, DC_BAD_SIGNATURE, DC_EXPIRED);
+//  5. ch.Consume(challenge): the challenge is consumed here, before step 6, so an attempt that
+//     fails at step 6 burns it (BAD_CHALLENGE); a failure at steps 1–4 leaves it usable;
+//  6. the login signature by device_public_key over message 1 {operator_did,
+//     device_public_key exactly as the credential carries it, challenge, issued_at}
+//     (BAD_SIGNATURE). An issued_at that is not exactly the 20-character form, and a
+//     device_public_key that does not decode to 32 bytes, fail here too, with BAD_SIGNATURE.
+//
+// The login's challenge and issued_at are not judged at step 1: the challenge can only pass
+// step 5 if this registry issued it, and issued_at belongs to step 6 (description 5.2:
+// "Milliseconds or an offset fail verification").
+//
+// The login's issued_at is only signed, never compared with the clock: the profile sets no
+// window for it, and freshness is already the single-use challenge's job, which expires
+// ChallengeTTL after issue.
+//
+// On success it returns the verified Device; on failure the zero Device.
+func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges) (Device, error) {
+	if err := CheckCredentialShape(l.DeviceCredential); err != nil {
+		return Device{}, err
+	}
+	dev, err := VerifyCredential(l.DeviceCredential, prefix, now)
+	if err != nil {
+		return Device{}, err
+	}
+	if ch == nil {
+		return Device{}, proto.New(proto.Internal, "authn: no challenge store configured")
+	}
+	if err := ch.Consume(l.Challenge, now); err != nil {
+		return Device{}, err
+	}
+	if err := verifyLoginSignature(l, prefix); err != nil {
+		return Device{}, err
+	}
+	return dev, nil
+}
+
+// verifyLoginSignature is step 6. Every failure in it is BAD_SIGNATURE, whatever part of the
+// signed message was to blame: a signature over a malformed issued_at or under a key that
+// does not decode cannot be valid.
+func verifyLoginSignature(l Login, prefix string) error {
+	if _, err := canonical.ParseTime(l.IssuedAt); err != nil {
+		return proto.New(proto.BadSignature, "authn: login issued_at: "+err.Error())
+	}
+	dc := l.DeviceCredential
+	key, err := didkey.DecodeKey(dc.DevicePublicKey)
+	if err != nil {
+		return proto.New(proto.BadSignature, "authn: device_public_key: "+err.Error())
+	}
+	m := canonical.Login{
+		OperatorDID:     dc.OperatorDID,
+		DevicePublicKey: dc.DevicePublicKey,
+		Challenge:       l.Challenge,
+		IssuedAt:        l.IssuedAt,
+	}
+	if err := canonical.Verify(key, prefix, m, l.Signature); err != nil {
+		return proto.New(proto.BadSignature, "authn: login signature does not verify under the device key")
+	}
+	return nil
+}

@@ -1,87 +1,85 @@
-// Package binding holds the rules of the node-to-operator binding handshake.
+// Package binding holds the rules of the node-to-operator binding handshake (description
+// 2.3–2.5, 3.1 and 4.4; profile 5.4, 6 and 8): the session state machine, the checks each
+// binding endpoint makes and their order, the re-verification of the four-signature chain,
+// short codes and binding tokens, and the resolve failure counters.
+//
+// # What it does not do
+//
+// It keeps nothing and talks to nothing: no storage, no HTTP, no clock and no randomness of
+// its own, and no package state that changes. The registry reads the clock once per request,
+// loads a session in a store transaction, calls this package with that time (and a random
+// source where one is needed), and stores what comes back. Times are compared as the profile
+// says (section 1): the given now in UTC, truncated to whole seconds. Every function is total:
+// any input gives a result or an error, never a panic.
+//
+// The checks that need the store — a binding_session_id used before (SESSION_EXISTS), the
+// [MaxOpenSessionsPerNode] limit, finding a session by the hash of a code, the bearer session
+// and that its operator resolved the session — and the JSON shape of request bodies belong to
+// the registry.
+//
+// # Sessions are values
+//
+// A [Session] is a value and [Apply] is a pure transition: it returns a new session and never
+// changes its input, so a caller that gets an error still holds the session it had. The
+// transitions are data, one table ([Transitions] lists it); Apply adds only expiry, which
+// comes first, and the error codes.
+//
+// # The handshake
+//
+// Each step keeps three phases apart: shape (injectivity, field limits, timestamp form; all
+// BAD_REQUEST), verification against the stored session, then the transition.
+//
+//	initiate   ValidateInitiate, NewShortCode, NewBindingToken, HashSecret, NewSession → INITIATED
+//	resolve    NormalizePresented, HashSecret, Counter.Blocked, Apply(Resolve)         → PENDING_OPERATOR
+//	authorize  CheckAuthorizationShape, VerifyAuthorization, Apply(Authorize)          → PENDING_NODE_ACCEPTANCE
+//	accept     CheckAcceptanceShape, CheckAcceptance, Apply(Accept), VerifyChain,
+//	           Apply(VerifyOK) and Activate, or Apply(VerifyFail)                      → ACTIVE
+//	reject     CheckAcceptanceShape, CheckAcceptance, VerifyAcceptanceSignature,
+//	           Apply(NodeReject)                                                       → REJECTED_BY_NODE
+//
+// Operator reject and cancel are Apply(OperatorReject) and Apply(Cancel) once the registry has
+// checked the caller. [RepairAtStart] returns a session left VERIFYING by a stopped process to
+// PENDING_NODE_ACCEPTANCE.
+//
+// # Errors
+//
+// Every error carries a protocol code (package proto) and matches one of the sentinels below
+// under errors.Is; errors of packages this one calls (didkey's ID_BINDING_*, authn's DC_*)
+// pass through with their own codes. Expiry is a state, not an error: an event on an expired
+// session is BAD_STATE. Error texts name fields and links, never a short code or a token.
 package binding
 
-import (
-	"io"
-	"time"
+import "github.com/svrp/svrp/internal/proto"
 
-	"github.com/svrp/svrp/authn"
-	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+// Sentinels for errors.Is. Errors of this package carry more detail but match one of these
+// by code.
+var (
+	// ErrBadState: the event does not fit the session's state, often because it is terminal
+	// or expired (409).
+	ErrBadState = proto.New(proto.BadState, "binding: the operation does not fit the session's state")
+	// ErrAlreadyActive: the binding is already active; success arriving twice (409).
+	ErrAlreadyActive = proto.New(proto.AlreadyActive, "binding: the binding is already active")
+	// ErrTTLTooLong: expires_at − created_at is not in (0, 600] seconds (400).
+	ErrTTLTooLong = proto.New(proto.TTLTooLong, "binding: the session window must be more than 0 and at most 600 seconds")
+	// ErrAlreadyExpired: expires_at is not after the registry's clock (400).
+	ErrAlreadyExpired = proto.New(proto.AlreadyExpired, "binding: the session has already expired")
+	// ErrBadRequest: a field is malformed, over its limit, or does not match the session (400).
+	ErrBadRequest = proto.New(proto.BadRequest, "binding: malformed or mismatched field")
+	// ErrBadSignature: a signature of the chain does not verify (401).
+	ErrBadSignature = proto.New(proto.BadSignature, "binding: signature does not verify")
+	// ErrPermissionDenied: the credential is not the resolving operator's, or lacks
+	// nodes.bind (403).
+	ErrPermissionDenied = proto.New(proto.PermissionDenied, "binding: permission denied")
+	// ErrScopeExceeded: the authorization grants more than the node requested (403).
+	ErrScopeExceeded = proto.New(proto.ScopeExceeded, "binding: the authorization exceeds the request")
+	// ErrAuthzExpired: the authorization is outside its own validity window (401).
+	ErrAuthzExpired = proto.New(proto.AuthzExpired, "binding: the authorization is outside its validity window")
+	// ErrRateLimited: too many failed resolves, or too many open sessions for one node (429).
+	// This package only counts; the registry returns it.
+	ErrRateLimited = proto.New(proto.RateLimited, "binding: too many attempts")
+	// ErrSessionExists: the binding_session_id was used before (409). Only the store can
+	// tell; the registry returns it.
+	ErrSessionExists = proto.New(proto.SessionExists, "binding: this binding_session_id was already used")
 )
 
-var errUnimplemented = proto.New(proto.Internal, "binding: not implemented")
-
-// Event is something that happens to a binding session.
-type Event uint8
-
-// Events. Do not reorder.
-const (
-	EventInvalid Event = iota
-	Resolve
-	Authorize
-	Accept
-	VerifyOK
-	VerifyFail
-	NodeReject
-	OperatorReject
-	Cancel
-	Expire
-)
-
-// Apply applies ev to s at now and returns the new session, or the protocol error.
-func Apply(s Session, ev Event, now time.Time) (Session, error) { return s, errUnimplemented }
-
-// ExpireIfDue returns s moved to EXPIRED when it is non-terminal and its expires_at has passed.
-func ExpireIfDue(s Session, now time.Time) Session { return s }
-
-// InitiateRequest is the body of POST /v1/bindings/initiate.
-type InitiateRequest struct {
-	canonical.BindingSession
-	NodeSignature string `json:"node_signature"`
-}
-
-// ValidateInitiate checks an initiate request in the profile's order.
-func ValidateInitiate(req InitiateRequest, prefix string, now time.Time) (didkey.PublicKey, error) {
-	return didkey.PublicKey{}, errUnimplemented
-}
-
-// NewSession returns the INITIATED session for a validated request.
-func NewSession(req InitiateRequest, key didkey.PublicKey, codeHash, tokenHash [32]byte, now time.Time) Session {
-	return Session{}
-}
-
-// VerifyAuthorization applies the authorize checks from the credential on.
-func VerifyAuthorization(s Session, dc authn.DeviceCredential, az AuthorizationCredential, prefix string, now time.Time) error {
-	return errUnimplemented
-}
-
-// CheckAcceptance checks that an acceptance's fields match the session.
-func CheckAcceptance(s Session, acc Acceptance, prefix string, accepted bool) error {
-	return errUnimplemented
-}
-
-// VerifyChain re-verifies all four signatures of a session with its acceptance.
-func VerifyChain(s Session, acc Acceptance, prefix string) error { return errUnimplemented }
-
-// Activate returns the Binding that an accepted, verified session creates.
-func Activate(s Session, now time.Time) Binding { return Binding{} }
-
-// NewShortCode draws a short code.
-func NewShortCode(rand io.Reader) (string, error) { return "", errUnimplemented }
-
-// NormalizeCode maps a presented code or token to the form that is hashed.
-func NormalizeCode(in string) string { return in }
-
-// HashSecret returns the SHA-256 of a normalised code or token.
-func HashSecret(s string) [32]byte { return [32]byte{} }
-
-// NewBindingToken draws a binding token.
-func NewBindingToken(rand io.Reader) (string, error) { return "", errUnimplemented }
-
-// Blocked reports whether the counter is over limit within window at now.
-func (c Counter) Blocked(now time.Time, limit int, window time.Duration) bool { return false }
-
-// Fail records one failure at now.
-func (c Counter) Fail(now time.Time, window time.Duration) Counter { return c }
+func badRequest(msg string) error { return proto.New(proto.BadRequest, "binding: "+msg) }

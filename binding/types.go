@@ -7,6 +7,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/proto"
 )
 
 // State is a binding session's state (description 3.1).
@@ -53,7 +54,7 @@ func ParseState(name string) (State, error) {
 			return s, nil
 		}
 	}
-	return StateInvalid, fmt.Errorf("binding: unknown state %q", name)
+	return StateInvalid, proto.New(proto.BadRequest, fmt.Sprintf("binding: unknown state %q", clip(name)))
 }
 
 // Terminal reports whether s never moves again.

@@ -1,0 +1,156 @@
+package binding
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/proto"
+)
+
+// CheckAuthorizationShape checks an AuthorizationCredential's fields before anything else
+// (profile 5, preamble): binding_session_id 1–128 characters of [A-Za-z0-9._-]; node_did and
+// operator_did free of control characters; task_types at most 64 items of 1–64 bytes, none
+// empty or with ','; limits finite in 0..2^53−1; revocation_id 1–256 bytes; issued_at and
+// expires_at in the 20-character form. Any failure is BAD_REQUEST naming the field.
+func CheckAuthorizationShape(az AuthorizationCredential) error {
+	_, _, err := authorizationShape(az.Authorization)
+	return err
+}
+
+func authorizationShape(m canonical.Authorization) (issued, expires time.Time, err error) {
+	if err = checkSessionID("binding_session_id", m.BindingSessionID); err != nil {
+		return
+	}
+	if err = checkStrings("node_did", m.NodeDID, "operator_did", m.OperatorDID); err != nil {
+		return
+	}
+	if err = checkTaskTypes("task_types", m.TaskTypes); err != nil {
+		return
+	}
+	if err = checkLimit("single_limit", m.SingleLimit); err != nil {
+		return
+	}
+	if err = checkLimit("daily_limit", m.DailyLimit); err != nil {
+		return
+	}
+	if err = checkText("revocation_id", m.RevocationID, true); err != nil {
+		return
+	}
+	if issued, err = parseTime("issued_at", m.IssuedAt); err != nil {
+		return
+	}
+	expires, err = parseTime("expires_at", m.ExpiresAt)
+	return
+}
+
+// VerifyAuthorization applies the authorize checks of profile 5.4 that follow the bearer, in
+// order, and returns the first failure:
+//
+//  1. the authorization's shape ([CheckAuthorizationShape], BAD_REQUEST);
+//  2. the session, expired if due, is PENDING_OPERATOR (BAD_STATE);
+//  3. the credential is for the operator that resolved the session, s.OperatorDID
+//     (PERMISSION_DENIED; the registry has checked that the caller is that operator);
+//  4. the credential: id-binding, root signature, validity window
+//     (DC_ID_BINDING → DC_BAD_SIGNATURE → DC_EXPIRED, see [authn.VerifyCredential]);
+//  5. the credential grants nodes.bind (PERMISSION_DENIED);
+//  6. the authorization names this session, a node DID (any spelling) of the session's node
+//     key, and the credential's operator (BAD_REQUEST);
+//  7. the authorization is signed over message 7 by the credential's device key
+//     (BAD_SIGNATURE);
+//  8. issued_at − 5 s ≤ now ≤ expires_at + 5 s (AUTHZ_EXPIRED);
+//  9. the grant stays within the request ([CheckScope], SCOPE_EXCEEDED).
+//
+// Success means Apply(s, Authorize, now) may follow, with dc and az stored on the session.
+func VerifyAuthorization(s Session, dc authn.DeviceCredential, az AuthorizationCredential, prefix string, now time.Time) error {
+	now = clock(now)
+	issued, expires, err := authorizationShape(az.Authorization)
+	if err != nil {
+		return err
+	}
+	if _, err := Apply(s, Authorize, now); err != nil {
+		return err
+	}
+	if dc.OperatorDID != s.OperatorDID {
+		return proto.New(proto.PermissionDenied, "binding: the device credential is not for the operator that resolved the session")
+	}
+	dev, err := authn.VerifyCredential(dc, prefix, now)
+	if err != nil {
+		return err
+	}
+	if !dev.HasPermission(PermissionBind) {
+		return proto.New(proto.PermissionDenied, "binding: the device credential does not grant "+PermissionBind)
+	}
+	if err := authorizationNames(s, dc, az.Authorization); err != nil {
+		return proto.New(proto.BadRequest, "binding: authorization_credential: "+err.Error())
+	}
+	device, err := didkey.DecodeKey(dc.DevicePublicKey)
+	if err != nil {
+		return proto.New(proto.BadSignature, "binding: the credential's device_public_key cannot verify the authorization")
+	}
+	if err := canonical.Verify(device, prefix, az.Authorization, az.Signature); err != nil {
+		if proto.CodeOf(err) != proto.BadSignature {
+			return err
+		}
+		return proto.New(proto.BadSignature, "binding: the authorization is not signed by the credential's device key")
+	}
+	if now.Before(issued.Add(-AuthorizationSkew)) {
+		return proto.New(proto.AuthzExpired, "binding: the authorization is not valid before "+az.IssuedAt)
+	}
+	if now.After(expires.Add(AuthorizationSkew)) {
+		return proto.New(proto.AuthzExpired, "binding: the authorization expired at "+az.ExpiresAt)
+	}
+	return CheckScope(s.Request, az.Authorization)
+}
+
+// authorizationNames checks that an authorization is about this session, its node and the
+// credential's operator. The returned error is only a reason; callers give it their code.
+func authorizationNames(s Session, dc authn.DeviceCredential, az canonical.Authorization) error {
+	switch {
+	case az.BindingSessionID != s.ID:
+		return fmt.Errorf("binding_session_id does not name this session")
+	case !nodeDIDBinds(az.NodeDID, s.NodeKey):
+		return fmt.Errorf("node_did does not name the session's node key")
+	case az.OperatorDID != dc.OperatorDID:
+		return fmt.Errorf("operator_did is not the device credential's operator")
+	}
+	return nil
+}
+
+// CheckScope reports whether an authorization grants no more than the node requested
+// (profile 5.4), else SCOPE_EXCEEDED: every granted task type is one the node requested; a
+// requested limit that is not null caps the grant, which must then be non-null and not above
+// it; a null requested limit means the node asked for no cap, so any value or null may be
+// granted. A limit that is not a number (NaN) never fits a cap.
+func CheckScope(requested canonical.BindingSession, granted canonical.Authorization) error {
+	for _, t := range granted.TaskTypes {
+		if !slices.Contains(requested.RequestedTaskTypes, t) {
+			return proto.New(proto.ScopeExceeded, fmt.Sprintf("binding: task type %q was not requested by the node", clip(t)))
+		}
+	}
+	if !withinCap(requested.RequestedSingleLimit, granted.SingleLimit) {
+		return proto.New(proto.ScopeExceeded, "binding: single_limit exceeds the node's requested_single_limit")
+	}
+	if !withinCap(requested.RequestedDailyLimit, granted.DailyLimit) {
+		return proto.New(proto.ScopeExceeded, "binding: daily_limit exceeds the node's requested_daily_limit")
+	}
+	return nil
+}
+
+func withinCap(requested, granted *float64) bool {
+	if requested == nil {
+		return true
+	}
+	return granted != nil && *granted <= *requested
+}
+
+// clip shortens untrusted text for an error message.
+func clip(s string) string {
+	if len(s) > MaxListItemLen {
+		return s[:MaxListItemLen]
+	}
+	return s
+}

@@ -1,0 +1,195 @@
+package binding
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/proto"
+)
+
+// Link names one link of the four-signature chain (description 5.3), in the order
+// [VerifyChain] checks them.
+type Link uint8
+
+// Links. Do not reorder: the numbers appear in error texts.
+const (
+	LinkInvalid          Link = iota
+	LinkSession               // message 6, the node's description of itself, signed by the node key
+	LinkDeviceCredential      // message 2, the device credential, signed by the operator's root key
+	LinkAuthorization         // message 7, the authorization, signed by the device key
+	LinkAcceptance            // message 8, the node's acceptance, signed by the node key
+	numLinks
+)
+
+var linkNames = [...]string{
+	LinkSession:          "node session",
+	LinkDeviceCredential: "device credential",
+	LinkAuthorization:    "authorization",
+	LinkAcceptance:       "acceptance",
+}
+
+func (l Link) String() string {
+	if l > LinkInvalid && l < numLinks {
+		return linkNames[l]
+	}
+	return fmt.Sprintf("Link?%d", uint8(l))
+}
+
+// ChainError is a chain that does not verify: the first failing link and why. It carries the
+// code BAD_SIGNATURE (profile 5.4: any failure of the re-verification answers 401
+// BAD_SIGNATURE) and matches [ErrBadSignature] under errors.Is.
+type ChainError struct {
+	Link   Link
+	Reason string
+}
+
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("binding: chain link %d (%s) does not verify: %s", uint8(e.Link), e.Link, e.Reason)
+}
+
+// Code returns BAD_SIGNATURE.
+func (e *ChainError) Code() string { return string(proto.BadSignature) }
+
+// Is reports whether target is a protocol error with the code BAD_SIGNATURE.
+func (e *ChainError) Is(target error) bool {
+	t, ok := target.(interface{ Code() string })
+	return ok && t.Code() == string(proto.BadSignature)
+}
+
+// VerifyChain re-verifies, together, everything that makes a session's binding legitimate, as
+// an accept must before the session may become ACTIVE (description 5.3, profile 5.4). Each of
+// the binding messages (6, 7, 8) must also be well-formed, as its own shape check says, so a
+// chain that verifies is one the endpoints would have accepted:
+//
+//  1. node session: the request's node_did derives from the node key, and node_signature
+//     verifies over message 6 (the key in base58);
+//  2. device credential: it is for the operator that resolved the session, its operator_did
+//     derives from its root key (operator id-binding), the root key's signature verifies over
+//     message 2, and it grants nodes.bind. Its validity window is not checked again: it was
+//     checked at authorize, and a credential that expires later does not undo a consent given
+//     while it was valid;
+//  3. authorization: it names the session, the node key and the credential's operator, the
+//     device key's signature verifies over message 7, and the grant stays within the request
+//     ([CheckScope]);
+//  4. acceptance: it names the session, the node key and the authorizing operator, accepts,
+//     carries the digest of this authorization, and the node's signature verifies over
+//     message 8.
+//
+// The first failure is returned as a [*ChainError] naming its link. VerifyChain reads only
+// its arguments: no clock, no state.
+func VerifyChain(s Session, acc Acceptance, prefix string) error {
+	if r := verifySessionLink(s, prefix); r != "" {
+		return &ChainError{Link: LinkSession, Reason: r}
+	}
+	if r := verifyCredentialLink(s, prefix); r != "" {
+		return &ChainError{Link: LinkDeviceCredential, Reason: r}
+	}
+	if r := verifyAuthorizationLink(s, prefix); r != "" {
+		return &ChainError{Link: LinkAuthorization, Reason: r}
+	}
+	if r := verifyAcceptanceLink(s, acc, prefix); r != "" {
+		return &ChainError{Link: LinkAcceptance, Reason: r}
+	}
+	return nil
+}
+
+// Each link check returns why it fails, or "" when it holds.
+
+func verifySessionLink(s Session, prefix string) string {
+	m := s.Request
+	if _, _, err := checkInitiateShape(InitiateRequest{BindingSession: m}); err != nil {
+		return "the description is malformed: " + reason(err)
+	}
+	if m.BindingSessionID != s.ID {
+		return "the signed description names another session"
+	}
+	if !nodeDIDBinds(m.NodeDID, s.NodeKey) {
+		return "node_did does not derive from the node key"
+	}
+	if b58 := s.NodeKey.Base58(); m.NodePublicKey != b58 {
+		if k, err := didkey.DecodeKey(m.NodePublicKey); err != nil || k != s.NodeKey {
+			return "node_public_key is not the session's node key"
+		}
+		m.NodePublicKey = b58
+	}
+	if canonical.Verify(s.NodeKey, prefix, m, s.NodeSignature) != nil {
+		return "node_signature does not verify over the session description"
+	}
+	return ""
+}
+
+func verifyCredentialLink(s Session, prefix string) string {
+	dc := s.DeviceCredential
+	if dc == nil {
+		return "the session holds no device credential"
+	}
+	if dc.OperatorDID != s.OperatorDID {
+		return "the credential is not for the operator that resolved the session"
+	}
+	_, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
+	if err != nil {
+		return "operator_did does not derive from operator_root_public_key"
+	}
+	if canonical.Verify(root, prefix, dc.DeviceCredential, dc.Signature) != nil {
+		return "the credential is not signed by the operator's root key"
+	}
+	if !slices.Contains(dc.Permissions, PermissionBind) {
+		return "the credential does not grant " + PermissionBind
+	}
+	return ""
+}
+
+func verifyAuthorizationLink(s Session, prefix string) string {
+	az := s.Authorization
+	if az == nil {
+		return "the session holds no authorization"
+	}
+	if _, _, err := authorizationShape(az.Authorization); err != nil {
+		return "the authorization is malformed: " + reason(err)
+	}
+	if err := authorizationNames(s, *s.DeviceCredential, az.Authorization); err != nil {
+		return reason(err)
+	}
+	device, err := didkey.DecodeKey(s.DeviceCredential.DevicePublicKey)
+	if err != nil {
+		return "the credential's device_public_key is not a key"
+	}
+	if canonical.Verify(device, prefix, az.Authorization, az.Signature) != nil {
+		return "the authorization is not signed by the credential's device key"
+	}
+	if err := CheckScope(s.Request, az.Authorization); err != nil {
+		return "the grant exceeds what the node requested"
+	}
+	return ""
+}
+
+func verifyAcceptanceLink(s Session, acc Acceptance, prefix string) string {
+	if err := CheckAcceptanceShape(acc); err != nil {
+		return "the acceptance is malformed: " + reason(err)
+	}
+	az, m := s.Authorization, acc.Acceptance
+	switch {
+	case m.BindingSessionID != s.ID:
+		return "the acceptance names another session"
+	case !nodeDIDBinds(m.NodeDID, s.NodeKey):
+		return "node_did does not derive from the node key"
+	case m.OperatorDID != az.OperatorDID:
+		return "operator_did is not the authorizing operator"
+	case !m.Accepted:
+		return "the acceptance does not accept"
+	}
+	digest, err := az.Digest(prefix)
+	if err != nil || m.AuthorizationDigest != digest {
+		return "authorization_digest is not the digest of the session's authorization"
+	}
+	if canonical.Verify(s.NodeKey, prefix, m, acc.Signature) != nil {
+		return "the acceptance is not signed by the node key"
+	}
+	return ""
+}
+
+// reason is an error's text without this package's prefix, for use inside a ChainError's.
+func reason(err error) string { return strings.TrimPrefix(err.Error(), "binding: ") }

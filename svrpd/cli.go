@@ -21,6 +21,13 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "serve the registry over HTTP (the default)", runServe},
+		{"keygen", "create a node key (a seed file) and print its DIDs and fingerprint", runKeygen},
+		{"node", "run a node (node run) or bind it to an operator (node bind)", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+			return runNode(ctx, args, os.Stdin, stdout, stderr)
+		}},
+		{"operator", "operator identity, login, binding and views (operator init, login, resolve, ...)", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+			return runOperator(ctx, args, os.Stdin, stdout, stderr)
+		}},
 	}
 }
 

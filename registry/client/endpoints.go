@@ -1,0 +1,164 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/registry"
+)
+
+// The methods in this file send one endpoint's request as given: the caller has signed it.
+// [Node] and [Operator] build and sign the requests themselves and are what most callers
+// want.
+
+// Register sends POST /api/v1/register.
+func (c *Client) Register(ctx context.Context, req registry.RegisterRequest) (registry.RegisterResult, error) {
+	var out registry.RegisterResult
+	err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/register", body: req}, &out)
+	return out, err
+}
+
+// Heartbeat sends POST /api/v1/heartbeat.
+func (c *Client) Heartbeat(ctx context.Context, req registry.HeartbeatRequest) (registry.HeartbeatResult, error) {
+	var out registry.HeartbeatResult
+	err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/heartbeat", body: req}, &out)
+	return out, err
+}
+
+// Challenge sends POST /v1/auth/challenge. A challenge is single-use and lives 300 s: fetch
+// it right before signing, never cache it.
+func (c *Client) Challenge(ctx context.Context) (registry.ChallengeResult, error) {
+	var out registry.ChallengeResult
+	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/auth/challenge"}, &out)
+	return out, err
+}
+
+// DeviceLogin sends POST /v1/auth/device-login. It is not retried: the registry consumes the
+// challenge before it checks the signature, so a second attempt with the same body can only
+// fail with BAD_CHALLENGE. [Client.Login] retries the whole login with a fresh challenge.
+func (c *Client) DeviceLogin(ctx context.Context, l authn.Login) (registry.LoginResult, error) {
+	var out registry.LoginResult
+	err := c.callOnce(ctx, request{method: http.MethodPost, path: "/v1/auth/device-login", body: l}, &out)
+	return out, err
+}
+
+// OperatorNodes sends GET /v1/operator/me/nodes with a bearer token; window ≤ 0 lets the
+// registry use its default of 600 s.
+func (c *Client) OperatorNodes(ctx context.Context, token string, window time.Duration) (registry.OperatorNodes, error) {
+	var q url.Values
+	if window > 0 {
+		secs := (window + time.Second - 1) / time.Second
+		q = url.Values{"online_within": {strconv.FormatInt(int64(secs), 10)}}
+	}
+	var out registry.OperatorNodes
+	err := c.call(ctx, request{method: http.MethodGet, path: "/v1/operator/me/nodes", query: q, token: token}, &out)
+	return out, err
+}
+
+// OperatorCredits sends GET /v1/operator/me/credits with a bearer token and returns the raw
+// envelope; see [Operator.Balance] for reading it as a balance.
+func (c *Client) OperatorCredits(ctx context.Context, token string) (registry.Credits, error) {
+	var out registry.Credits
+	err := c.call(ctx, request{method: http.MethodGet, path: "/v1/operator/me/credits", token: token}, &out)
+	return out, err
+}
+
+// OperatorEvidence sends GET /v1/operator/me/evidence with a bearer token.
+func (c *Client) OperatorEvidence(ctx context.Context, token string) (registry.Evidence, error) {
+	var out registry.Evidence
+	err := c.call(ctx, request{method: http.MethodGet, path: "/v1/operator/me/evidence", token: token}, &out)
+	return out, err
+}
+
+// Initiate sends POST /v1/bindings/initiate. The answer's short code and binding token are
+// returned once and never again: a lost pair means cancelling and starting over.
+func (c *Client) Initiate(ctx context.Context, req binding.InitiateRequest) (registry.InitiateResult, error) {
+	var out registry.InitiateResult
+	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/bindings/initiate", body: req}, &out)
+	return out, err
+}
+
+// Resolve sends POST /v1/bindings/resolve with a bearer token. Every failure to find the
+// code is the same NOT_FOUND, by design.
+func (c *Client) Resolve(ctx context.Context, token string, req registry.ResolveRequest) (registry.ResolveView, error) {
+	var out registry.ResolveView
+	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/bindings/resolve", token: token, body: req}, &out)
+	return out, err
+}
+
+// Authorize sends POST /v1/bindings/authorize with a bearer token.
+func (c *Client) Authorize(ctx context.Context, token string, req registry.AuthorizeRequest) (registry.StateResult, error) {
+	var out registry.StateResult
+	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/bindings/authorize", token: token, body: req}, &out)
+	return out, err
+}
+
+// OperatorReject sends POST /v1/bindings/{id}/reject with a bearer token.
+func (c *Client) OperatorReject(ctx context.Context, token, id string) (registry.StateResult, error) {
+	var out registry.StateResult
+	err := c.call(ctx, request{method: http.MethodPost, path: sessionPath(id, "reject"), token: token}, &out)
+	return out, err
+}
+
+// OperatorCancel sends the operator form of POST /v1/bindings/{id}/cancel.
+func (c *Client) OperatorCancel(ctx context.Context, token, id string) (registry.StateResult, error) {
+	var out registry.StateResult
+	err := c.call(ctx, request{method: http.MethodPost, path: sessionPath(id, "cancel"), token: token}, &out)
+	return out, err
+}
+
+// NodeCancel sends the node form of POST /v1/bindings/{id}/cancel.
+func (c *Client) NodeCancel(ctx context.Context, id string, req registry.NodeCancelRequest) (registry.StateResult, error) {
+	var out registry.StateResult
+	err := c.call(ctx, request{method: http.MethodPost, path: sessionPath(id, "cancel"), body: req}, &out)
+	return out, err
+}
+
+// Status sends GET /v1/bindings/{id}/status.
+func (c *Client) Status(ctx context.Context, id string) (registry.Status, error) {
+	var out registry.Status
+	err := c.call(ctx, request{method: http.MethodGet, path: sessionPath(id, "status")}, &out)
+	return out, err
+}
+
+// PendingAuthorizations sends POST /v1/node/bindings/pending.
+func (c *Client) PendingAuthorizations(ctx context.Context, req registry.PendingRequest) (registry.PendingResult, error) {
+	var out registry.PendingResult
+	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/node/bindings/pending", body: req}, &out)
+	return out, err
+}
+
+// Accept sends POST /v1/node/bindings/{id}/accept. A retry of an accept that the registry
+// had already carried out answers ALREADY_ACTIVE: success arriving twice.
+func (c *Client) Accept(ctx context.Context, id string, acc binding.Acceptance) (registry.AcceptResult, error) {
+	var out registry.AcceptResult
+	err := c.call(ctx, request{method: http.MethodPost, path: nodeSessionPath(id, "accept"), body: registry.AcceptanceRequest{Acceptance: acc}}, &out)
+	return out, err
+}
+
+// NodeReject sends POST /v1/node/bindings/{id}/reject.
+func (c *Client) NodeReject(ctx context.Context, id string, acc binding.Acceptance) (registry.StateResult, error) {
+	var out registry.StateResult
+	err := c.call(ctx, request{method: http.MethodPost, path: nodeSessionPath(id, "reject"), body: registry.AcceptanceRequest{Acceptance: acc}}, &out)
+	return out, err
+}
+
+// callOnce is call without retries, for requests whose repetition cannot succeed.
+func (c *Client) callOnce(ctx context.Context, req request, out any) error {
+	one := *c
+	one.retry.Retries = 0
+	return one.call(ctx, req, out)
+}
+
+func sessionPath(id, action string) string {
+	return "/v1/bindings/" + url.PathEscape(id) + "/" + action
+}
+
+func nodeSessionPath(id, action string) string {
+	return "/v1/node/bindings/" + url.PathEscape(id) + "/" + action
+}

@@ -1,0 +1,177 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/registry"
+)
+
+// Protocol codes a caller may branch on, as [CodeOf] and the Code methods return them. The
+// server sends the first group; the client raises the last two itself.
+const (
+	CodeIDBindingFailed   = string(proto.IDBindingFailed)
+	CodeIDBindingRequired = string(proto.IDBindingRequired)
+	CodeBadSignature      = string(proto.BadSignature)
+	CodeNoSession         = string(proto.NoSession)
+	CodeSessionExpired    = string(proto.SessionExpired)
+	CodeBadChallenge      = string(proto.BadChallenge)
+	CodeDCIDBinding       = string(proto.DCIDBinding)
+	CodeDCBadSignature    = string(proto.DCBadSignature)
+	CodeDCExpired         = string(proto.DCExpired)
+	CodeStaleTS           = string(proto.StaleTS)
+	CodeNotFound          = string(proto.NotFound)
+	CodeRateLimited       = string(proto.RateLimited)
+	CodeSessionExists     = string(proto.SessionExists)
+	CodeBadState          = string(proto.BadState)
+	CodeAlreadyActive     = string(proto.AlreadyActive)
+	CodeTTLTooLong        = string(proto.TTLTooLong)
+	CodeAlreadyExpired    = string(proto.AlreadyExpired)
+	CodeBadRequest        = string(proto.BadRequest)
+	CodePermissionDenied  = string(proto.PermissionDenied)
+	CodeScopeExceeded     = string(proto.ScopeExceeded)
+	CodeUnknownDID        = string(proto.UnknownDID)
+	CodeMethodNotAllowed  = string(proto.MethodNotAllowed)
+	CodeAuthzExpired      = string(proto.AuthzExpired)
+	CodeDIDCollision      = string(proto.DIDCollision)
+	CodePayloadTooLarge   = string(proto.PayloadTooLarge)
+	CodeInternal          = string(proto.Internal)
+
+	CodeNotYetWired    = string(proto.NotYetWired)
+	CodeTransportError = string(proto.TransportError)
+)
+
+// Sentinels for errors.Is.
+var (
+	// ErrTransport matches every [*TransportError].
+	ErrTransport = errors.New("svrp client: transport error")
+	// ErrNotYetWired matches every [*NotYetWiredError].
+	ErrNotYetWired = errors.New("svrp client: not yet wired")
+)
+
+// Error is an error answer of the registry: its HTTP status and the {code, error} body.
+// Branch on the code (the contract), never on Message (text that may change).
+type Error struct {
+	// Status is the HTTP status, for example 401.
+	Status int
+	// ErrorCode is the protocol code of the body, for example "NO_SESSION". It is empty
+	// when the answer carried no svrp error body (a proxy's 502 page, say).
+	ErrorCode string
+	// Message is the body's human text.
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.ErrorCode == "" {
+		return fmt.Sprintf("svrp: HTTP %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
+	}
+	return fmt.Sprintf("svrp: %s (HTTP %d): %s", e.ErrorCode, e.Status, e.Message)
+}
+
+// Code returns the protocol code, for example "NO_SESSION".
+func (e *Error) Code() string { return e.ErrorCode }
+
+// Is reports whether target is an *Error with the same code and, when target sets one, the
+// same status, so that errors.Is(err, &client.Error{ErrorCode: client.CodeNoSession}) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.ErrorCode == e.ErrorCode && (t.Status == 0 || t.Status == e.Status)
+}
+
+// Temporary reports whether the profile lets a client try again: HTTP 429 and 5xx.
+func (e *Error) Temporary() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// TransportError is a request that got no HTTP answer: DNS, TLS, a time-out, a refused or
+// broken connection, or a response that could not be read. Its code is TRANSPORT_ERROR.
+type TransportError struct {
+	// Method and Path name the request, for example "POST /api/v1/register".
+	Method, Path string
+	// Err is the underlying failure.
+	Err error
+}
+
+func (e *TransportError) Error() string {
+	return fmt.Sprintf("svrp client: %s %s: %s: %v", e.Method, e.Path, CodeTransportError, e.Err)
+}
+
+// Code returns "TRANSPORT_ERROR".
+func (e *TransportError) Code() string { return CodeTransportError }
+
+// Unwrap returns the underlying failure, so errors.Is(err, context.DeadlineExceeded) works.
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrTransport) true.
+func (e *TransportError) Is(target error) bool { return target == ErrTransport }
+
+// Capability levels of a NOT_YET_WIRED refusal (description section 1).
+const (
+	LevelNotYetWired = "not_yet_wired"
+	LevelTesting     = "testing"
+	LevelPlanned     = "planned"
+)
+
+// SourceLedger is the credits source under which amounts are measurements.
+const SourceLedger = "ledger"
+
+// NotYetWiredError refuses to read a credits view as a balance while no ledger stands behind
+// it: every amount is then a placeholder, and a zero means nothing is counting. The raw
+// envelope is offered instead, with its disclaimer and source.
+type NotYetWiredError struct {
+	// Level is LevelNotYetWired, LevelTesting or LevelPlanned.
+	Level string
+	// Envelope is the credits view as the registry sent it.
+	Envelope registry.Credits
+}
+
+func (e *NotYetWiredError) Error() string {
+	return fmt.Sprintf("svrp client: %s: credits source is %q, not %q: amounts are placeholders, not a balance (level %s)",
+		CodeNotYetWired, e.Envelope.Source, SourceLedger, e.Level)
+}
+
+// Code returns "NOT_YET_WIRED".
+func (e *NotYetWiredError) Code() string { return CodeNotYetWired }
+
+// Is makes errors.Is(err, ErrNotYetWired) true.
+func (e *NotYetWiredError) Is(target error) bool { return target == ErrNotYetWired }
+
+// levelOf maps a credits source to the level of its refusal. A source the client does not
+// know is treated as not wired: only "ledger" is ever read as a balance.
+func levelOf(source string) string {
+	switch source {
+	case LevelTesting, LevelPlanned:
+		return source
+	}
+	return LevelNotYetWired
+}
+
+// SessionEndedError reports that a binding session reached a terminal state while a caller
+// was waiting for it to move on (for example EXPIRED, REJECTED_BY_OPERATOR or CANCELLED).
+type SessionEndedError struct {
+	BindingSessionID string
+	State            string
+}
+
+func (e *SessionEndedError) Error() string {
+	return fmt.Sprintf("svrp client: binding session %s ended in state %s", e.BindingSessionID, e.State)
+}
+
+// Code returns "BAD_STATE": nothing more can happen in the session.
+func (e *SessionEndedError) Code() string { return CodeBadState }
+
+// CodeOf returns the protocol code err carries (through any wrapping), or "" when it carries
+// none.
+func CodeOf(err error) string {
+	var c interface{ Code() string }
+	if errors.As(err, &c) {
+		return c.Code()
+	}
+	return ""
+}
+
+// localError is a refusal the client makes before sending anything, with the code the
+// registry would have answered, so callers branch on one set of codes.
+func localError(code proto.Code, msg string) error { return proto.New(code, "svrp client: "+msg) }

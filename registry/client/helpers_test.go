@@ -1,0 +1,194 @@
+package client_test
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/client"
+	"github.com/svrp/svrp/store"
+)
+
+// fakeClock is a clock tests move by hand; the registry and the clients of one test share it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// hook may answer a request in place of the registry; it returns false to pass it on. n is the
+// 1-based count of requests to this path so far, this one included.
+type hook func(n int, w http.ResponseWriter, r *http.Request) bool
+
+// counting wraps a handler, counts requests per path and lets hooks answer some of them.
+type counting struct {
+	next http.Handler
+
+	mu    sync.Mutex
+	hits  map[string]int
+	hooks map[string]hook
+}
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	c.hits[r.URL.Path]++
+	n, h := c.hits[r.URL.Path], c.hooks[r.URL.Path]
+	c.mu.Unlock()
+	if h != nil && h(n, w, r) {
+		return
+	}
+	c.next.ServeHTTP(w, r)
+}
+
+// on installs a hook for a path.
+func (c *counting) on(path string, h hook) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hooks[path] = h
+}
+
+// count returns the requests to a path so far.
+func (c *counting) count(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits[path]
+}
+
+// total returns all requests so far.
+func (c *counting) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.hits {
+		n += v
+	}
+	return n
+}
+
+// world is a real registry over an in-memory store behind a counting handler, on a fake
+// clock.
+type world struct {
+	t     *testing.T
+	clock *fakeClock
+	svc   *registry.Service
+	reqs  *counting
+	srv   *httptest.Server
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	clock := newFakeClock()
+	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := &counting{next: registry.NewHandler(svc), hits: map[string]int{}, hooks: map[string]hook{}}
+	srv := httptest.NewServer(reqs)
+	t.Cleanup(srv.Close)
+	return &world{t: t, clock: clock, svc: svc, reqs: reqs, srv: srv}
+}
+
+// noWait is a retry policy with the default count whose waits are all zero, recording the
+// ceilings it was asked for.
+type noWait struct {
+	mu       sync.Mutex
+	ceilings []time.Duration
+}
+
+func (n *noWait) policy(retries int) client.RetryPolicy {
+	return client.RetryPolicy{Retries: retries, Jitter: func(c time.Duration) time.Duration {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.ceilings = append(n.ceilings, c)
+		return 0
+	}}
+}
+
+func (n *noWait) seen() []time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]time.Duration(nil), n.ceilings...)
+}
+
+// client returns a client of the world on its clock, with retries that do not wait.
+func (w *world) client(opts ...client.Option) *client.Client {
+	w.t.Helper()
+	base := []client.Option{client.WithClock(w.clock.Now), client.WithRetry((&noWait{}).policy(client.DefaultRetries))}
+	c, err := client.New(w.srv.URL, append(base, opts...)...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
+}
+
+// key derives a test key from the test's name and a label, so every test has its own keys
+// and a failure is repeatable.
+func key(t testing.TB, label string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte(t.Name() + "/" + label))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+func (w *world) node(c *client.Client, label string) *client.Node {
+	w.t.Helper()
+	n, err := client.NewNode(c, key(w.t, label), didkey.FormShort)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+// operator issues a credential at the world's time and logs in.
+func (w *world) operator(c *client.Client, label string) *client.Operator {
+	w.t.Helper()
+	dev := key(w.t, label+"/device")
+	cred, err := client.IssueDeviceCredential(key(w.t, label+"/root"), dev.Public().(ed25519.PublicKey),
+		client.CredentialOptions{IssuedAt: w.clock.Now()})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	op, err := c.Login(w.t.Context(), dev, cred)
+	if err != nil {
+		w.t.Fatalf("login: %v", err)
+	}
+	return op
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// answer writes a JSON body with a status.
+func answer(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write([]byte(body))
+}
+
+// swallow runs the real handler and throws its answer away, writing status instead: the
+// registry acted, but the client never learns it.
+func swallow(next http.Handler, status int) hook {
+	return func(_ int, w http.ResponseWriter, r *http.Request) bool {
+		next.ServeHTTP(httptest.NewRecorder(), r)
+		answer(w, status, `{"code":"INTERNAL","error":"internal error"}`)
+		return true
+	}
+}

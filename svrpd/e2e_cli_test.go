@@ -1,0 +1,388 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The walkthrough of the README, as a person with two terminals runs it: every step is a
+// separate svrpd process, talking to a real daemon over a Badger store.
+func TestCLIWalkthrough(t *testing.T) {
+	bin := buildSvrpd(t)
+	work := t.TempDir()
+	daemon, url := startDaemon(t, bin, filepath.Join(work, "data"))
+	cli := &cliRunner{t: t, bin: bin, dir: work, env: cleanEnv("SVRPD_REGISTRY=" + url)}
+	opDir := filepath.Join(work, "operator")
+	nodeKey := filepath.Join(work, "node.seed")
+
+	// Terminal 1, the operator: an identity, then a session.
+	out := cli.ok("operator", "init", "--dir", opDir)
+	opDID := match(t, out, `operator DID:\s+(did:svrp:o:[0-9a-f]{8})`)
+	for _, f := range []string{"root.seed", "device.seed"} {
+		wantMode(t, filepath.Join(opDir, f), 0o600)
+	}
+	out = cli.ok("operator", "login", "--dir", opDir)
+	if got := match(t, out, `logged in as (\S+)`); got != opDID {
+		t.Fatalf("logged in as %s, want %s", got, opDID)
+	}
+	wantMode(t, filepath.Join(opDir, "session"), 0o600)
+
+	// Terminal 2, the node: a key, then the node running in the background.
+	out = cli.ok("keygen", "--out", nodeKey)
+	nodeDID := match(t, out, `did:\s+(did:svrp:n:[0-9a-f]{8})\n`)
+	fingerprint := match(t, out, `fingerprint:\s+([0-9a-f]{4}(?::[0-9a-f]{4}){3})`)
+	wantMode(t, nodeKey, 0o600)
+	if _, stderr, code := cli.run(nil, "keygen", "--out", nodeKey); code != 1 || !strings.Contains(stderr, "--force") {
+		t.Errorf("keygen over an existing key: exit %d, stderr %q; want 1 and a --force hint", code, stderr)
+	}
+
+	runner := cli.start(nil, "node", "run", "--key", nodeKey, "--endpoint", "127.0.0.1:9000", "--capability", "inference", "--every", "1s")
+	runner.stdout.waitFor(t, `registered: endpoint 127\.0\.0\.1:9000 \(private\), signed=true`)
+	runner.stdout.waitFor(t, `heartbeat: last_seen`)
+
+	bind := cli.start(nil, "node", "bind", "--key", nodeKey, "--yes", "--poll", "100ms",
+		"--task-type", "inference", "--single-limit", "10", "--daily-limit", "100")
+	code := bind.stdout.waitFor(t, `short code:\s+([2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4})`)[1]
+	if got := bind.stdout.waitFor(t, `fingerprint:\s+(\S+)`)[1]; got != fingerprint {
+		t.Fatalf("node bind shows fingerprint %s, keygen printed %s", got, fingerprint)
+	}
+
+	// Terminal 1: resolve the code, compare the fingerprint, authorize.
+	out = cli.ok("operator", "resolve", code, "--dir", opDir)
+	if got := match(t, out, `FINGERPRINT:\s+(\S+)`); got != fingerprint {
+		t.Fatalf("operator sees fingerprint %s, the node shows %s", got, fingerprint)
+	}
+	if got := match(t, out, `node:\s+(\S+)`); got != nodeDID {
+		t.Errorf("operator sees node %s, want %s", got, nodeDID)
+	}
+	for _, want := range []string{"task types:    inference", "single limit:  10", "daily limit:   100"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("resolve output lacks %q:\n%s", want, out)
+		}
+	}
+	out = cli.ok("operator", "authorize", "--dir", opDir)
+	if !strings.Contains(out, "PENDING_NODE_ACCEPTANCE") {
+		t.Errorf("authorize output:\n%s", out)
+	}
+
+	// Terminal 2: node bind shows the terms, accepts (--yes) and ends.
+	if exit := bind.wait(t); exit != 0 {
+		t.Fatalf("node bind exited %d\nstdout:\n%s\nstderr:\n%s", exit, bind.stdout, bind.stderr)
+	}
+	bound := bind.stdout.String()
+	for _, want := range []string{"operator:      " + opDID, "single limit:  10", "binding ACTIVE: " + nodeDID + " is bound to " + opDID} {
+		if !strings.Contains(bound, want) {
+			t.Errorf("node bind output lacks %q:\n%s", want, bound)
+		}
+	}
+
+	// Terminal 1: the node is listed, online, with its limits.
+	out = cli.ok("operator", "nodes", "--dir", opDir)
+	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(nodeDID) + `\s+yes\s+\S+Z\s+inference\s+10\s+100\s+127\.0\.0\.1:9000$`)
+	if !strings.Contains(out, "1 bound node") || !row.MatchString(out) {
+		t.Errorf("operator nodes output:\n%s", out)
+	}
+	out = cli.ok("operator", "credits", "--dir", opDir)
+	for _, want := range []string{"NOT YET WIRED: amounts are placeholders", "not cash", "never added up"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("credits output lacks %q:\n%s", want, out)
+		}
+	}
+	out = cli.ok("operator", "evidence", "--dir", opDir)
+	if !strings.Contains(out, "count:     0") || !strings.Contains(out, "unknown") {
+		t.Errorf("evidence output:\n%s", out)
+	}
+
+	// A used code fails with its protocol code and a hint, exit 1.
+	_, stderr, exit := cli.run(nil, "operator", "resolve", code, "--dir", opDir)
+	if exit != 1 || !strings.Contains(stderr, "NOT_FOUND") || !strings.Contains(stderr, "hint:") {
+		t.Errorf("resolving a used code: exit %d, stderr %q", exit, stderr)
+	}
+
+	// Stopping: the node on SIGTERM, then the daemon, both cleanly.
+	if exit := runner.stop(t); exit != 0 || !strings.Contains(runner.stdout.String(), "stopped") {
+		t.Errorf("node run exited %d on SIGTERM\n%s", exit, runner.stdout)
+	}
+	if exit := daemon.stop(t); exit != 0 {
+		t.Errorf("svrpd serve exited %d on SIGTERM\n%s", exit, daemon.stderr)
+	}
+
+	// No secret reached any output: not the session token, not a seed, not the code in the
+	// daemon's log.
+	var s savedSession
+	if b, err := os.ReadFile(filepath.Join(opDir, "session")); err != nil || json.Unmarshal(b, &s) != nil || s.Token == "" {
+		t.Fatalf("reading the session file: %v", err)
+	}
+	secrets := map[string]string{"session token": s.Token}
+	for name, f := range map[string]string{"root seed": filepath.Join(opDir, "root.seed"), "device seed": filepath.Join(opDir, "device.seed"), "node seed": nodeKey} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[name] = strings.TrimSpace(string(b))
+	}
+	all := cli.transcript() + daemon.stderr.String()
+	for name, v := range secrets {
+		if strings.Contains(all, v) {
+			t.Errorf("the %s appears in the output", name)
+		}
+	}
+	if strings.Contains(daemon.stderr.String(), strings.ReplaceAll(code, "-", "")) {
+		t.Error("the short code appears in the daemon's log")
+	}
+}
+
+// buildSvrpd builds this package's binary into a temporary directory.
+func buildSvrpd(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "svrpd")
+	cmd := exec.Command(goBin, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// cleanEnv is the test's environment without SVRPD_ variables, plus extra.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SVRPD_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// stepTimeout bounds one step of the walkthrough; every step normally takes well under a
+// second.
+const stepTimeout = 30 * time.Second
+
+// output collects what a process writes, safe to read while it runs.
+type output struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// waitFor polls the output until it matches pattern, and returns the submatches.
+func (o *output) waitFor(t *testing.T, pattern string) []string {
+	t.Helper()
+	re := regexp.MustCompile(pattern)
+	deadline := time.Now().Add(stepTimeout)
+	for {
+		if m := re.FindStringSubmatch(o.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no output matching %q within %v; got:\n%s", pattern, stepTimeout, o.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// proc is a process running in the background.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *output
+	done           chan struct{}
+	exit           int
+}
+
+func (p *proc) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.exit
+	case <-time.After(stepTimeout):
+		t.Fatalf("%s did not exit within %v\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, stepTimeout, p.stdout, p.stderr)
+		return -1
+	}
+}
+
+// stop sends SIGTERM and waits for the exit code.
+func (p *proc) stop(t *testing.T) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatal(err)
+	}
+	return p.wait(t)
+}
+
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
+	if cmd.Stdout == nil {
+		cmd.Stdout = p.stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = p.stderr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &ee):
+			p.exit = ee.ExitCode()
+		default:
+			p.exit = -1
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// startDaemon runs svrpd serve on a free port and returns it with its URL, read from the
+// "svrpd serving" log line.
+func startDaemon(t *testing.T, bin, data string) (*proc, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", data)
+	cmd.Env = cleanEnv()
+	pr, pw := io.Pipe()
+	logs := &output{}
+	cmd.Stderr = pw
+	p := startProc(t, cmd)
+	p.stderr = logs
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		re := regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+)`)
+		for sc.Scan() {
+			logs.Write([]byte(sc.Text() + "\n"))
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	go func() {
+		<-p.done
+		pw.Close()
+	}()
+	select {
+	case url := <-found:
+		return p, url
+	case <-p.done:
+		t.Fatalf("svrpd serve exited %d before serving:\n%s", p.exit, logs)
+	case <-time.After(stepTimeout):
+		t.Fatalf("svrpd serve did not log its address within %v:\n%s", stepTimeout, logs)
+	}
+	return nil, ""
+}
+
+// cliRunner runs svrpd commands and keeps everything they print.
+type cliRunner struct {
+	t   *testing.T
+	bin string
+	dir string
+	env []string
+
+	mu  sync.Mutex
+	all []*output
+}
+
+func (c *cliRunner) command(stdin io.Reader, args ...string) *exec.Cmd {
+	cmd := exec.Command(c.bin, args...)
+	cmd.Dir, cmd.Env, cmd.Stdin = c.dir, c.env, stdin
+	return cmd
+}
+
+func (c *cliRunner) keep(p *proc) *proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.all = append(c.all, p.stdout, p.stderr)
+	return p
+}
+
+// start runs a command in the background.
+func (c *cliRunner) start(stdin io.Reader, args ...string) *proc {
+	c.t.Helper()
+	return c.keep(startProc(c.t, c.command(stdin, args...)))
+}
+
+// run runs a command to its end.
+func (c *cliRunner) run(stdin io.Reader, args ...string) (stdout, stderr string, exit int) {
+	c.t.Helper()
+	p := c.start(stdin, args...)
+	exit = p.wait(c.t)
+	return p.stdout.String(), p.stderr.String(), exit
+}
+
+// ok runs a command that must succeed and returns its standard output.
+func (c *cliRunner) ok(args ...string) string {
+	c.t.Helper()
+	stdout, stderr, exit := c.run(nil, args...)
+	if exit != 0 {
+		c.t.Fatalf("svrpd %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), exit, stdout, stderr)
+	}
+	return stdout
+}
+
+// transcript is everything every command printed.
+func (c *cliRunner) transcript() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, o := range c.all {
+		b.WriteString(o.String())
+	}
+	return b.String()
+}
+
+func match(t *testing.T, s, pattern string) string {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("no %q in:\n%s", pattern, s)
+	}
+	return m[1]
+}
+
+func wantMode(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != mode {
+		t.Errorf("%s has mode %04o, want %04o", path, st.Mode().Perm(), mode)
+	}
+}

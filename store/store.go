@@ -12,6 +12,26 @@
 //
 // The store never sees a secret in clear: short codes, binding tokens and session tokens
 // arrive as SHA-256 hashes.
+//
+// # What the store does not do
+//
+// It applies no protocol rule. It does not expire sessions, check that a DID belongs to its
+// key, refuse a short DID that another key already uses, or count sessions per node: the
+// registry does all that inside its transactions, where it can read what it is about to
+// change. The store only keeps its indexes in step with the records it is given, so a lookup
+// by DID, short body, secret hash, node key or operator always agrees with the records.
+// Nothing is ever removed except bearer sessions and counters; node records, binding
+// sessions and bindings are replaced, not deleted.
+//
+// # Implementations
+//
+// Both implementations pass the same behavioural suite, and both run Updates one at a time,
+// so their functions run once and a decision taken on what a lookup did not find (no
+// session to spare, no other key on a short body) still holds at commit. An implementation
+// that runs Updates concurrently must keep that: serializable isolation that covers ranges
+// scanned, not only records read. Both refuse a write inside View or from the function
+// passed to an Each method, and a Tx used after its function returned. Each methods happen
+// to visit records in key order; the interface promises no order.
 package store
 
 import (
@@ -34,7 +54,7 @@ type Store interface {
 	// Update runs fn in a read-write transaction and commits it when fn returns nil; when fn
 	// returns an error nothing it wrote is kept and the error is returned as is. fn may run
 	// more than once if the transaction conflicts with another. A nil return means the
-	// writes are durable.
+	// writes are committed, and on disk if the implementation keeps anything on disk.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// Close releases the store. It is safe to call once, after every transaction returned.
 	Close() error
@@ -55,13 +75,16 @@ type Node struct {
 }
 
 // Tx is one transaction. Methods that look one thing up return ErrNotFound when it is
-// absent. A Tx must not be used after its function returns, nor from several goroutines. The
-// function passed to an Each method must not write through the Tx: collect, then write.
+// absent; methods that return a list return an empty one. A Tx must not be used after its
+// function returns, nor from several goroutines. The function passed to an Each method must
+// not write through the Tx: collect, then write. Values are copied in and out: changing a
+// slice or pointee passed to or returned by a Tx never changes what is stored.
 type Tx interface {
 	// Node returns the record of key.
 	Node(key didkey.PublicKey) (Node, error)
 	// PutNode creates or replaces the record of n.Key and keeps the DID and short-body
-	// indexes in step.
+	// indexes in step. The store does not check that a DID string is used by one key only;
+	// if two records use the same one, NodeKeyByDID finds the one put last.
 	PutNode(n Node) error
 	// NodeKeyByDID returns the key whose record was registered under exactly this DID string.
 	NodeKeyByDID(did string) (didkey.PublicKey, error)
@@ -111,4 +134,14 @@ type Tx interface {
 	DeleteCounter(key string) error
 	// EachCounter calls fn for every counter until fn returns an error.
 	EachCounter(fn func(key string, c binding.Counter) error) error
+}
+
+// Maintainer is implemented by stores that need periodic upkeep, such as the one
+// [OpenBadger] returns. A daemon should check for it with a type assertion and, when
+// present, call Maintain every few minutes from one goroutine. The store stays correct
+// without it; only its disk use grows.
+type Maintainer interface {
+	// Maintain reclaims space, returning when nothing is left worth reclaiming or ctx is
+	// done. Transactions may run meanwhile.
+	Maintain(ctx context.Context) error
 }

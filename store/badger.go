@@ -1,0 +1,718 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+)
+
+// Badger key layout. Every key is ASCII: a one-letter kind, '/', then the record's key. Keys
+// and hashes are lowercase hex, so key order is byte order of the raw values and an Each
+// visits records in that order. Records are the JSON of the Go types; index entries are
+// separate keys, so each lookup is one Get or one prefix scan, and a record and its index
+// entries change in the same transaction.
+//
+//	m/version                     "1"; OpenBadger refuses any other value
+//	n/<node key>                  Node
+//	d/<did>                       node key (hex) registered under exactly this DID string
+//	s/<short body>/<node key>     empty; every key with a record, by ShortBody
+//	b/<session id>                binding.Session
+//	h/<secret hash>               session id whose CodeHash or TokenHash this is
+//	k/<node key>/<session id>     empty; the sessions of a node key
+//	a/<node key>                  binding.Binding, the active binding of the node key
+//	o/<operator did>/<node key>   empty; the active bindings of an operator
+//	t/<token hash>                authn.Session, a bearer session
+//	c/<counter key>               binding.Counter
+//
+// Where a variable-length string is followed by a fixed-length one (s/, o/), a scan checks
+// that what follows the prefix is exactly one 64-hex key, so that a DID containing '/' can
+// not reach another DID's entries. The values depend on the JSON encoding of the types in
+// packages binding, authn, didkey and canonical: changing a json tag or a marshaller there
+// changes this format and needs a new version.
+const (
+	schemaVersion = "1"
+
+	pVersion   = "m/version"
+	pNode      = "n/"
+	pDID       = "d/"
+	pBody      = "s/"
+	pSession   = "b/"
+	pSecret    = "h/"
+	pByNode    = "k/"
+	pBinding   = "a/"
+	pOperator  = "o/"
+	pOpSession = "t/"
+	pCounter   = "c/"
+)
+
+// Badger settings. The registry's data is small (a record is well under a kilobyte, and
+// there are as many records as nodes and sessions), so Badger's defaults, sized for large
+// databases (64 MiB memtables, a 256 MiB block cache, 1 GiB value-log files), would only
+// cost memory and disk.
+const (
+	badgerMemTableSize     = 16 << 20
+	badgerNumMemtables     = 2
+	badgerBlockCacheSize   = 16 << 20
+	badgerValueLogFileSize = 64 << 20
+	// gcDiscardRatio is the share of a value-log file that must be stale before Maintain
+	// rewrites it; Badger's documentation suggests 0.5.
+	gcDiscardRatio = 0.5
+)
+
+// Option configures [OpenBadger].
+type Option func(*badgerConfig)
+
+type badgerConfig struct {
+	logger *slog.Logger
+}
+
+// WithLogger sends Badger's own messages to l: errors and warnings at their level, the rest
+// at debug, since Badger reports every compaction and file replay. Without it Badger logs
+// nothing. Badger's messages name files and keys; the store's keys hold hashes and DIDs,
+// never a secret.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *badgerConfig) { c.logger = l }
+}
+
+// OpenBadger opens, or creates, a Badger database in dir. A nil return from Update means
+// the writes are on disk (Badger's SyncWrites), so they survive a crash of the process or
+// of the machine. Updates run one at a time, so their functions run once; Views run
+// concurrently with each other and with an Update, each on a snapshot. The database
+// belongs to one process at a time; a second OpenBadger of the same dir fails while the
+// first is open. The returned store implements [Maintainer].
+func OpenBadger(dir string, opts ...Option) (Store, error) {
+	if dir == "" {
+		return nil, errors.New("store: empty Badger directory")
+	}
+	var cfg badgerConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	bo := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithLogger(nil).
+		WithMetricsEnabled(false). // metrics are process-wide expvars
+		WithMemTableSize(badgerMemTableSize).
+		WithNumMemtables(badgerNumMemtables).
+		WithBlockCacheSize(badgerBlockCacheSize).
+		WithValueLogFileSize(badgerValueLogFileSize)
+	if cfg.logger != nil {
+		bo = bo.WithLogger(slogBadger{cfg.logger.With("component", "badger")})
+	}
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("store: failed to open Badger database: %w", err)
+	}
+	if err := checkVersion(db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &badgerStore{db: db}, nil
+}
+
+func checkVersion(db *badger.DB) error {
+	return db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(pVersion))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return txn.Set([]byte(pVersion), []byte(schemaVersion))
+		}
+		if err != nil {
+			return fmt.Errorf("store: failed to read the schema version: %w", err)
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return fmt.Errorf("store: failed to read the schema version: %w", err)
+		}
+		if string(v) != schemaVersion {
+			return fmt.Errorf("store: database has schema version %q, this build reads %q", v, schemaVersion)
+		}
+		return nil
+	})
+}
+
+type slogBadger struct{ l *slog.Logger }
+
+func (s slogBadger) log(level slog.Level, format string, args []any) {
+	ctx := context.Background()
+	if s.l.Enabled(ctx, level) {
+		s.l.Log(ctx, level, strings.TrimSpace(fmt.Sprintf(format, args...)))
+	}
+}
+
+func (s slogBadger) Errorf(f string, a ...any)   { s.log(slog.LevelError, f, a) }
+func (s slogBadger) Warningf(f string, a ...any) { s.log(slog.LevelWarn, f, a) }
+func (s slogBadger) Infof(f string, a ...any)    { s.log(slog.LevelDebug, f, a) }
+func (s slogBadger) Debugf(f string, a ...any)   { s.log(slog.LevelDebug, f, a) }
+
+type badgerStore struct {
+	db     *badger.DB
+	closed atomic.Bool
+	// writers runs Updates one at a time. Badger detects conflicts only on keys a
+	// transaction read, not on keys that another transaction inserts into a range it
+	// scanned, so two concurrent Updates could each count the sessions of a node, see room
+	// for one more, and both add one. Running Updates one at a time rules that out for
+	// every scan, and costs almost nothing: with SyncWrites Badger already syncs its log
+	// once per transaction, one transaction after another, and a function takes
+	// microseconds against the milliseconds of a sync. Views do not take it: they read a
+	// snapshot.
+	writers sync.Mutex
+}
+
+var (
+	_ Store      = (*badgerStore)(nil)
+	_ Maintainer = (*badgerStore)(nil)
+)
+
+func (b *badgerStore) View(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.closed.Load() {
+		return errClosed
+	}
+	return b.db.View(func(txn *badger.Txn) error {
+		tx := &badgerTx{txn: txn}
+		defer func() { tx.done = true }()
+		return fn(tx)
+	})
+}
+
+func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.writers.Lock()
+	defer b.writers.Unlock()
+	if b.closed.Load() {
+		return errClosed
+	}
+	txn := b.db.NewTransaction(true)
+	defer txn.Discard()
+	tx := &badgerTx{txn: txn, write: true}
+	defer func() { tx.done = true }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("store: failed to commit: %w", err)
+	}
+	return nil
+}
+
+func (b *badgerStore) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	return b.db.Close()
+}
+
+// Maintain runs Badger's value-log garbage collection until a pass finds no file worth
+// rewriting.
+func (b *badgerStore) Maintain(ctx context.Context) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if b.closed.Load() {
+			return errClosed
+		}
+		err := b.db.RunValueLogGC(gcDiscardRatio)
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, badger.ErrNoRewrite), errors.Is(err, badger.ErrRejected):
+			// Nothing left to reclaim, or another collection is already running.
+			return nil
+		default:
+			return fmt.Errorf("store: value-log garbage collection: %w", err)
+		}
+	}
+}
+
+type badgerTx struct {
+	txn       *badger.Txn
+	write     bool
+	done      bool
+	iterating int
+}
+
+var _ Tx = (*badgerTx)(nil)
+
+func (t *badgerTx) readable() error {
+	if t.done {
+		return errTxDone
+	}
+	return nil
+}
+
+func (t *badgerTx) writable() error {
+	switch {
+	case t.done:
+		return errTxDone
+	case !t.write:
+		return errReadOnly
+	case t.iterating > 0:
+		return errWriteInEach
+	}
+	return nil
+}
+
+func key(prefix string, parts ...string) []byte {
+	k := []byte(prefix)
+	for i, p := range parts {
+		if i > 0 {
+			k = append(k, '/')
+		}
+		k = append(k, p...)
+	}
+	return k
+}
+
+// kind names the record kind of a key for error messages, which carry no key or value.
+func kind(k []byte) string {
+	switch {
+	case bytes.HasPrefix(k, []byte(pNode)):
+		return "node"
+	case bytes.HasPrefix(k, []byte(pSession)):
+		return "binding session"
+	case bytes.HasPrefix(k, []byte(pBinding)):
+		return "binding"
+	case bytes.HasPrefix(k, []byte(pOpSession)):
+		return "bearer session"
+	case bytes.HasPrefix(k, []byte(pCounter)):
+		return "counter"
+	}
+	return "index"
+}
+
+func (t *badgerTx) getRaw(k []byte) ([]byte, error) {
+	item, err := t.txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: failed to read %s: %w", kind(k), err)
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: failed to read %s: %w", kind(k), err)
+	}
+	return v, nil
+}
+
+func (t *badgerTx) get(k []byte, v any) error {
+	raw, err := t.getRaw(k)
+	if err != nil {
+		return err
+	}
+	return decode(k, raw, v)
+}
+
+func decode(k, raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("store: failed to decode %s: %w", kind(k), err)
+	}
+	return nil
+}
+
+func (t *badgerTx) setRaw(k, v []byte) error {
+	if err := t.txn.Set(k, v); err != nil {
+		return fmt.Errorf("store: failed to write %s: %w", kind(k), err)
+	}
+	return nil
+}
+
+func (t *badgerTx) put(k []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("store: failed to encode %s: %w", kind(k), err)
+	}
+	return t.setRaw(k, raw)
+}
+
+func (t *badgerTx) del(k []byte) error {
+	if err := t.txn.Delete(k); err != nil {
+		return fmt.Errorf("store: failed to delete %s: %w", kind(k), err)
+	}
+	return nil
+}
+
+// scan calls fn with the part of each key after prefix and, unless keysOnly, the value, in
+// key order. Writes are refused meanwhile, as the Tx contract asks of Each functions.
+func (t *badgerTx) scan(prefix []byte, keysOnly bool, fn func(rest, val []byte) error) error {
+	if err := t.readable(); err != nil {
+		return err
+	}
+	t.iterating++
+	defer func() { t.iterating-- }()
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	opts.PrefetchValues = !keysOnly
+	it := t.txn.NewIterator(opts)
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		k := item.KeyCopy(nil)
+		var v []byte
+		if !keysOnly {
+			var err error
+			if v, err = item.ValueCopy(nil); err != nil {
+				return fmt.Errorf("store: failed to read %s: %w", kind(k), err)
+			}
+		}
+		if err := fn(k[len(prefix):], v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeKey parses a hex node key or hash from a key or an index value; ok is false for
+// anything else, which a scan then skips as not its own.
+func decodeKey(s []byte) (k [32]byte, ok bool) {
+	if len(s) != 2*len(k) {
+		return k, false
+	}
+	if _, err := hex.Decode(k[:], s); err != nil {
+		return k, false
+	}
+	return k, true
+}
+
+func (t *badgerTx) Node(k didkey.PublicKey) (Node, error) {
+	if err := t.readable(); err != nil {
+		return Node{}, err
+	}
+	var n Node
+	err := t.get(key(pNode, k.Hex()), &n)
+	return n, err
+}
+
+func (t *badgerTx) PutNode(n Node) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	var old Node
+	err := t.get(key(pNode, n.Key.Hex()), &old)
+	had := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if !had || old.DID != n.DID {
+		if had && old.DID != "" {
+			owner, err := t.getRaw(key(pDID, old.DID))
+			switch {
+			case err == nil && string(owner) == n.Key.Hex():
+				if err := t.del(key(pDID, old.DID)); err != nil {
+					return err
+				}
+			case err != nil && !errors.Is(err, ErrNotFound):
+				return err
+			}
+		}
+		if n.DID != "" {
+			if err := t.setRaw(key(pDID, n.DID), []byte(n.Key.Hex())); err != nil {
+				return err
+			}
+		}
+	}
+	if !had {
+		if err := t.setRaw(key(pBody, n.Key.ShortBody(), n.Key.Hex()), nil); err != nil {
+			return err
+		}
+	}
+	return t.put(key(pNode, n.Key.Hex()), n)
+}
+
+func (t *badgerTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
+	if err := t.readable(); err != nil {
+		return didkey.PublicKey{}, err
+	}
+	raw, err := t.getRaw(key(pDID, did))
+	if err != nil {
+		return didkey.PublicKey{}, err
+	}
+	k, ok := decodeKey(raw)
+	if !ok {
+		return didkey.PublicKey{}, errors.New("store: corrupt DID index entry")
+	}
+	return k, nil
+}
+
+func (t *badgerTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
+	var keys []didkey.PublicKey
+	err := t.scan(key(pBody, body, ""), true, func(rest, _ []byte) error {
+		if k, ok := decodeKey(rest); ok {
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	return keys, err
+}
+
+func (t *badgerTx) EachNode(fn func(Node) error) error {
+	p := []byte(pNode)
+	return t.scan(p, false, func(_, v []byte) error {
+		var n Node
+		if err := decode(p, v, &n); err != nil {
+			return err
+		}
+		return fn(n)
+	})
+}
+
+func (t *badgerTx) NodeCount() (int, error) {
+	n := 0
+	err := t.scan([]byte(pNode), true, func(_, _ []byte) error {
+		n++
+		return nil
+	})
+	return n, err
+}
+
+func (t *badgerTx) Session(id string) (binding.Session, error) {
+	if err := t.readable(); err != nil {
+		return binding.Session{}, err
+	}
+	var s binding.Session
+	err := t.get(key(pSession, id), &s)
+	return s, err
+}
+
+func (t *badgerTx) PutSession(s binding.Session) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkSession(s); err != nil {
+		return err
+	}
+	var old binding.Session
+	err := t.get(key(pSession, s.ID), &old)
+	had := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	newHashes := secretHashes(s)
+	if had {
+		for _, h := range secretHashes(old) {
+			if slices.Contains(newHashes, h) {
+				continue
+			}
+			hk := key(pSecret, hex.EncodeToString(h[:]))
+			owner, err := t.getRaw(hk)
+			switch {
+			case err == nil && string(owner) == s.ID:
+				if err := t.del(hk); err != nil {
+					return err
+				}
+			case err != nil && !errors.Is(err, ErrNotFound):
+				return err
+			}
+		}
+		if old.NodeKey != s.NodeKey {
+			if err := t.del(key(pByNode, old.NodeKey.Hex(), s.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, h := range newHashes {
+		hk := key(pSecret, hex.EncodeToString(h[:]))
+		owner, err := t.getRaw(hk)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err != nil || string(owner) != s.ID {
+			if err := t.setRaw(hk, []byte(s.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	if !had || old.NodeKey != s.NodeKey {
+		if err := t.setRaw(key(pByNode, s.NodeKey.Hex(), s.ID), nil); err != nil {
+			return err
+		}
+	}
+	return t.put(key(pSession, s.ID), s)
+}
+
+func (t *badgerTx) SessionIDBySecret(h [32]byte) (string, error) {
+	if err := t.readable(); err != nil {
+		return "", err
+	}
+	id, err := t.getRaw(key(pSecret, hex.EncodeToString(h[:])))
+	return string(id), err
+}
+
+func (t *badgerTx) SessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
+	var ids []string
+	if err := t.scan(key(pByNode, k.Hex(), ""), true, func(rest, _ []byte) error {
+		ids = append(ids, string(rest))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out []binding.Session
+	for _, id := range ids {
+		s, err := t.Session(id)
+		if err != nil {
+			return nil, fmt.Errorf("store: session index names a missing session: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (t *badgerTx) EachSession(fn func(binding.Session) error) error {
+	p := []byte(pSession)
+	return t.scan(p, false, func(_, v []byte) error {
+		var s binding.Session
+		if err := decode(p, v, &s); err != nil {
+			return err
+		}
+		return fn(s)
+	})
+}
+
+func (t *badgerTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
+	if err := t.readable(); err != nil {
+		return binding.Binding{}, err
+	}
+	var b binding.Binding
+	err := t.get(key(pBinding, node.Hex()), &b)
+	return b, err
+}
+
+func (t *badgerTx) PutBinding(b binding.Binding) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	var old binding.Binding
+	err := t.get(key(pBinding, b.NodeKey.Hex()), &old)
+	had := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if !had || old.OperatorDID != b.OperatorDID {
+		if had && old.OperatorDID != "" {
+			if err := t.del(key(pOperator, old.OperatorDID, b.NodeKey.Hex())); err != nil {
+				return err
+			}
+		}
+		if b.OperatorDID != "" {
+			if err := t.setRaw(key(pOperator, b.OperatorDID, b.NodeKey.Hex()), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return t.put(key(pBinding, b.NodeKey.Hex()), b)
+}
+
+func (t *badgerTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
+	var keys []didkey.PublicKey
+	if err := t.scan(key(pOperator, operatorDID, ""), true, func(rest, _ []byte) error {
+		if k, ok := decodeKey(rest); ok {
+			keys = append(keys, k)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out []binding.Binding
+	for _, k := range keys {
+		b, err := t.Binding(k)
+		if err != nil {
+			return nil, fmt.Errorf("store: operator index names a missing binding: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func (t *badgerTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {
+	if err := t.readable(); err != nil {
+		return authn.Session{}, err
+	}
+	var s authn.Session
+	err := t.get(key(pOpSession, hex.EncodeToString(tokenHash[:])), &s)
+	return s, err
+}
+
+func (t *badgerTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.put(key(pOpSession, hex.EncodeToString(tokenHash[:])), s)
+}
+
+func (t *badgerTx) DeleteOperatorSession(tokenHash [32]byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.del(key(pOpSession, hex.EncodeToString(tokenHash[:])))
+}
+
+func (t *badgerTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error {
+	p := []byte(pOpSession)
+	return t.scan(p, false, func(rest, v []byte) error {
+		h, ok := decodeKey(rest)
+		if !ok {
+			return errors.New("store: corrupt bearer session key")
+		}
+		var s authn.Session
+		if err := decode(p, v, &s); err != nil {
+			return err
+		}
+		return fn(h, s)
+	})
+}
+
+func (t *badgerTx) Counter(k string) (binding.Counter, error) {
+	if err := t.readable(); err != nil {
+		return binding.Counter{}, err
+	}
+	var c binding.Counter
+	err := t.get(key(pCounter, k), &c)
+	if errors.Is(err, ErrNotFound) {
+		return binding.Counter{}, nil
+	}
+	return c, err
+}
+
+func (t *badgerTx) PutCounter(k string, c binding.Counter) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.put(key(pCounter, k), c)
+}
+
+func (t *badgerTx) DeleteCounter(k string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.del(key(pCounter, k))
+}
+
+func (t *badgerTx) EachCounter(fn func(key string, c binding.Counter) error) error {
+	p := []byte(pCounter)
+	return t.scan(p, false, func(rest, v []byte) error {
+		var c binding.Counter
+		if err := decode(p, v, &c); err != nil {
+			return err
+		}
+		return fn(string(rest), c)
+	})
+}

@@ -1,0 +1,451 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+)
+
+// NewMemory returns an empty store that lives in memory and is lost with the process.
+//
+// Views run concurrently; Updates run one at a time and exclude Views, so an Update never
+// conflicts and its function runs exactly once. A function that returns an error or panics
+// has its writes undone before anyone else sees them. Each methods visit records in key
+// order, as the Badger store does, so tests see the same order from both.
+func NewMemory() Store {
+	return &memStore{d: memData{
+		nodes:      make(map[didkey.PublicKey]Node),
+		byDID:      make(map[string]didkey.PublicKey),
+		byBody:     make(map[string]map[didkey.PublicKey]struct{}),
+		sessions:   make(map[string]binding.Session),
+		bySecret:   make(map[[32]byte]string),
+		byNode:     make(map[didkey.PublicKey]map[string]struct{}),
+		bindings:   make(map[didkey.PublicKey]binding.Binding),
+		byOperator: make(map[string]map[didkey.PublicKey]struct{}),
+		opSessions: make(map[[32]byte]authn.Session),
+		counters:   make(map[string]binding.Counter),
+	}}
+}
+
+type memStore struct {
+	mu     sync.RWMutex
+	closed bool
+	d      memData
+}
+
+var _ Store = (*memStore)(nil)
+
+// memData holds the records, each a private clone, and the indexes the Tx lookups need.
+// The indexes hold only what the records currently say; putTx keeps them in step.
+type memData struct {
+	nodes      map[didkey.PublicKey]Node
+	byDID      map[string]didkey.PublicKey
+	byBody     map[string]map[didkey.PublicKey]struct{}
+	sessions   map[string]binding.Session
+	bySecret   map[[32]byte]string
+	byNode     map[didkey.PublicKey]map[string]struct{}
+	bindings   map[didkey.PublicKey]binding.Binding
+	byOperator map[string]map[didkey.PublicKey]struct{}
+	opSessions map[[32]byte]authn.Session
+	counters   map[string]binding.Counter
+}
+
+func (m *memStore) View(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return errClosed
+	}
+	tx := &memTx{d: &m.d}
+	defer func() { tx.done = true }()
+	return fn(tx)
+}
+
+func (m *memStore) Update(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errClosed
+	}
+	tx := &memTx{d: &m.d, write: true}
+	committed := false
+	defer func() {
+		tx.done = true
+		if !committed {
+			tx.undo.rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	committed = true
+	return nil
+}
+
+func (m *memStore) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// undoLog records how to restore each map entry an Update changed. Writing in place under
+// the exclusive lock and undoing on failure costs only the writes, where copying the maps
+// for each Update would cost the whole store.
+type undoLog []func()
+
+func (u *undoLog) rollback() {
+	for i := len(*u) - 1; i >= 0; i-- {
+		(*u)[i]()
+	}
+	*u = nil
+}
+
+func mapSet[K comparable, V any](u *undoLog, m map[K]V, k K, v V) {
+	old, had := m[k]
+	*u = append(*u, func() {
+		if had {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
+	})
+	m[k] = v
+}
+
+func mapDelete[K comparable, V any](u *undoLog, m map[K]V, k K) {
+	old, had := m[k]
+	if !had {
+		return
+	}
+	*u = append(*u, func() { m[k] = old })
+	delete(m, k)
+}
+
+func setAdd[K1, K2 comparable](u *undoLog, m map[K1]map[K2]struct{}, a K1, b K2) {
+	inner, ok := m[a]
+	if !ok {
+		inner = make(map[K2]struct{})
+		mapSet(u, m, a, inner)
+	}
+	mapSet(u, inner, b, struct{}{})
+}
+
+// setRemove drops empty inner sets so that an index does not keep every value it ever held.
+// Undo runs in reverse, so the inner set is back in place before its member is restored.
+func setRemove[K1, K2 comparable](u *undoLog, m map[K1]map[K2]struct{}, a K1, b K2) {
+	inner, ok := m[a]
+	if !ok {
+		return
+	}
+	mapDelete(u, inner, b)
+	if len(inner) == 0 {
+		mapDelete(u, m, a)
+	}
+}
+
+func sortedKeys[K comparable, V any](m map[K]V, less func(a, b K) int) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, less)
+	return ks
+}
+
+func cmpKey(a, b didkey.PublicKey) int { return bytes.Compare(a[:], b[:]) }
+
+func cmpHash(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }
+
+type memTx struct {
+	d         *memData
+	write     bool
+	done      bool
+	iterating int
+	undo      undoLog
+}
+
+var _ Tx = (*memTx)(nil)
+
+func (t *memTx) readable() error {
+	if t.done {
+		return errTxDone
+	}
+	return nil
+}
+
+func (t *memTx) writable() error {
+	switch {
+	case t.done:
+		return errTxDone
+	case !t.write:
+		return errReadOnly
+	case t.iterating > 0:
+		return errWriteInEach
+	}
+	return nil
+}
+
+// each calls fn on the values of m in key order, refusing writes while it runs.
+func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn func(K, V) error) error {
+	if err := t.readable(); err != nil {
+		return err
+	}
+	t.iterating++
+	defer func() { t.iterating-- }()
+	for _, k := range sortedKeys(m, less) {
+		if err := fn(k, m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *memTx) Node(key didkey.PublicKey) (Node, error) {
+	if err := t.readable(); err != nil {
+		return Node{}, err
+	}
+	n, ok := t.d.nodes[key]
+	if !ok {
+		return Node{}, ErrNotFound
+	}
+	return cloneNode(n), nil
+}
+
+func (t *memTx) PutNode(n Node) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	old, had := t.d.nodes[n.Key]
+	if !had || old.DID != n.DID {
+		if had && old.DID != "" && t.d.byDID[old.DID] == n.Key {
+			mapDelete(&t.undo, t.d.byDID, old.DID)
+		}
+		if n.DID != "" {
+			mapSet(&t.undo, t.d.byDID, n.DID, n.Key)
+		}
+	}
+	if !had {
+		setAdd(&t.undo, t.d.byBody, n.Key.ShortBody(), n.Key)
+	}
+	mapSet(&t.undo, t.d.nodes, n.Key, cloneNode(n))
+	return nil
+}
+
+func (t *memTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
+	if err := t.readable(); err != nil {
+		return didkey.PublicKey{}, err
+	}
+	k, ok := t.d.byDID[did]
+	if !ok {
+		return didkey.PublicKey{}, ErrNotFound
+	}
+	return k, nil
+}
+
+func (t *memTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	set := t.d.byBody[body]
+	if len(set) == 0 {
+		return nil, nil
+	}
+	return sortedKeys(set, cmpKey), nil
+}
+
+func (t *memTx) EachNode(fn func(Node) error) error {
+	return each(t, t.d.nodes, cmpKey, func(_ didkey.PublicKey, n Node) error { return fn(cloneNode(n)) })
+}
+
+func (t *memTx) NodeCount() (int, error) {
+	if err := t.readable(); err != nil {
+		return 0, err
+	}
+	return len(t.d.nodes), nil
+}
+
+func (t *memTx) Session(id string) (binding.Session, error) {
+	if err := t.readable(); err != nil {
+		return binding.Session{}, err
+	}
+	s, ok := t.d.sessions[id]
+	if !ok {
+		return binding.Session{}, ErrNotFound
+	}
+	return cloneSession(s), nil
+}
+
+func (t *memTx) PutSession(s binding.Session) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkSession(s); err != nil {
+		return err
+	}
+	old, had := t.d.sessions[s.ID]
+	newHashes := secretHashes(s)
+	if had {
+		for _, h := range secretHashes(old) {
+			if !slices.Contains(newHashes, h) && t.d.bySecret[h] == s.ID {
+				mapDelete(&t.undo, t.d.bySecret, h)
+			}
+		}
+		if old.NodeKey != s.NodeKey {
+			setRemove(&t.undo, t.d.byNode, old.NodeKey, s.ID)
+		}
+	}
+	for _, h := range newHashes {
+		if t.d.bySecret[h] != s.ID {
+			mapSet(&t.undo, t.d.bySecret, h, s.ID)
+		}
+	}
+	if !had || old.NodeKey != s.NodeKey {
+		setAdd(&t.undo, t.d.byNode, s.NodeKey, s.ID)
+	}
+	mapSet(&t.undo, t.d.sessions, s.ID, cloneSession(s))
+	return nil
+}
+
+func (t *memTx) SessionIDBySecret(h [32]byte) (string, error) {
+	if err := t.readable(); err != nil {
+		return "", err
+	}
+	id, ok := t.d.bySecret[h]
+	if !ok {
+		return "", ErrNotFound
+	}
+	return id, nil
+}
+
+func (t *memTx) SessionsByNode(key didkey.PublicKey) ([]binding.Session, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	ids := t.d.byNode[key]
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make([]binding.Session, 0, len(ids))
+	for _, id := range sortedKeys(ids, strings.Compare) {
+		out = append(out, cloneSession(t.d.sessions[id]))
+	}
+	return out, nil
+}
+
+func (t *memTx) EachSession(fn func(binding.Session) error) error {
+	return each(t, t.d.sessions, strings.Compare, func(_ string, s binding.Session) error { return fn(cloneSession(s)) })
+}
+
+func (t *memTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
+	if err := t.readable(); err != nil {
+		return binding.Binding{}, err
+	}
+	b, ok := t.d.bindings[node]
+	if !ok {
+		return binding.Binding{}, ErrNotFound
+	}
+	return cloneBinding(b), nil
+}
+
+func (t *memTx) PutBinding(b binding.Binding) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	old, had := t.d.bindings[b.NodeKey]
+	if !had || old.OperatorDID != b.OperatorDID {
+		if had && old.OperatorDID != "" {
+			setRemove(&t.undo, t.d.byOperator, old.OperatorDID, b.NodeKey)
+		}
+		if b.OperatorDID != "" {
+			setAdd(&t.undo, t.d.byOperator, b.OperatorDID, b.NodeKey)
+		}
+	}
+	mapSet(&t.undo, t.d.bindings, b.NodeKey, cloneBinding(b))
+	return nil
+}
+
+func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	keys := t.d.byOperator[operatorDID]
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	out := make([]binding.Binding, 0, len(keys))
+	for _, k := range sortedKeys(keys, cmpKey) {
+		out = append(out, cloneBinding(t.d.bindings[k]))
+	}
+	return out, nil
+}
+
+func (t *memTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {
+	if err := t.readable(); err != nil {
+		return authn.Session{}, err
+	}
+	s, ok := t.d.opSessions[tokenHash]
+	if !ok {
+		return authn.Session{}, ErrNotFound
+	}
+	return cloneOperatorSession(s), nil
+}
+
+func (t *memTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	mapSet(&t.undo, t.d.opSessions, tokenHash, cloneOperatorSession(s))
+	return nil
+}
+
+func (t *memTx) DeleteOperatorSession(tokenHash [32]byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	mapDelete(&t.undo, t.d.opSessions, tokenHash)
+	return nil
+}
+
+func (t *memTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error {
+	return each(t, t.d.opSessions, cmpHash, func(h [32]byte, s authn.Session) error { return fn(h, cloneOperatorSession(s)) })
+}
+
+func (t *memTx) Counter(key string) (binding.Counter, error) {
+	if err := t.readable(); err != nil {
+		return binding.Counter{}, err
+	}
+	return cloneCounter(t.d.counters[key]), nil
+}
+
+func (t *memTx) PutCounter(key string, c binding.Counter) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	mapSet(&t.undo, t.d.counters, key, cloneCounter(c))
+	return nil
+}
+
+func (t *memTx) DeleteCounter(key string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	mapDelete(&t.undo, t.d.counters, key)
+	return nil
+}
+
+func (t *memTx) EachCounter(fn func(key string, c binding.Counter) error) error {
+	return each(t, t.d.counters, strings.Compare, func(k string, c binding.Counter) error { return fn(k, cloneCounter(c)) })
+}

@@ -1,0 +1,337 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+)
+
+// model is the naive store: the records only. Every index is derived from them when
+// checked, which is what the store's indexes must agree with. The generators keep DIDs and
+// secret hashes specific to one key or session, so that a derived index is unambiguous.
+type model struct {
+	nodes      map[didkey.PublicKey]Node
+	sessions   map[string]binding.Session
+	bindings   map[didkey.PublicKey]binding.Binding
+	opSessions map[[32]byte]authn.Session
+	counters   map[string]binding.Counter
+}
+
+func newModel() *model {
+	return &model{
+		nodes:      map[didkey.PublicKey]Node{},
+		sessions:   map[string]binding.Session{},
+		bindings:   map[didkey.PublicKey]binding.Binding{},
+		opSessions: map[[32]byte]authn.Session{},
+		counters:   map[string]binding.Counter{},
+	}
+}
+
+// modelOp is one write, applied to a store and to the model alike.
+type modelOp struct {
+	name  string
+	store func(Tx) error
+	model func(*model)
+}
+
+var (
+	modelKeys      = []didkey.PublicKey{testKey(0), testKey(1), testKey(2), testKey(3)}
+	modelOperators = []string{"did:svrp:o:aaaaaaaa", "did:svrp:o:bbbbbbbb", "did:svrp:o:aaaaaaaa/x", ""}
+	modelSessions  = []string{"s0", "s1", "s2"}
+	modelCounters  = []string{"", "a", "b", "resolve|a"}
+	modelTokens    = [][32]byte{testHash("t0"), testHash("t1"), testHash("t2")}
+	modelWords     = []string{"infer", "train", "gpu"}
+)
+
+func modelDIDs(k didkey.PublicKey) []string {
+	return []string{"", shortDID(k), fullDID(k), "did:svrp:h:" + k.ShortBody()}
+}
+
+func modelHashes(id string) [][32]byte {
+	return [][32]byte{{}, testHash(id + " a"), testHash(id + " b")}
+}
+
+func genTime(t *rapid.T, label string) time.Time {
+	return time.Unix(int64(rapid.IntRange(0, 2e9).Draw(t, label+"_s")), int64(rapid.IntRange(0, 999999999).Draw(t, label+"_ns"))).UTC()
+}
+
+func genWords(t *rapid.T, label string) []string {
+	// Nil and empty are distinct values that both stores must keep apart.
+	if rapid.IntRange(0, 4).Draw(t, label+"_nil") == 0 {
+		return nil
+	}
+	return rapid.SliceOfN(rapid.SampledFrom(modelWords), 0, 3).Draw(t, label)
+}
+
+func genLimit(t *rapid.T, label string) *float64 {
+	if rapid.Bool().Draw(t, label+"_nil") {
+		return nil
+	}
+	v := float64(rapid.IntRange(0, 1000).Draw(t, label)) / 4
+	return &v
+}
+
+func genOp(t *rapid.T) modelOp {
+	switch rapid.IntRange(0, 7).Draw(t, "op") {
+	case 0, 1:
+		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
+		n := Node{
+			Key:          k,
+			DID:          rapid.SampledFrom(modelDIDs(k)).Draw(t, "did"),
+			Endpoint:     "198.51.100.1:7000",
+			Capabilities: genWords(t, "caps"),
+			LastSeen:     genTime(t, "seen"),
+		}
+		return modelOp{"PutNode", func(tx Tx) error { return tx.PutNode(n) }, func(m *model) { m.nodes[k] = n }}
+	case 2:
+		id := rapid.SampledFrom(modelSessions).Draw(t, "id")
+		s := binding.Session{
+			ID:        id,
+			State:     binding.State(rapid.IntRange(int(binding.Initiated), int(binding.Cancelled)).Draw(t, "state")),
+			NodeKey:   rapid.SampledFrom(modelKeys).Draw(t, "key"),
+			CodeHash:  rapid.SampledFrom(modelHashes(id)).Draw(t, "code"),
+			TokenHash: rapid.SampledFrom(modelHashes(id)).Draw(t, "token"),
+			UpdatedAt: genTime(t, "updated"),
+		}
+		s.Request.RequestedTaskTypes = genWords(t, "requested")
+		s.Request.RequestedSingleLimit = genLimit(t, "single")
+		return modelOp{"PutSession", func(tx Tx) error { return tx.PutSession(s) }, func(m *model) { m.sessions[id] = s }}
+	case 3:
+		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
+		b := binding.Binding{
+			NodeKey:     k,
+			OperatorDID: rapid.SampledFrom(modelOperators).Draw(t, "operator"),
+			SessionID:   rapid.SampledFrom(modelSessions).Draw(t, "session"),
+			TaskTypes:   genWords(t, "tasks"),
+			DailyLimit:  genLimit(t, "daily"),
+			ActivatedAt: genTime(t, "activated"),
+		}
+		return modelOp{"PutBinding", func(tx Tx) error { return tx.PutBinding(b) }, func(m *model) { m.bindings[k] = b }}
+	case 4:
+		h := rapid.SampledFrom(modelTokens).Draw(t, "token")
+		s := authn.Session{OperatorDID: rapid.SampledFrom(modelOperators).Draw(t, "operator"), ExpiresAt: genTime(t, "expires")}
+		return modelOp{"PutOperatorSession", func(tx Tx) error { return tx.PutOperatorSession(h, s) }, func(m *model) { m.opSessions[h] = s }}
+	case 5:
+		h := rapid.SampledFrom(modelTokens).Draw(t, "token")
+		return modelOp{"DeleteOperatorSession", func(tx Tx) error { return tx.DeleteOperatorSession(h) }, func(m *model) { delete(m.opSessions, h) }}
+	case 6:
+		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
+		c := binding.Counter{Count: rapid.IntRange(0, 100).Draw(t, "count"), Start: genTime(t, "start")}
+		return modelOp{"PutCounter", func(tx Tx) error { return tx.PutCounter(k, c) }, func(m *model) { m.counters[k] = c }}
+	default:
+		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
+		return modelOp{"DeleteCounter", func(tx Tx) error { return tx.DeleteCounter(k) }, func(m *model) { delete(m.counters, k) }}
+	}
+}
+
+// testModel runs random sequences of transactions, each of a few writes that commit or
+// fail together, and after each compares every lookup with the model.
+func testModel(t *testing.T, open func(t *testing.T) Store) {
+	rapid.Check(t, func(rt *rapid.T) {
+		s := open(t)
+		defer s.Close()
+		m := newModel()
+		errAbort := errors.New("abort")
+		rt.Repeat(map[string]func(*rapid.T){
+			"update": func(rt *rapid.T) {
+				ops := rapid.SliceOfN(rapid.Custom(genOp), 1, 4).Draw(rt, "ops")
+				fail := rapid.IntRange(0, 3).Draw(rt, "fail") == 0
+				err := s.Update(context.Background(), func(tx Tx) error {
+					for _, op := range ops {
+						if err := op.store(tx); err != nil {
+							return fmt.Errorf("%s: %w", op.name, err)
+						}
+					}
+					if fail {
+						return errAbort
+					}
+					return nil
+				})
+				if fail {
+					if err != errAbort {
+						rt.Fatalf("failing Update returned %v", err)
+					}
+					return
+				}
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for _, op := range ops {
+					op.model(m)
+				}
+			},
+			"": func(rt *rapid.T) { checkModel(rt, s, m) },
+		})
+	})
+}
+
+func checkModel(t *rapid.T, s Store, m *model) {
+	err := s.View(context.Background(), func(tx Tx) error {
+		modelDiff := func(what string, want, got any) {
+			t.Helper()
+			// DeepEqual first: cmp is what decides, but it is too slow to run on every
+			// lookup of every step.
+			if reflect.DeepEqual(want, got) {
+				return
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("%s (-model +store):\n%s", what, d)
+			}
+		}
+		lookup := func(what string, want any, found bool, got any, err error) {
+			t.Helper()
+			if found != (err == nil) || (err != nil && !errors.Is(err, ErrNotFound)) {
+				t.Fatalf("%s: found=%v in the model, store error %v", what, found, err)
+			}
+			if found {
+				modelDiff(what, want, got)
+			}
+		}
+
+		// Nodes and their indexes.
+		for _, k := range modelKeys {
+			n, ok := m.nodes[k]
+			got, err := tx.Node(k)
+			lookup("Node", n, ok, got, err)
+			for _, did := range modelDIDs(k) {
+				got, err := tx.NodeKeyByDID(did)
+				lookup(fmt.Sprintf("NodeKeyByDID(%q)", did), k, ok && did != "" && n.DID == did, got, err)
+			}
+			var body []didkey.PublicKey
+			for _, k2 := range modelKeys {
+				if _, ok := m.nodes[k2]; ok && k2.ShortBody() == k.ShortBody() {
+					body = append(body, k2)
+				}
+			}
+			gotBody, err := tx.NodeKeysByShortBody(k.ShortBody())
+			if err != nil {
+				return err
+			}
+			modelDiff("NodeKeysByShortBody", body, gotBody)
+		}
+		count, err := tx.NodeCount()
+		if err != nil {
+			return err
+		}
+		modelDiff("NodeCount", len(m.nodes), count)
+		var nodes []Node
+		if err := tx.EachNode(func(n Node) error { nodes = append(nodes, n); return nil }); err != nil {
+			return err
+		}
+		modelDiff("EachNode", valuesInOrder(m.nodes, cmpKey), nodes)
+
+		// Sessions and their indexes.
+		for _, id := range modelSessions {
+			s, ok := m.sessions[id]
+			got, err := tx.Session(id)
+			lookup("Session", s, ok, got, err)
+			for _, h := range modelHashes(id) {
+				got, err := tx.SessionIDBySecret(h)
+				lookup("SessionIDBySecret", id, ok && h != ([32]byte{}) && (s.CodeHash == h || s.TokenHash == h), got, err)
+			}
+		}
+		for _, k := range modelKeys {
+			var want []binding.Session
+			for _, id := range sortedKeys(m.sessions, strings.Compare) {
+				if m.sessions[id].NodeKey == k {
+					want = append(want, m.sessions[id])
+				}
+			}
+			got, err := tx.SessionsByNode(k)
+			if err != nil {
+				return err
+			}
+			modelDiff("SessionsByNode", want, got)
+		}
+		var sessions []binding.Session
+		if err := tx.EachSession(func(s binding.Session) error { sessions = append(sessions, s); return nil }); err != nil {
+			return err
+		}
+		modelDiff("EachSession", valuesInOrder(m.sessions, strings.Compare), sessions)
+
+		// Bindings and the operator index.
+		for _, k := range modelKeys {
+			b, ok := m.bindings[k]
+			got, err := tx.Binding(k)
+			lookup("Binding", b, ok, got, err)
+		}
+		for _, op := range append(modelOperators, "did:svrp:o:") {
+			var want []binding.Binding
+			if op != "" {
+				for _, k := range sortedKeys(m.bindings, cmpKey) {
+					if m.bindings[k].OperatorDID == op {
+						want = append(want, m.bindings[k])
+					}
+				}
+			}
+			got, err := tx.BindingsByOperator(op)
+			if err != nil {
+				return err
+			}
+			modelDiff(fmt.Sprintf("BindingsByOperator(%q)", op), want, got)
+		}
+
+		// Bearer sessions and counters.
+		for _, h := range modelTokens {
+			s, ok := m.opSessions[h]
+			got, err := tx.OperatorSession(h)
+			lookup("OperatorSession", s, ok, got, err)
+		}
+		var hashes [][32]byte
+		if err := tx.EachOperatorSession(func(h [32]byte, s authn.Session) error {
+			hashes = append(hashes, h)
+			modelDiff("EachOperatorSession", m.opSessions[h], s)
+			return nil
+		}); err != nil {
+			return err
+		}
+		modelDiff("EachOperatorSession keys", nilIfEmpty(sortedKeys(m.opSessions, cmpHash)), hashes)
+		for _, k := range modelCounters {
+			got, err := tx.Counter(k)
+			if err != nil {
+				return err
+			}
+			modelDiff("Counter", m.counters[k], got)
+		}
+		var counters []string
+		if err := tx.EachCounter(func(k string, c binding.Counter) error {
+			counters = append(counters, k)
+			modelDiff("EachCounter", m.counters[k], c)
+			return nil
+		}); err != nil {
+			return err
+		}
+		modelDiff("EachCounter keys", nilIfEmpty(sortedKeys(m.counters, strings.Compare)), counters)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nilIfEmpty matches a list built by appending to nil, as the Each callbacks above do.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func valuesInOrder[K comparable, V any](m map[K]V, less func(a, b K) int) []V {
+	var out []V
+	for _, k := range sortedKeys(m, less) {
+		out = append(out, m[k])
+	}
+	return out
+}

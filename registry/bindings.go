@@ -213,12 +213,12 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req ResolveRe
 
 func (s *Service) sessionBySecret(tx store.Tx, h [32]byte, now time.Time) (binding.Session, bool, error) {
 	id, err := tx.SessionIDBySecret(h)
-	if errors.Is(err, store.ErrNotFound) {
-		return binding.Session{}, false, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return binding.Session{}, false, err
 	}
+	// A secret that was never issued still costs a session read, of an id no session can
+	// have (ids are never empty), so the store does the same work for a code that never
+	// existed as for one that was used or expired.
 	sess, err := tx.Session(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return binding.Session{}, false, nil

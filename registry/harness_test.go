@@ -3,14 +3,21 @@ package registry_test
 import (
 	"bytes"
 	"crypto/ed25519"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -290,3 +297,221 @@ func (o operator) authorize(t *testing.T, v registry.ResolveView, now time.Time,
 }
 
 func num(v float64) *float64 { return &v }
+
+// strictSignatures turns grace mode off, as the daemon's --strict-signatures does.
+func strictSignatures() harnessOption {
+	return func(c *registry.Config) { c.StrictSignatures = true }
+}
+
+func resolveAddressLimit(n int) harnessOption {
+	return func(c *registry.Config) { c.ResolveAddressLimit = n }
+}
+
+func registerAddressLimit(n int) harnessOption {
+	return func(c *registry.Config) { c.RegisterAddressLimit = n }
+}
+
+// withRand gives the service a random source the test controls, so that a test can know a
+// short code before the registry issues it.
+func withRand(r io.Reader) harnessOption {
+	return func(c *registry.Config) { c.Rand = r }
+}
+
+// swapRand is a random source whose next bytes a test can script; by default it reads
+// crypto/rand.
+type swapRand struct {
+	mu sync.Mutex
+	r  io.Reader
+}
+
+func (s *swapRand) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.r == nil {
+		return crand.Read(p)
+	}
+	return s.r.Read(p)
+}
+
+// next makes b the next bytes read, then crypto/rand again.
+func (s *swapRand) next(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.r = io.MultiReader(bytes.NewReader(b), crand.Reader)
+}
+
+// in returns the same registry reporting to t, for subtests that share one registry.
+func (h *harness) in(t *testing.T) *harness {
+	c := *h
+	c.t = t
+	return &c
+}
+
+// restart stops the service, closes its Badger store, and starts a new service on a store
+// reopened from the same directory, with the same clock.
+func (h *harness) restart(opts ...harnessOption) *harness {
+	h.t.Helper()
+	h.close()
+	st, err := store.OpenBadger(h.dir)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return startHarness(h.t, st, h.dir, h.clock, opts...)
+}
+
+// readStatus reads a binding session's status, which must answer 200.
+func (h *harness) readStatus(id string) registry.Status {
+	h.t.Helper()
+	var st registry.Status
+	h.ok("GET", "/v1/bindings/"+id+"/status", nil, "", &st)
+	return st
+}
+
+// wantState checks the state GET /status reports.
+func (h *harness) wantState(id, state string) {
+	h.t.Helper()
+	if got := h.readStatus(id).State; got != state {
+		h.t.Fatalf("session %s: state %s, want %s", id, got, state)
+	}
+}
+
+// flow is a binding session driven through the handshake by harness.drive.
+type flow struct {
+	id   string
+	ini  registry.InitiateResult
+	view registry.ResolveView
+	pend registry.PendingAuthorization
+}
+
+// drive initiates a session of n with id and runs the handshake with op (logged in as token)
+// until the session is in state to: INITIATED, PENDING_OPERATOR, PENDING_NODE_ACCEPTANCE,
+// ACTIVE, CANCELLED, REJECTED_BY_OPERATOR or REJECTED_BY_NODE. The node requests a single
+// limit of 10 and no daily limit; the operator grants 5 and 50 for "inference".
+func (h *harness) drive(n node, op operator, token, id, to string) flow {
+	h.t.Helper()
+	t := h.t
+	s := flow{id: id}
+	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, id, h.now(), num(10), nil), "", &s.ini)
+	switch to {
+	case "INITIATED":
+		return s
+	case "CANCELLED":
+		h.ok("POST", "/v1/bindings/"+id+"/cancel", n.cancelRequest(t, id, n.did, h.now()), "", nil)
+		return s
+	}
+	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: s.ini.ShortCode}, token, &s.view)
+	switch to {
+	case "PENDING_OPERATOR":
+		return s
+	case "REJECTED_BY_OPERATOR":
+		h.ok("POST", "/v1/bindings/"+id+"/reject", nil, token, nil)
+		return s
+	}
+	h.ok("POST", "/v1/bindings/authorize", op.authorize(t, s.view, h.now(), num(5), num(50)), token, nil)
+	var pend registry.PendingResult
+	h.ok("POST", "/v1/node/bindings/pending", n.poll(t, h.now()), "", &pend)
+	for _, p := range pend.Pending {
+		if p.BindingSessionID == id {
+			s.pend = p
+		}
+	}
+	if s.pend.BindingSessionID != id {
+		t.Fatalf("session %s is not among the node's pending authorizations: %+v", id, pend)
+	}
+	switch to {
+	case "PENDING_NODE_ACCEPTANCE":
+		return s
+	case "ACTIVE":
+		h.ok("POST", "/v1/node/bindings/"+id+"/accept", n.acceptance(t, s.pend, true, h.now()), "", nil)
+		return s
+	case "REJECTED_BY_NODE":
+		h.ok("POST", "/v1/node/bindings/"+id+"/reject", n.acceptance(t, s.pend, false, h.now()), "", nil)
+		return s
+	}
+	t.Fatalf("drive: unknown target state %s", to)
+	return s
+}
+
+// cancelRequest is the node form of a cancel: message 9 signed by the node key.
+func (n node) cancelRequest(t *testing.T, id, did string, ts time.Time) registry.NodeCancelRequest {
+	return registry.NodeCancelRequest{
+		NodeDID: did, TS: ts.Unix(),
+		Signature: sign(t, n.priv, canonical.Cancel{BindingSessionID: id, NodeDID: did, TS: ts.Unix()}),
+	}
+}
+
+// signLines signs the given lines joined by LF, for messages the canonical package would
+// refuse to render (a string with a control character, say).
+func signLines(priv ed25519.PrivateKey, lines ...string) string {
+	return base58.Encode(ed25519.Sign(priv, []byte(strings.Join(lines, "\n"))))
+}
+
+// tamperSig returns a well-formed signature that no longer verifies.
+func tamperSig(t *testing.T, sig string) string {
+	t.Helper()
+	raw, err := base58.Decode(sig)
+	if err != nil || len(raw) != ed25519.SignatureSize {
+		t.Fatalf("tamperSig: %q is not a signature", sig)
+	}
+	raw[10] ^= 0x01
+	return base58.Encode(raw)
+}
+
+// loadVectors decodes a file of testdata/vectors into v.
+func loadVectors(t *testing.T, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// overlayJSON encodes v as JSON and replaces the value at path (object keys, outermost first)
+// with raw, which is sent as is: it may be a value the encoder could not produce, such as
+// NaN.
+func overlayJSON(t *testing.T, v any, raw json.RawMessage, path ...string) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(path) == 0 {
+		return raw
+	}
+	var o map[string]json.RawMessage
+	if err := json.Unmarshal(b, &o); err != nil {
+		t.Fatalf("overlayJSON: %s is not an object: %v", b, err)
+	}
+	if len(path) == 1 {
+		o[path[0]] = raw
+	} else {
+		o[path[0]] = overlayJSON(t, o[path[0]], raw, path[1:]...)
+	}
+	return encodeRaw(o)
+}
+
+// encodeRaw writes an object of raw values without re-validating them, so that non-JSON
+// numbers survive.
+func encodeRaw(o map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(k)
+		b.Write(name)
+		b.WriteByte(':')
+		b.Write(o[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}

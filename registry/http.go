@@ -67,7 +67,12 @@ func NewHandler(s *Service) http.Handler {
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
 	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !knownPath(req.URL.Path) {
+			w.Header().Del("Allow")
+			h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
+			return
+		}
 		h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
@@ -101,6 +106,30 @@ func NewHandler(s *Service) http.Handler {
 }
 
 type handler struct{ s *Service }
+
+// knownPath reports whether path is an endpoint of the API, whatever the method. The
+// router's parameter routes also match paths that are no endpoint (POST /v1/bindings/{name}
+// is one only for initiate, resolve and authorize), and those answer 404 to every method,
+// not 405.
+func knownPath(path string) bool {
+	switch path {
+	case "/health", "/nodes", "/peers", "/api/v1/peers", "/api/v1/register", "/api/v1/heartbeat",
+		"/v1/auth/challenge", "/v1/auth/device-login",
+		"/v1/operator/me/nodes", "/v1/operator/me/credits", "/v1/operator/me/evidence",
+		"/v1/bindings/initiate", "/v1/bindings/resolve", "/v1/bindings/authorize",
+		"/v1/node/bindings/pending":
+		return true
+	}
+	if rest, ok := strings.CutPrefix(path, "/v1/node/bindings/"); ok {
+		id, action, _ := strings.Cut(rest, "/")
+		return id != "" && (action == "accept" || action == "reject")
+	}
+	if rest, ok := strings.CutPrefix(path, "/v1/bindings/"); ok {
+		id, action, _ := strings.Cut(rest, "/")
+		return id != "" && (action == "status" || action == "cancel" || action == "reject")
+	}
+	return false
+}
 
 // reply writes a successful answer, or the error.
 func (h *handler) reply(w http.ResponseWriter, v any, err error) {
@@ -287,7 +316,11 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ httpro
 		h.fail(w, err)
 		return
 	}
-	res, err := h.s.BoundNodes(r.Context(), op, f.OnlineWithin)
+	window := DefaultOnlineWindow
+	if f.onlineGiven {
+		window = f.OnlineWithin
+	}
+	res, err := h.s.boundNodes(r.Context(), op, window)
 	h.reply(w, res, err)
 }
 

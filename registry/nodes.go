@@ -260,7 +260,11 @@ func (s *Service) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heartbea
 	return HeartbeatResult{OK: true, LastSeen: canonical.FormatTime(now)}, nil
 }
 
-// parseNodeDID checks the grammar of a node DID (profile section 2 codes).
+// parseNodeDID checks the grammar of a node DID (profile section 2 codes). A DID with a
+// control character fails the grammar and gets ID_BINDING_FAILED, not the 400 that the
+// profile's injectivity preamble could be read to ask for: heartbeat, poll and node cancel
+// list the DID check first, as register does (dids.json, trailing-lf), and a DID refused
+// here is never signed over, so no two messages can share bytes through it.
 func parseNodeDID(s string) (didkey.DID, error) {
 	d, err := didkey.Parse(s)
 	if err != nil {
@@ -309,7 +313,8 @@ func lookupNode(tx store.Tx, d didkey.DID) (store.Node, error) {
 
 // NodeFilter selects node records (profile 5.1, the query of GET /nodes and /peers).
 type NodeFilter struct {
-	// OnlineWithin keeps nodes seen within this long; 0 keeps all.
+	// OnlineWithin keeps nodes seen within this long; 0 keeps all, unless the query gave
+	// online_within=0, which keeps the nodes seen in the current second.
 	OnlineWithin time.Duration
 	// Capabilities must all be advertised.
 	Capabilities []string
@@ -317,6 +322,10 @@ type NodeFilter struct {
 	Region string
 	// Callable keeps public, signature-verified records.
 	Callable bool
+
+	// onlineGiven records that the query named online_within, so that an explicit 0 is the
+	// window "now − last_seen ≤ 0" of profile 5.1 and not "no filter".
+	onlineGiven bool
 }
 
 // ParseNodeFilter reads the query of GET /nodes and /peers.
@@ -328,6 +337,7 @@ func ParseNodeFilter(q url.Values) (NodeFilter, error) {
 			return NodeFilter{}, badRequest("online_within must be a whole number of seconds")
 		}
 		f.OnlineWithin = time.Duration(n) * time.Second
+		f.onlineGiven = true
 	}
 	switch q.Get("callable") {
 	case "", "0", "false":
@@ -340,7 +350,7 @@ func ParseNodeFilter(q url.Values) (NodeFilter, error) {
 }
 
 func (f NodeFilter) keep(n store.Node, now time.Time) bool {
-	if f.OnlineWithin > 0 && now.Sub(n.LastSeen) > f.OnlineWithin {
+	if (f.OnlineWithin > 0 || f.onlineGiven) && now.Sub(n.LastSeen) > f.OnlineWithin {
 		return false
 	}
 	if f.Region != "" && n.Region != f.Region {
@@ -423,7 +433,9 @@ func Reachability(endpoint string) string {
 		return ReachUnroutable
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
-		ip = ip.Unmap()
+		// A zone names an interface, not a network: fe80::1%eth0 is still link-local, and
+		// netip.Prefix.Contains never matches a zoned address.
+		ip = ip.WithZone("").Unmap()
 		switch {
 		case ip.IsMulticast():
 			return ReachUnroutable

@@ -153,6 +153,11 @@ func (s *Service) BoundNodes(ctx context.Context, operatorDID string, window tim
 	if window <= 0 {
 		window = DefaultOnlineWindow
 	}
+	return s.boundNodes(ctx, operatorDID, window)
+}
+
+// boundNodes is BoundNodes with the window taken as given, 0 included.
+func (s *Service) boundNodes(ctx context.Context, operatorDID string, window time.Duration) (OperatorNodes, error) {
 	now := s.now()
 	out := OperatorNodes{OperatorDID: operatorDID, Nodes: []BoundNode{}}
 	err := s.store.View(ctx, func(tx store.Tx) error {

@@ -30,6 +30,9 @@ type serveConfig struct {
 	sweepEvery           time.Duration
 	logLevel             string
 	logFormat            string
+	// timeouts is zero except in tests, which shorten the bounds to watch a slow client
+	// being cut off; zero fields take the defaults below.
+	timeouts httpTimeouts
 }
 
 func (c serveConfig) validate() error {
@@ -87,6 +90,23 @@ const (
 	shutdownTimeout   = 15 * time.Second
 	maxHeaderBytes    = 16 << 10
 )
+
+// httpTimeouts are the HTTP server's bounds on a client.
+type httpTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+func (t httpTimeouts) orDefaults() httpTimeouts {
+	for _, f := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&t.readHeader, readHeaderTimeout}, {&t.read, readTimeout}, {&t.write, writeTimeout}, {&t.idle, idleTimeout}} {
+		if *f.v <= 0 {
+			*f.v = f.def
+		}
+	}
+	return t
+}
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c serveConfig
@@ -154,12 +174,13 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- st
 	if err != nil {
 		return err
 	}
+	timeouts := c.timeouts.orDefaults()
 	srv := &http.Server{
 		Handler:           registry.NewHandler(svc),
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: timeouts.readHeader,
+		ReadTimeout:       timeouts.read,
+		WriteTimeout:      timeouts.write,
+		IdleTimeout:       timeouts.idle,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}

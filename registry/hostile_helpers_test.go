@@ -1,0 +1,480 @@
+package registry_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/store"
+)
+
+// hostileDump is everything a store holds, read back through the Tx interface: the records
+// and every index a lookup can reach. Two dumps that encode to the same bytes mean no
+// request changed anything a later request could observe.
+type hostileDump struct {
+	Nodes      []store.Node               `json:"nodes"`
+	NodeCount  int                        `json:"node_count"`
+	DIDIndex   map[string]string          `json:"did_index"`
+	BodyIndex  map[string][]string        `json:"body_index"`
+	Sessions   []binding.Session          `json:"sessions"`
+	Secrets    map[string]string          `json:"secrets"`
+	ByNode     map[string][]string        `json:"by_node"`
+	Bindings   map[string]binding.Binding `json:"bindings"`
+	ByOperator map[string][]string        `json:"by_operator"`
+	OpSessions map[string]authn.Session   `json:"operator_sessions"`
+	Counters   map[string]binding.Counter `json:"counters"`
+}
+
+// hostileSnapshot walks st in one read transaction. Bindings and operator indexes have no Each
+// method, so they are read for every node key and operator DID that any record names: a
+// binding can only come from a session, whose key and operator are in the dump.
+func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
+	t.Helper()
+	d := hostileDump{
+		DIDIndex: map[string]string{}, BodyIndex: map[string][]string{}, Secrets: map[string]string{},
+		ByNode: map[string][]string{}, Bindings: map[string]binding.Binding{}, ByOperator: map[string][]string{},
+		OpSessions: map[string]authn.Session{}, Counters: map[string]binding.Counter{},
+	}
+	err := st.View(context.Background(), func(tx store.Tx) error {
+		keys := map[didkey.PublicKey]bool{}
+		operators := map[string]bool{}
+		if err := tx.EachNode(func(n store.Node) error {
+			d.Nodes = append(d.Nodes, n)
+			keys[n.Key] = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		n, err := tx.NodeCount()
+		if err != nil {
+			return err
+		}
+		d.NodeCount = n
+		for _, n := range d.Nodes {
+			if k, err := tx.NodeKeyByDID(n.DID); err == nil {
+				d.DIDIndex[n.DID] = k.Hex()
+			}
+			holders, err := tx.NodeKeysByShortBody(n.Key.ShortBody())
+			if err != nil {
+				return err
+			}
+			d.BodyIndex[n.Key.ShortBody()] = hostileHexKeys(holders)
+		}
+		if err := tx.EachSession(func(s binding.Session) error {
+			d.Sessions = append(d.Sessions, s)
+			keys[s.NodeKey] = true
+			operators[s.OperatorDID] = true
+			if s.Authorization != nil {
+				operators[s.Authorization.OperatorDID] = true
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, s := range d.Sessions {
+			for _, h := range [][32]byte{s.CodeHash, s.TokenHash} {
+				if id, err := tx.SessionIDBySecret(h); err == nil {
+					d.Secrets[hex.EncodeToString(h[:])] = id
+				}
+			}
+		}
+		for k := range keys {
+			mine, err := tx.SessionsByNode(k)
+			if err != nil {
+				return err
+			}
+			var ids []string
+			for _, s := range mine {
+				ids = append(ids, s.ID)
+			}
+			sort.Strings(ids)
+			d.ByNode[k.Hex()] = ids
+			if b, err := tx.Binding(k); err == nil {
+				d.Bindings[k.Hex()] = b
+				operators[b.OperatorDID] = true
+			}
+		}
+		if err := tx.EachOperatorSession(func(h [32]byte, s authn.Session) error {
+			d.OpSessions[hex.EncodeToString(h[:])] = s
+			operators[s.OperatorDID] = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		for op := range operators {
+			bs, err := tx.BindingsByOperator(op)
+			if err != nil {
+				return err
+			}
+			var nodes []string
+			for _, b := range bs {
+				nodes = append(nodes, b.NodeKey.Hex())
+			}
+			sort.Strings(nodes)
+			d.ByOperator[op] = nodes
+		}
+		return tx.EachCounter(func(k string, c binding.Counter) error {
+			d.Counters[k] = c
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("dumping the store: %v", err)
+	}
+	slices.SortFunc(d.Nodes, func(a, b store.Node) int { return bytes.Compare(a.Key[:], b.Key[:]) })
+	slices.SortFunc(d.Sessions, func(a, b binding.Session) int { return strings.Compare(a.ID, b.ID) })
+	return d
+}
+
+func hostileHexKeys(ks []didkey.PublicKey) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.Hex()
+	}
+	sort.Strings(out)
+	return out
+}
+
+// bytes encodes the dump; map keys are sorted by encoding/json, so equal stores give equal
+// bytes.
+func (d hostileDump) bytes(t testing.TB) []byte {
+	t.Helper()
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// withoutCounters is the dump with its counters left out: a counted resolve failure is the
+// one change a failed request may make.
+func (d hostileDump) withoutCounters() hostileDump {
+	d.Counters = nil
+	return d
+}
+
+// hostileSameStore fails t unless the two dumps are byte-for-byte equal.
+func hostileSameStore(t testing.TB, what string, before, after hostileDump) {
+	t.Helper()
+	if !bytes.Equal(before.bytes(t), after.bytes(t)) {
+		t.Errorf("%s changed the store (-before +after):\n%s", what, cmp.Diff(before, after))
+	}
+}
+
+// hostileErrorBody checks that raw is exactly {"code","error"} with the given code and a non-empty
+// text, the one shape of every error answer.
+func hostileErrorBody(t testing.TB, what string, raw []byte, code string) {
+	t.Helper()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Errorf("%s: error body is not a JSON object: %q", what, raw)
+		return
+	}
+	var e registry.ErrorBody
+	_ = json.Unmarshal(raw, &e)
+	if len(fields) != 2 || e.Code != code || e.Error == "" {
+		t.Errorf("%s: want {code:%s, error}, got %s", what, code, raw)
+	}
+}
+
+// hostileResolveLimit raises or lowers the per-address resolve failure limit.
+func hostileResolveLimit(n int) harnessOption {
+	return func(c *registry.Config) { c.ResolveAddressLimit = n }
+}
+
+func hostileStrict() harnessOption {
+	return func(c *registry.Config) { c.StrictSignatures = true }
+}
+
+// arena is a harness with a registered (verified) node and a logged-in operator who may
+// bind, the state most bad requests are aimed at.
+type arena struct {
+	*harness
+	n     node
+	op    operator
+	token string
+}
+
+func newArena(t *testing.T, opts ...harnessOption) *arena {
+	t.Helper()
+	// The matrices send many failing resolves from one address; the address limit has its
+	// own tests.
+	h := newHarness(t, append([]harnessOption{hostileResolveLimit(1 << 20)}, opts...)...)
+	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
+	h.ok("POST", "/api/v1/register", w.n.registration(t, "203.0.113.7:7000"), "", nil)
+	w.token = w.op.login(h)
+	return w
+}
+
+// initiate opens a session of w's node.
+func (w *arena) initiate(id string) registry.InitiateResult {
+	w.t.Helper()
+	var res registry.InitiateResult
+	w.ok("POST", "/v1/bindings/initiate", w.n.initiate(w.t, id, w.now(), num(10), nil), "", &res)
+	return res
+}
+
+// resolved opens a session and resolves it as w's operator.
+func (w *arena) resolved(id string) registry.ResolveView {
+	w.t.Helper()
+	ini := w.initiate(id)
+	var v registry.ResolveView
+	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, w.token, &v)
+	return v
+}
+
+// authorized takes a session to PENDING_NODE_ACCEPTANCE and returns what the node's poll
+// shows for it.
+func (w *arena) authorized(id string) registry.PendingAuthorization {
+	w.t.Helper()
+	v := w.resolved(id)
+	w.ok("POST", "/v1/bindings/authorize", w.op.authorize(w.t, v, w.now(), num(5), num(50)), w.token, nil)
+	var pend registry.PendingResult
+	w.ok("POST", "/v1/node/bindings/pending", w.n.poll(w.t, w.now()), "", &pend)
+	for _, p := range pend.Pending {
+		if p.BindingSessionID == id {
+			return p
+		}
+	}
+	w.t.Fatalf("session %s is not pending for the node", id)
+	return registry.PendingAuthorization{}
+}
+
+// active takes a session to ACTIVE.
+func (w *arena) active(id string) registry.AcceptResult {
+	w.t.Helper()
+	p := w.authorized(id)
+	var res registry.AcceptResult
+	w.ok("POST", "/v1/node/bindings/"+id+"/accept", w.n.acceptance(w.t, p, true, w.now()), "", &res)
+	return res
+}
+
+// challenge fetches a fresh login challenge.
+func (w *arena) challenge() string {
+	w.t.Helper()
+	var ch registry.ChallengeResult
+	w.ok("POST", "/v1/auth/challenge", nil, "", &ch)
+	return ch.Challenge
+}
+
+// jsonTree is a request body as a generic JSON tree, so a test can remove a field, give it
+// another type or a hostile value, whatever the Go request types allow.
+type jsonTree map[string]any
+
+// toTree turns a request value into a jsonTree; numbers stay json.Number, so they are sent
+// back exactly as the value encoded them.
+func toTree(t testing.TB, v any) jsonTree {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var b jsonTree
+	if err := dec.Decode(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// parent returns the object that holds the last element of path, creating nothing.
+func (b jsonTree) parent(path []string) map[string]any {
+	m := map[string]any(b)
+	for _, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = next
+	}
+	return m
+}
+
+func (b jsonTree) set(path []string, v any) {
+	if m := b.parent(path); m != nil {
+		m[path[len(path)-1]] = v
+	}
+}
+
+func (b jsonTree) del(path []string) {
+	if m := b.parent(path); m != nil {
+		delete(m, path[len(path)-1])
+	}
+}
+
+func (b jsonTree) get(path []string) any {
+	if m := b.parent(path); m != nil {
+		return m[path[len(path)-1]]
+	}
+	return nil
+}
+
+// hostileRaw stands for a value that is not JSON at all (NaN, Infinity) or that the encoder
+// would not write as given (1e400): encode puts the raw text in its place.
+const hostileRaw = "\x00raw-value\x00"
+
+func (b jsonTree) encode(t testing.TB, raw string) []byte {
+	t.Helper()
+	out, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker, _ := json.Marshal(hostileRaw)
+	return bytes.Replace(out, marker, []byte(raw), 1)
+}
+
+// hostileDecode decodes b into a typed request; ok is false when b's types no longer fit.
+func hostileDecode[T any](t testing.TB, b jsonTree) (T, bool) {
+	var v T
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return v, false
+	}
+	return v, json.Unmarshal(raw, &v) == nil
+}
+
+// hostileSign signs m, or returns "" when m cannot be rendered (a value that breaks the
+// injectivity rules has no bytes to sign).
+func hostileSign(priv ed25519.PrivateKey, m canonical.Message) string {
+	sig, err := canonical.Sign(priv, canonical.DefaultPrefix, m)
+	if err != nil {
+		return ""
+	}
+	return sig
+}
+
+// hostileReject is one case of testdata/vectors/rejects.json.
+type hostileReject struct {
+	ID         string `json:"id"`
+	Message    int    `json:"message"`
+	Endpoint   string `json:"endpoint"`
+	Field      string `json:"field"`
+	Stage      string `json:"stage"`
+	FieldsJSON string `json:"fields_json"`
+	RawValue   string `json:"raw_value"`
+	Expected   struct {
+		HTTP              int    `json:"http"`
+		Code              string `json:"code"`
+		ChallengeConsumed bool   `json:"challenge_consumed"`
+	} `json:"expected"`
+}
+
+// value is the case's offending value as JSON, and the raw text to send instead when the
+// value is not JSON.
+func (c hostileReject) value(t testing.TB) (any, string) {
+	t.Helper()
+	if c.RawValue != "" {
+		return hostileRaw, c.RawValue
+	}
+	dec := json.NewDecoder(strings.NewReader(c.FieldsJSON))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
+		t.Fatalf("%s: fields_json: %v", c.ID, err)
+	}
+	v, ok := fields[c.Field]
+	if !ok {
+		t.Fatalf("%s: fields_json has no field %s", c.ID, c.Field)
+	}
+	return v, ""
+}
+
+func hostileRejects(t testing.TB) []hostileReject {
+	t.Helper()
+	var f struct {
+		Cases []hostileReject `json:"cases"`
+	}
+	hostileVector(t, "rejects.json", &f)
+	if len(f.Cases) == 0 {
+		t.Fatal("rejects.json has no cases")
+	}
+	return f.Cases
+}
+
+// hostileDIDCase is one refused DID of testdata/vectors/dids.json.
+type hostileDIDCase struct {
+	ID        string `json:"id"`
+	DID       string `json:"did"`
+	PublicKey string `json:"public_key"`
+	Role      string `json:"role"`
+	Expected  struct {
+		HTTP int    `json:"http"`
+		Code string `json:"code"`
+	} `json:"expected"`
+}
+
+func hostileDIDNegatives(t testing.TB) []hostileDIDCase {
+	t.Helper()
+	var f struct {
+		Negative []hostileDIDCase `json:"negative"`
+	}
+	hostileVector(t, "dids.json", &f)
+	if len(f.Negative) == 0 {
+		t.Fatal("dids.json has no negative cases")
+	}
+	return f.Negative
+}
+
+func hostileVector(t testing.TB, name string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// hostileDo sends a request with a raw Authorization header (none when auth is empty), for
+// headers that harness.do cannot write.
+func (h *harness) hostileDo(method, path string, body any, auth string) (int, []byte) {
+	h.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		r = bytes.NewReader(enc)
+	}
+	req, err := http.NewRequest(method, h.srv.URL+path, r)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}

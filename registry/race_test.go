@@ -1,0 +1,438 @@
+package registry_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/store"
+)
+
+// raceResult is one answer of a raceBurst of concurrent requests.
+type raceResult struct {
+	status int
+	code   string
+	body   []byte
+}
+
+// raceRequest is one request of a raceBurst: body is sent as is, auth as the Authorization
+// header when not empty.
+type raceRequest struct {
+	method, path string
+	body         []byte
+	auth         string
+}
+
+// raceBurst sends every request at once: each goroutine builds its request first and then waits
+// for one signal, so the requests reach the server together and the store sees them
+// concurrently. Transport errors fail the test; answers come back in request order.
+func (h *harness) raceBurst(reqs []raceRequest) []raceResult {
+	h.t.Helper()
+	out := make([]raceResult, len(reqs))
+	errs := make([]error, len(reqs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: len(reqs)}, Timeout: time.Minute}
+	defer client.CloseIdleConnections()
+	for i, r := range reqs {
+		req, err := http.NewRequest(r.method, h.srv.URL+r.path, bytes.NewReader(r.body))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if r.auth != "" {
+			req.Header.Set("Authorization", r.auth)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resp, err := client.Do(req)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			var e registry.ErrorBody
+			_ = json.Unmarshal(b, &e)
+			out[i] = raceResult{status: resp.StatusCode, code: e.Code, body: b}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			h.t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return out
+}
+
+// raceTally counts answers by "status code" ("200" for successes).
+func raceTally(rs []raceResult) map[string]int {
+	m := map[string]int{}
+	for _, r := range rs {
+		if r.status == http.StatusOK {
+			m["200"]++
+		} else {
+			m[fmt.Sprintf("%d %s", r.status, r.code)]++
+		}
+	}
+	return m
+}
+
+// raceOneWins checks that exactly one answer is a 200 and every other is one of the
+// allowed refusals, and returns the winner's index.
+func raceOneWins(t *testing.T, what string, rs []raceResult, allowed ...string) int {
+	t.Helper()
+	got := raceTally(rs)
+	ok := map[string]bool{"200": true}
+	for _, a := range allowed {
+		ok[a] = true
+	}
+	for k := range got {
+		if !ok[k] {
+			t.Errorf("%s: unexpected answer %q; all answers %v", what, k, got)
+		}
+	}
+	if got["200"] != 1 {
+		t.Fatalf("%s: %d successes, want exactly 1; all answers %v", what, got["200"], got)
+	}
+	t.Logf("%s: %v", what, got)
+	for i, r := range rs {
+		if r.status == http.StatusOK {
+			return i
+		}
+	}
+	return -1
+}
+
+func raceJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRaceLoginOneChallenge: 64 device-logins with one challenge at once open exactly one
+// bearer session; every other attempt is BAD_CHALLENGE.
+func TestRaceLoginOneChallenge(t *testing.T) {
+	w := newArena(t)
+	before := len(hostileSnapshot(t, w.st).OpSessions)
+	ch := w.challenge()
+	body := raceJSON(t, w.op.loginRequest(t, ch, w.now()))
+	reqs := make([]raceRequest, 64)
+	for i := range reqs {
+		reqs[i] = raceRequest{method: "POST", path: "/v1/auth/device-login", body: body}
+	}
+	raceOneWins(t, "64 logins, one challenge", w.raceBurst(reqs), "401 BAD_CHALLENGE")
+	if got := len(hostileSnapshot(t, w.st).OpSessions); got != before+1 {
+		t.Fatalf("%d bearer sessions were opened, want 1", got-before)
+	}
+}
+
+// TestRaceAcceptOnce: 32 accepts of one session at once activate it once and store exactly
+// one binding; the others see ALREADY_ACTIVE (or BAD_STATE while it is being verified).
+func TestRaceAcceptOnce(t *testing.T) {
+	w := newArena(t)
+	p := w.authorized("bs-race")
+	body := raceJSON(t, w.n.acceptance(t, p, true, w.now()))
+	reqs := make([]raceRequest, 32)
+	for i := range reqs {
+		reqs[i] = raceRequest{method: "POST", path: "/v1/node/bindings/bs-race/accept", body: body}
+	}
+	rs := w.raceBurst(reqs)
+	win := raceOneWins(t, "32 accepts, one session", rs, "409 ALREADY_ACTIVE", "409 BAD_STATE")
+	var acc registry.AcceptResult
+	if err := json.Unmarshal(rs[win].body, &acc); err != nil || acc.State != "ACTIVE" {
+		t.Fatalf("winning accept: %s", rs[win].body)
+	}
+	d := hostileSnapshot(t, w.st)
+	if len(d.Bindings) != 1 || len(d.ByOperator[w.op.did]) != 1 {
+		t.Fatalf("bindings after the race: %+v, operator index %v", d.Bindings, d.ByOperator)
+	}
+	if b := d.Bindings[w.n.key.Hex()]; b.SessionID != "bs-race" {
+		t.Fatalf("binding %+v", b)
+	}
+	w.wantStateOf("bs-race", "ACTIVE")
+}
+
+// TestRaceResolveOnce: 32 resolves of one code at once, by two operators, move the session
+// once, to the operator whose resolve succeeded; the others get the one NOT_FOUND answer or,
+// past five failures on the code, RATE_LIMITED.
+func TestRaceResolveOnce(t *testing.T) {
+	w := newArena(t)
+	other := newOperator(t, "other", w.now(), "nodes.bind")
+	otherToken := other.login(w.harness)
+	ini := w.initiate("bs-race")
+	body := raceJSON(t, registry.ResolveRequest{ShortCode: ini.ShortCode})
+	reqs := make([]raceRequest, 32)
+	for i := range reqs {
+		tok := w.token
+		if i%2 == 1 {
+			tok = otherToken
+		}
+		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/resolve", body: body, auth: "Bearer " + tok}
+	}
+	rs := w.raceBurst(reqs)
+	win := raceOneWins(t, "32 resolves, one code", rs, "404 NOT_FOUND", "429 RATE_LIMITED")
+	winner := w.op.did
+	if win%2 == 1 {
+		winner = other.did
+	}
+	st := w.readStatusOf("bs-race")
+	if st.State != "PENDING_OPERATOR" || st.OperatorDID == nil || *st.OperatorDID != winner {
+		t.Fatalf("after the race: %+v, want PENDING_OPERATOR by %s", st, winner)
+	}
+}
+
+// TestRaceInitiateOneID: 32 initiates with one binding_session_id at once, from 32
+// different nodes, create one session; the rest are SESSION_EXISTS.
+func TestRaceInitiateOneID(t *testing.T) {
+	w := newArena(t)
+	reqs := make([]raceRequest, 32)
+	nodes := make([]node, len(reqs))
+	for i := range reqs {
+		nodes[i] = newNode(t, fmt.Sprintf("node-%d", i))
+		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, nodes[i].initiate(t, "bs-race", w.now(), nil, nil))}
+	}
+	win := raceOneWins(t, "32 initiates, one id", w.raceBurst(reqs), "409 SESSION_EXISTS")
+	st := w.readStatusOf("bs-race")
+	if st.NodeDID != nodes[win].did {
+		t.Fatalf("session belongs to %s, want the winner %s", st.NodeDID, nodes[win].did)
+	}
+	if n := len(hostileSnapshot(t, w.st).Sessions); n != 1 {
+		t.Fatalf("%d sessions stored, want 1", n)
+	}
+}
+
+// gateStore holds the commit of every armed transaction until all of them have run their
+// function: each has then read the store as it was before any of them wrote, the widest
+// window two requests can race in, so a store that lets them both commit is caught every
+// time rather than by luck. A transaction that conflicts runs again without waiting.
+type gateStore struct {
+	store.Store
+	mu      sync.Mutex
+	parties int
+	arrived int
+	all     chan struct{}
+}
+
+// arm makes the next n transactions wait for each other.
+func (g *gateStore) arm(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.parties, g.arrived, g.all = n, 0, make(chan struct{})
+}
+
+func (g *gateStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	waited := false
+	return g.Store.Update(ctx, func(tx store.Tx) error {
+		if err := fn(tx); err != nil || waited {
+			return err
+		}
+		waited = true
+		g.wait()
+		return nil
+	})
+}
+
+func (g *gateStore) wait() {
+	g.mu.Lock()
+	if g.parties == 0 {
+		g.mu.Unlock()
+		return
+	}
+	all := g.all
+	if g.arrived++; g.arrived == g.parties {
+		close(all)
+		g.parties = 0
+	}
+	g.mu.Unlock()
+	// A store that runs Updates one at a time holds the others back until this one
+	// commits, so they never arrive: after a while the gate lets this one go, and the
+	// requests are then serialized, which is the behaviour the tests ask for anyway.
+	select {
+	case <-all:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+func newGatedArena(t *testing.T) (*arena, *gateStore) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gateStore{Store: st}
+	h := startHarness(t, g, dir, &clock{now: epoch}, hostileResolveLimit(1<<20))
+	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
+	h.ok("POST", "/api/v1/register", w.n.registration(t, "203.0.113.7:7000"), "", nil)
+	w.token = w.op.login(h)
+	return w, g
+}
+
+// TestRaceOpenSessionCap: a node with 15 open sessions initiates two more at the same
+// moment; the cap of 16 holds, so one of them is RATE_LIMITED.
+func TestRaceOpenSessionCap(t *testing.T) {
+	w, g := newGatedArena(t)
+	for i := range binding.MaxOpenSessionsPerNode - 1 {
+		w.initiate(fmt.Sprintf("bs-%02d", i))
+	}
+	g.arm(2)
+	rs := w.raceBurst([]raceRequest{
+		{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, w.n.initiate(t, "bs-a", w.now(), nil, nil))},
+		{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, w.n.initiate(t, "bs-b", w.now(), nil, nil))},
+	})
+	raceOneWins(t, "two initiates at the cap", rs, "429 RATE_LIMITED")
+	if n := len(hostileSnapshot(t, w.st).Sessions); n != binding.MaxOpenSessionsPerNode {
+		t.Fatalf("%d open sessions, want %d", n, binding.MaxOpenSessionsPerNode)
+	}
+}
+
+// TestRaceShortDIDCollision: two keys whose short DIDs share a body register at the same
+// moment; only one may hold the body, the other is DID_COLLISION.
+func TestRaceShortDIDCollision(t *testing.T) {
+	w, g := newGatedArena(t)
+	type party struct {
+		DID string `json:"did_short"`
+		Key string `json:"public_key_b58"`
+	}
+	var v struct {
+		Collision struct{ First, Second party } `json:"collision"`
+	}
+	hostileVector(t, "dids.json", &v)
+	first, second := v.Collision.First, v.Collision.Second
+	// From two client addresses, so that the per-address count of new keys, which every
+	// new registration also writes, cannot serialize the two by accident.
+	g.arm(2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, p := range []party{first, second} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := registry.RegisterRequest{DID: p.DID, PublicKey: p.Key, Endpoint: "198.51.100.1:7000"}
+			_, errs[i] = w.svc.Register(context.Background(), req, fmt.Sprintf("192.0.2.%d", i+1))
+		}()
+	}
+	wg.Wait()
+	rs := make([]raceResult, len(errs))
+	for i, err := range errs {
+		rs[i] = raceResult{status: http.StatusOK}
+		if err != nil {
+			var e interface{ Code() string }
+			if !errors.As(err, &e) {
+				t.Fatalf("register %d: %v", i, err)
+			}
+			rs[i] = raceResult{status: http.StatusConflict, code: e.Code()}
+		}
+	}
+	raceOneWins(t, "two short DIDs, one body", rs, "409 DID_COLLISION")
+	d := hostileSnapshot(t, w.st)
+	for body, holders := range d.BodyIndex {
+		if len(holders) > 1 {
+			t.Fatalf("short body %s is held by %d keys", body, len(holders))
+		}
+	}
+}
+
+// TestRaceRegisterAddressLimit: with a limit of 4 new keys per address, 32 new nodes
+// registering at once from one address get in 4 times.
+func TestRaceRegisterAddressLimit(t *testing.T) {
+	h := newHarness(t, func(c *registry.Config) { c.RegisterAddressLimit = 4 })
+	reqs := make([]raceRequest, 32)
+	for i := range reqs {
+		n := newNode(t, fmt.Sprintf("node-%d", i))
+		reqs[i] = raceRequest{method: "POST", path: "/api/v1/register", body: raceJSON(t, n.registration(t, "203.0.113.7:7000"))}
+	}
+	got := raceTally(h.raceBurst(reqs))
+	if got["200"] != 4 || got["429 RATE_LIMITED"] != 28 {
+		t.Fatalf("answers %v, want 4 successes and 28 RATE_LIMITED", got)
+	}
+	if n, _ := h.svc.NodeCount(context.Background()); n != 4 {
+		t.Fatalf("%d nodes stored, want 4", n)
+	}
+}
+
+// TestRaceResolveAddressLimit: with a limit of 3 failures per address, 24 failing resolves
+// of different codes at once are counted exactly: 3 NOT_FOUND, then RATE_LIMITED.
+func TestRaceResolveAddressLimit(t *testing.T) {
+	w := newArena(t, hostileResolveLimit(3))
+	reqs := make([]raceRequest, 24)
+	for i := range reqs {
+		code := fmt.Sprintf("ZZZZZZ%c%c", binding.ShortCodeAlphabet[i%31], binding.ShortCodeAlphabet[i/31])
+		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/resolve", body: raceJSON(t, registry.ResolveRequest{ShortCode: code}), auth: "Bearer " + w.token}
+	}
+	got := raceTally(w.raceBurst(reqs))
+	if got["404 NOT_FOUND"] != 3 || got["429 RATE_LIMITED"] != 21 {
+		t.Fatalf("answers %v, want 3 NOT_FOUND and 21 RATE_LIMITED", got)
+	}
+}
+
+// TestRaceSupersede: two sessions of one node accepted at the same moment leave one
+// binding, listed by exactly one operator.
+func TestRaceSupersede(t *testing.T) {
+	w := newArena(t)
+	other := newOperator(t, "other", w.now(), "nodes.bind")
+	otherToken := other.login(w.harness)
+	pa := w.authorized("bs-a")
+	ini := w.initiate("bs-b")
+	var view registry.ResolveView
+	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, otherToken, &view)
+	w.ok("POST", "/v1/bindings/authorize", other.authorize(t, view, w.now(), num(5), num(50)), otherToken, nil)
+	var pend registry.PendingResult
+	w.ok("POST", "/v1/node/bindings/pending", w.n.poll(t, w.now()), "", &pend)
+	var pb registry.PendingAuthorization
+	for _, p := range pend.Pending {
+		if p.BindingSessionID == "bs-b" {
+			pb = p
+		}
+	}
+	rs := w.raceBurst([]raceRequest{
+		{method: "POST", path: "/v1/node/bindings/bs-a/accept", body: raceJSON(t, w.n.acceptance(t, pa, true, w.now()))},
+		{method: "POST", path: "/v1/node/bindings/bs-b/accept", body: raceJSON(t, w.n.acceptance(t, pb, true, w.now()))},
+	})
+	if got := raceTally(rs); got["200"] != 2 {
+		t.Fatalf("answers %v, want both accepts to succeed", got)
+	}
+	d := hostileSnapshot(t, w.st)
+	b, ok := d.Bindings[w.n.key.Hex()]
+	if !ok || len(d.Bindings) != 1 {
+		t.Fatalf("bindings %+v", d.Bindings)
+	}
+	listed := len(d.ByOperator[w.op.did]) + len(d.ByOperator[other.did])
+	if listed != 1 || len(d.ByOperator[b.OperatorDID]) != 1 {
+		t.Fatalf("binding by %s, operator index %v", b.OperatorDID, d.ByOperator)
+	}
+}
+
+func (w *arena) readStatusOf(id string) registry.Status {
+	w.t.Helper()
+	var st registry.Status
+	w.ok("GET", "/v1/bindings/"+id+"/status", nil, "", &st)
+	return st
+}
+
+func (w *arena) wantStateOf(id, state string) {
+	w.t.Helper()
+	if got := w.readStatusOf(id).State; got != state {
+		w.t.Fatalf("session %s: state %s, want %s", id, got, state)
+	}
+}

@@ -1,0 +1,571 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/registry"
+)
+
+// crashStepTimeout bounds one step of the crash harness (a start, a request, an exit);
+// each normally takes well under a second.
+const crashStepTimeout = 60 * time.Second
+
+// crashBuild builds the svrpd binary into a temporary directory: the crash test kills a
+// real process, which a goroutine cannot stand in for.
+func crashBuild(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "svrpd")
+	cmd := exec.Command(goBin, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// crashLog keeps every line a daemon writes, across all its runs.
+type crashLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *crashLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+}
+
+func (l *crashLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// crashDaemon is one run of svrpd serve.
+type crashDaemon struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan struct{}
+	exit int
+}
+
+var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+)`)
+
+// crashStart runs svrpd serve on a free loopback port over data, logging at debug level
+// into log, and returns once it serves.
+func crashStart(t *testing.T, bin, data string, log *crashLog) *crashDaemon {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", data,
+		"--log-level", "debug", "--register-address-limit", "1000000")
+	// The daemon reads SVRPD_ variables for flags it was not given; the test's own must not
+	// reach it.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SVRPD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &crashDaemon{cmd: cmd, done: make(chan struct{})}
+	found := make(chan string, 1)
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			log.add(sc.Text())
+			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		<-scanned
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &ee):
+			d.exit = ee.ExitCode()
+		default:
+			d.exit = -1
+		}
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	select {
+	case d.url = <-found:
+		return d
+	case <-d.done:
+		t.Fatalf("svrpd exited %d before serving:\n%s", d.exit, log)
+	case <-time.After(crashStepTimeout):
+		t.Fatalf("svrpd did not serve within %v:\n%s", crashStepTimeout, log)
+	}
+	return nil
+}
+
+// signal sends sig and waits for the process to end; it returns the exit code, -1 when a
+// signal ended it.
+func (d *crashDaemon) signal(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+		return d.exit
+	case <-time.After(crashStepTimeout):
+		t.Fatalf("svrpd did not end within %v of %v", crashStepTimeout, sig)
+		return 0
+	}
+}
+
+// crashClient speaks the registry's HTTP API to one daemon, with raw requests.
+type crashClient struct {
+	url  string
+	http *http.Client
+}
+
+func newCrashClient(url string) *crashClient {
+	return &crashClient{url: url, http: &http.Client{Timeout: crashStepTimeout}}
+}
+
+// call sends one request; out, when not nil, receives a 200 answer. It returns the status
+// and, for an error answer, its code; err is a transport or decoding failure.
+func (c *crashClient) call(method, path string, body any, token string, out any) (int, string, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, "", err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.url+path, r)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e registry.ErrorBody
+		_ = json.Unmarshal(raw, &e)
+		return resp.StatusCode, e.Code, nil
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, "", fmt.Errorf("decoding %s: %w", raw, err)
+		}
+	}
+	return resp.StatusCode, "", nil
+}
+
+// crashSign signs a message under the default prefix; the messages are built here from
+// valid fields, so an error is a bug in the test.
+func crashSign(priv ed25519.PrivateKey, m canonical.Message) string {
+	sig, err := canonical.Sign(priv, canonical.DefaultPrefix, m)
+	if err != nil {
+		panic(err)
+	}
+	return sig
+}
+
+func crashKey() (ed25519.PrivateKey, didkey.PublicKey) {
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		panic(err)
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	k, _ := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
+	return priv, k
+}
+
+// crashNode is a node identity with a fresh random key.
+type crashNode struct {
+	priv ed25519.PrivateKey
+	key  didkey.PublicKey
+	did  string
+}
+
+func newCrashNode() crashNode {
+	priv, k := crashKey()
+	d, _ := didkey.NodeDID(k, didkey.FormFull)
+	return crashNode{priv: priv, key: k, did: d.String()}
+}
+
+// crashOperator is an operator identity: root and device keys and the credential.
+type crashOperator struct {
+	root, device ed25519.PrivateKey
+	did          string
+	cred         authn.DeviceCredential
+}
+
+func newCrashOperator(now time.Time) crashOperator {
+	root, rk := crashKey()
+	device, dk := crashKey()
+	d, _ := didkey.OperatorDID(rk, didkey.FormShort)
+	cred := authn.DeviceCredential{DeviceCredential: canonical.DeviceCredential{
+		CredentialID: "cred-crash", OperatorDID: d.String(), OperatorRootPublicKey: rk.Base58(),
+		DeviceID: "crash-device", DevicePublicKey: dk.Base58(), Permissions: []string{binding.PermissionBind},
+		IssuedAt: canonical.FormatTime(now.Add(-time.Hour)), ExpiresAt: canonical.FormatTime(now.Add(24 * time.Hour)),
+		RevocationID: "rev-crash",
+	}}
+	cred.Signature = crashSign(root, cred.DeviceCredential)
+	return crashOperator{root: root, device: device, did: d.String(), cred: cred}
+}
+
+// stateRank orders the states a session passes through on the way to ACTIVE, so that "at
+// least as far as acknowledged" is a comparison.
+var stateRank = map[string]int{
+	"INITIATED": 1, "PENDING_OPERATOR": 2, "PENDING_NODE_ACCEPTANCE": 3, "ACTIVE": 4,
+}
+
+// crashSession is what was acknowledged about one binding session.
+type crashSession struct {
+	state     string // the furthest state a 2xx answer confirmed; "" if none
+	expiresAt time.Time
+	nodeDID   string
+	operator  string
+}
+
+type crashNodeAck struct {
+	endpoint string
+	lastSeen string // the latest last_seen a 2xx answer reported
+}
+
+type crashTokenAck struct {
+	operator string
+	at       time.Time
+}
+
+// crashLedger records every write the server acknowledged with a 2xx, and every secret
+// that crossed the wire, across all rounds.
+type crashLedger struct {
+	mu       sync.Mutex
+	nodes    map[string]crashNodeAck  // hex key
+	tokens   map[string]crashTokenAck // bearer token
+	sessions map[string]*crashSession // every id sent to initiate, acknowledged or not
+	secrets  map[string]string        // value → what it is
+	acks     int
+}
+
+func newCrashLedger() *crashLedger {
+	return &crashLedger{
+		nodes: map[string]crashNodeAck{}, tokens: map[string]crashTokenAck{},
+		sessions: map[string]*crashSession{}, secrets: map[string]string{},
+	}
+}
+
+func (l *crashLedger) secret(what, v string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.secrets[v] = what
+}
+
+func (l *crashLedger) ackNode(k didkey.PublicKey, endpoint, lastSeen string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.nodes[k.Hex()]
+	a.endpoint = endpoint
+	if lastSeen > a.lastSeen {
+		a.lastSeen = lastSeen
+	}
+	l.nodes[k.Hex()] = a
+	l.acks++
+}
+
+func (l *crashLedger) ackToken(token, operator string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tokens[token] = crashTokenAck{operator: operator, at: time.Now()}
+	l.acks++
+}
+
+func (l *crashLedger) attempt(id, nodeDID string, expiresAt time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sessions[id] = &crashSession{expiresAt: expiresAt, nodeDID: nodeDID}
+}
+
+func (l *crashLedger) ackState(id, state, operator string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.sessions[id]
+	s.state = state
+	if operator != "" {
+		s.operator = operator
+	}
+	l.acks++
+}
+
+// crashWorker drives one operator's traffic: for ever new nodes that register, heartbeat
+// and go through the binding handshake (one in five is cancelled by the operator instead),
+// until a request fails. It returns the first failure.
+func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan struct{}) error {
+	op := newCrashOperator(time.Now())
+	var ch registry.ChallengeResult
+	if _, _, err := mustOK(c.call("POST", "/v1/auth/challenge", nil, "", &ch)); err != nil {
+		return err
+	}
+	l.secret("challenge", ch.Challenge)
+	issued := canonical.FormatTime(time.Now())
+	login := authn.Login{DeviceCredential: op.cred, Challenge: ch.Challenge, IssuedAt: issued,
+		Signature: crashSign(op.device, canonical.Login{OperatorDID: op.did, DevicePublicKey: op.cred.DevicePublicKey, Challenge: ch.Challenge, IssuedAt: issued})}
+	var lr registry.LoginResult
+	if _, _, err := mustOK(c.call("POST", "/v1/auth/device-login", login, "", &lr)); err != nil {
+		return err
+	}
+	token := lr.SessionToken
+	l.secret("bearer token", token)
+	l.ackToken(token, op.did)
+
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		n := newCrashNode()
+		l.secret("node seed", hex.EncodeToString(n.priv.Seed()))
+		endpoint := fmt.Sprintf("203.0.113.%d:%d", i%250+1, 7000+i%1000)
+		reg := registry.RegisterRequest{DID: n.did, PublicKey: n.key.Hex(), Endpoint: endpoint, Capabilities: []string{"inference"}}
+		sig := crashSign(n.priv, canonical.Register{DID: n.did, PublicKey: n.key.Base58(), Endpoint: endpoint, Capabilities: reg.Capabilities})
+		reg.Signature = &sig
+		var rr registry.RegisterResult
+		if _, _, err := mustOK(c.call("POST", "/api/v1/register", reg, "", &rr)); err != nil {
+			return err
+		}
+		l.ackNode(n.key, endpoint, rr.Data.LastSeen)
+
+		ts := time.Now().Unix()
+		hb := registry.HeartbeatRequest{DID: n.did, TS: ts, Signature: crashSign(n.priv, canonical.Heartbeat{DID: n.did, TS: ts})}
+		var hr registry.HeartbeatResult
+		if _, _, err := mustOK(c.call("POST", "/api/v1/heartbeat", hb, "", &hr)); err != nil {
+			return err
+		}
+		l.ackNode(n.key, endpoint, hr.LastSeen)
+
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		now := time.Now().UTC()
+		ini := binding.InitiateRequest{BindingSession: canonical.BindingSession{
+			BindingSessionID: id, NodeDID: n.did, NodePublicKey: n.key.Base58(), DeviceSummary: "crash box", OS: "linux",
+			RequestedTaskTypes: []string{"inference"}, Nonce: "nonce-" + id,
+			CreatedAt: canonical.FormatTime(now), ExpiresAt: canonical.FormatTime(now.Add(10 * time.Minute)),
+		}}
+		ini.NodeSignature = crashSign(n.priv, ini.BindingSession)
+		l.attempt(id, n.did, now.Add(10*time.Minute))
+		var ir registry.InitiateResult
+		if _, _, err := mustOK(c.call("POST", "/v1/bindings/initiate", ini, "", &ir)); err != nil {
+			return err
+		}
+		l.secret("short code", ir.ShortCode)
+		l.secret("binding token", ir.BindingToken)
+		l.ackState(id, "INITIATED", "")
+
+		var view registry.ResolveView
+		if _, _, err := mustOK(c.call("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ir.ShortCode}, token, &view)); err != nil {
+			return err
+		}
+		l.ackState(id, "PENDING_OPERATOR", op.did)
+
+		if i%5 == 4 {
+			if _, _, err := mustOK(c.call("POST", "/v1/bindings/"+id+"/cancel", nil, token, nil)); err != nil {
+				return err
+			}
+			l.ackState(id, "CANCELLED", "")
+			continue
+		}
+
+		iss := time.Now().UTC()
+		az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
+			BindingSessionID: id, NodeDID: n.did, OperatorDID: op.did, TaskTypes: []string{"inference"},
+			RevocationID: "authz-" + id, IssuedAt: canonical.FormatTime(iss), ExpiresAt: canonical.FormatTime(iss.Add(time.Hour)),
+		}}
+		az.Signature = crashSign(op.device, az.Authorization)
+		authz := registry.AuthorizeRequest{BindingSessionID: id, DeviceCredential: op.cred, AuthorizationCredential: az}
+		if _, _, err := mustOK(c.call("POST", "/v1/bindings/authorize", authz, token, nil)); err != nil {
+			return err
+		}
+		l.ackState(id, "PENDING_NODE_ACCEPTANCE", "")
+
+		ts = time.Now().Unix()
+		poll := registry.PendingRequest{NodeDID: n.did, NodePublicKey: n.key.Base58(), TS: ts, Signature: crashSign(n.priv, canonical.Poll{NodeDID: n.did, TS: ts})}
+		var pend registry.PendingResult
+		if _, _, err := mustOK(c.call("POST", "/v1/node/bindings/pending", poll, "", &pend)); err != nil {
+			return err
+		}
+		if len(pend.Pending) != 1 || pend.Pending[0].BindingSessionID != id {
+			return fmt.Errorf("pending for %s: %+v", id, pend)
+		}
+		digest, err := pend.Pending[0].AuthorizationCredential.Authorization.Digest(canonical.DefaultPrefix)
+		if err != nil {
+			return err
+		}
+		acc := binding.Acceptance{Acceptance: canonical.Acceptance{
+			BindingSessionID: id, NodeDID: n.did, OperatorDID: op.did, AuthorizationDigest: digest,
+			Accepted: true, IssuedAt: canonical.FormatTime(time.Now()),
+		}}
+		acc.Signature = crashSign(n.priv, acc.Acceptance)
+		if _, _, err := mustOK(c.call("POST", "/v1/node/bindings/"+id+"/accept", registry.AcceptanceRequest{Acceptance: acc}, "", nil)); err != nil {
+			return err
+		}
+		l.ackState(id, "ACTIVE", "")
+	}
+}
+
+// mustOK turns an answer other than 200 into an error.
+func mustOK(status int, code string, err error) (int, string, error) {
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("answer %d %s", status, code)
+	}
+	return status, code, err
+}
+
+// verify checks, against a daemon restarted on the same data, that every acknowledged
+// write is there: nodes with their endpoint and a last_seen no older than acknowledged,
+// bearer tokens that still open the operator's views, sessions at least as far as
+// acknowledged (never VERIFYING, and no session the client never got an answer for in a
+// state it could not have reached), and every acknowledged binding listed by its operator.
+func (l *crashLedger) verify(t *testing.T, c *crashClient) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var list struct {
+		Nodes []registry.NodeView `json:"nodes"`
+	}
+	if _, _, err := mustOK(c.call("GET", "/nodes", nil, "", &list)); err != nil {
+		t.Fatalf("GET /nodes: %v", err)
+	}
+	listed := map[string]registry.NodeView{}
+	for _, v := range list.Nodes {
+		listed[v.PublicKey] = v
+	}
+	for k, a := range l.nodes {
+		v, ok := listed[k]
+		switch {
+		case !ok:
+			t.Errorf("acknowledged node %s is gone", k)
+		case v.Endpoint != a.endpoint || !v.SignatureVerified:
+			t.Errorf("node %s: endpoint %s verified %v, acknowledged %s", k, v.Endpoint, v.SignatureVerified, a.endpoint)
+		case v.LastSeen < a.lastSeen:
+			t.Errorf("node %s: last_seen %s is older than the acknowledged %s", k, v.LastSeen, a.lastSeen)
+		}
+	}
+	tokenOf := map[string]string{}
+	for tok, a := range l.tokens {
+		status, code, err := c.call("GET", "/v1/operator/me/credits", nil, tok, nil)
+		if err != nil {
+			t.Fatalf("credits: %v", err)
+		}
+		if status != http.StatusOK && !(code == "SESSION_EXPIRED" && time.Since(a.at) > authn.SessionTTL-time.Minute) {
+			t.Errorf("acknowledged bearer token of %s: %d %s", a.operator, status, code)
+		}
+		tokenOf[a.operator] = tok
+	}
+	bound := map[string][]string{}
+	for id, s := range l.sessions {
+		var st registry.Status
+		status, code, err := c.call("GET", "/v1/bindings/"+id+"/status", nil, "", &st)
+		if err != nil {
+			t.Fatalf("status %s: %v", id, err)
+		}
+		if status == http.StatusNotFound && s.state == "" {
+			continue // never acknowledged, and never committed
+		}
+		if status != http.StatusOK {
+			t.Errorf("session %s (acknowledged %q): %d %s", id, s.state, status, code)
+			continue
+		}
+		expired := st.State == "EXPIRED" && !time.Now().Before(s.expiresAt)
+		switch {
+		case st.State == "VERIFYING":
+			t.Errorf("session %s is stuck in VERIFYING", id)
+		case s.state == "CANCELLED" && st.State != "CANCELLED":
+			t.Errorf("session %s: acknowledged CANCELLED, now %s", id, st.State)
+		case st.State == "CANCELLED" || expired:
+		case stateRank[st.State] == 0:
+			t.Errorf("session %s: unexpected state %s", id, st.State)
+		case stateRank[st.State] < stateRank[s.state]:
+			t.Errorf("session %s: state %s is behind the acknowledged %s", id, st.State, s.state)
+		}
+		if s.state == "ACTIVE" {
+			bound[s.operator] = append(bound[s.operator], s.nodeDID)
+		}
+	}
+	for op, nodes := range bound {
+		tok, ok := tokenOf[op]
+		if !ok {
+			t.Errorf("no token for operator %s", op)
+			continue
+		}
+		var mine registry.OperatorNodes
+		status, code, err := c.call("GET", "/v1/operator/me/nodes", nil, tok, &mine)
+		if err != nil || status != http.StatusOK {
+			if code == "SESSION_EXPIRED" {
+				continue
+			}
+			t.Fatalf("operator nodes of %s: %d %s %v", op, status, code, err)
+		}
+		have := map[string]bool{}
+		for _, b := range mine.Nodes {
+			have[b.NodeDID] = true
+		}
+		for _, n := range nodes {
+			if !have[n] {
+				t.Errorf("operator %s no longer lists its acknowledged binding of %s", op, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/registry"
+)
+
+// slowServe starts the daemon's own serve with short client timeouts and returns its
+// address; it stops when the test ends.
+func slowServe(t *testing.T, timeouts httpTimeouts) string {
+	t.Helper()
+	c := serveConfig{
+		listen: "127.0.0.1:0", memory: true, prefix: canonical.DefaultPrefix,
+		resolveAddressLimit: registry.DefaultResolveAddressLimit, registerAddressLimit: registry.DefaultRegisterAddressLimit,
+		sweepEvery: time.Minute, logLevel: "info", logFormat: "text", timeouts: timeouts,
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, c, slog.New(slog.DiscardHandler), ready) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	select {
+	case addr := <-ready:
+		return addr
+	case err := <-done:
+		t.Fatalf("serve stopped before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return ""
+}
+
+// closedWithin reads from conn until the server closes it, and fails the test if that has
+// not happened by the deadline. It returns what the server sent.
+func closedWithin(t *testing.T, conn net.Conn, deadline time.Duration) []byte {
+	t.Helper()
+	if err := conn.SetReadDeadline(time.Now().Add(deadline)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server kept a slow client's connection open for %v (got %q)", deadline, got)
+	}
+	// EOF (io.ReadAll returns nil) or a reset: either way the server closed it.
+	return got
+}
+
+// trickle writes p one byte per interval until it is written, the connection fails or stop
+// is closed.
+func trickle(conn net.Conn, p []byte, every time.Duration, stop <-chan struct{}) {
+	for _, b := range p {
+		select {
+		case <-stop:
+			return
+		case <-time.After(every):
+		}
+		if _, err := conn.Write([]byte{b}); err != nil {
+			return
+		}
+	}
+}
+
+// The short bound the tests give the server, and the generous margin within which the
+// server must then have closed the connection, for a loaded machine.
+const (
+	slowBound  = 500 * time.Millisecond
+	slowMargin = 20 * time.Second
+)
+
+// TestSlowHeadersCutOff: a client that sends its request headers a byte at a time is cut
+// off once ReadHeaderTimeout has passed, however long its headers would go on.
+func TestSlowHeadersCutOff(t *testing.T) {
+	addr := slowServe(t, httpTimeouts{readHeader: slowBound, read: 2 * slowBound})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stop := make(chan struct{})
+	defer close(stop)
+	if _, err := io.WriteString(conn, "GET /health HTTP/1.1\r\nHost: svrpd\r\nX-Slow: "); err != nil {
+		t.Fatal(err)
+	}
+	go trickle(conn, []byte(strings.Repeat("a", 1<<16)), 50*time.Millisecond, stop)
+	start := time.Now()
+	closedWithin(t, conn, slowBound+slowMargin)
+	t.Logf("a trickling client was cut off after %v (ReadHeaderTimeout %v)", time.Since(start).Round(time.Millisecond), slowBound)
+}
+
+// TestSilentClientCutOff: a client that connects and sends nothing is cut off too.
+func TestSilentClientCutOff(t *testing.T) {
+	addr := slowServe(t, httpTimeouts{readHeader: slowBound, read: 2 * slowBound, idle: slowBound})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	closedWithin(t, conn, slowBound+slowMargin)
+}
+
+// TestSlowBodyCutOff: a client that sends its headers at once and then trickles its body
+// is cut off once ReadTimeout has passed.
+func TestSlowBodyCutOff(t *testing.T) {
+	addr := slowServe(t, httpTimeouts{readHeader: slowBound, read: 2 * slowBound})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stop := make(chan struct{})
+	defer close(stop)
+	body := `{"did":"did:svrp:n:00000000","endpoint":"203.0.113.7:7000","padding":"` + strings.Repeat("p", 4000) + `"}`
+	head := fmt.Sprintf("POST /api/v1/register HTTP/1.1\r\nHost: svrpd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	go trickle(conn, []byte(body), 50*time.Millisecond, stop)
+	got := closedWithin(t, conn, 2*slowBound+slowMargin)
+	t.Logf("the server answered a trickled body with %q and closed", firstLine(got))
+}
+
+// TestIdleKeepAliveCutOff: a client that made one request and then holds its keep-alive
+// connection open without another is cut off after IdleTimeout.
+func TestIdleKeepAliveCutOff(t *testing.T) {
+	addr := slowServe(t, httpTimeouts{readHeader: slowBound, read: 2 * slowBound, idle: slowBound})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /health HTTP/1.1\r\nHost: svrpd\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	got := closedWithin(t, conn, slowBound+slowMargin)
+	if line := firstLine(got); line != "HTTP/1.1 200 OK" {
+		t.Fatalf("first answer %q", line)
+	}
+}
+
+func firstLine(b []byte) string {
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] == '\r' && b[i+1] == '\n' {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}

@@ -2,18 +2,21 @@ module github.com/svrp/svrp
 
 go 1.24.0
 
-require github.com/mr-tron/base58 v1.3.0
+require (
+	github.com/dgraph-io/badger/v4 v4.9.6
+	github.com/google/go-cmp v0.7.0
+	github.com/julienschmidt/httprouter v1.3.0
+	github.com/mr-tron/base58 v1.3.0
+	pgregory.net/rapid v1.3.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgraph-io/badger/v4 v4.9.6 // indirect
 	github.com/dgraph-io/ristretto/v2 v2.2.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/flatbuffers v25.2.10+incompatible // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/julienschmidt/httprouter v1.3.0 // indirect
 	github.com/klauspost/compress v1.18.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.41.0 // indirect
@@ -21,5 +24,4 @@ require (
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect
 	google.golang.org/protobuf v1.36.7 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )

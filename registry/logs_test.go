@@ -113,7 +113,7 @@ func logsJourney(t *testing.T, h *harness) map[string]string {
 		secrets[name] = v
 	}
 	// Failed resolves with near-miss spellings, then a bad bearer, then the real one.
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code[:7] + "Z"}, token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code[:7] + hostileNextSymbol(code[7])}, token, http.StatusNotFound, "NOT_FOUND")
 	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: strings.ToLower(code)}, "nope", http.StatusUnauthorized, "NO_SESSION")
 	var view registry.ResolveView
 	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: strings.ToLower(code[:4] + "-" + code[4:])}, token, &view)

@@ -843,7 +843,7 @@ func TestHeartbeat(t *testing.T) {
 	otherTag := "did:svrp:h:" + n.key.ShortBody()
 
 	withKey := func(r registry.HeartbeatRequest, key string) registry.HeartbeatRequest {
-		r.PublicKey = key
+		r.PublicKey = &key
 		return r
 	}
 	tests := []struct {
@@ -868,6 +868,7 @@ func TestHeartbeat(t *testing.T) {
 			return withKey(n.heartbeat(t, n.did, now), base58.Encode(n.key[:31]))
 		}, 401, "ID_BINDING_FAILED"},
 		{"public_key not a key", func(now time.Time) any { return withKey(n.heartbeat(t, n.did, now), "0xnope") }, 401, "ID_BINDING_FAILED"},
+		{"public_key sent empty", func(now time.Time) any { return withKey(n.heartbeat(t, n.did, now), "") }, 401, "ID_BINDING_FAILED"},
 		{"never registered", func(now time.Time) any { return stranger.heartbeat(t, stranger.did, now) }, 404, "UNKNOWN_DID"},
 		{"never registered, full DID", func(now time.Time) any { return stranger.heartbeat(t, stranger.fullDID(), now) }, 404, "UNKNOWN_DID"},
 		{"never registered and stale", func(now time.Time) any { return stranger.heartbeat(t, stranger.did, now.Add(-time.Hour)) }, 404, "UNKNOWN_DID"},

@@ -206,7 +206,7 @@ type HeartbeatRequest struct {
 	DID       string `json:"did"`
 	TS        int64  `json:"ts"`
 	Signature string `json:"signature"`
-	PublicKey string `json:"public_key,omitempty"` // optional; must bind to DID when sent
+	PublicKey *string `json:"public_key,omitempty"` // optional; must bind to DID when sent, even empty
 }
 
 // HeartbeatResult is the answer to a heartbeat.
@@ -225,7 +225,7 @@ func decodeHeartbeat(body []byte) (HeartbeatRequest, error) {
 		DID:       r.str("did"),
 		TS:        r.integer("ts"),
 		Signature: r.str("signature"),
-		PublicKey: r.optStr("public_key"),
+		PublicKey: r.optStrPtr("public_key"),
 	}
 	return req, r.err
 }
@@ -236,8 +236,8 @@ func (s *Service) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heartbea
 	if err != nil {
 		return HeartbeatResult{}, err
 	}
-	if req.PublicKey != "" {
-		if _, _, err := didkey.CheckNode(req.DID, req.PublicKey); err != nil {
+	if req.PublicKey != nil {
+		if _, _, err := didkey.CheckNode(req.DID, *req.PublicKey); err != nil {
 			return HeartbeatResult{}, err
 		}
 	}

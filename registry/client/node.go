@@ -100,7 +100,8 @@ func (n *Node) Heartbeat(ctx context.Context) (registry.HeartbeatResult, error) 
 	if err != nil {
 		return registry.HeartbeatResult{}, err
 	}
-	return n.Client.Heartbeat(ctx, registry.HeartbeatRequest{DID: did, TS: ts, Signature: sig, PublicKey: pub.Hex()})
+	pubHex := pub.Hex()
+	return n.Client.Heartbeat(ctx, registry.HeartbeatRequest{DID: did, TS: ts, Signature: sig, PublicKey: &pubHex})
 }
 
 // InitiateOptions describe the binding a node asks for. Every field is optional.

@@ -203,9 +203,9 @@ func checkList(field string, items []string) error {
 
 // HeartbeatRequest is the body of POST /api/v1/heartbeat.
 type HeartbeatRequest struct {
-	DID       string `json:"did"`
-	TS        int64  `json:"ts"`
-	Signature string `json:"signature"`
+	DID       string  `json:"did"`
+	TS        int64   `json:"ts"`
+	Signature string  `json:"signature"`
 	PublicKey *string `json:"public_key,omitempty"` // optional; must bind to DID when sent, even empty
 }
 

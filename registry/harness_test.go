@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	crand "crypto/rand"
 	"crypto/sha256"
@@ -61,7 +62,32 @@ type harness struct {
 
 type harnessOption func(*registry.Config)
 
+// newHarness serves the registry as svrpd does: Badger with the node table in memory in
+// front of it.
 func newHarness(t *testing.T, opts ...harnessOption) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	return startHarness(t, st, dir, &clock{now: epoch}, opts...)
+}
+
+// openStore opens Badger in dir behind the node cache.
+func openStore(t *testing.T, dir string) store.Store {
+	t.Helper()
+	st, err := store.OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := store.WithNodeCache(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cached
+}
+
+// newPlainHarness serves the registry on Badger alone, where every heartbeat is a durable
+// write.
+func newPlainHarness(t *testing.T, opts ...harnessOption) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.OpenBadger(dir)
@@ -352,10 +378,7 @@ func (h *harness) in(t *testing.T) *harness {
 func (h *harness) restart(opts ...harnessOption) *harness {
 	h.t.Helper()
 	h.close()
-	st, err := store.OpenBadger(h.dir)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	st := openStore(h.t, h.dir)
 	return startHarness(h.t, st, h.dir, h.clock, opts...)
 }
 

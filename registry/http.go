@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/store"
 )
 
 // MaxBodyBytes is the largest request body the API reads (profile section 8).
@@ -206,58 +208,76 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}{"ok", "svrpd", n}, err)
 }
 
-func (h *handler) nodeViews(r *http.Request) ([]NodeView, error) {
+// listing answers one of the three node listings from the list cache, building it with
+// encode over the filtered, sorted records when needed.
+func (h *handler) listing(w http.ResponseWriter, r *http.Request, contentType string, encode func([]store.Node) ([]byte, error)) {
 	f, err := ParseNodeFilter(r.URL.Query())
 	if err != nil {
-		return nil, err
+		h.fail(w, err)
+		return
 	}
-	nodes, err := h.s.Nodes(r.Context(), f)
+	body, err := h.s.lists.get(f.cacheKey(r.URL.Path), h.s.now().Unix(), h.s.nodeGen.Load(), func() ([]byte, error) {
+		nodes, err := h.s.Nodes(r.Context(), f)
+		if err != nil {
+			return nil, err
+		}
+		return encode(nodes)
+	})
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+func nodeViews(nodes []store.Node) []NodeView {
 	views := make([]NodeView, len(nodes))
 	for i, n := range nodes {
 		views[i] = nodeView(n)
 	}
-	return views, err
+	return views
 }
 
 func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	views, err := h.nodeViews(r)
-	h.reply(w, struct {
-		Count int        `json:"count"`
-		Nodes []NodeView `json:"nodes"`
-	}{len(views), views}, err)
+	h.listing(w, r, "application/json", func(nodes []store.Node) ([]byte, error) {
+		return marshalLine(struct {
+			Count int        `json:"count"`
+			Nodes []NodeView `json:"nodes"`
+		}{len(nodes), nodeViews(nodes)})
+	})
 }
 
 func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	views, err := h.nodeViews(r)
-	h.reply(w, struct {
-		OK    bool       `json:"ok"`
-		Data  []NodeView `json:"data"`
-		Error *string    `json:"error"`
-	}{true, views, nil}, err)
+	h.listing(w, r, "application/json", func(nodes []store.Node) ([]byte, error) {
+		return marshalLine(struct {
+			OK    bool       `json:"ok"`
+			Data  []NodeView `json:"data"`
+			Error *string    `json:"error"`
+		}{true, nodeViews(nodes), nil})
+	})
 }
 
 func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	f, err := ParseNodeFilter(r.URL.Query())
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	nodes, err := h.s.Nodes(r.Context(), f)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	var b strings.Builder
-	for _, n := range nodes {
-		b.WriteString(n.DID)
-		b.WriteByte(' ')
-		b.WriteString(n.Key.Base58())
-		b.WriteByte(' ')
-		b.WriteString(n.Endpoint)
-		b.WriteByte('\n')
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(w, b.String())
+	h.listing(w, r, "text/plain; charset=utf-8", func(nodes []store.Node) ([]byte, error) {
+		var b []byte
+		for _, n := range nodes {
+			b = append(b, n.DID...)
+			b = append(b, ' ')
+			b = append(b, n.Key.Base58()...)
+			b = append(b, ' ')
+			b = append(b, n.Endpoint...)
+			b = append(b, '\n')
+		}
+		return b, nil
+	})
+}
+
+// marshalLine encodes v as JSON followed by a newline, as every answer ends.
+func marshalLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(b, '\n'), err
 }
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

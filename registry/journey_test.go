@@ -15,7 +15,11 @@ import (
 // operator lists the node online with its limits, and finds it by key when it heartbeats
 // under its full DID.
 func TestBindingJourney(t *testing.T) {
-	h := newHarness(t)
+	t.Run("node cache", func(t *testing.T) { journey(t, newHarness(t)) })
+	t.Run("plain store", func(t *testing.T) { journey(t, newPlainHarness(t)) })
+}
+
+func journey(t *testing.T, h *harness) {
 	n := newNode(t, "node")
 	op := newOperator(t, "op", h.now(), "nodes.bind")
 

@@ -149,6 +149,7 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest, addr string
 	if err != nil {
 		return RegisterResult{}, err
 	}
+	s.nodesChanged()
 	s.log.Info("node registered", "did", req.DID, "signed", verified)
 	return RegisterResult{OK: true, Registered: true, Signed: verified, IDBound: true, Data: nodeView(rec)}, nil
 }
@@ -242,22 +243,47 @@ func (s *Service) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heartbea
 		}
 	}
 	now := s.now()
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	var key didkey.PublicKey
+	err = s.store.View(ctx, func(tx store.Tx) error {
 		rec, err := lookupNode(tx, did)
-		if err != nil {
-			return err
-		}
-		msg := canonical.Heartbeat{DID: req.DID, TS: req.TS}
-		if err := authn.VerifyNodeRequest(req.DID, rec.Key, req.TS, now, s.prefix, msg, req.Signature); err != nil {
-			return err
-		}
-		rec.LastSeen = now
-		return tx.PutNode(rec)
+		key = rec.Key
+		return err
 	})
 	if err != nil {
 		return HeartbeatResult{}, err
 	}
+	msg := canonical.Heartbeat{DID: req.DID, TS: req.TS}
+	if err := authn.VerifyNodeRequest(req.DID, key, req.TS, now, s.prefix, msg, req.Signature); err != nil {
+		return HeartbeatResult{}, err
+	}
+	if err := s.touch(ctx, key, now); err != nil {
+		return HeartbeatResult{}, err
+	}
 	return HeartbeatResult{OK: true, LastSeen: canonical.FormatTime(now)}, nil
+}
+
+// touch moves a node's last_seen to now. A store that keeps the node table in memory records
+// it there and makes it durable within a second (its Flush); any other store writes it now.
+func (s *Service) touch(ctx context.Context, key didkey.PublicKey, now time.Time) error {
+	var err error
+	if t, ok := s.store.(store.NodeToucher); ok {
+		err = t.TouchNode(key, now)
+	} else {
+		err = s.store.Update(ctx, func(tx store.Tx) error {
+			rec, err := tx.Node(key)
+			if err != nil {
+				return err
+			}
+			if now.After(rec.LastSeen) {
+				rec.LastSeen = now
+			}
+			return tx.PutNode(rec)
+		})
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return proto.New(proto.UnknownDID, "no node is registered under this DID")
+	}
+	return err
 }
 
 // parseNodeDID checks the grammar of a node DID (profile section 2 codes). A DID with a

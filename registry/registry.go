@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/svrp/svrp/authn"
@@ -76,6 +77,11 @@ type Service struct {
 	strict              bool
 	resolveAddressLimit int
 	registerLimit       int
+
+	// nodeGen counts registrations, so that cached listings built before one are not
+	// served after it.
+	nodeGen atomic.Uint64
+	lists   listCache
 }
 
 // New checks cfg and returns a Service.
@@ -127,6 +133,9 @@ func New(cfg Config) (*Service, error) {
 
 // Prefix returns the domain prefix the service verifies signatures under.
 func (s *Service) Prefix() string { return s.prefix }
+
+// nodesChanged marks every cached node listing as out of date.
+func (s *Service) nodesChanged() { s.nodeGen.Add(1) }
 
 // now is the registry's clock truncated to whole seconds: every time comparison of the
 // profile uses it.

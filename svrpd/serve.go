@@ -147,7 +147,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // drain requests, stop the sweeper, close the store. ready, when not nil, receives the
 // listening address once requests can be served.
 func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- string) error {
-	st, err := openStore(c, log)
+	st, err := openStore(ctx, c, log)
 	if err != nil {
 		return err
 	}
@@ -221,30 +221,57 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- st
 	return serveErr
 }
 
-func openStore(c serveConfig, log *slog.Logger) (store.Store, error) {
+// openStore opens the configured store and puts the node table in memory in front of it, so
+// that heartbeats and node listings are served from memory with the store as the durable copy.
+func openStore(ctx context.Context, c serveConfig, log *slog.Logger) (store.Store, error) {
+	var inner store.Store
 	if c.memory {
-		return store.NewMemory(), nil
+		inner = store.NewMemory()
+	} else {
+		if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+			return nil, err
+		}
+		abs, _ := filepath.Abs(c.dataDir)
+		st, err := store.OpenBadger(c.dataDir, store.WithLogger(log))
+		if err != nil {
+			return nil, fmt.Errorf("opening the store in %s: %w", abs, err)
+		}
+		inner = st
 	}
-	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
-		return nil, err
-	}
-	abs, _ := filepath.Abs(c.dataDir)
-	st, err := store.OpenBadger(c.dataDir, store.WithLogger(log))
+	start := time.Now()
+	st, err := store.WithNodeCache(ctx, inner)
 	if err != nil {
-		return nil, fmt.Errorf("opening the store in %s: %w", abs, err)
+		inner.Close()
+		return nil, fmt.Errorf("loading the node table: %w", err)
 	}
+	var n int
+	st.View(ctx, func(tx store.Tx) (err error) { n, err = tx.NodeCount(); return err })
+	log.Info("node table loaded", "nodes", n, "took", time.Since(start).Round(time.Millisecond))
 	return st, nil
 }
+
+// flushEvery is how often heartbeat times kept in memory are made durable: a crash loses at
+// most this much freshness, and nothing else.
+const flushEvery = time.Second
 
 // sweep runs the registry's sweep, and the store's own maintenance when it has any, every
 // interval until ctx is done.
 func sweep(ctx context.Context, svc *registry.Service, st store.Store, every time.Duration, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	flush := time.NewTicker(flushEvery)
+	defer flush.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-flush.C:
+			if f, ok := st.(store.NodeToucher); ok {
+				if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
+					log.Error("making heartbeat times durable failed", "err", err)
+				}
+			}
+			continue
 		case <-t.C:
 		}
 		if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil {

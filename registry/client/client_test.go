@@ -130,10 +130,11 @@ func TestOnlineWindow(t *testing.T) {
 	if err != nil || len(all) != 2 {
 		t.Fatalf("Nodes = %d records, %v; registered is not online, so both must be listed", len(all), err)
 	}
-	// A heartbeat brings the old node back.
+	// A heartbeat brings the old node back, in the listings of the next second at the latest.
 	if _, err := old.Heartbeat(ctx); err != nil {
 		t.Fatal(err)
 	}
+	w.clock.Advance(time.Second)
 	got, _ := c.OnlineNodes(ctx, 0)
 	if len(got) != 2 {
 		t.Errorf("after a heartbeat OnlineNodes = %v, want both", dids(got))

@@ -1,0 +1,313 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/svrp/svrp/didkey"
+)
+
+// NodeToucher is implemented by stores that can record a node's freshness in memory and make
+// it durable later, so that a heartbeat costs no disk write of its own. The registry uses it
+// when the store offers it, and a durable Update otherwise.
+type NodeToucher interface {
+	// TouchNode moves the node's last_seen forward to seen (never back). It returns
+	// ErrNotFound when the key has no record.
+	TouchNode(key didkey.PublicKey, seen time.Time) error
+	// Flush makes every touch so far durable.
+	Flush(ctx context.Context) error
+}
+
+// flushChunk bounds the nodes one Flush transaction rewrites, well under Badger's
+// transaction size limit.
+const flushChunk = 512
+
+// WithNodeCache wraps inner with an in-memory copy of the node table: the whole table is
+// read once here, every View reads nodes from memory, and every Update writes through to
+// inner and then to memory. It also implements [NodeToucher]: touches change memory at once
+// and reach inner at the next Flush, which the owner calls periodically (svrpd: every
+// second) and which Close calls last.
+//
+// The copy is exact only while this process is inner's one writer, and it relies on inner
+// running Update functions one at a time, as both of this package's stores do: a write's
+// place in that order decides which version memory keeps. A store shared by several
+// processes must not be wrapped.
+func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
+	c := &nodeCache{
+		inner:   inner,
+		nodes:   map[didkey.PublicKey]*cachedNode{},
+		byDID:   map[string]didkey.PublicKey{},
+		byShort: map[string][]didkey.PublicKey{},
+		dirty:   map[didkey.PublicKey]time.Time{},
+	}
+	err := inner.View(ctx, func(tx Tx) error {
+		return tx.EachNode(func(n Node) error {
+			c.apply(n, 0)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+type nodeCache struct {
+	inner Store
+
+	mu      sync.RWMutex
+	nodes   map[didkey.PublicKey]*cachedNode
+	byDID   map[string]didkey.PublicKey
+	byShort map[string][]didkey.PublicKey
+	dirty   map[didkey.PublicKey]time.Time
+	// seq numbers the node writes in the order inner runs its Update functions.
+	seq uint64
+}
+
+type cachedNode struct {
+	n   Node
+	seq uint64
+}
+
+var (
+	_ Store       = (*nodeCache)(nil)
+	_ NodeToucher = (*nodeCache)(nil)
+	_ Maintainer  = (*nodeCache)(nil)
+)
+
+func (c *nodeCache) View(ctx context.Context, fn func(Tx) error) error {
+	return c.inner.View(ctx, func(tx Tx) error {
+		ct := &cacheTx{Tx: tx, c: c}
+		defer func() { ct.done = true }()
+		return fn(ct)
+	})
+}
+
+func (c *nodeCache) Update(ctx context.Context, fn func(Tx) error) error {
+	var puts []cachedNode
+	err := c.inner.Update(ctx, func(tx Tx) error {
+		puts = puts[:0]
+		return fn(&cacheTx{Tx: tx, c: c, write: true, puts: &puts})
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range puts {
+		c.apply(p.n, p.seq)
+	}
+	return nil
+}
+
+// apply puts n into memory unless memory already holds a later write of it. Like PutNode it
+// replaces the record whole, so a touch not yet flushed is replaced too. Callers hold mu for
+// writing (or own c alone).
+func (c *nodeCache) apply(n Node, seq uint64) {
+	cur, had := c.nodes[n.Key]
+	if had && cur.seq > seq {
+		return
+	}
+	delete(c.dirty, n.Key)
+	if had {
+		if cur.n.DID != n.DID && c.byDID[cur.n.DID] == n.Key {
+			delete(c.byDID, cur.n.DID)
+		}
+	} else {
+		body := n.Key.ShortBody()
+		c.byShort[body] = append(c.byShort[body], n.Key)
+	}
+	if n.DID != "" {
+		c.byDID[n.DID] = n.Key
+	}
+	c.nodes[n.Key] = &cachedNode{n: n, seq: seq}
+}
+
+func (c *nodeCache) TouchNode(key didkey.PublicKey, seen time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.nodes[key]
+	if !ok {
+		return ErrNotFound
+	}
+	if seen.After(cur.n.LastSeen) {
+		cur.n.LastSeen = seen
+		c.dirty[key] = seen
+	}
+	return nil
+}
+
+func (c *nodeCache) Flush(ctx context.Context) error {
+	c.mu.Lock()
+	dirty := c.dirty
+	c.dirty = map[didkey.PublicKey]time.Time{}
+	c.mu.Unlock()
+	keys := make([]didkey.PublicKey, 0, len(dirty))
+	for k := range dirty {
+		keys = append(keys, k)
+	}
+	for chunk := range slices.Chunk(keys, flushChunk) {
+		// Straight to inner: memory already holds these times. Each record is read back
+		// from inner so that a registration committed since the touch is kept whole.
+		err := c.inner.Update(ctx, func(tx Tx) error {
+			for _, k := range chunk {
+				n, err := tx.Node(k)
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if seen := dirty[k]; seen.After(n.LastSeen) {
+					n.LastSeen = seen
+					if err := tx.PutNode(n); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			c.mu.Lock()
+			for k, seen := range dirty {
+				if cur, ok := c.dirty[k]; !ok || seen.After(cur) {
+					c.dirty[k] = seen
+				}
+			}
+			c.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *nodeCache) Maintain(ctx context.Context) error {
+	if m, ok := c.inner.(Maintainer); ok {
+		return m.Maintain(ctx)
+	}
+	return nil
+}
+
+// Close makes the last touches durable, then closes inner.
+func (c *nodeCache) Close() error {
+	ferr := c.Flush(context.Background())
+	return errors.Join(ferr, c.inner.Close())
+}
+
+// cacheTx serves node reads from memory in a View and from inner in an Update (whose reads
+// must see inner's latest committed state), and records an Update's node writes for memory.
+type cacheTx struct {
+	Tx
+	c     *nodeCache
+	write bool
+	done  bool // a View's Tx kept past its function; memory reads must refuse it too
+	puts  *[]cachedNode
+}
+
+// fromMemory reports whether a node read is served from memory, or fails when the Tx is
+// used after its View returned.
+func (t *cacheTx) fromMemory() (bool, error) {
+	if t.done {
+		return false, errTxDone
+	}
+	return !t.write, nil
+}
+
+func (t *cacheTx) PutNode(n Node) error {
+	if err := t.Tx.PutNode(n); err != nil {
+		return err
+	}
+	if t.puts == nil {
+		return errReadOnly
+	}
+	t.c.mu.Lock()
+	t.c.seq++
+	seq := t.c.seq
+	t.c.mu.Unlock()
+	*t.puts = append(*t.puts, cachedNode{n: cloneNode(n), seq: seq})
+	return nil
+}
+
+func (t *cacheTx) Node(k didkey.PublicKey) (Node, error) {
+	if mem, err := t.fromMemory(); err != nil || !mem {
+		if err != nil {
+			return Node{}, err
+		}
+		return t.Tx.Node(k)
+	}
+	t.c.mu.RLock()
+	defer t.c.mu.RUnlock()
+	cur, ok := t.c.nodes[k]
+	if !ok {
+		return Node{}, ErrNotFound
+	}
+	return cloneNode(cur.n), nil
+}
+
+func (t *cacheTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
+	if mem, err := t.fromMemory(); err != nil || !mem {
+		if err != nil {
+			return didkey.PublicKey{}, err
+		}
+		return t.Tx.NodeKeyByDID(did)
+	}
+	t.c.mu.RLock()
+	defer t.c.mu.RUnlock()
+	k, ok := t.c.byDID[did]
+	if !ok {
+		return didkey.PublicKey{}, ErrNotFound
+	}
+	return k, nil
+}
+
+func (t *cacheTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
+	if mem, err := t.fromMemory(); err != nil || !mem {
+		if err != nil {
+			return nil, err
+		}
+		return t.Tx.NodeKeysByShortBody(body)
+	}
+	t.c.mu.RLock()
+	defer t.c.mu.RUnlock()
+	return slices.Clone(t.c.byShort[body]), nil
+}
+
+func (t *cacheTx) EachNode(fn func(Node) error) error {
+	if mem, err := t.fromMemory(); err != nil || !mem {
+		if err != nil {
+			return err
+		}
+		return t.Tx.EachNode(fn)
+	}
+	// Copy under the lock and call fn outside it, so a slow fn never holds up writers.
+	t.c.mu.RLock()
+	all := make([]Node, 0, len(t.c.nodes))
+	for _, cur := range t.c.nodes {
+		all = append(all, cloneNode(cur.n))
+	}
+	t.c.mu.RUnlock()
+	// Key order, as the two stores iterate.
+	slices.SortFunc(all, func(a, b Node) int { return bytes.Compare(a.Key[:], b.Key[:]) })
+	for _, n := range all {
+		if err := fn(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *cacheTx) NodeCount() (int, error) {
+	if mem, err := t.fromMemory(); err != nil || !mem {
+		if err != nil {
+			return 0, err
+		}
+		return t.Tx.NodeCount()
+	}
+	t.c.mu.RLock()
+	defer t.c.mu.RUnlock()
+	return len(t.c.nodes), nil
+}

@@ -281,9 +281,15 @@ type crashSession struct {
 }
 
 type crashNodeAck struct {
-	endpoint string
-	lastSeen string // the latest last_seen a 2xx answer reported
+	endpoint   string
+	registered string // the latest last_seen a registration's 2xx reported: durable as is
+	beat       string // the latest last_seen a heartbeat's 2xx reported
 }
+
+// heartbeatDurability is how far a heartbeat's last_seen may lag after a crash: svrpd keeps
+// heartbeat times in memory and makes them durable every second (flushEvery), and a crash
+// may fall just before a flush or during one.
+const heartbeatDurability = flushEvery + 2*time.Second
 
 type crashTokenAck struct {
 	operator string
@@ -314,14 +320,21 @@ func (l *crashLedger) secret(what, v string) {
 	l.secrets[v] = what
 }
 
-func (l *crashLedger) ackNode(k didkey.PublicKey, endpoint, lastSeen string) {
+func (l *crashLedger) ackNode(k didkey.PublicKey, endpoint, registered string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a := l.nodes[k.Hex()]
 	a.endpoint = endpoint
-	if lastSeen > a.lastSeen {
-		a.lastSeen = lastSeen
-	}
+	a.registered = max(a.registered, registered)
+	l.nodes[k.Hex()] = a
+	l.acks++
+}
+
+func (l *crashLedger) ackBeat(k didkey.PublicKey, lastSeen string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.nodes[k.Hex()]
+	a.beat = max(a.beat, lastSeen)
 	l.nodes[k.Hex()] = a
 	l.acks++
 }
@@ -395,7 +408,7 @@ func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan stru
 		if _, _, err := mustOK(c.call("POST", "/api/v1/heartbeat", hb, "", &hr)); err != nil {
 			return err
 		}
-		l.ackNode(n.key, endpoint, hr.LastSeen)
+		l.ackBeat(n.key, hr.LastSeen)
 
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		now := time.Now().UTC()
@@ -474,7 +487,8 @@ func mustOK(status int, code string, err error) (int, string, error) {
 }
 
 // verify checks, against a daemon restarted on the same data, that every acknowledged
-// write is there: nodes with their endpoint and a last_seen no older than acknowledged,
+// write is there: nodes with their endpoint and a last_seen no older than a registration
+// acknowledged (and than a heartbeat acknowledged, less heartbeatDurability),
 // bearer tokens that still open the operator's views, sessions at least as far as
 // acknowledged (never VERIFYING, and no session the client never got an answer for in a
 // state it could not have reached), and every acknowledged binding listed by its operator.
@@ -499,8 +513,10 @@ func (l *crashLedger) verify(t *testing.T, c *crashClient) {
 			t.Errorf("acknowledged node %s is gone", k)
 		case v.Endpoint != a.endpoint || !v.SignatureVerified:
 			t.Errorf("node %s: endpoint %s verified %v, acknowledged %s", k, v.Endpoint, v.SignatureVerified, a.endpoint)
-		case v.LastSeen < a.lastSeen:
-			t.Errorf("node %s: last_seen %s is older than the acknowledged %s", k, v.LastSeen, a.lastSeen)
+		case v.LastSeen < a.registered:
+			t.Errorf("node %s: last_seen %s is older than the acknowledged registration at %s", k, v.LastSeen, a.registered)
+		case a.beat != "" && v.LastSeen < crashLag(a.beat):
+			t.Errorf("node %s: last_seen %s lags the acknowledged heartbeat at %s by more than %v", k, v.LastSeen, a.beat, heartbeatDurability)
 		}
 	}
 	tokenOf := map[string]string{}
@@ -568,4 +584,13 @@ func (l *crashLedger) verify(t *testing.T, c *crashClient) {
 			}
 		}
 	}
+}
+
+// crashLag is the oldest last_seen that still keeps a heartbeat acknowledged at beat.
+func crashLag(beat string) string {
+	t, err := time.Parse(time.RFC3339, beat)
+	if err != nil {
+		return beat
+	}
+	return t.Add(-heartbeatDurability).UTC().Format(time.RFC3339)
 }

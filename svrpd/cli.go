@@ -28,6 +28,7 @@ func commands() []command {
 		{"operator", "operator identity, login, binding and views (operator init, login, resolve, ...)", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runOperator(ctx, args, os.Stdin, stdout, stderr)
 		}},
+		{"bench", "measure a registry: ops/s and latency per scenario against the Ed25519 verify ceiling", runBench},
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ type benchConfig struct {
 	prefix      string
 	logLevel    string
 	jsonOnly    bool
+	cpuProfile  string
 }
 
 // benchScenario is what a scenario sends and how it is sized unless told otherwise.
@@ -104,6 +106,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&c.prefix, "prefix", canonical.DefaultPrefix, "domain prefix of every signed message; must be the registry's")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level of the in-process registry (svrpd serve logs at info by default, one line per binding step)")
 	fs.BoolVar(&c.jsonOnly, "json", false, "print only the JSON line of each scenario")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file (with an in-process registry it covers the registry and the generator; read it with go tool pprof)")
 	fs.Usage = func() { benchUsage(fs.Output(), fs) }
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -579,6 +582,10 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 	defer timer.Stop()
 	unwatch := context.AfterFunc(r.ctx, func() { stop.Store(true) })
 	defer unwatch()
+	stopProfile, err := r.b.startProfile()
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for _, w := range r.workers {
@@ -599,6 +606,7 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	stopProfile()
 
 	res := r.res
 	switch {
@@ -1505,4 +1513,24 @@ func group(v float64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// startProfile starts the CPU profile of one timed window when --cpuprofile asks for it.
+// With several scenarios each window overwrites the file, so it holds the last one.
+func (b *bench) startProfile() (stop func(), err error) {
+	if b.cfg.cpuProfile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(b.cfg.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -41,7 +41,10 @@ func ParseTime(s string) (time.Time, error) {
 
 // FormatTime renders t in UTC, truncated to the second, in the form [ParseTime] accepts.
 // Years outside 0000–9999 have no such form and are clamped to its ends.
-func FormatTime(t time.Time) string {
+func FormatTime(t time.Time) string { return string(AppendTime(make([]byte, 0, len(TimeLayout)), t)) }
+
+// AppendTime appends [FormatTime] of t to dst.
+func AppendTime(dst []byte, t time.Time) []byte {
 	t = t.UTC().Truncate(time.Second)
 	switch {
 	case t.Year() < 0:
@@ -49,7 +52,7 @@ func FormatTime(t time.Time) string {
 	case t.Year() > 9999:
 		t = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 	}
-	return t.Format(TimeLayout)
+	return t.AppendFormat(dst, TimeLayout)
 }
 
 func badTime(s string) error {

@@ -210,14 +210,14 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 
 // listing answers one of the three node listings from the list cache, building it with
 // encode over the filtered, sorted records when needed.
-func (h *handler) listing(w http.ResponseWriter, r *http.Request, contentType string, encode func([]store.Node) ([]byte, error)) {
+func (h *handler) listing(w http.ResponseWriter, r *http.Request, contentType string, encode func([]*store.Node) ([]byte, error)) {
 	f, err := ParseNodeFilter(r.URL.Query())
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
 	body, err := h.s.lists.get(f.cacheKey(r.URL.Path), h.s.now().Unix(), h.s.nodeGen.Load(), func() ([]byte, error) {
-		nodes, err := h.s.Nodes(r.Context(), f)
+		nodes, err := h.s.nodeRefs(r.Context(), f)
 		if err != nil {
 			return nil, err
 		}
@@ -232,35 +232,46 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, contentType st
 	w.Write(body)
 }
 
-func nodeViews(nodes []store.Node) []NodeView {
-	views := make([]NodeView, len(nodes))
+// appendNodeList appends the records as a JSON array.
+func appendNodeList(b []byte, nodes []*store.Node) []byte {
+	b = append(b, '[')
 	for i, n := range nodes {
-		views[i] = nodeView(n)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendNodeJSON(b, *n)
 	}
-	return views
+	return append(b, ']')
+}
+
+// listBuffer returns a buffer with room for head, the records and tail.
+func listBuffer(nodes []*store.Node, head, tail string) []byte {
+	size := len(head) + len(tail) + 2
+	for _, n := range nodes {
+		size += nodeJSONSize(*n) + 1
+	}
+	return append(make([]byte, 0, size), head...)
 }
 
 func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	h.listing(w, r, "application/json", func(nodes []store.Node) ([]byte, error) {
-		return marshalLine(struct {
-			Count int        `json:"count"`
-			Nodes []NodeView `json:"nodes"`
-		}{len(nodes), nodeViews(nodes)})
+	h.listing(w, r, "application/json", func(nodes []*store.Node) ([]byte, error) {
+		const tail = "}\n"
+		b := listBuffer(nodes, `{"count":`, tail)
+		b = strconv.AppendInt(b, int64(len(nodes)), 10)
+		b = append(b, `,"nodes":`...)
+		return append(appendNodeList(b, nodes), tail...), nil
 	})
 }
 
 func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	h.listing(w, r, "application/json", func(nodes []store.Node) ([]byte, error) {
-		return marshalLine(struct {
-			OK    bool       `json:"ok"`
-			Data  []NodeView `json:"data"`
-			Error *string    `json:"error"`
-		}{true, nodeViews(nodes), nil})
+	h.listing(w, r, "application/json", func(nodes []*store.Node) ([]byte, error) {
+		const head, tail = `{"ok":true,"data":`, `,"error":null}` + "\n"
+		return append(appendNodeList(listBuffer(nodes, head, tail), nodes), tail...), nil
 	})
 }
 
 func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	h.listing(w, r, "text/plain; charset=utf-8", func(nodes []store.Node) ([]byte, error) {
+	h.listing(w, r, "text/plain; charset=utf-8", func(nodes []*store.Node) ([]byte, error) {
 		var b []byte
 		for _, n := range nodes {
 			b = append(b, n.DID...)
@@ -272,12 +283,6 @@ func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		}
 		return b, nil
 	})
-}
-
-// marshalLine encodes v as JSON followed by a newline, as every answer ends.
-func marshalLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	return append(b, '\n'), err
 }
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

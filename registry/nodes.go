@@ -392,17 +392,35 @@ func (f NodeFilter) keep(n store.Node, now time.Time) bool {
 
 // Nodes returns the node records that pass f, sorted by first_seen then key.
 func (s *Service) Nodes(ctx context.Context, f NodeFilter) ([]store.Node, error) {
+	refs, err := s.nodeRefs(ctx, f)
+	out := make([]store.Node, len(refs))
+	for i, n := range refs {
+		out[i] = *n
+	}
+	return out, err
+}
+
+// nodeRefs is Nodes without copies where the store allows it: a store that holds the node
+// table in memory hands out its own unchanging records, so a listing of 100,000 nodes needs
+// a slice of pointers rather than a copy of the table.
+func (s *Service) nodeRefs(ctx context.Context, f NodeFilter) ([]*store.Node, error) {
 	now := s.now()
-	var out []store.Node
-	err := s.store.View(ctx, func(tx store.Tx) error {
-		return tx.EachNode(func(n store.Node) error {
-			if f.keep(n, now) {
-				out = append(out, n)
-			}
-			return nil
+	var out []*store.Node
+	keep := func(n *store.Node) error {
+		if f.keep(*n, now) {
+			out = append(out, n)
+		}
+		return nil
+	}
+	var err error
+	if sc, ok := s.store.(store.NodeScanner); ok {
+		err = sc.ScanNodes(ctx, keep)
+	} else {
+		err = s.store.View(ctx, func(tx store.Tx) error {
+			return tx.EachNode(func(n store.Node) error { return keep(&n) })
 		})
-	})
-	slices.SortFunc(out, func(a, b store.Node) int {
+	}
+	slices.SortFunc(out, func(a, b *store.Node) int {
 		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
 			return c
 		}

@@ -22,6 +22,14 @@ type NodeToucher interface {
 	Flush(ctx context.Context) error
 }
 
+// NodeScanner is implemented by stores that hold the node table in memory: ScanNodes calls
+// fn with every record without copying it. The records are snapshots that never change, so
+// fn may keep them, but must not modify them. The registry uses it to build node listings
+// without a copy of the whole table per listing.
+type NodeScanner interface {
+	ScanNodes(ctx context.Context, fn func(*Node) error) error
+}
+
 // flushChunk bounds the nodes one Flush transaction rewrites, well under Badger's
 // transaction size limit.
 const flushChunk = 512
@@ -77,7 +85,11 @@ var (
 	_ Store       = (*nodeCache)(nil)
 	_ NodeToucher = (*nodeCache)(nil)
 	_ Maintainer  = (*nodeCache)(nil)
+	_ NodeScanner = (*nodeCache)(nil)
 )
+
+// A cachedNode never changes once it is in the maps: a write or a touch replaces it. That is
+// what lets ScanNodes hand out records without copying them.
 
 func (c *nodeCache) View(ctx context.Context, fn func(Tx) error) error {
 	return c.inner.View(ctx, func(tx Tx) error {
@@ -135,8 +147,29 @@ func (c *nodeCache) TouchNode(key didkey.PublicKey, seen time.Time) error {
 		return ErrNotFound
 	}
 	if seen.After(cur.n.LastSeen) {
-		cur.n.LastSeen = seen
+		n := cur.n
+		n.LastSeen = seen
+		c.nodes[key] = &cachedNode{n: n, seq: cur.seq}
 		c.dirty[key] = seen
+	}
+	return nil
+}
+
+// ScanNodes implements [NodeScanner], in no particular order.
+func (c *nodeCache) ScanNodes(ctx context.Context, fn func(*Node) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.RLock()
+	all := make([]*Node, 0, len(c.nodes))
+	for _, cur := range c.nodes {
+		all = append(all, &cur.n)
+	}
+	c.mu.RUnlock()
+	for _, n := range all {
+		if err := fn(n); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -114,3 +114,30 @@ func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 		return err
 	})
 }
+
+// TestNodeCacheScanSnapshots: ScanNodes hands out records that later touches and writes do
+// not change, since the registry keeps them while it encodes a listing.
+func TestNodeCacheScanSnapshots(t *testing.T) {
+	s := cached(t, NewMemory())
+	defer s.Close()
+	k := testKey(1)
+	n := testNode(k)
+	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
+	var kept *Node
+	err := s.(NodeScanner).ScanNodes(context.Background(), func(got *Node) error {
+		kept = got
+		return nil
+	})
+	if err != nil || kept == nil {
+		t.Fatalf("scan: %v, %v", kept, err)
+	}
+	if err := s.(NodeToucher).TouchNode(k, n.LastSeen.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	re := cloneNode(n)
+	re.Endpoint = "198.51.100.9:9000"
+	update(t, s, func(tx Tx) error { return tx.PutNode(re) })
+	if !kept.LastSeen.Equal(n.LastSeen) || kept.Endpoint != n.Endpoint {
+		t.Fatalf("a scanned record changed under its holder: %+v", kept)
+	}
+}

@@ -7,7 +7,8 @@ import (
 )
 
 // maxListCacheBytes bounds the encoded listings kept at once. A listing of 100,000 nodes is
-// about 40 MB; a filter set that would push the cache past the bound is served uncached.
+// about 45 MB; a filter set that would push the cache past the bound is served uncached,
+// except that the cache always keeps one listing.
 const maxListCacheBytes = 128 << 20
 
 // listCache keeps encoded answers of GET /nodes, /peers and /api/v1/peers. An answer is
@@ -63,7 +64,10 @@ func (c *listCache) get(key string, second int64, gen uint64, build func() ([]by
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries[key] == e {
-		if e.err != nil || c.bytes+len(e.body) > maxListCacheBytes {
+		// One listing is always kept, however large: with a million nodes the answer is
+		// about 450 MB, and rebuilding it for every request would cost far more than
+		// holding it.
+		if e.err != nil || (c.bytes+len(e.body) > maxListCacheBytes && len(c.entries) > 1) {
 			delete(c.entries, key)
 		} else {
 			c.bytes += len(e.body)

@@ -53,7 +53,7 @@ func TestListCacheBuildsOncePerSecond(t *testing.T) {
 }
 
 // TestListCacheBound: a listing that would take the cache past its bound is served but not
-// kept.
+// kept, unless it is the only one.
 func TestListCacheBound(t *testing.T) {
 	var c listCache
 	big := make([]byte, maxListCacheBytes/2+1)
@@ -64,5 +64,16 @@ func TestListCacheBound(t *testing.T) {
 	}
 	if c.bytes > maxListCacheBytes || len(c.entries) != 1 {
 		t.Fatalf("cache holds %d bytes in %d entries; bound %d", c.bytes, len(c.entries), maxListCacheBytes)
+	}
+
+	// A listing larger than the whole bound is still kept when it is the only one.
+	var one listCache
+	huge := make([]byte, maxListCacheBytes+1)
+	builds := 0
+	for range 3 {
+		one.get("all", 1, 1, func() ([]byte, error) { builds++; return huge, nil })
+	}
+	if builds != 1 {
+		t.Fatalf("an oversized only listing was built %d times in one second, want 1", builds)
 	}
 }

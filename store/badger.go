@@ -23,12 +23,13 @@ import (
 
 // Badger key layout. Every key is ASCII: a one-letter kind, '/', then the record's key. Keys
 // and hashes are lowercase hex, so key order is byte order of the raw values and an Each
-// visits records in that order. Records are the JSON of the Go types; index entries are
-// separate keys, so each lookup is one Get or one prefix scan, and a record and its index
-// entries change in the same transaction.
+// visits records in that order. Node records, which a start-up reads by the million, have a
+// compact binary form (nodecodec.go); the other records are the JSON of the Go types. Index
+// entries are separate keys, so each lookup is one Get or one prefix scan, and a record and
+// its index entries change in the same transaction.
 //
-//	m/version                     "1"; OpenBadger refuses any other value
-//	n/<node key>                  Node
+//	m/version                     "2"; OpenBadger refuses any other value
+//	n/<node key>                  Node, binary
 //	d/<did>                       node key (hex) registered under exactly this DID string
 //	s/<short body>/<node key>     empty; every key with a record, by ShortBody
 //	b/<session id>                binding.Session
@@ -45,7 +46,7 @@ import (
 // packages binding, authn, didkey and canonical: changing a json tag or a marshaller there
 // changes this format and needs a new version.
 const (
-	schemaVersion = "1"
+	schemaVersion = "2"
 
 	pVersion   = "m/version"
 	pNode      = "n/"
@@ -598,17 +599,27 @@ func (t *badgerTx) Node(k didkey.PublicKey) (Node, error) {
 	if err := t.readable(); err != nil {
 		return Node{}, err
 	}
-	var n Node
-	err := t.get(key(pNode, k.Hex()), &n)
-	return n, err
+	return t.getNode(key(pNode, k.Hex()))
+}
+
+// getNode reads a node record in its binary form (nodecodec.go).
+func (t *badgerTx) getNode(k []byte) (Node, error) {
+	raw, err := t.getRaw(k)
+	if err != nil {
+		return Node{}, err
+	}
+	n, err := decodeNode(raw)
+	if err != nil {
+		return Node{}, fmt.Errorf("store: failed to decode %s: %w", kind(k), err)
+	}
+	return n, nil
 }
 
 func (t *badgerTx) PutNode(n Node) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	var old Node
-	err := t.get(key(pNode, n.Key.Hex()), &old)
+	old, err := t.getNode(key(pNode, n.Key.Hex()))
 	had := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -636,7 +647,7 @@ func (t *badgerTx) PutNode(n Node) error {
 			return err
 		}
 	}
-	return t.put(key(pNode, n.Key.Hex()), n)
+	return t.setRaw(key(pNode, n.Key.Hex()), appendNode(nil, n))
 }
 
 func (t *badgerTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
@@ -668,9 +679,9 @@ func (t *badgerTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) 
 func (t *badgerTx) EachNode(fn func(Node) error) error {
 	p := []byte(pNode)
 	return t.scan(p, false, func(_, v []byte) error {
-		var n Node
-		if err := decode(p, v, &n); err != nil {
-			return err
+		n, err := decodeNode(v)
+		if err != nil {
+			return fmt.Errorf("store: failed to decode %s: %w", kind(p), err)
 		}
 		return fn(n)
 	})

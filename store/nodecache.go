@@ -3,8 +3,11 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,14 +48,18 @@ const flushChunk = 512
 // place in that order decides which version memory keeps. A store shared by several
 // processes must not be wrapped.
 func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
-	c := &nodeCache{
-		inner:   inner,
-		nodes:   map[didkey.PublicKey]*cachedNode{},
-		byDID:   map[string]didkey.PublicKey{},
-		byShort: map[string][]didkey.PublicKey{},
-		dirty:   map[didkey.PublicKey]time.Time{},
-	}
+	c := &nodeCache{inner: inner, dirty: map[didkey.PublicKey]time.Time{}}
 	err := inner.View(ctx, func(tx Tx) error {
+		// Maps sized once: growing them a doubling at a time through a million nodes costs
+		// seconds of rehashing and twice the memory at the peak.
+		count, err := tx.NodeCount()
+		if err != nil {
+			return err
+		}
+		c.nodes = make(map[didkey.PublicKey]*cachedNode, count)
+		c.byDID = make(map[string]didkey.PublicKey, count)
+		c.byShort = make(map[shortBody]didkey.PublicKey, count)
+		c.sharedShort = map[shortBody][]didkey.PublicKey{}
 		return tx.EachNode(func(n Node) error {
 			c.apply(n, 0)
 			return nil
@@ -67,11 +74,14 @@ func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
 type nodeCache struct {
 	inner Store
 
-	mu      sync.RWMutex
-	nodes   map[didkey.PublicKey]*cachedNode
-	byDID   map[string]didkey.PublicKey
-	byShort map[string][]didkey.PublicKey
-	dirty   map[didkey.PublicKey]time.Time
+	mu    sync.RWMutex
+	nodes map[didkey.PublicKey]*cachedNode
+	byDID map[string]didkey.PublicKey
+	// byShort maps a short body to the first key that has it; the rare later keys with the
+	// same body are in sharedShort. One fixed-size entry a node, no slice.
+	byShort     map[shortBody]didkey.PublicKey
+	sharedShort map[shortBody][]didkey.PublicKey
+	dirty       map[didkey.PublicKey]time.Time
 	// seq numbers the node writes in the order inner runs its Update functions.
 	seq uint64
 }
@@ -130,8 +140,12 @@ func (c *nodeCache) apply(n Node, seq uint64) {
 			delete(c.byDID, cur.n.DID)
 		}
 	} else {
-		body := n.Key.ShortBody()
-		c.byShort[body] = append(c.byShort[body], n.Key)
+		body := shortBodyOf(n.Key)
+		if _, taken := c.byShort[body]; taken {
+			c.sharedShort[body] = append(c.sharedShort[body], n.Key)
+		} else {
+			c.byShort[body] = n.Key
+		}
 	}
 	if n.DID != "" {
 		c.byDID[n.DID] = n.Key
@@ -304,9 +318,35 @@ func (t *cacheTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
 		}
 		return t.Tx.NodeKeysByShortBody(body)
 	}
+	sb, ok := parseShortBody(body)
+	if !ok {
+		return nil, nil
+	}
 	t.c.mu.RLock()
 	defer t.c.mu.RUnlock()
-	return slices.Clone(t.c.byShort[body]), nil
+	first, ok := t.c.byShort[sb]
+	if !ok {
+		return nil, nil
+	}
+	return append([]didkey.PublicKey{first}, t.c.sharedShort[sb]...), nil
+}
+
+// shortBody is the first four bytes of SHA-256(k), whose hex is a key's short DID body.
+type shortBody [4]byte
+
+func shortBodyOf(k didkey.PublicKey) shortBody {
+	sum := sha256.Sum256(k[:])
+	return shortBody(sum[:4])
+}
+
+// parseShortBody reads an 8-character lowercase hex body, as ShortBody writes it.
+func parseShortBody(body string) (shortBody, bool) {
+	var sb shortBody
+	if len(body) != 2*len(sb) || strings.ToLower(body) != body {
+		return sb, false
+	}
+	_, err := hex.Decode(sb[:], []byte(body))
+	return sb, err == nil
 }
 
 func (t *cacheTx) EachNode(fn func(Node) error) error {

@@ -216,7 +216,7 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, contentType st
 		h.fail(w, err)
 		return
 	}
-	body, err := h.s.lists.get(f.cacheKey(r.URL.Path), h.s.now().Unix(), h.s.nodeGen.Load(), func() ([]byte, error) {
+	body, err := h.s.lists.get(f.cacheKey(r.URL.Path), h.s.listVersion(), f.onlineGiven || f.OnlineWithin > 0, func() ([]byte, error) {
 		nodes, err := h.s.nodeRefs(r.Context(), f)
 		if err != nil {
 			return nil, err

@@ -12,11 +12,12 @@ import (
 const maxListCacheBytes = 128 << 20
 
 // listCache keeps encoded answers of GET /nodes, /peers and /api/v1/peers. An answer is
-// reused while the registry clock stays in the second it was built in and no registration
-// has changed the node table since, so it is at most one second stale (timestamps have
-// one-second precision, so within a second only last_seen from heartbeats can lag). Requests
-// that arrive while an answer is being built wait for it instead of building their own
-// copy, so a burst of readers costs one encoding and one buffer.
+// reused while no registration has changed the node table since it was built, and — when
+// heartbeats have moved last_seen since, or the filter depends on the clock — while the
+// registry clock stays in the second it was built in. So an answer is at most one second
+// stale (timestamps have one-second precision), and an unchanging table is encoded once.
+// Requests that arrive while an answer is being built wait for it instead of building their
+// own copy, so a burst of readers costs one encoding and one buffer.
 type listCache struct {
 	mu      sync.Mutex
 	entries map[string]*listEntry
@@ -24,28 +25,48 @@ type listCache struct {
 }
 
 type listEntry struct {
-	second int64
-	gen    uint64
-	ready  chan struct{} // closed once body and err are set
-	body   []byte
-	err    error
+	v       listVersion
+	clocked bool
+	ready   chan struct{} // closed once body and err are set
+	body    []byte
+	err     error
 }
 
-// get returns the answer for key at (second, gen), building it with build when no valid
-// one is kept or being built.
-func (c *listCache) get(key string, second int64, gen uint64, build func() ([]byte, error)) ([]byte, error) {
+// listVersion is what an answer was built from: the registrations and heartbeats seen so far,
+// and the second on the registry clock.
+type listVersion struct {
+	registrations uint64
+	touches       uint64
+	second        int64
+}
+
+// fresh reports whether an answer built at v still serves a request at now. A filter on
+// online_within (clocked) depends on the second; otherwise only heartbeats do.
+func (v listVersion) fresh(now listVersion, clocked bool) bool {
+	if v.registrations != now.registrations {
+		return false
+	}
+	if v.touches == now.touches && !clocked {
+		return true
+	}
+	return v.second == now.second
+}
+
+// get returns the answer for key at now, building it with build when no fresh one is kept
+// or being built. clocked says whether the answer depends on the clock.
+func (c *listCache) get(key string, now listVersion, clocked bool, build func() ([]byte, error)) ([]byte, error) {
 	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = map[string]*listEntry{}
 	}
-	if e := c.entries[key]; e != nil && e.second == second && e.gen == gen {
+	if e := c.entries[key]; e != nil && e.v.fresh(now, clocked) {
 		c.mu.Unlock()
 		<-e.ready
 		return e.body, e.err
 	}
-	// Whatever was built for another second or generation is of no use any more.
+	// Whatever would not be served now will not be served again.
 	for k, e := range c.entries {
-		if e.second != second || e.gen != gen {
+		if !e.v.fresh(now, e.clocked) {
 			select {
 			case <-e.ready:
 				c.bytes -= len(e.body)
@@ -54,7 +75,7 @@ func (c *listCache) get(key string, second int64, gen uint64, build func() ([]by
 			}
 		}
 	}
-	e := &listEntry{second: second, gen: gen, ready: make(chan struct{})}
+	e := &listEntry{v: now, clocked: clocked, ready: make(chan struct{})}
 	c.entries[key] = e
 	c.mu.Unlock()
 

@@ -283,6 +283,9 @@ func (s *Service) touch(ctx context.Context, key didkey.PublicKey, now time.Time
 	if errors.Is(err, store.ErrNotFound) {
 		return proto.New(proto.UnknownDID, "no node is registered under this DID")
 	}
+	if err == nil {
+		s.touches.Add(1)
+	}
 	return err
 }
 

@@ -78,10 +78,11 @@ type Service struct {
 	resolveAddressLimit int
 	registerLimit       int
 
-	// nodeGen counts registrations, so that cached listings built before one are not
-	// served after it.
-	nodeGen atomic.Uint64
-	lists   listCache
+	// registrations and touches count the node table's changes, so that a cached listing is
+	// rebuilt only when the table changed (see listCache).
+	registrations atomic.Uint64
+	touches       atomic.Uint64
+	lists         listCache
 }
 
 // New checks cfg and returns a Service.
@@ -135,7 +136,12 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Prefix() string { return s.prefix }
 
 // nodesChanged marks every cached node listing as out of date.
-func (s *Service) nodesChanged() { s.nodeGen.Add(1) }
+func (s *Service) nodesChanged() { s.registrations.Add(1) }
+
+// listVersion is the state of the node table for the list cache.
+func (s *Service) listVersion() listVersion {
+	return listVersion{registrations: s.registrations.Load(), touches: s.touches.Load(), second: s.now().Unix()}
+}
 
 // now is the registry's clock truncated to whole seconds: every time comparison of the
 // profile uses it.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -41,6 +40,9 @@ type benchConfig struct {
 	url         string
 	self        bool
 	selfMemory  bool
+	spawn       bool
+	spawnMemory bool
+	spawnBinary string
 	allowRemote bool
 	scenario    string
 	duration    time.Duration
@@ -94,19 +96,22 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var c benchConfig
 	fs := newFlagSet("bench", stderr)
 	fs.StringVar(&c.url, "url", "", "registry to measure, e.g. http://127.0.0.1:8080 (default: an in-process registry, as --self)")
-	fs.BoolVar(&c.self, "self", false, "measure an in-process registry (svrpd serve on 127.0.0.1:0, Badger in a temporary directory); the default without --url")
+	fs.BoolVar(&c.self, "self", false, "measure an in-process registry (svrpd serve on 127.0.0.1:0, Badger in a temporary directory); the default without --url or --spawn")
 	fs.BoolVar(&c.selfMemory, "self-memory", false, "like --self with the memory store")
+	fs.BoolVar(&c.spawn, "spawn", false, "measure svrpd serve started as a child process (127.0.0.1:0, Badger in a temporary directory), whose memory is reported apart from the generator's")
+	fs.BoolVar(&c.spawnMemory, "spawn-memory", false, "like --spawn with the memory store")
+	fs.StringVar(&c.spawnBinary, "spawn-binary", "", "the svrpd binary that --spawn and the restart scenario start (default: this executable)")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow a --url that is not loopback (127.0.0.0/8, ::1, localhost)")
-	fs.StringVar(&c.scenario, "scenario", "all", "heartbeat, login, nodes, peers, journey or all (each in turn)")
+	fs.StringVar(&c.scenario, "scenario", "all", "heartbeat, login, nodes, peers, journey, all (those five in turn) or restart (slow; run only when named)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "timed window of each scenario, at most "+benchMaxDuration.String())
 	fs.Int64Var(&c.requests, "requests", 1_000_000, "most operations per scenario (journeys for journey); the window ends at whichever bound comes first")
 	fs.IntVar(&c.clients, "clients", 0, "concurrent connections (default per scenario: 64 heartbeat and login, 16 nodes, peers and journey)")
-	fs.IntVar(&c.nodes, "nodes", 0, "nodes registered for heartbeat, nodes and peers (default 10000 for heartbeat, 1000 for nodes and peers)")
+	fs.IntVar(&c.nodes, "nodes", 0, "nodes registered for heartbeat, nodes and peers, or stored for restart (default 10000 for heartbeat, 1000 for nodes and peers, 1000000 for restart, which takes at most 5000000)")
 	fs.DurationVar(&c.ceilingTime, "ceiling-time", 2*time.Second, "how long to measure the Ed25519 verify ceiling (0 skips it)")
 	fs.StringVar(&c.prefix, "prefix", canonical.DefaultPrefix, "domain prefix of every signed message; must be the registry's")
-	fs.StringVar(&c.logLevel, "log-level", "warn", "log level of the in-process registry (svrpd serve logs at info by default, one line per binding step)")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "log level of the in-process registry, or the least level of a spawned daemon's log lines copied to stderr (svrpd serve logs at info by default, one line per binding step)")
 	fs.BoolVar(&c.jsonOnly, "json", false, "print only the JSON line of each scenario")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file (with an in-process registry it covers the registry and the generator; read it with go tool pprof)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file (with an in-process registry it covers the registry and the generator, otherwise the generator alone; read it with go tool pprof)")
 	fs.Usage = func() { benchUsage(fs.Output(), fs) }
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -115,11 +120,27 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "svrpd bench: %v\n", strings.ReplaceAll(err.Error(), "\n", "\nsvrpd bench: "))
 		return 2
 	}
+	// A spawned daemon's log is copied to stderr from a goroutine of its own.
+	stderr = &lockedWriter{w: stderr}
 	b := &bench{cfg: c, stdout: stdout, stderr: stderr, text: stdout}
 	if c.jsonOnly {
 		b.text = io.Discard
 	}
-	if c.url != "" {
+	if c.spawn || c.spawnMemory || c.scenario == "restart" {
+		b.daemonBin = c.spawnBinary
+		if b.daemonBin == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				fmt.Fprintf(stderr, "svrpd bench: finding this executable to spawn: %v\n", err)
+				return 1
+			}
+			b.daemonBin = exe
+		}
+	}
+	switch {
+	case c.scenario == "restart":
+		fmt.Fprintf(b.text, "target: svrpd serve (%s) as a child process, on a Badger store that bench fills first\n", b.daemonBin)
+	case c.url != "":
 		t, err := remoteTarget(c.url, c.allowRemote)
 		if err != nil {
 			fmt.Fprintf(stderr, "svrpd bench: %v\n", err)
@@ -130,7 +151,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if !loopbackHost(t.hostname) {
 			fmt.Fprintf(stderr, "svrpd bench: warning: %s is not a loopback address; this run loads another machine\n", t.hostname)
 		}
-	} else {
+	case c.spawn || c.spawnMemory:
+		store := "Badger in a temporary directory"
+		if c.spawnMemory {
+			store = "memory store"
+		}
+		fmt.Fprintf(b.text, "target: svrpd serve (%s) as a child process on 127.0.0.1:0 (%s), a fresh one per scenario\n", b.daemonBin, store)
+	default:
 		store := "Badger in a temporary directory"
 		if c.selfMemory {
 			store = "memory store"
@@ -140,6 +167,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	b.loadBefore = loadAverage()
 	if l := b.loadBefore; l != nil && *l >= 0.5 {
 		fmt.Fprintf(b.text, "machine: load average %.2f on %d CPUs before the run; other work competes with the measurement\n", *l, runtime.NumCPU())
+	}
+	if c.scenario == "restart" {
+		fmt.Fprintln(b.text)
+		res, err := b.runRestart(ctx)
+		if res != nil {
+			b.reportRestart(res)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "svrpd bench: restart: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if c.ceilingTime > 0 {
 		b.ceiling = measureCeiling(ctx, c.ceilingTime)
@@ -167,7 +206,22 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			code = 1
 		}
 	}
+	if b.stopFailed {
+		code = 1
+	}
 	return code
+}
+
+// lockedWriter serializes writes from several goroutines to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func benchUsage(w io.Writer, fs interface{ PrintDefaults() }) {
@@ -177,13 +231,27 @@ Measures a registry: operations per second and p50/p99 latency of each scenario,
 machine's Ed25519 verify ceiling (one verifier per CPU, measured first; the best of four
 slices of --ceiling-time), which bounds every endpoint that checks a signature.
 
-Target. Without --url, bench starts its own registry in this process for each scenario,
-with svrpd serve's code on 127.0.0.1:0 (Badger in a temporary directory, removed at the end;
---self-memory for the memory store) and the per-address registration limit raised so that
-setup can register many nodes from one address. That registry and the load generator share
-one process and its CPUs, and the RSS it reports (VmRSS and VmHWM of /proc/self/status, the
-resident figures after a forced garbage collection) is the whole process: registry, store
-and the generator's prepared requests. To measure a daemon on its own, start it
+Target. Without --url or --spawn, bench starts its own registry in this process for each
+scenario, with svrpd serve's code on 127.0.0.1:0 (Badger in a temporary directory, removed
+at the end; --self-memory for the memory store) and the per-address registration limit
+raised so that setup can register many nodes from one address. That registry and the load
+generator share one process and its CPUs, and the RSS it reports (VmRSS and VmHWM of
+/proc/self/status, the resident figures after a forced garbage collection) is the whole
+process: registry, store and the generator's prepared requests.
+
+With --spawn (--spawn-memory for the memory store), bench starts svrpd serve as a child
+process for each scenario instead: this executable, or --spawn-binary, on 127.0.0.1:0 with
+Badger in a temporary directory and the per-address limits raised. It learns the address
+from the daemon's "svrpd serving" log line, stops the daemon with SIGTERM at the end (and
+kills it on any failure), and reports the daemon's own memory from /proc/<pid>/status:
+VmRSS after setup, the peak of the timed window and VmRSS after it, and the growth while
+serving (the window's peak less the RSS after setup). The peak is VmHWM reset as the
+window begins (writing 5 to /proc/<pid>/clear_refs), so that setup's own peak does not
+count; where the kernel refuses the reset it is the largest VmRSS sampled every 50 ms.
+The generator keeps only the head of each answer, so a node list costs it no memory.
+Lines of the daemon's log at --log-level or above are copied to stderr.
+
+To measure a daemon started some other way, start it
 (svrpd serve --register-address-limit 1000000 ...) and pass --url; bench refuses an address
 that is not loopback unless --allow-remote is given. Nodes it registers there stay.
 
@@ -201,6 +269,16 @@ the registry for CPU while it is measured:
              over the digest of the authorization bench signed; only resolve is assembled
              in the window, around the short code initiate returns (8 verifies: initiate 1,
              authorize 2, pending 1, accept 4)
+  restart    not part of all, since it is slow (a million nodes take one to one and a half
+             minutes on two cores): fills a Badger store in a temporary directory with --nodes node
+             records (default 1,000,000, at most 5,000,000) through the store API, in
+             transactions of 1000 from 4 writers, then starts svrpd serve on it as with
+             --spawn and times it: from exec to the "svrpd serving" line, until GET /health
+             counts every node, and one GET /nodes, with the daemon's VmRSS and VmHWM at
+             each step. It prints one JSON line of its own (populate_s, disk_mb, ready_s,
+             health_s, daemon_rss_mb, daemon_hwm_mb, first_list_s, list_bytes,
+             daemon_hwm_after_list_mb, ...) and removes the directory. It measures no
+             verify ceiling and takes no --url or --self.
 Login and journey first run short calibration batches to size what they prepare; if the
 prepared requests run out before --duration, the window ends there and says so. Signed
 timestamps and challenges are valid for 300 s, hence the limit on --duration. A window ends
@@ -209,9 +287,12 @@ take to answer; duration_s is the window as it ran.
 
 Output. Each scenario prints its figures and one JSON line (ops_per_s, p50_ms, p99_ms,
 errors and errors_by_code, ceiling_verifies_per_s, fraction_of_ceiling: ops/s times verifies
-per op over the ceiling, clients, nodes, duration_s, and for an in-process registry rss_*_mb
-and hwm_mb); --json prints only the JSON lines. An operation is one request, or one whole
-journey. The exit code is 1 when a scenario could not run or any request failed.
+per op over the ceiling, clients, nodes, duration_s; for an in-process registry rss_*_mb
+and hwm_mb; with --spawn daemon_rss_ready_mb, daemon_hwm_setup_mb,
+daemon_rss_peak_window_mb, daemon_rss_growth_mb, daemon_rss_end_mb, daemon_peak_source
+and the generator's own generator_rss_mb and generator_hwm_mb); --json prints only the
+JSON lines. An operation is one request, or one whole journey. The exit code is 1 when a
+scenario could not run, any request failed, or a spawned daemon did not stop cleanly.
 
 Every flag can also be set by an environment variable: SVRPD_ and its name in upper case,
 '-' as '_' (SVRPD_URL, SVRPD_DURATION, ...). A flag on the command line wins.
@@ -223,15 +304,31 @@ Flags:
 
 func (c benchConfig) validate() error {
 	var errs []error
-	if c.url != "" && (c.self || c.selfMemory) {
-		errs = append(errs, errors.New("--url and --self/--self-memory name different targets; give one"))
+	targets := 0
+	for _, given := range []bool{c.url != "", c.self || c.selfMemory, c.spawn || c.spawnMemory} {
+		if given {
+			targets++
+		}
 	}
-	known := c.scenario == "all"
+	if targets > 1 {
+		errs = append(errs, errors.New("--url, --self/--self-memory and --spawn/--spawn-memory name different targets; give one"))
+	}
+	if c.scenario == "restart" {
+		if c.url != "" || c.self || c.selfMemory || c.spawnMemory {
+			errs = append(errs, errors.New("--scenario restart starts its own daemon on a Badger store it fills; it takes no --url, --self, --self-memory or --spawn-memory"))
+		}
+		if c.nodes > restartMaxNodes {
+			errs = append(errs, fmt.Errorf("--nodes %d: the restart scenario stores at most %d", c.nodes, restartMaxNodes))
+		}
+	} else if c.spawnBinary != "" && !c.spawn && !c.spawnMemory {
+		errs = append(errs, errors.New("--spawn-binary is for --spawn, --spawn-memory and the restart scenario"))
+	}
+	known := c.scenario == "all" || c.scenario == "restart"
 	for _, sc := range benchScenarios {
 		known = known || c.scenario == sc.name
 	}
 	if !known {
-		errs = append(errs, fmt.Errorf("--scenario %q: want heartbeat, login, nodes, peers, journey or all", c.scenario))
+		errs = append(errs, fmt.Errorf("--scenario %q: want heartbeat, login, nodes, peers, journey, all or restart", c.scenario))
 	}
 	if c.duration <= 0 || c.duration > benchMaxDuration {
 		errs = append(errs, fmt.Errorf("--duration must be more than 0 and at most %s (signed timestamps last 300 s)", benchMaxDuration))
@@ -259,13 +356,14 @@ func (c benchConfig) validate() error {
 
 // benchTarget is the registry a scenario talks to.
 type benchTarget struct {
-	label    string // "self-badger", "self-memory" or the URL, for the JSON line
+	label    string // "self-badger", "self-memory", "spawn-badger", "spawn-memory" or the URL, for the JSON line
 	base     string // URL without a trailing slash
 	addr     string // host:port to dial
 	host     string // Host header
 	hostname string
 	path     string // path prefix of every endpoint, "" or "/..."
 	self     bool
+	daemon   *benchDaemon // the child process of --spawn
 	stop     func()
 }
 
@@ -420,6 +518,8 @@ type bench struct {
 	// loadBefore is the machine's load average before bench began; later readings would
 	// count bench's own earlier scenarios.
 	loadBefore *float64
+	daemonBin  string // the svrpd binary --spawn and restart start
+	stopFailed bool   // a spawned daemon did not stop cleanly
 }
 
 // benchStep is one step's latency in a journey.
@@ -452,12 +552,25 @@ type benchResult struct {
 	Prepared            int              `json:"prepared"`
 	Stopped             string           `json:"stopped"`
 	Steps               []benchStep      `json:"steps,omitempty"`
-	RSSStartMB          *float64         `json:"rss_start_mb,omitempty"`
-	RSSReadyMB          *float64         `json:"rss_ready_mb,omitempty"`
-	RSSEndMB            *float64         `json:"rss_end_mb,omitempty"`
-	HWMMB               *float64         `json:"hwm_mb,omitempty"`
-	CPUs                int              `json:"cpus"`
-	LoadBefore          *float64         `json:"load_avg_before,omitempty"`
+	// The daemon's memory with --spawn: its resident set after setup and the peak setup
+	// reached, then the peak of the timed window and the resident set after it.
+	DaemonRSSReadyMB      *float64 `json:"daemon_rss_ready_mb,omitempty"`
+	DaemonHWMSetupMB      *float64 `json:"daemon_hwm_setup_mb,omitempty"`
+	DaemonRSSPeakWindowMB *float64 `json:"daemon_rss_peak_window_mb,omitempty"`
+	DaemonRSSGrowthMB     *float64 `json:"daemon_rss_growth_mb,omitempty"`
+	DaemonRSSEndMB        *float64 `json:"daemon_rss_end_mb,omitempty"`
+	// DaemonPeakSource is "vmhwm" when the window's peak is VmHWM reset at its start, or
+	// "sampled" when the reset was refused and the peak is the largest VmRSS sampled.
+	DaemonPeakSource      string   `json:"daemon_peak_source,omitempty"`
+	DaemonRSSSampledMaxMB *float64 `json:"daemon_rss_sampled_max_mb,omitempty"`
+	GeneratorRSSMB        *float64 `json:"generator_rss_mb,omitempty"`
+	GeneratorHWMMB        *float64 `json:"generator_hwm_mb,omitempty"`
+	RSSStartMB            *float64 `json:"rss_start_mb,omitempty"`
+	RSSReadyMB            *float64 `json:"rss_ready_mb,omitempty"`
+	RSSEndMB              *float64 `json:"rss_end_mb,omitempty"`
+	HWMMB                 *float64 `json:"hwm_mb,omitempty"`
+	CPUs                  int      `json:"cpus"`
+	LoadBefore            *float64 `json:"load_avg_before,omitempty"`
 }
 
 // benchRun is one scenario in progress: its target, its connections and what it found.
@@ -484,7 +597,15 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 		clients = nodes
 	}
 	t := b.remote
-	if t == nil {
+	switch {
+	case t != nil:
+	case b.cfg.spawn || b.cfg.spawnMemory:
+		var err error
+		if t, err = b.startSpawned(ctx); err != nil {
+			return nil, fmt.Errorf("starting the daemon: %w", err)
+		}
+		defer t.stop()
+	default:
 		var err error
 		if t, err = startSelf(ctx, b.cfg.selfMemory, b.cfg.prefix, b.cfg.logLevel, b.stderr); err != nil {
 			return nil, fmt.Errorf("starting the in-process registry: %w", err)
@@ -505,6 +626,9 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 	if t.self {
 		r.say("target %s (in-process, %s)", t.base, strings.TrimPrefix(t.label, "self-"))
 		r.res.RSSStartMB, _ = rssMB()
+	}
+	if t.daemon != nil {
+		r.say("target %s (svrpd serve, pid %d, %s)", t.base, t.daemon.pid, strings.TrimPrefix(t.label, "spawn-"))
 	}
 	defer func() {
 		for _, w := range r.workers {
@@ -536,7 +660,29 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 	if t.self {
 		r.res.RSSReadyMB, _ = rssMB()
 	}
-	if err := r.window(op); err != nil {
+	var watch *peakWatch
+	if t.daemon != nil {
+		m, err := t.daemon.memory()
+		if err != nil {
+			return nil, err
+		}
+		r.res.DaemonRSSReadyMB, r.res.DaemonHWMSetupMB = &m.rss, &m.hwm
+		watch = t.daemon.watchPeak(m)
+	}
+	err = r.window(op)
+	if watch != nil {
+		peak, now, source, sampled, werr := watch.finish()
+		if werr != nil && err == nil {
+			err = fmt.Errorf("the daemon after the run: %w%s", werr, t.daemon.tailText())
+		}
+		if werr == nil {
+			growth := round(peak-*r.res.DaemonRSSReadyMB, 1)
+			r.res.DaemonRSSPeakWindowMB, r.res.DaemonRSSEndMB, r.res.DaemonRSSGrowthMB = &peak, &now.rss, &growth
+			r.res.DaemonPeakSource, r.res.DaemonRSSSampledMaxMB = source, &sampled
+		}
+		r.res.GeneratorRSSMB, r.res.GeneratorHWMMB = rssMB()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if t.self {
@@ -545,6 +691,42 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 		r.res.HWMMB = hwm
 	}
 	return r.res, nil
+}
+
+// startSpawned starts svrpd serve as a child process until the returned target's stop is
+// called.
+func (b *bench) startSpawned(ctx context.Context) (*benchTarget, error) {
+	memory := b.cfg.spawnMemory
+	dir, label := "", "spawn-memory"
+	if !memory {
+		var err error
+		if dir, err = os.MkdirTemp("", "svrpd-bench-"); err != nil {
+			return nil, err
+		}
+		label = "spawn-badger"
+	}
+	cleanup := func() {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+	level, _ := parseLevel(b.cfg.logLevel)
+	d, err := spawnDaemon(ctx, b.daemonBin, daemonArgs(memory, dir, b.cfg.prefix), b.stderr, level, daemonServeTimeout)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(d.addr)
+	return &benchTarget{
+		label: label, base: "http://" + d.addr, addr: d.addr, host: d.addr, hostname: host, daemon: d,
+		stop: func() {
+			if err := d.stop(); err != nil {
+				fmt.Fprintf(b.stderr, "svrpd bench: %v\n", err)
+				b.stopFailed = true
+			}
+			cleanup()
+		},
+	}, nil
 }
 
 // dial opens one connection per client.
@@ -1124,39 +1306,33 @@ func (r *benchRun) listing(n int, path string) (func(w *worker) bool, error) {
 	}, nil
 }
 
-// count reads one listing in full and counts its nodes, so the figures say how big the
-// answers were (an existing registry may hold more than bench registered).
+// count reads one listing and counts its nodes, so the figures say how big the answers
+// were (an existing registry may hold more than bench registered). It reads the answer as
+// the timed requests do, keeping only its head, so a listing of any size is never held
+// whole by the generator.
 func (r *benchRun) count(path string) (int, error) {
-	req, err := http.NewRequestWithContext(r.ctx, "GET", r.t.base+path, nil)
+	c, err := dialBench(r.t.addr)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("connecting to %s: %w", r.t.base, err)
 	}
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: benchIOTimeout}).Do(req)
+	defer c.close()
+	c.countLines = path == "/peers"
+	req := appendRequest(nil, "GET", r.t.host, r.t.endpoint(path), "", nil)
+	status, err := c.roundTrip(req, time.Now())
 	if err != nil {
 		return 0, fmt.Errorf("GET %s: %w", path, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: status %d", path, resp.StatusCode)
+	if status != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", path, answerCode(status, c.body))
 	}
-	if path == "/peers" {
-		n := 0
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			n++
-		}
-		return n, sc.Err()
+	if c.countLines {
+		return int(c.lines), nil
 	}
-	var v struct {
-		Count int `json:"count"`
+	n, ok := jsonIntField(c.body, "count")
+	if !ok {
+		return 0, fmt.Errorf("GET %s: no count at the head of the answer", path)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return 0, fmt.Errorf("GET %s: %w", path, err)
-	}
-	return v.Count, nil
+	return int(n), nil
 }
 
 // preparedJourney is one binding journey, signed but for resolve, which needs the short
@@ -1352,6 +1528,17 @@ func (b *bench) report(res *benchResult) {
 		say("%s ops/s = %.2f of the verify ceiling (%s verifies/s; %d %s per op)",
 			group(res.OpsPerS), *res.FractionOfCeiling, group(res.CeilingVerifiesPerS), res.VerifiesPerOp, unit)
 	}
+	if res.DaemonRSSReadyMB != nil && res.DaemonHWMSetupMB != nil && res.DaemonRSSPeakWindowMB != nil && res.DaemonRSSEndMB != nil && res.DaemonRSSGrowthMB != nil {
+		how := "VmHWM, reset as the window began"
+		if res.DaemonPeakSource == "sampled" {
+			how = "the largest VmRSS sampled every 50 ms; the kernel refused to reset VmHWM"
+		}
+		say("daemon RSS %.0f MB after setup (setup peaked at %.0f MB), %.0f MB after the run", *res.DaemonRSSReadyMB, *res.DaemonHWMSetupMB, *res.DaemonRSSEndMB)
+		say("daemon RSS peak in the window %.0f MB (%s): grew %.0f MB while serving", *res.DaemonRSSPeakWindowMB, how, *res.DaemonRSSGrowthMB)
+	}
+	if res.GeneratorRSSMB != nil && res.GeneratorHWMMB != nil {
+		say("generator RSS %.0f MB, peak %.0f MB (bench's own process)", *res.GeneratorRSSMB, *res.GeneratorHWMMB)
+	}
 	if res.RSSStartMB != nil && res.RSSReadyMB != nil && res.RSSEndMB != nil && res.HWMMB != nil {
 		say("RSS %.0f MB at start, %.0f MB after setup, %.0f MB after the run, peak %.0f MB (the whole process: registry, store and generator)",
 			*res.RSSStartMB, *res.RSSReadyMB, *res.RSSEndMB, *res.HWMMB)
@@ -1388,23 +1575,7 @@ func rssMB() (rss, hwm *float64) {
 	if err != nil {
 		return nil, nil
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
-		if err != nil {
-			continue
-		}
-		mb := round(kb/1024, 1)
-		if name == "VmRSS" {
-			rss = &mb
-		} else {
-			hwm = &mb
-		}
-	}
-	return rss, hwm
+	return parseStatus(b)
 }
 
 // loadAverage returns the machine's one-minute load average, or nil where /proc is not

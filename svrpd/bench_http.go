@@ -20,8 +20,9 @@ const (
 	// benchReadBuffer holds a status line or header line; the registry's are short.
 	benchReadBuffer = 32 << 10
 	// benchKeep is how much of an answer's body is kept for reading: enough for every JSON
-	// answer the scenarios look into (initiate, challenge, an error). Larger bodies (a node
-	// list) are read and dropped.
+	// answer the scenarios look into (initiate, challenge, an error) and for the head of a
+	// node list, where its count is. The rest of a larger body passes through the read
+	// buffer and is dropped, so a listing of any size costs the generator no memory.
 	benchKeep = 4 << 10
 	// benchIOTimeout bounds one exchange, so a registry that stops answering cannot hold the
 	// run past its window for long.
@@ -33,10 +34,15 @@ var errMalformedAnswer = errors.New("malformed HTTP answer")
 
 // benchConn is one keep-alive connection, used by one goroutine at a time.
 type benchConn struct {
-	addr       string
-	nc         net.Conn
-	br         *bufio.Reader
-	body       []byte // the kept head of the last answer's body
+	addr    string
+	nc      net.Conn
+	br      *bufio.Reader
+	body    []byte // the kept head of the last answer's body
+	bodyLen int64  // the length of the last answer's whole body
+	// countLines asks for the newlines of each body to be counted into lines, for the
+	// line-per-node /peers listing.
+	countLines bool
+	lines      int64
 	deadlineAt time.Time
 	closeAfter bool // the server asked to close after the last answer
 }
@@ -101,6 +107,7 @@ func (c *benchConn) roundTrip(req []byte, now time.Time) (int, error) {
 
 func (c *benchConn) readAnswer() (int, error) {
 	c.body = c.body[:0]
+	c.bodyLen, c.lines = 0, 0
 	line, err := c.br.ReadSlice('\n')
 	if err != nil {
 		return 0, err
@@ -163,6 +170,10 @@ func (c *benchConn) readBody(n int64) error {
 		c.body = c.body[:start+int(want)]
 		got, err := io.ReadFull(c.br, c.body[start:])
 		c.body = c.body[:start+got]
+		c.bodyLen += int64(got)
+		if c.countLines {
+			c.lines += int64(bytes.Count(c.body[start:], []byte{'\n'}))
+		}
 		if n < 0 && (err == io.EOF || err == io.ErrUnexpectedEOF) {
 			return nil
 		}
@@ -173,18 +184,33 @@ func (c *benchConn) readBody(n int64) error {
 			n -= int64(got)
 		}
 	}
-	if n < 0 {
-		_, err := io.Copy(io.Discard, c.br)
-		return err
-	}
-	for n > 0 {
-		step := n
-		if step > 1<<30 {
-			step = 1 << 30
+	return c.skip(n)
+}
+
+// skip reads n more bytes of body (n < 0: up to EOF) through the read buffer, counting them
+// and, when asked, their newlines, and keeps none of them.
+func (c *benchConn) skip(n int64) error {
+	for n != 0 {
+		want := c.br.Size()
+		if n > 0 && n < int64(want) {
+			want = int(n)
 		}
-		d, err := c.br.Discard(int(step))
-		n -= int64(d)
-		if err != nil {
+		// Peek fills the buffer from the connection; what it returns is dropped at once.
+		buf, err := c.br.Peek(want)
+		if c.countLines {
+			c.lines += int64(bytes.Count(buf, []byte{'\n'}))
+		}
+		c.bodyLen += int64(len(buf))
+		c.br.Discard(len(buf))
+		if n > 0 {
+			n -= int64(len(buf))
+		}
+		switch {
+		case n < 0 && err == io.EOF:
+			return nil
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		case err != nil:
 			return err
 		}
 	}
@@ -308,4 +334,27 @@ func answerCode(status int, body []byte) string {
 		return strconv.Itoa(status)
 	}
 	return fmt.Sprintf("%d %s", status, code)
+}
+
+// jsonIntField finds "name":<digits> in a JSON answer and returns the number, as
+// jsonStringField does for strings.
+func jsonIntField(body []byte, name string) (int64, bool) {
+	var key [64]byte
+	k := append(key[:0], '"')
+	k = append(k, name...)
+	k = append(k, `":`...)
+	i := bytes.Index(body, k)
+	if i < 0 {
+		return 0, false
+	}
+	rest := body[i+len(k):]
+	j := 0
+	for j < len(rest) && j < 19 && '0' <= rest[j] && rest[j] <= '9' {
+		j++
+	}
+	if j == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+	return n, err == nil
 }

@@ -4,11 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/didkey"
 )
 
 // Every scenario, run briefly against an in-process registry, completes operations without
@@ -144,6 +152,12 @@ func TestBenchFlagErrors(t *testing.T) {
 		{"--duration", "5m"},
 		{"--requests", "0"},
 		{"--url", "http://127.0.0.1:8080", "--self"},
+		{"--url", "http://127.0.0.1:8080", "--spawn"},
+		{"--self-memory", "--spawn-memory"},
+		{"--spawn-binary", "svrpd"},
+		{"--scenario", "restart", "--nodes", "5000001"},
+		{"--scenario", "restart", "--spawn-memory"},
+		{"--scenario", "restart", "--url", "http://127.0.0.1:8080"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := runBench(t.Context(), args, &stdout, &stderr); code != 2 {
@@ -235,5 +249,256 @@ func TestBenchConnDoesNotAllocate(t *testing.T) {
 	}
 	if w.stats.hist.n != 1001 || string(c.body) != body {
 		t.Errorf("recorded %d latencies, kept body %q", w.stats.hist.n, c.body)
+	}
+}
+
+// --spawn measures a daemon in a process of its own, and the restart scenario times one
+// that starts on a store bench filled; both need the real binary, built here, since the
+// test binary cannot serve.
+func TestBenchSpawnsTheDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds svrpd and runs the load generator")
+	}
+	bin := buildSvrpd(t)
+	tmp := t.TempDir()
+	// Temporary directories go here, so the test can see that each is removed.
+	t.Setenv("TMPDIR", tmp)
+
+	t.Run("heartbeat", func(t *testing.T) {
+		start := time.Now()
+		var stdout, stderr bytes.Buffer
+		code := runBench(t.Context(), []string{
+			"--spawn", "--spawn-binary", bin, "--scenario", "heartbeat", "--nodes", "50", "--clients", "4",
+			"--duration", "300ms", "--ceiling-time", "100ms", "--json",
+		}, &stdout, &stderr)
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+		}
+		var res benchResult
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+			t.Fatalf("the result line is not JSON: %v\n%s", err, stdout.String())
+		}
+		if res.Target != "spawn-badger" || res.Ops <= 0 || res.Errors != 0 {
+			t.Errorf("target %q, ops %d, errors %d %v; want spawn-badger, some ops and no error", res.Target, res.Ops, res.Errors, res.ErrorsByCode)
+		}
+		for name, v := range map[string]*float64{
+			"daemon_rss_ready_mb": res.DaemonRSSReadyMB, "daemon_hwm_setup_mb": res.DaemonHWMSetupMB,
+			"daemon_rss_peak_window_mb": res.DaemonRSSPeakWindowMB, "daemon_rss_end_mb": res.DaemonRSSEndMB,
+			"generator_hwm_mb": res.GeneratorHWMMB,
+		} {
+			if v == nil || *v <= 0 {
+				t.Errorf("%s = %v, want more than 0", name, v)
+			}
+		}
+		if res.DaemonRSSGrowthMB == nil || res.DaemonPeakSource == "" {
+			t.Errorf("growth %v, peak source %q", res.DaemonRSSGrowthMB, res.DaemonPeakSource)
+		}
+		if res.RSSReadyMB != nil || res.HWMMB != nil {
+			t.Error("the in-process RSS fields are set for a spawned daemon")
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("took %s", d)
+		}
+		wantNoTempDirs(t, tmp)
+	})
+
+	t.Run("restart", func(t *testing.T) {
+		start := time.Now()
+		var stdout, stderr bytes.Buffer
+		code := runBench(t.Context(), []string{
+			"--scenario", "restart", "--nodes", "2000", "--spawn-binary", bin, "--json",
+		}, &stdout, &stderr)
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+		}
+		var res restartResult
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+			t.Fatalf("the result line is not JSON: %v\n%s", err, stdout.String())
+		}
+		if res.Scenario != "restart" || res.Nodes != 2000 || res.HealthCount != 2000 || res.Listed != 2000 {
+			t.Errorf("scenario %q nodes %d, health counted %d, listed %d; want restart and 2000 each", res.Scenario, res.Nodes, res.HealthCount, res.Listed)
+		}
+		if res.ReadyS <= 0 || res.HealthS < res.ReadyS || res.TableLoadS == nil || *res.TableLoadS > res.ReadyS {
+			t.Errorf("ready %.3fs, health %.3fs, table loaded in %v; want 0 < table load <= ready <= health", res.ReadyS, res.HealthS, res.TableLoadS)
+		}
+		if res.PopulateS <= 0 || res.DiskMB <= 0 || res.ListBytes < 2000*200 || res.FirstListS <= 0 {
+			t.Errorf("populate %.2fs, disk %.1f MB, list %d bytes in %.3fs", res.PopulateS, res.DiskMB, res.ListBytes, res.FirstListS)
+		}
+		if res.DaemonRSSMB <= 0 || res.DaemonHWMMB < res.DaemonRSSMB || res.DaemonHWMAfterListMB < res.DaemonHWMMB {
+			t.Errorf("daemon RSS %.1f MB, peak %.1f MB, peak after the list %.1f MB", res.DaemonRSSMB, res.DaemonHWMMB, res.DaemonHWMAfterListMB)
+		}
+		if d := time.Since(start); d > 60*time.Second {
+			t.Errorf("took %s", d)
+		}
+		wantNoTempDirs(t, tmp)
+	})
+}
+
+// A daemon that fails to start is reported at once, with the end of its log.
+func TestBenchSpawnFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	sh := shellOrSkip(t)
+	script := filepath.Join(t.TempDir(), "svrpd")
+	if err := os.WriteFile(script, []byte("#!"+sh+"\necho 'level=ERROR msg=\"cannot serve\"' >&2\nexit 3\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := runBench(t.Context(), []string{"--spawn-memory", "--spawn-binary", script, "--scenario", "nodes", "--ceiling-time", "0"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "exited before serving") || !strings.Contains(stderr.String(), "cannot serve") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1, and the daemon's exit and log", code, stderr.String())
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+// A daemon that never says it serves is killed at the bound, and one that does is stopped
+// with SIGTERM; neither outlives the call.
+func TestBenchDaemonIsNeverLeftRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	sh := shellOrSkip(t)
+	dir := t.TempDir()
+	silent := filepath.Join(dir, "silent")
+	if err := os.WriteFile(silent, []byte("#!"+sh+"\nexec sleep 60\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := spawnDaemon(t.Context(), silent, nil, io.Discard, slog.LevelWarn, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "killed it") {
+		t.Errorf("a daemon that never serves: %v", err)
+	}
+
+	serving := filepath.Join(dir, "serving")
+	script := "#!" + sh + `
+trap 'echo "level=INFO msg=closing" >&2; exit 0' TERM
+echo 'time=x level=INFO msg="node table loaded" nodes=7 took=12ms' >&2
+echo 'time=x level=WARN msg="svrpd serving" addr=http://127.0.0.1:9 store=memory' >&2
+while :; do sleep 0.05; done
+`
+	if err := os.WriteFile(serving, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var relay bytes.Buffer
+	logs := lockedWriter{w: &relay}
+	d, err := spawnDaemon(t.Context(), serving, nil, &logs, slog.LevelWarn, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.addr != "127.0.0.1:9" || d.tableNodes != 7 || d.tableLoad != 12*time.Millisecond {
+		t.Errorf("addr %q, table of %d nodes loaded in %s", d.addr, d.tableNodes, d.tableLoad)
+	}
+	if m, err := d.memory(); err != nil || m.rss <= 0 || m.hwm < m.rss {
+		t.Errorf("memory %+v, %v", m, err)
+	}
+	if err := d.stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if p, err := os.FindProcess(d.pid); err == nil {
+		if err := p.Signal(syscall.Signal(0)); !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("the daemon is still there after stop: %v", err)
+		}
+	}
+	<-d.logDone
+	logs.mu.Lock()
+	relayed := relay.String()
+	logs.mu.Unlock()
+	if !strings.Contains(relayed, "svrpd serving") || strings.Contains(relayed, "node table loaded") || strings.Contains(relayed, "closing") {
+		t.Errorf("relayed at warn and above:\n%s", relayed)
+	}
+}
+
+// A listing's body passes through the connection's buffers: only its head is kept, while
+// its bytes and, when asked, its lines are counted.
+func TestBenchConnKeepsOnlyTheHeadOfALargeBody(t *testing.T) {
+	line := strings.Repeat("x", 99) + "\n"
+	body := `{"count":12345,"nodes":[` + strings.Repeat(line, 20000)
+	for _, answer := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body,
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body,
+	} {
+		c := &benchConn{body: make([]byte, 0, benchKeep), countLines: true}
+		c.br = bufio.NewReaderSize(strings.NewReader(answer), benchReadBuffer)
+		status, err := c.readAnswer()
+		if err != nil || status != 200 {
+			t.Fatalf("status %d, %v", status, err)
+		}
+		if c.bodyLen != int64(len(body)) || c.lines != 20000 || cap(c.body) != benchKeep {
+			t.Errorf("body of %d bytes, %d lines, kept buffer %d; want %d, 20000, %d", c.bodyLen, c.lines, cap(c.body), len(body), benchKeep)
+		}
+		if n, ok := jsonIntField(c.body, "count"); !ok || n != 12345 {
+			t.Errorf("count %d, %v", n, ok)
+		}
+	}
+	truncated := "HTTP/1.1 200 OK\r\nContent-Length: 10000\r\n\r\n" + strings.Repeat("y", 9000)
+	c := &benchConn{body: make([]byte, 0, benchKeep)}
+	c.br = bufioReader(truncated)
+	if _, err := c.readAnswer(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a body cut short: %v, want unexpected EOF", err)
+	}
+}
+
+// The store filled for the restart scenario is the same on every run, and each of its DIDs
+// is held by one key, as the registry would have assigned them.
+func TestRestartNodes(t *testing.T) {
+	const n = 200_000
+	fallback := shortCollisions(n)
+	// 200,000 keys are expected to share about n²/2/2³² ≈ 5 short bodies.
+	if len(fallback) == 0 || len(fallback) > 20 {
+		t.Errorf("%d fallback DIDs among %d nodes", len(fallback), n)
+	}
+	seen := make(map[string]int, n)
+	for i := range n {
+		form := didkey.FormShort
+		if fallback[i] {
+			form = didkey.FormFallback
+		}
+		did, err := didkey.NodeDID(restartKey(i), form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, dup := seen[did.String()]; dup {
+			t.Fatalf("nodes %d and %d share %s", j, i, did)
+		}
+		seen[did.String()] = i
+	}
+	now := time.Now()
+	for i := 0; i < n; i += 9973 {
+		a, err := restartNode(i, fallback[i], now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := restartNode(i, fallback[i], now)
+		if a.Key != b.Key || a.DID != b.DID || *a.Signature != *b.Signature || a.Endpoint != b.Endpoint {
+			t.Fatalf("node %d differs between two derivations", i)
+		}
+		if seen[a.DID] != i || len(*a.Signature) < 86 || !a.SignatureVerified {
+			t.Errorf("node %d: DID %q, signature %q", i, a.DID, *a.Signature)
+		}
+	}
+}
+
+// shellOrSkip returns the path of sh, which stands in for a daemon in these tests.
+func shellOrSkip(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/bin/sh", "/usr/bin/sh"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("no sh to stand in for a daemon")
+	return ""
+}
+
+// wantNoTempDirs fails when bench left a directory of its own under dir.
+func wantNoTempDirs(t *testing.T, dir string) {
+	t.Helper()
+	left, _ := filepath.Glob(filepath.Join(dir, "svrpd-bench-*"))
+	if len(left) > 0 {
+		t.Errorf("bench left %v behind", left)
 	}
 }

@@ -116,7 +116,10 @@ func OpenBadger(dir string, opts ...Option) (Store, error) {
 		WithMemTableSize(badgerMemTableSize).
 		WithNumMemtables(badgerNumMemtables).
 		WithBlockCacheSize(badgerBlockCacheSize).
-		WithValueLogFileSize(badgerValueLogFileSize)
+		WithValueLogFileSize(badgerValueLogFileSize).
+		// A restart reads every node record; compacting level 0 at close hands it a settled
+		// tree instead of a stack of overlapping tables to merge.
+		WithCompactL0OnClose(true)
 	if cfg.logger != nil {
 		bo = bo.WithLogger(slogBadger{cfg.logger.With("component", "badger")})
 	}

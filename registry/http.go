@@ -13,6 +13,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/internal/proto"
 	"github.com/svrp/svrp/store"
 )
@@ -189,14 +190,22 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-// decode reads the body and decodes it with dec; both steps come before any other check.
-func decode[T any](w http.ResponseWriter, r *http.Request, dec func([]byte) (T, error)) (T, error) {
+// handle answers a request with a JSON body: it reads the body and decodes it with dec,
+// before any other check (profile 5, preamble), then runs use and replies with its result or
+// its error.
+func handle[T, R any](h *handler, w http.ResponseWriter, r *http.Request, dec func([]byte) (T, error), use func(context.Context, T) (R, error)) {
 	b, err := body(w, r)
-	if err != nil {
-		var zero T
-		return zero, err
+	if err == nil {
+		var req T
+		if req, err = dec(b); err == nil {
+			var res R
+			if res, err = use(r.Context(), req); err == nil {
+				writeJSON(w, http.StatusOK, res)
+				return
+			}
+		}
 	}
-	return dec(b)
+	h.fail(w, err)
 }
 
 func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -286,23 +295,13 @@ func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 }
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	req, err := decode(w, r, decodeRegister)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	res, err := h.s.Register(r.Context(), req, clientAddr(r))
-	h.reply(w, res, err)
+	handle(h, w, r, decodeRegister, func(ctx context.Context, req RegisterRequest) (RegisterResult, error) {
+		return h.s.Register(ctx, req, clientAddr(r))
+	})
 }
 
 func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	req, err := decode(w, r, decodeHeartbeat)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	res, err := h.s.Heartbeat(r.Context(), req)
-	h.reply(w, res, err)
+	handle(h, w, r, decodeHeartbeat, h.s.Heartbeat)
 }
 
 func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -316,13 +315,7 @@ func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ httprouter
 }
 
 func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	req, err := decode(w, r, decodeLogin)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	res, err := h.s.Login(r.Context(), req)
-	h.reply(w, res, err)
+	handle(h, w, r, decodeLogin, h.s.Login)
 }
 
 // operator authenticates the bearer of r.
@@ -370,39 +363,23 @@ func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ httprouter.
 func (h *handler) bindingsPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	switch p.ByName("name") {
 	case "initiate":
-		req, err := decode(w, r, decodeInitiate)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		res, err := h.s.Initiate(r.Context(), req)
-		h.reply(w, res, err)
+		handle(h, w, r, decodeInitiate, h.s.Initiate)
 	case "resolve":
-		req, err := decode(w, r, decodeResolve)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		op, err := h.operator(r)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		res, err := h.s.Resolve(r.Context(), op, req, clientAddr(r))
-		h.reply(w, res, err)
+		handle(h, w, r, decodeResolve, func(ctx context.Context, req ResolveRequest) (ResolveView, error) {
+			op, err := h.operator(r)
+			if err != nil {
+				return ResolveView{}, err
+			}
+			return h.s.Resolve(ctx, op, req, clientAddr(r))
+		})
 	case "authorize":
-		req, err := decode(w, r, decodeAuthorize)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		op, err := h.operator(r)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		res, err := h.s.Authorize(r.Context(), op, req)
-		h.reply(w, res, err)
+		handle(h, w, r, decodeAuthorize, func(ctx context.Context, req AuthorizeRequest) (StateResult, error) {
+			op, err := h.operator(r)
+			if err != nil {
+				return StateResult{}, err
+			}
+			return h.s.Authorize(ctx, op, req)
+		})
 	default:
 		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
 	}
@@ -413,13 +390,9 @@ func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprout
 	switch p.ByName("action") {
 	case "cancel":
 		if r.Header.Get("Authorization") == "" {
-			req, err := decode(w, r, decodeNodeCancel)
-			if err != nil {
-				h.fail(w, err)
-				return
-			}
-			res, err := h.s.CancelByNode(r.Context(), id, req)
-			h.reply(w, res, err)
+			handle(h, w, r, decodeNodeCancel, func(ctx context.Context, req NodeCancelRequest) (StateResult, error) {
+				return h.s.CancelByNode(ctx, id, req)
+			})
 			return
 		}
 		h.asResolver(w, r, id, h.s.CancelByOperator)
@@ -458,13 +431,7 @@ func (h *handler) nodeBindingsPost(w http.ResponseWriter, r *http.Request, p htt
 		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
 		return
 	}
-	req, err := decode(w, r, decodePending)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	res, err := h.s.Pending(r.Context(), req)
-	h.reply(w, res, err)
+	handle(h, w, r, decodePending, h.s.Pending)
 }
 
 func (h *handler) nodeBindingPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -473,18 +440,15 @@ func (h *handler) nodeBindingPost(w http.ResponseWriter, r *http.Request, p http
 		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
 		return
 	}
-	acc, err := decode(w, r, decodeAcceptance)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
 	if action == "accept" {
-		res, err := h.s.Accept(r.Context(), id, acc)
-		h.reply(w, res, err)
+		handle(h, w, r, decodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (AcceptResult, error) {
+			return h.s.Accept(ctx, id, acc)
+		})
 		return
 	}
-	res, err := h.s.RejectByNode(r.Context(), id, acc)
-	h.reply(w, res, err)
+	handle(h, w, r, decodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (StateResult, error) {
+		return h.s.RejectByNode(ctx, id, acc)
+	})
 }
 
 // statusWriter remembers the status a handler wrote, for the request log.

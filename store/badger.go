@@ -304,7 +304,7 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 	results := make([]error, len(group))
 	var kept []int
 	for i, u := range group {
-		tx := &badgerTx{txn: txn, write: true, undo: map[string]undoEntry{}}
+		tx := &badgerTx{txn: txn, txState: txState{write: true}, undo: map[string]undoEntry{}}
 		err := runUpdate(u.fn, tx)
 		if err == nil {
 			kept = append(kept, i)
@@ -340,7 +340,7 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 func (b *badgerStore) commitAlone(fn func(Tx) error) error {
 	txn := b.db.NewTransaction(true)
 	defer txn.Discard()
-	if err := runUpdate(fn, &badgerTx{txn: txn, write: true}); err != nil {
+	if err := runUpdate(fn, &badgerTx{txn: txn, txState: txState{write: true}}); err != nil {
 		return err
 	}
 	if err := txn.Commit(); err != nil {
@@ -397,10 +397,8 @@ func (b *badgerStore) Maintain(ctx context.Context) error {
 }
 
 type badgerTx struct {
-	txn       *badger.Txn
-	write     bool
-	done      bool
-	iterating int
+	txn *badger.Txn
+	txState
 	// undo holds, for each key this Tx wrote, what the shared transaction held before, so
 	// that a failing function of a group can be taken back alone. Nil when the Tx has the
 	// transaction to itself.
@@ -450,25 +448,6 @@ func (t *badgerTx) rollback() error {
 }
 
 var _ Tx = (*badgerTx)(nil)
-
-func (t *badgerTx) readable() error {
-	if t.done {
-		return errTxDone
-	}
-	return nil
-}
-
-func (t *badgerTx) writable() error {
-	switch {
-	case t.done:
-		return errTxDone
-	case !t.write:
-		return errReadOnly
-	case t.iterating > 0:
-		return errWriteInEach
-	}
-	return nil
-}
 
 func key(prefix string, parts ...string) []byte {
 	k := []byte(prefix)

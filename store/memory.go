@@ -79,7 +79,7 @@ func (m *memStore) Update(ctx context.Context, fn func(Tx) error) error {
 	if m.closed {
 		return errClosed
 	}
-	tx := &memTx{d: &m.d, write: true}
+	tx := &memTx{d: &m.d, txState: txState{write: true}}
 	committed := false
 	defer func() {
 		tx.done = true
@@ -170,33 +170,12 @@ func cmpKey(a, b didkey.PublicKey) int { return bytes.Compare(a[:], b[:]) }
 func cmpHash(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }
 
 type memTx struct {
-	d         *memData
-	write     bool
-	done      bool
-	iterating int
-	undo      undoLog
+	d *memData
+	txState
+	undo undoLog
 }
 
 var _ Tx = (*memTx)(nil)
-
-func (t *memTx) readable() error {
-	if t.done {
-		return errTxDone
-	}
-	return nil
-}
-
-func (t *memTx) writable() error {
-	switch {
-	case t.done:
-		return errTxDone
-	case !t.write:
-		return errReadOnly
-	case t.iterating > 0:
-		return errWriteInEach
-	}
-	return nil
-}
 
 // each calls fn on the values of m in key order, refusing writes while it runs.
 func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn func(K, V) error) error {

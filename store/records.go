@@ -99,3 +99,30 @@ func clonePtr[T any](p *T) *T {
 	v := *p
 	return &v
 }
+
+// txState is the life of a transaction, which both stores enforce the same way: no use after
+// its function returned, no write in a View, no write from inside an Each function.
+type txState struct {
+	write     bool
+	done      bool
+	iterating int
+}
+
+func (t *txState) readable() error {
+	if t.done {
+		return errTxDone
+	}
+	return nil
+}
+
+func (t *txState) writable() error {
+	switch {
+	case t.done:
+		return errTxDone
+	case !t.write:
+		return errReadOnly
+	case t.iterating > 0:
+		return errWriteInEach
+	}
+	return nil
+}

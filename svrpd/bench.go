@@ -1174,21 +1174,14 @@ func (r *benchRun) login() (func(w *worker) bool, error) {
 		}
 		return true
 	}
-	k, err := r.calibrate(8, benchMaxLogins, func(k int) error {
+	err = r.calibrate(8, benchMaxLogins, func(k int) error {
 		logins, err = prepare(k)
 		next.Store(0)
 		return err
-	}, send)
+	}, send, "fetched %s challenges and signed a device-login for each in %.1fs")
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	if logins, err = prepare(k); err != nil {
-		return nil, err
-	}
-	next.Store(0)
-	r.note("fetched %s challenges and signed a device-login for each in %.1fs", group(float64(k)), time.Since(start).Seconds())
-	r.res.Prepared = k
 	return send, nil
 }
 
@@ -1217,12 +1210,14 @@ func (r *benchRun) challenges(k int) ([]string, error) {
 	return out, err
 }
 
-// calibrate sizes what a scenario prepares for its window. It prepares a batch (perClient
-// per client), runs it untimed, and repeats with a batch sized to take calibrationTime at
-// the rate just seen, until a batch after the first takes that long: a cold registry is
-// slower than a warm one, and the window is sized from the warm rate. It returns the rate over the duration, with a
-// margin, within the request budget and limit. The batches also warm the registry up.
-func (r *benchRun) calibrate(perClient, limit int, prepare func(k int) error, op func(w *worker) bool) (int, error) {
+// calibrate sizes what a scenario prepares for its window, then prepares it. It prepares a
+// batch (perClient per client), runs it untimed, and repeats with a batch sized to take
+// calibrationTime at the rate just seen, until a batch after the first takes that long: a
+// cold registry is slower than a warm one, and the window is sized from the warm rate. It
+// then prepares the rate over the duration, with a margin, within the request budget and
+// limit, and reports it with what (a format taking the count and the seconds it took). The
+// batches also warm the registry up.
+func (r *benchRun) calibrate(perClient, limit int, prepare func(k int) error, op func(w *worker) bool, what string) error {
 	const calibrationTime = 300 * time.Millisecond
 	budget := min(r.b.cfg.requests, int64(limit))
 	batch := min(max(int64(perClient*len(r.workers)), 32), budget)
@@ -1230,11 +1225,11 @@ func (r *benchRun) calibrate(perClient, limit int, prepare func(k int) error, op
 	var ran int64
 	for round := 0; ; round++ {
 		if err := prepare(int(batch)); err != nil {
-			return 0, err
+			return err
 		}
 		ok, elapsed, err := r.untimed(op)
 		if err != nil {
-			return 0, fmt.Errorf("calibration: %w", err)
+			return fmt.Errorf("calibration: %w", err)
 		}
 		rate, ran = float64(ok)/elapsed.Seconds(), ok
 		// The first round is taken cold; a later one decides.
@@ -1247,7 +1242,13 @@ func (r *benchRun) calibrate(perClient, limit int, prepare func(k int) error, op
 	need := int64(rate*r.b.cfg.duration.Seconds()*benchMargin) + int64(16*len(r.workers))
 	k := int(min(need, budget))
 	r.note("calibrated at %s ops/s on %s operations", group(rate), group(float64(ran)))
-	return k, nil
+	start := time.Now()
+	if err := prepare(k); err != nil {
+		return err
+	}
+	r.note(what, group(float64(k)), time.Since(start).Seconds())
+	r.res.Prepared = k
+	return nil
 }
 
 // untimed runs op on every client until it reports nothing left, and fails if any
@@ -1461,21 +1462,14 @@ func (r *benchRun) journey() (func(w *worker) bool, error) {
 		w.stats.ok++
 		return true
 	}
-	k, err := r.calibrate(4, benchMaxJourneys, func(k int) error {
+	err = r.calibrate(4, benchMaxJourneys, func(k int) error {
 		journeys, err = prepare(k)
 		next.Store(0)
 		return err
-	}, send)
+	}, send, "signed %s journeys (a node key, initiate, authorization, poll and acceptance each) in %.1fs")
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	if journeys, err = prepare(k); err != nil {
-		return nil, err
-	}
-	next.Store(0)
-	r.note("signed %s journeys (a node key, initiate, authorization, poll and acceptance each) in %.1fs", group(float64(k)), time.Since(start).Seconds())
-	r.res.Prepared = k
 	return send, nil
 }
 

@@ -33,31 +33,28 @@ type InitiateResult struct {
 }
 
 func decodeInitiate(body []byte) (binding.InitiateRequest, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return binding.InitiateRequest{}, err
-	}
-	r := reader{o: o}
-	var req binding.InitiateRequest
-	req.BindingSessionID = r.str("binding_session_id")
-	req.NodeDID = r.str("node_did")
-	req.NodePublicKey = r.str("node_public_key")
-	req.DeviceSummary = r.optStr("device_summary")
-	req.OS = r.optStr("os")
-	req.Region = r.optStr("region")
-	req.RequestedTaskTypes = r.optStrList("requested_task_types")
-	req.RequestedSingleLimit = r.optNumber("requested_single_limit")
-	req.RequestedDailyLimit = r.optNumber("requested_daily_limit")
-	req.Nonce = r.str("nonce")
-	req.CreatedAt = r.str("created_at")
-	req.ExpiresAt = r.str("expires_at")
-	req.NodeSignature = r.str("node_signature")
-	for _, f := range []string{"device_summary", "os", "region"} {
-		if v, present := o.raw(f); present && string(v) == `""` && r.err == nil {
-			r.err = badRequest("field " + f + " must be 1-256 bytes")
+	return decodeWith(body, func(r *reader) binding.InitiateRequest {
+		var req binding.InitiateRequest
+		req.BindingSessionID = r.str("binding_session_id")
+		req.NodeDID = r.str("node_did")
+		req.NodePublicKey = r.str("node_public_key")
+		req.DeviceSummary = r.optStr("device_summary")
+		req.OS = r.optStr("os")
+		req.Region = r.optStr("region")
+		req.RequestedTaskTypes = r.optStrList("requested_task_types")
+		req.RequestedSingleLimit = r.optNumber("requested_single_limit")
+		req.RequestedDailyLimit = r.optNumber("requested_daily_limit")
+		req.Nonce = r.str("nonce")
+		req.CreatedAt = r.str("created_at")
+		req.ExpiresAt = r.str("expires_at")
+		req.NodeSignature = r.str("node_signature")
+		for _, f := range []string{"device_summary", "os", "region"} {
+			if v, present := r.o.raw(f); present && string(v) == `""` && r.err == nil {
+				r.err = badRequest("field " + f + " must be 1-256 bytes")
+			}
 		}
-	}
-	return req, r.err
+		return req
+	})
 }
 
 // Initiate opens a binding session from a node's signed description (profile 5.4).
@@ -114,16 +111,13 @@ type ResolveRequest struct {
 }
 
 func decodeResolve(body []byte) (ResolveRequest, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return ResolveRequest{}, err
-	}
-	r := reader{o: o}
-	req := ResolveRequest{ShortCode: r.optStr("short_code"), BindingToken: r.optStr("binding_token")}
-	if r.err == nil && req.ShortCode == "" && req.BindingToken == "" {
-		r.err = badRequest("field short_code or binding_token is required")
-	}
-	return req, r.err
+	return decodeWith(body, func(r *reader) ResolveRequest {
+		req := ResolveRequest{ShortCode: r.optStr("short_code"), BindingToken: r.optStr("binding_token")}
+		if r.err == nil && req.ShortCode == "" && req.BindingToken == "" {
+			r.err = badRequest("field short_code or binding_token is required")
+		}
+		return req
+	})
 }
 
 // Requested is what the node asked for.
@@ -264,21 +258,17 @@ func decodeAuthorization(o object) (binding.AuthorizationCredential, error) {
 }
 
 func decodeAuthorize(body []byte) (AuthorizeRequest, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return AuthorizeRequest{}, err
-	}
-	r := reader{o: o}
-	req := AuthorizeRequest{BindingSessionID: r.str("binding_session_id")}
-	dco, azo := r.obj("device_credential"), r.obj("authorization_credential")
-	if r.err != nil {
-		return AuthorizeRequest{}, r.err
-	}
-	if req.DeviceCredential, err = decodeCredential(dco); err != nil {
-		return AuthorizeRequest{}, err
-	}
-	req.AuthorizationCredential, err = decodeAuthorization(azo)
-	return req, err
+	return decodeWith(body, func(r *reader) AuthorizeRequest {
+		req := AuthorizeRequest{BindingSessionID: r.str("binding_session_id")}
+		dco, azo := r.obj("device_credential"), r.obj("authorization_credential")
+		if r.err == nil {
+			req.DeviceCredential, r.err = decodeCredential(dco)
+		}
+		if r.err == nil {
+			req.AuthorizationCredential, r.err = decodeAuthorization(azo)
+		}
+		return req
+	})
 }
 
 // StateResult is the answer of the binding endpoints that only move a state.
@@ -372,13 +362,9 @@ type NodeCancelRequest struct {
 }
 
 func decodeNodeCancel(body []byte) (NodeCancelRequest, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return NodeCancelRequest{}, err
-	}
-	r := reader{o: o}
-	req := NodeCancelRequest{NodeDID: r.str("node_did"), TS: r.integer("ts"), Signature: r.str("signature")}
-	return req, r.err
+	return decodeWith(body, func(r *reader) NodeCancelRequest {
+		return NodeCancelRequest{NodeDID: r.str("node_did"), TS: r.integer("ts"), Signature: r.str("signature")}
+	})
 }
 
 // CancelByOperator cancels a session as the operator that resolved it.
@@ -432,16 +418,12 @@ type PendingRequest struct {
 }
 
 func decodePending(body []byte) (PendingRequest, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return PendingRequest{}, err
-	}
-	r := reader{o: o}
-	req := PendingRequest{
-		NodeDID: r.str("node_did"), NodePublicKey: r.str("node_public_key"),
-		TS: r.integer("ts"), Signature: r.str("signature"),
-	}
-	return req, r.err
+	return decodeWith(body, func(r *reader) PendingRequest {
+		return PendingRequest{
+			NodeDID: r.str("node_did"), NodePublicKey: r.str("node_public_key"),
+			TS: r.integer("ts"), Signature: r.str("signature"),
+		}
+	})
 }
 
 // PendingAuthorization is one authorization awaiting a node's answer.
@@ -498,28 +480,22 @@ type AcceptanceRequest struct {
 }
 
 func decodeAcceptance(body []byte) (binding.Acceptance, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return binding.Acceptance{}, err
-	}
-	r := reader{o: o}
-	ao := r.obj("acceptance")
-	if r.err != nil {
-		return binding.Acceptance{}, r.err
-	}
-	r = reader{o: ao}
-	var acc binding.Acceptance
-	acc.BindingSessionID = r.str("binding_session_id")
-	acc.NodeDID = r.str("node_did")
-	acc.OperatorDID = r.str("operator_did")
-	acc.AuthorizationDigest = r.str("authorization_digest")
-	acc.Accepted = r.boolean("accepted")
-	acc.IssuedAt = r.str("issued_at")
-	acc.Signature = r.str("signature")
-	if r.err != nil {
-		return binding.Acceptance{}, r.err
-	}
-	return acc, binding.CheckAcceptanceShape(acc)
+	return decodeWith(body, func(r *reader) binding.Acceptance {
+		a := reader{o: r.obj("acceptance"), err: r.err}
+		var acc binding.Acceptance
+		acc.BindingSessionID = a.str("binding_session_id")
+		acc.NodeDID = a.str("node_did")
+		acc.OperatorDID = a.str("operator_did")
+		acc.AuthorizationDigest = a.str("authorization_digest")
+		acc.Accepted = a.boolean("accepted")
+		acc.IssuedAt = a.str("issued_at")
+		acc.Signature = a.str("signature")
+		if a.err == nil {
+			a.err = binding.CheckAcceptanceShape(acc)
+		}
+		r.err = a.err
+		return acc
+	})
 }
 
 // BindingView is an active binding as accept returns it.

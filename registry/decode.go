@@ -158,6 +158,22 @@ func isJSONNumber(v json.RawMessage) bool {
 	return len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))
 }
 
+// decodeWith decodes a request body that must be one JSON object: read takes its fields
+// through a reader, and the first error any read (or read itself) records is the result.
+func decodeWith[T any](body []byte, read func(r *reader) T) (T, error) {
+	var zero T
+	o, err := decodeObject(body)
+	if err != nil {
+		return zero, err
+	}
+	r := reader{o: o}
+	v := read(&r)
+	if r.err != nil {
+		return zero, r.err
+	}
+	return v, nil
+}
+
 // reader collects the first error of a run of field reads, so a decoder reads as the list of
 // fields of its request.
 type reader struct {

@@ -67,23 +67,20 @@ type NodeView struct {
 }
 
 func decodeRegister(body []byte) (RegisterRequest, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return RegisterRequest{}, err
-	}
-	r := reader{o: o}
-	req := RegisterRequest{
-		DID:          r.str("did"),
-		PublicKey:    r.str("public_key"),
-		Endpoint:     r.str("endpoint"),
-		Capabilities: r.optStrList("capabilities"),
-		Region:       r.optStr("region"),
-		Signature:    r.optStrPtr("signature"),
-	}
-	if _, present := o.raw("region"); present && req.Region == "" && r.err == nil {
-		r.err = badRequest("field region must be 1-256 bytes")
-	}
-	return req, r.err
+	return decodeWith(body, func(r *reader) RegisterRequest {
+		req := RegisterRequest{
+			DID:          r.str("did"),
+			PublicKey:    r.str("public_key"),
+			Endpoint:     r.str("endpoint"),
+			Capabilities: r.optStrList("capabilities"),
+			Region:       r.optStr("region"),
+			Signature:    r.optStrPtr("signature"),
+		}
+		if _, present := r.o.raw("region"); present && req.Region == "" && r.err == nil {
+			r.err = badRequest("field region must be 1-256 bytes")
+		}
+		return req
+	})
 }
 
 // Register records a node's announcement (profile 5.1). addr is the client address, used
@@ -217,18 +214,14 @@ type HeartbeatResult struct {
 }
 
 func decodeHeartbeat(body []byte) (HeartbeatRequest, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return HeartbeatRequest{}, err
-	}
-	r := reader{o: o}
-	req := HeartbeatRequest{
-		DID:       r.str("did"),
-		TS:        r.integer("ts"),
-		Signature: r.str("signature"),
-		PublicKey: r.optStrPtr("public_key"),
-	}
-	return req, r.err
+	return decodeWith(body, func(r *reader) HeartbeatRequest {
+		return HeartbeatRequest{
+			DID:       r.str("did"),
+			TS:        r.integer("ts"),
+			Signature: r.str("signature"),
+			PublicKey: r.optStrPtr("public_key"),
+		}
+	})
 }
 
 // Heartbeat refreshes a registered node's last_seen (profile 5.1).

@@ -59,22 +59,18 @@ func decodeCredential(o object) (authn.DeviceCredential, error) {
 }
 
 func decodeLogin(body []byte) (authn.Login, error) {
-	o, err := decodeObject(body)
-	if err != nil {
-		return authn.Login{}, err
-	}
-	r := reader{o: o}
-	dco := r.obj("device_credential")
-	l := authn.Login{
-		Challenge: r.str("challenge"),
-		IssuedAt:  r.str("issued_at"),
-		Signature: r.str("signature"),
-	}
-	if r.err != nil {
-		return authn.Login{}, r.err
-	}
-	l.DeviceCredential, err = decodeCredential(dco)
-	return l, err
+	return decodeWith(body, func(r *reader) authn.Login {
+		dco := r.obj("device_credential")
+		l := authn.Login{
+			Challenge: r.str("challenge"),
+			IssuedAt:  r.str("issued_at"),
+			Signature: r.str("signature"),
+		}
+		if r.err == nil {
+			l.DeviceCredential, r.err = decodeCredential(dco)
+		}
+		return l
+	})
 }
 
 // Login verifies a device login (profile 5.2) and opens a one-hour bearer session.

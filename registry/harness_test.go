@@ -125,6 +125,16 @@ func (h *harness) close() {
 // sent as is, or a value encoded as JSON.
 func (h *harness) do(method, path string, body any, bearer string) (int, []byte) {
 	h.t.Helper()
+	if bearer != "" {
+		bearer = "Bearer " + bearer
+	}
+	return h.request(method, path, body, bearer)
+}
+
+// request is do with the Authorization header given whole (none when auth is empty), for
+// headers that a bearer token alone cannot write.
+func (h *harness) request(method, path string, body any, auth string) (int, []byte) {
+	h.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -143,8 +153,8 @@ func (h *harness) do(method, path string, body any, bearer string) (int, []byte)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := h.srv.Client().Do(req)
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -442,39 +440,4 @@ func hostileVector(t testing.TB, name string, v any) {
 	if err := json.Unmarshal(raw, v); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-}
-
-// hostileDo sends a request with a raw Authorization header (none when auth is empty), for
-// headers that harness.do cannot write.
-func (h *harness) hostileDo(method, path string, body any, auth string) (int, []byte) {
-	h.t.Helper()
-	var r io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		r = bytes.NewReader(b)
-	default:
-		enc, err := json.Marshal(b)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		r = bytes.NewReader(enc)
-	}
-	req, err := http.NewRequest(method, h.srv.URL+path, r)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return resp.StatusCode, out
 }

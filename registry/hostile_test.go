@@ -319,7 +319,7 @@ func (m hostileMatrix) run(t *testing.T, ep *hostileEndpoint, c hostileCase) {
 	// Every 404 of a resolve is a counted failure; nothing else may change the store.
 	counted := c.countsFailures || (path == "/v1/bindings/resolve" && c.want == refused.notFound)
 	before := hostileSnapshot(t, m.w.st)
-	status, raw := m.w.hostileDo(method, path, body, auth)
+	status, raw := m.w.request(method, path, body, auth)
 	after := hostileSnapshot(t, m.w.st)
 	m.count.Add(1)
 	what := fmt.Sprintf("%s %s [%s]", method, path, c.name)

@@ -1,4 +1,8 @@
-package main
+// Package cli holds svrpd's client commands: keygen, and the node and operator commands that
+// walk a person through registration, login and binding against a registry over HTTP with
+// the reference client (registry/client). It never touches a store: everything it does goes
+// over the wire, as it would from another machine (see docs/protocol.md).
+package cli
 
 import (
 	"context"
@@ -8,10 +12,13 @@ import (
 	"io"
 
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/cmdflag"
 )
 
-func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("keygen", stderr)
+// Keygen is "svrpd keygen": it writes a new node seed file and prints the key's DIDs and
+// fingerprint.
+func Keygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := cmdflag.New("keygen", stderr)
 	out := fs.String("out", "", "file to write the new key's seed to (required; created with mode 0600)")
 	force := fs.Bool("force", false, "replace the file if it exists (destroys the identity it held)")
 	addClientFlags(fs, true)
@@ -29,7 +36,7 @@ Example:
 Flags:`)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}
 	if *out == "" {

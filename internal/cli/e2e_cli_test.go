@@ -1,15 +1,15 @@
-package main
+package cli
 
 import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"github.com/svrp/svrp/internal/svrpdtest"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +20,7 @@ import (
 // The walkthrough of the README, as a person with two terminals runs it: every step is a
 // separate svrpd process, talking to a real daemon over a Badger store.
 func TestCLIWalkthrough(t *testing.T) {
-	bin := buildSvrpd(t)
+	bin := svrpdtest.Binary(t)
 	work := t.TempDir()
 	daemon, url := startDaemon(t, bin, filepath.Join(work, "data"))
 	cli := &cliRunner{t: t, bin: bin, dir: work, env: cleanEnv("SVRPD_REGISTRY=" + url)}
@@ -142,21 +142,6 @@ func TestCLIWalkthrough(t *testing.T) {
 	if strings.Contains(daemon.stderr.String(), strings.ReplaceAll(code, "-", "")) {
 		t.Error("the short code appears in the daemon's log")
 	}
-}
-
-// buildSvrpd builds this package's binary into a temporary directory.
-func buildSvrpd(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "svrpd")
-	cmd := exec.Command(goBin, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // cleanEnv is the test's environment without SVRPD_ variables, plus extra.

@@ -1,4 +1,8 @@
-package main
+// Package daemon is svrpd's composition root: it turns a Config into a store, a registry
+// service and an HTTP server, runs the background upkeep (heartbeat flushes and sweeps) and
+// shuts all of it down in order. It holds no protocol logic of its own; that is in registry
+// and the packages below it (see docs/protocol.md).
+package daemon
 
 import (
 	"context"
@@ -15,57 +19,58 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
 )
 
-// serveConfig is everything `svrpd serve` is configured with.
-type serveConfig struct {
-	listen               string
-	dataDir              string
-	memory               bool
-	prefix               string
-	strictSignatures     bool
-	resolveAddressLimit  int
-	registerAddressLimit int
-	sweepEvery           time.Duration
-	logLevel             string
-	logFormat            string
-	// timeouts is zero except in tests, which shorten the bounds to watch a slow client
+// Config is everything `svrpd serve` is configured with.
+type Config struct {
+	Listen               string // host:port; port 0 picks a free one
+	DataDir              string // the Badger directory, unless Memory
+	Memory               bool   // keep everything in memory: nothing survives a restart
+	Prefix               string // domain prefix of every signed message
+	StrictSignatures     bool   // refuse registrations whose signature does not verify
+	ResolveAddressLimit  int
+	RegisterAddressLimit int
+	SweepEvery           time.Duration
+	LogLevel             string
+	LogFormat            string
+	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
 	// being cut off; zero fields take the defaults below.
-	timeouts httpTimeouts
+	Timeouts Timeouts
 }
 
-func (c serveConfig) validate() error {
+func (c Config) Validate() error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.listen); err != nil {
-		errs = append(errs, fmt.Errorf("--listen %q: want host:port", c.listen))
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q: want host:port", c.Listen))
 	}
-	if !c.memory && c.dataDir == "" {
+	if !c.Memory && c.DataDir == "" {
 		errs = append(errs, errors.New("--data must name a directory (or use --memory)"))
 	}
-	if err := canonical.CheckPrefix(c.prefix); err != nil {
+	if err := canonical.CheckPrefix(c.Prefix); err != nil {
 		errs = append(errs, fmt.Errorf("--prefix: %w", err))
 	}
-	if c.resolveAddressLimit < 1 {
+	if c.ResolveAddressLimit < 1 {
 		errs = append(errs, errors.New("--resolve-address-limit must be at least 1"))
 	}
-	if c.registerAddressLimit < 1 {
+	if c.RegisterAddressLimit < 1 {
 		errs = append(errs, errors.New("--register-address-limit must be at least 1"))
 	}
-	if c.sweepEvery < time.Second {
+	if c.SweepEvery < time.Second {
 		errs = append(errs, errors.New("--sweep-every must be at least 1s"))
 	}
-	if _, err := parseLevel(c.logLevel); err != nil {
+	if _, err := ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	if c.logFormat != "text" && c.logFormat != "json" {
-		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.logFormat))
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
 }
 
-func parseLevel(s string) (slog.Level, error) {
+func ParseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
 		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
@@ -73,8 +78,8 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-func newLogger(w io.Writer, level, format string) *slog.Logger {
-	l, _ := parseLevel(level)
+func NewLogger(w io.Writer, level, format string) *slog.Logger {
+	l, _ := ParseLevel(level)
 	opts := &slog.HandlerOptions{Level: l}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
@@ -92,16 +97,16 @@ const (
 	maxHeaderBytes    = 16 << 10
 )
 
-// httpTimeouts are the HTTP server's bounds on a client.
-type httpTimeouts struct {
-	readHeader, read, write, idle time.Duration
+// Timeouts are the HTTP server's bounds on a client.
+type Timeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
 }
 
-func (t httpTimeouts) orDefaults() httpTimeouts {
+func (t Timeouts) orDefaults() Timeouts {
 	for _, f := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&t.readHeader, readHeaderTimeout}, {&t.read, readTimeout}, {&t.write, writeTimeout}, {&t.idle, idleTimeout}} {
+	}{{&t.ReadHeader, readHeaderTimeout}, {&t.Read, readTimeout}, {&t.Write, writeTimeout}, {&t.Idle, idleTimeout}} {
 		if *f.v <= 0 {
 			*f.v = f.def
 		}
@@ -109,19 +114,22 @@ func (t httpTimeouts) orDefaults() httpTimeouts {
 	return t
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var c serveConfig
-	fs := newFlagSet("serve", stderr)
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free one)")
-	fs.StringVar(&c.dataDir, "data", "./svrpd-data", "directory of the embedded Badger store")
-	fs.BoolVar(&c.memory, "memory", false, "keep everything in memory (lost at exit) instead of in --data")
-	fs.StringVar(&c.prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
-	fs.BoolVar(&c.strictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
-	fs.IntVar(&c.resolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
-	fs.IntVar(&c.registerAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
-	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
-	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+// Main is "svrpd serve": it parses the flags (and their SVRPD_ variables), serves until ctx is
+// done and returns the exit code: 0 after a clean shutdown, 1 after a failure, 2 after a usage
+// error.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var c Config
+	fs := cmdflag.New("serve", stderr)
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free one)")
+	fs.StringVar(&c.DataDir, "data", "./svrpd-data", "directory of the embedded Badger store")
+	fs.BoolVar(&c.Memory, "memory", false, "keep everything in memory (lost at exit) instead of in --data")
+	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
+	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
+	fs.IntVar(&c.ResolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
+	fs.IntVar(&c.RegisterAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
+	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
 		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
@@ -129,25 +137,25 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		fmt.Fprintf(stderr, "svrpd: %v\n", strings.ReplaceAll(err.Error(), "\n", "\nsvrpd: "))
 		return 2
 	}
-	log := newLogger(stderr, c.logLevel, c.logFormat)
-	if err := serve(ctx, c, log, nil); err != nil {
+	log := NewLogger(stderr, c.LogLevel, c.LogFormat)
+	if err := Run(ctx, c, log, nil); err != nil {
 		log.Error("svrpd stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-// serve runs the registry until ctx is done, then shuts down in order: stop accepting,
+// Run runs the registry until ctx is done, then shuts down in order: stop accepting,
 // drain requests, stop the sweeper, close the store. ready, when not nil, receives the
 // listening address once requests can be served.
-func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- string) error {
+func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) error {
 	st, err := openStore(ctx, c, log)
 	if err != nil {
 		return err
@@ -161,8 +169,8 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- st
 	}()
 
 	svc, err := registry.New(registry.Config{
-		Store: st, Prefix: c.prefix, Logger: log, StrictSignatures: c.strictSignatures,
-		ResolveAddressLimit: c.resolveAddressLimit, RegisterAddressLimit: c.registerAddressLimit,
+		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
+		ResolveAddressLimit: c.ResolveAddressLimit, RegisterAddressLimit: c.RegisterAddressLimit,
 	})
 	if err != nil {
 		return err
@@ -171,17 +179,17 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- st
 		return fmt.Errorf("repairing sessions at start: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", c.listen)
+	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
 	}
-	timeouts := c.timeouts.orDefaults()
+	timeouts := c.Timeouts.orDefaults()
 	srv := &http.Server{
 		Handler:           registry.NewHandler(svc),
-		ReadHeaderTimeout: timeouts.readHeader,
-		ReadTimeout:       timeouts.read,
-		WriteTimeout:      timeouts.write,
-		IdleTimeout:       timeouts.idle,
+		ReadHeaderTimeout: timeouts.ReadHeader,
+		ReadTimeout:       timeouts.Read,
+		WriteTimeout:      timeouts.Write,
+		IdleTimeout:       timeouts.Idle,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -192,14 +200,14 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- st
 	swept := make(chan struct{})
 	go func() {
 		defer close(swept)
-		sweep(sweepCtx, svc, st, c.sweepEvery, log)
+		sweep(sweepCtx, svc, st, c.SweepEvery, log)
 	}()
 
-	where := "badger " + c.dataDir
-	if c.memory {
+	where := "badger " + c.DataDir
+	if c.Memory {
 		where = "memory"
 	}
-	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.prefix, "strict_signatures", c.strictSignatures)
+	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -224,16 +232,16 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, ready chan<- st
 
 // openStore opens the configured store and puts the node table in memory in front of it, so
 // that heartbeats and node listings are served from memory with the store as the durable copy.
-func openStore(ctx context.Context, c serveConfig, log *slog.Logger) (store.Store, error) {
+func openStore(ctx context.Context, c Config, log *slog.Logger) (store.Store, error) {
 	var inner store.Store
-	if c.memory {
+	if c.Memory {
 		inner = store.NewMemory()
 	} else {
-		if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 			return nil, err
 		}
-		abs, _ := filepath.Abs(c.dataDir)
-		st, err := store.OpenBadger(c.dataDir, store.WithLogger(log))
+		abs, _ := filepath.Abs(c.DataDir)
+		st, err := store.OpenBadger(c.DataDir, store.WithLogger(log))
 		if err != nil {
 			return nil, fmt.Errorf("opening the store in %s: %w", abs, err)
 		}

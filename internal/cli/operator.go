@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/internal/proto"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/client"
@@ -50,7 +51,8 @@ func operatorCommands() []operatorCommand {
 	}
 }
 
-func runOperator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Operator is "svrpd operator": identity, login, the binding steps and the views.
+func Operator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stderr, "Usage: svrpd operator <command> --dir DIR [flags]")
 		fmt.Fprintln(stderr, "\nDIR holds the operator's keys, credential and session (created by operator init).")
@@ -100,7 +102,7 @@ func (of *operatorFlags) parse(fs *flag.FlagSet, args []string, usage string, po
 		fs.PrintDefaults()
 	}
 	pos, flags := splitPositional(fs, args)
-	if code, ok := parseFlags(fs, flags); !ok {
+	if code, ok := cmdflag.Parse(fs, flags); !ok {
 		return nil, code, false
 	}
 	name := strings.TrimPrefix(fs.Name(), "svrpd ")
@@ -163,7 +165,7 @@ func (of *operatorFlags) device(stderr io.Writer) (ed25519.PrivateKey, authn.Dev
 }
 
 func runOperatorInit(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("operator init", stderr)
+	fs := cmdflag.New("operator init", stderr)
 	of := addOperatorFlags(fs, true)
 	validFor := fs.Duration("valid-for", client.DefaultCredentialValidity, "how long the device credential is valid")
 	force := fs.Bool("force", false, "replace existing keys (destroys the identity they held)")
@@ -229,7 +231,7 @@ Example:
 }
 
 func runOperatorLogin(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("operator login", stderr)
+	fs := cmdflag.New("operator login", stderr)
 	of := addOperatorFlags(fs, false)
 	_, code, ok := of.parse(fs, args, `Usage: svrpd operator login --dir DIR
 
@@ -262,7 +264,7 @@ after that.`, 0)
 }
 
 func runOperatorResolve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("operator resolve", stderr)
+	fs := cmdflag.New("operator resolve", stderr)
 	of := addOperatorFlags(fs, false)
 	pos, code, ok := of.parse(fs, args, `Usage: svrpd operator resolve CODE --dir DIR
 
@@ -320,7 +322,7 @@ func (of *operatorFlags) resolvedSession(id string) (registry.ResolveView, error
 }
 
 func runOperatorAuthorize(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("operator authorize", stderr)
+	fs := cmdflag.New("operator authorize", stderr)
 	of := addOperatorFlags(fs, false)
 	session := fs.String("session", "", "binding session id (default: the last resolved one)")
 	var tasks stringList
@@ -387,7 +389,7 @@ Cancels a binding session this operator resolved, in any state before it ends.`,
 
 func operatorEndSession(ctx context.Context, args []string, stdout, stderr io.Writer, name, usage string,
 	act func(*client.Operator, context.Context, string) (registry.StateResult, error)) int {
-	fs := newFlagSet("operator "+name, stderr)
+	fs := cmdflag.New("operator "+name, stderr)
 	of := addOperatorFlags(fs, false)
 	session := fs.String("session", "", "binding session id (default: the last resolved one)")
 	_, code, ok := of.parse(fs, args, usage, 0)
@@ -419,7 +421,7 @@ func operatorEndSession(ctx context.Context, args []string, stdout, stderr io.Wr
 }
 
 func runOperatorNodes(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("operator nodes", stderr)
+	fs := cmdflag.New("operator nodes", stderr)
 	of := addOperatorFlags(fs, false)
 	within := fs.Int("online-within", int(client.DefaultOnlineWindow/time.Second), "a node is online when seen within this many seconds")
 	_, code, ok := of.parse(fs, args, `Usage: svrpd operator nodes --dir DIR [--online-within 600]
@@ -468,7 +470,7 @@ was last seen and the limits agreed at binding time.`, 0)
 }
 
 func runOperatorCredits(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("operator credits", stderr)
+	fs := cmdflag.New("operator credits", stderr)
 	of := addOperatorFlags(fs, false)
 	_, code, ok := of.parse(fs, args, `Usage: svrpd operator credits --dir DIR
 
@@ -517,7 +519,7 @@ func printCredits(w io.Writer, c registry.Credits) {
 }
 
 func runOperatorEvidence(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("operator evidence", stderr)
+	fs := cmdflag.New("operator evidence", stderr)
 	of := addOperatorFlags(fs, false)
 	_, code, ok := of.parse(fs, args, `Usage: svrpd operator evidence --dir DIR
 

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -17,20 +17,20 @@ import (
 
 // slowServe starts the daemon's own serve with short client timeouts and returns its
 // address; it stops when the test ends.
-func slowServe(t *testing.T, timeouts httpTimeouts) string {
+func slowServe(t *testing.T, timeouts Timeouts) string {
 	t.Helper()
-	c := serveConfig{
-		listen: "127.0.0.1:0", memory: true, prefix: canonical.DefaultPrefix,
-		resolveAddressLimit: registry.DefaultResolveAddressLimit, registerAddressLimit: registry.DefaultRegisterAddressLimit,
-		sweepEvery: time.Minute, logLevel: "info", logFormat: "text", timeouts: timeouts,
+	c := Config{
+		Listen: "127.0.0.1:0", Memory: true, Prefix: canonical.DefaultPrefix,
+		ResolveAddressLimit: registry.DefaultResolveAddressLimit, RegisterAddressLimit: registry.DefaultRegisterAddressLimit,
+		SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", Timeouts: timeouts,
 	}
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, c, slog.New(slog.DiscardHandler), ready) }()
+	go func() { done <- Run(ctx, c, slog.New(slog.DiscardHandler), ready) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -89,7 +89,7 @@ const (
 // TestSlowHeadersCutOff: a client that sends its request headers a byte at a time is cut
 // off once ReadHeaderTimeout has passed, however long its headers would go on.
 func TestSlowHeadersCutOff(t *testing.T) {
-	addr := slowServe(t, httpTimeouts{readHeader: slowBound, read: 2 * slowBound})
+	addr := slowServe(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestSlowHeadersCutOff(t *testing.T) {
 
 // TestSilentClientCutOff: a client that connects and sends nothing is cut off too.
 func TestSilentClientCutOff(t *testing.T) {
-	addr := slowServe(t, httpTimeouts{readHeader: slowBound, read: 2 * slowBound, idle: slowBound})
+	addr := slowServe(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound, Idle: slowBound})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestSilentClientCutOff(t *testing.T) {
 // TestSlowBodyCutOff: a client that sends its headers at once and then trickles its body
 // is cut off once ReadTimeout has passed.
 func TestSlowBodyCutOff(t *testing.T) {
-	addr := slowServe(t, httpTimeouts{readHeader: slowBound, read: 2 * slowBound})
+	addr := slowServe(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 // TestIdleKeepAliveCutOff: a client that made one request and then holds its keep-alive
 // connection open without another is cut off after IdleTimeout.
 func TestIdleKeepAliveCutOff(t *testing.T) {
-	addr := slowServe(t, httpTimeouts{readHeader: slowBound, read: 2 * slowBound, idle: slowBound})
+	addr := slowServe(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound, Idle: slowBound})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

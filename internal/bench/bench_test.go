@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/svrpdtest"
 )
 
 // Every scenario, run briefly against an in-process registry, completes operations without
@@ -28,7 +29,7 @@ func TestBenchScenarios(t *testing.T) {
 	for _, sc := range benchScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := runBench(t.Context(), []string{
+			code := Main(t.Context(), []string{
 				"--self-memory", "--scenario", sc.name, "--duration", "300ms", "--ceiling-time", "100ms",
 				"--nodes", "40", "--clients", "4", "--json",
 			}, &stdout, &stderr)
@@ -81,7 +82,7 @@ func TestBenchText(t *testing.T) {
 		t.Skip("runs the load generator")
 	}
 	var stdout, stderr bytes.Buffer
-	code := runBench(t.Context(), []string{
+	code := Main(t.Context(), []string{
 		"--self-memory", "--scenario", "heartbeat", "--duration", "200ms", "--ceiling-time", "100ms",
 		"--nodes", "20", "--clients", "2", "--requests", "50",
 	}, &stdout, &stderr)
@@ -108,7 +109,7 @@ func TestBenchText(t *testing.T) {
 func TestBenchRefusesRemoteTargets(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := runBench(t.Context(), []string{"--url", "http://192.0.2.1:8080", "--ceiling-time", "0"}, &stdout, &stderr)
+	code := Main(t.Context(), []string{"--url", "http://192.0.2.1:8080", "--ceiling-time", "0"}, &stdout, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), "--allow-remote") {
 		t.Errorf("exit %d, stderr %q; want 2 and a mention of --allow-remote", code, stderr.String())
 	}
@@ -160,7 +161,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{"--scenario", "restart", "--url", "http://127.0.0.1:8080"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := runBench(t.Context(), args, &stdout, &stderr); code != 2 {
+		if code := Main(t.Context(), args, &stdout, &stderr); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", args, code, stderr.String())
 		}
 	}
@@ -259,7 +260,7 @@ func TestBenchSpawnsTheDaemon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds svrpd and runs the load generator")
 	}
-	bin := buildSvrpd(t)
+	bin := svrpdtest.Binary(t)
 	tmp := t.TempDir()
 	// Temporary directories go here, so the test can see that each is removed.
 	t.Setenv("TMPDIR", tmp)
@@ -267,7 +268,7 @@ func TestBenchSpawnsTheDaemon(t *testing.T) {
 	t.Run("heartbeat", func(t *testing.T) {
 		start := time.Now()
 		var stdout, stderr bytes.Buffer
-		code := runBench(t.Context(), []string{
+		code := Main(t.Context(), []string{
 			"--spawn", "--spawn-binary", bin, "--scenario", "heartbeat", "--nodes", "50", "--clients", "4",
 			"--duration", "300ms", "--ceiling-time", "100ms", "--json",
 		}, &stdout, &stderr)
@@ -305,7 +306,7 @@ func TestBenchSpawnsTheDaemon(t *testing.T) {
 	t.Run("restart", func(t *testing.T) {
 		start := time.Now()
 		var stdout, stderr bytes.Buffer
-		code := runBench(t.Context(), []string{
+		code := Main(t.Context(), []string{
 			"--scenario", "restart", "--nodes", "2000", "--spawn-binary", bin, "--json",
 		}, &stdout, &stderr)
 		if code != 0 {
@@ -346,7 +347,7 @@ func TestBenchSpawnFailure(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := runBench(t.Context(), []string{"--spawn-memory", "--spawn-binary", script, "--scenario", "nodes", "--ceiling-time", "0"}, &stdout, &stderr)
+	code := Main(t.Context(), []string{"--spawn-memory", "--spawn-binary", script, "--scenario", "nodes", "--ceiling-time", "0"}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "exited before serving") || !strings.Contains(stderr.String(), "cannot serve") {
 		t.Errorf("exit %d, stderr:\n%s\nwant 1, and the daemon's exit and log", code, stderr.String())
 	}

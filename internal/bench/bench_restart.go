@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/daemon"
 	"github.com/svrp/svrp/store"
 )
 
@@ -99,7 +100,7 @@ func (b *bench) runRestart(ctx context.Context) (*restartResult, error) {
 	// A daemon that needs longer than this to load its table is far off any target, and
 	// the bound keeps a broken one from holding the run.
 	limit := daemonServeTimeout + time.Duration(n/restartDefaultNodes)*2*time.Minute
-	level, _ := parseLevel(b.cfg.logLevel)
+	level, _ := daemon.ParseLevel(b.cfg.logLevel)
 	d, err := spawnDaemon(ctx, b.daemonBin, daemonArgs(false, dir, b.cfg.prefix), b.stderr, level, limit)
 	if err != nil {
 		return nil, err

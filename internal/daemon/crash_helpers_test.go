@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bufio"
@@ -13,9 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,22 +30,6 @@ import (
 // crashStepTimeout bounds one step of the crash harness (a start, a request, an exit);
 // each normally takes well under a second.
 const crashStepTimeout = 60 * time.Second
-
-// crashBuild builds the svrpd binary into a temporary directory: the crash test kills a
-// real process, which a goroutine cannot stand in for.
-func crashBuild(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "svrpd")
-	cmd := exec.Command(goBin, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // crashLog keeps every line a daemon writes, across all its runs.
 type crashLog struct {

@@ -1,7 +1,8 @@
-package main
+package daemon
 
 import (
 	"fmt"
+	"github.com/svrp/svrp/internal/svrpdtest"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -30,7 +31,7 @@ func TestCrashSafety(t *testing.T) {
 		}
 		rounds = n
 	}
-	bin := crashBuild(t)
+	bin := svrpdtest.Binary(t)
 	data := t.TempDir()
 	log := &crashLog{}
 	ledger := newCrashLedger()

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/client"
 )
 
-func runNode(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Node is "svrpd node": node run (register and heartbeat) and node bind.
+func Node(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, `Usage: svrpd node <command> [flags]
 
@@ -81,7 +83,7 @@ func (nf *nodeFlags) node(stderr io.Writer) (*client.Node, error) {
 }
 
 func runNodeRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("node run", stderr)
+	fs := cmdflag.New("node run", stderr)
 	nf := addNodeFlags(fs)
 	endpoint := fs.String("endpoint", "", "HOST:PORT where the node can be reached (required); the registry records it and never probes it")
 	var caps stringList
@@ -101,7 +103,7 @@ Example:
 Flags:`)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}
 	const cmd = "node run"
@@ -184,7 +186,7 @@ func fatalForNode(code string) bool {
 const bindCleanupTimeout = 5 * time.Second
 
 func runNodeBind(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("node bind", stderr)
+	fs := cmdflag.New("node bind", stderr)
 	nf := addNodeFlags(fs)
 	var tasks stringList
 	fs.Var(&tasks, "task-type", "a task `type` the node asks to be bound for (repeatable)")
@@ -213,7 +215,7 @@ Example:
 Flags:`)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}
 	const cmd = "node bind"

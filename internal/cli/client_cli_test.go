@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/store"
@@ -36,10 +37,10 @@ func newInProcess(t *testing.T) *inProcess {
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	p := &inProcess{t: t, url: srv.URL, opDir: filepath.Join(dir, "op"), key: filepath.Join(dir, "node.seed")}
-	p.ok(runOperator, "init", "--dir", p.opDir)
-	p.ok(runOperator, "login", "--dir", p.opDir)
+	p.ok(Operator, "init", "--dir", p.opDir)
+	p.ok(Operator, "login", "--dir", p.opDir)
 	p.ok(func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-		return runKeygen(ctx, args, stdout, stderr)
+		return Keygen(ctx, args, stdout, stderr)
 	}, "--out", p.key)
 	return p
 }
@@ -88,13 +89,13 @@ func TestNodeBindAsksOnStandardInput(t *testing.T) {
 			stdout, stderr := &output{}, &output{}
 			done := make(chan int, 1)
 			go func() {
-				done <- p.call(runNode, tc.stdin, stdout, stderr, "bind", "--key", p.key, "--poll", "20ms",
+				done <- p.call(Node, tc.stdin, stdout, stderr, "bind", "--key", p.key, "--poll", "20ms",
 					"--task-type", "inference", "--single-limit", "5")
 			}()
 			m := stdout.waitFor(t, `binding session (\S+) opened[\s\S]*short code:\s+(\S+)`)
 			id, code := m[1], m[2]
-			p.ok(runOperator, "resolve", "--dir", p.opDir, code) // the code last: positional anywhere
-			p.ok(runOperator, "authorize", "--dir", p.opDir)
+			p.ok(Operator, "resolve", "--dir", p.opDir, code) // the code last: positional anywhere
+			p.ok(Operator, "authorize", "--dir", p.opDir)
 			var exit int
 			select {
 			case exit = <-done:
@@ -122,16 +123,16 @@ func TestNodeBindAsksOnStandardInput(t *testing.T) {
 func TestOperatorNeedsASession(t *testing.T) {
 	p := newInProcess(t)
 	empty := t.TempDir()
-	_, stderr, code := p.run(runOperator, "", "nodes", "--dir", empty)
+	_, stderr, code := p.run(Operator, "", "nodes", "--dir", empty)
 	if code != 1 || !strings.Contains(stderr, "NO_SESSION") || !strings.Contains(stderr, "hint: run: svrpd operator login --dir "+empty) {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
-	stdout := p.ok(runOperator, "nodes", "--dir", p.opDir, "--online-within", "60")
+	stdout := p.ok(Operator, "nodes", "--dir", p.opDir, "--online-within", "60")
 	if !strings.Contains(stdout, "has 0 bound nodes (online: seen within 60s)") {
 		t.Errorf("nodes output:\n%s", stdout)
 	}
 	// A session kept for one registry is not sent to another.
-	_, stderr, code = p.run(runOperator, "", "credits", "--dir", p.opDir, "--registry", "http://127.0.0.1:1")
+	_, stderr, code = p.run(Operator, "", "credits", "--dir", p.opDir, "--registry", "http://127.0.0.1:1")
 	if code != 1 || !strings.Contains(stderr, "NO_SESSION") {
 		t.Errorf("session for another registry: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -141,10 +142,10 @@ func TestKeygen(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "k.seed")
 	var stdout, stderr bytes.Buffer
-	if code := runKeygen(t.Context(), nil, &stdout, &stderr); code != 2 {
+	if code := Keygen(t.Context(), nil, &stdout, &stderr); code != 2 {
 		t.Errorf("keygen without --out: exit %d, want 2", code)
 	}
-	if code := runKeygen(t.Context(), []string{"--out", out}, &stdout, &stderr); code != 0 {
+	if code := Keygen(t.Context(), []string{"--out", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("keygen: exit %d: %s", code, stderr.String())
 	}
 	first, _ := os.ReadFile(out)
@@ -160,13 +161,13 @@ func TestKeygen(t *testing.T) {
 		}
 	}
 	stderr.Reset()
-	if code := runKeygen(t.Context(), []string{"--out", out}, &stdout, &stderr); code != 1 {
+	if code := Keygen(t.Context(), []string{"--out", out}, &stdout, &stderr); code != 1 {
 		t.Errorf("keygen over a key: exit %d, want 1", code)
 	}
 	if again, _ := os.ReadFile(out); !bytes.Equal(again, first) {
 		t.Error("a refused keygen changed the file")
 	}
-	if code := runKeygen(t.Context(), []string{"--out", out, "--force"}, &stdout, &stderr); code != 0 {
+	if code := Keygen(t.Context(), []string{"--out", out, "--force"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("keygen --force: exit %d", code)
 	}
 	if again, _ := os.ReadFile(out); bytes.Equal(again, first) {
@@ -213,7 +214,7 @@ func TestFailPrintsCodeAndHint(t *testing.T) {
 }
 
 func TestSplitPositional(t *testing.T) {
-	fs := newFlagSet("t", &bytes.Buffer{})
+	fs := cmdflag.New("t", &bytes.Buffer{})
 	fs.String("dir", "", "")
 	fs.Bool("yes", false, "")
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -31,6 +31,8 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/cmdflag"
+	"github.com/svrp/svrp/internal/daemon"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -92,9 +94,12 @@ const (
 	benchMargin = 2
 )
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Main is "svrpd bench": it parses the flags, runs the chosen scenarios against an in-process,
+// spawned or remote (loopback unless allowed) registry and reports them. It returns the exit
+// code: 0 when every scenario ran, 1 on a failure, 2 on a usage error.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c benchConfig
-	fs := newFlagSet("bench", stderr)
+	fs := cmdflag.New("bench", stderr)
 	fs.StringVar(&c.url, "url", "", "registry to measure, e.g. http://127.0.0.1:8080 (default: an in-process registry, as --self)")
 	fs.BoolVar(&c.self, "self", false, "measure an in-process registry (svrpd serve on 127.0.0.1:0, Badger in a temporary directory); the default without --url or --spawn")
 	fs.BoolVar(&c.selfMemory, "self-memory", false, "like --self with the memory store")
@@ -113,7 +118,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&c.jsonOnly, "json", false, "print only the JSON line of each scenario")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file (with an in-process registry it covers the registry and the generator, otherwise the generator alone; read it with go tool pprof)")
 	fs.Usage = func() { benchUsage(fs.Output(), fs) }
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}
 	if err := c.validate(); err != nil {
@@ -348,7 +353,7 @@ func (c benchConfig) validate() error {
 	if err := canonical.CheckPrefix(c.prefix); err != nil {
 		errs = append(errs, fmt.Errorf("--prefix: %w", err))
 	}
-	if _, err := parseLevel(c.logLevel); err != nil {
+	if _, err := daemon.ParseLevel(c.logLevel); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -405,11 +410,11 @@ func loopbackHost(h string) bool {
 
 // benchServeConfig is svrpd serve's configuration for an in-process registry: a free
 // loopback port, and limits raised so that setup can register every node from one address.
-func benchServeConfig(memory bool, dataDir, prefix, logLevel string) serveConfig {
-	return serveConfig{
-		listen: "127.0.0.1:0", dataDir: dataDir, memory: memory, prefix: prefix,
-		resolveAddressLimit: 1 << 30, registerAddressLimit: 1 << 30,
-		sweepEvery: time.Minute, logLevel: logLevel, logFormat: "text",
+func benchServeConfig(memory bool, dataDir, prefix, logLevel string) daemon.Config {
+	return daemon.Config{
+		Listen: "127.0.0.1:0", DataDir: dataDir, Memory: memory, Prefix: prefix,
+		ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30,
+		SweepEvery: time.Minute, LogLevel: logLevel, LogFormat: "text",
 	}
 }
 
@@ -430,14 +435,14 @@ func startSelf(ctx context.Context, memory bool, prefix, logLevel string, stderr
 		}
 	}
 	c := benchServeConfig(memory, dir, prefix, logLevel)
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		cleanup()
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- serve(sctx, c, newLogger(stderr, logLevel, "text"), ready) }()
+	go func() { done <- daemon.Run(sctx, c, daemon.NewLogger(stderr, logLevel, "text"), ready) }()
 	select {
 	case addr := <-ready:
 		host, _, _ := net.SplitHostPort(addr)
@@ -710,7 +715,7 @@ func (b *bench) startSpawned(ctx context.Context) (*benchTarget, error) {
 			os.RemoveAll(dir)
 		}
 	}
-	level, _ := parseLevel(b.cfg.logLevel)
+	level, _ := daemon.ParseLevel(b.cfg.logLevel)
 	d, err := spawnDaemon(ctx, b.daemonBin, daemonArgs(memory, dir, b.cfg.prefix), b.stderr, level, daemonServeTimeout)
 	if err != nil {
 		cleanup()

@@ -1,0 +1,50 @@
+// Package svrpdtest builds the svrpd binary for tests that must run the daemon or the CLI as
+// a separate process (crash, end-to-end and spawn tests): killing a process or reading what a
+// person sees cannot be done with a goroutine. It is imported by tests only.
+package svrpdtest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var (
+	once    sync.Once
+	binPath string
+	binErr  error
+	binOut  []byte
+)
+
+// Binary builds github.com/svrp/svrp/svrpd once per test process and returns its path. The
+// binary lives in a directory removed by Cleanup, which the test package's TestMain calls.
+func Binary(t testing.TB) string {
+	t.Helper()
+	once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		dir, err := os.MkdirTemp("", "svrpd-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "svrpd")
+		binOut, binErr = exec.Command(goBin, "build", "-o", binPath, "github.com/svrp/svrp/svrpd").CombinedOutput()
+	})
+	if binErr != nil {
+		t.Fatalf("go build svrpd: %v\n%s", binErr, binOut)
+	}
+	return binPath
+}
+
+// Cleanup removes the binary Binary built, if any.
+func Cleanup() {
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+}

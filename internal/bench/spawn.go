@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/svrp/svrp/internal/daemon"
 )
 
 // A spawned daemon is svrpd serve in a process of its own, so that what /proc says about
@@ -344,4 +347,40 @@ func (w *peakWatch) finish() (peak float64, now daemonMemory, source string, sam
 		return max(now.hwm, w.sampled), now, "vmhwm", w.sampled, nil
 	}
 	return w.sampled, now, "sampled", w.sampled, nil
+}
+
+// startSpawned starts svrpd serve as a child process until the returned target's stop is
+// called.
+func (b *bench) startSpawned(ctx context.Context) (*benchTarget, error) {
+	memory := b.cfg.spawnMemory
+	dir, label := "", "spawn-memory"
+	if !memory {
+		var err error
+		if dir, err = os.MkdirTemp("", "svrpd-bench-"); err != nil {
+			return nil, err
+		}
+		label = "spawn-badger"
+	}
+	cleanup := func() {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+	level, _ := daemon.ParseLevel(b.cfg.logLevel)
+	d, err := spawnDaemon(ctx, b.daemonBin, daemonArgs(memory, dir, b.cfg.prefix), b.stderr, level, daemonServeTimeout)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(d.addr)
+	return &benchTarget{
+		label: label, base: "http://" + d.addr, addr: d.addr, host: d.addr, hostname: host, daemon: d,
+		stop: func() {
+			if err := d.stop(); err != nil {
+				fmt.Fprintf(b.stderr, "svrpd bench: %v\n", err)
+				b.stopFailed = true
+			}
+			cleanup()
+		},
+	}, nil
 }

@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // Sentinels for errors.Is, one per rejection reason. Errors returned by this package carry

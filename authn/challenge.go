@@ -11,7 +11,7 @@ import (
 
 	"github.com/mr-tron/base58"
 
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // DefaultMaxUsedChallenges is the used-set bound a [Challenger] gets when none is given:

@@ -16,7 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/svrp/svrp/authn"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 func issue(t testing.TB, ch *authn.Challenger, now time.Time) string {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // VerifyLogin applies the checks of POST /v1/auth/device-login (profile 5.2) in order and

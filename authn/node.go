@@ -6,7 +6,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // VerifyNodeRequest checks a request that a node signed with its own key (heartbeat, poll,

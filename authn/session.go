@@ -7,7 +7,7 @@ import (
 
 	"github.com/mr-tron/base58"
 
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // tokenLen is the number of random bytes in a session token (profile section 1).

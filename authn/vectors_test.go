@@ -12,7 +12,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // TestCanonicalVectors verifies every DeviceCredential of canonical.json, and logs in with

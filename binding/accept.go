@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // CheckAcceptanceShape checks an acceptance's fields before anything else (profile 5,

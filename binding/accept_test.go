@@ -9,7 +9,7 @@ import (
 
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 func TestCheckAcceptance(t *testing.T) {

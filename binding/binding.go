@@ -49,7 +49,7 @@
 // session is BAD_STATE. Error texts name fields and links, never a short code or a token.
 package binding
 
-import "github.com/svrp/svrp/internal/proto"
+import "github.com/svrp/svrp/proto"
 
 // Sentinels for errors.Is. Errors of this package carry more detail but match one of these
 // by code.

@@ -14,7 +14,7 @@ import (
 	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 type shortCodeVectors struct {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // InitiateRequest is the body of POST /v1/bindings/initiate: the node's signed description

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // Event is something that happens to a binding session: a request of one of the binding

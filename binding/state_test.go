@@ -12,7 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // The state machine as description 3.1 and profile 6 write it, listed by hand so that the

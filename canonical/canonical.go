@@ -43,7 +43,7 @@ import (
 	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // DefaultPrefix is the domain prefix of the service description: its login literal is

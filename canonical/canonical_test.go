@@ -26,7 +26,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // kind ties a profile message number to its Go type and domain suffix. The field order is

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // TimeLayout is the one timestamp form of the profile: 20 characters, UTC, second precision.

@@ -8,7 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 func TestParseTime(t *testing.T) {

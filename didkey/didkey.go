@@ -34,7 +34,7 @@ import (
 
 	"github.com/mr-tron/base58"
 
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // Sentinels for errors.Is. Errors returned by this package carry more detail but match one

@@ -16,7 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // The vectors are shared with other implementations, so the tests read them as published

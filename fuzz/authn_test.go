@@ -11,7 +11,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // authnNow is the clock of the vector seeds: inside the vectors' credential windows.

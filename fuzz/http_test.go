@@ -19,6 +19,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -144,7 +145,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 	ndid, _ := didkey.NodeDID(nkey, didkey.FormShort)
 	node := ndid.String()
 	register := func(priv ed25519.PrivateKey, key didkey.PublicKey, did string) []byte {
-		r := registry.RegisterRequest{DID: did, PublicKey: key.Hex(), Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"}, Region: "eu-west"}
+		r := api.RegisterRequest{DID: did, PublicKey: key.Hex(), Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"}, Region: "eu-west"}
 		sig := httpSign(priv, canonical.Register{DID: did, PublicKey: key.Base58(), Endpoint: r.Endpoint, Capabilities: r.Capabilities, Region: r.Region})
 		r.Signature = &sig
 		return httpJSON(r)
@@ -156,7 +157,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 	odid, _ := didkey.NodeDID(okey, didkey.FormFull)
 	fx.seeds[0] = register(opriv, okey, odid.String())
 	ts := httpNow.Unix()
-	fx.seeds[1] = httpJSON(registry.HeartbeatRequest{DID: node, TS: ts, Signature: httpSign(npriv, canonical.Heartbeat{DID: node, TS: ts})})
+	fx.seeds[1] = httpJSON(api.HeartbeatRequest{DID: node, TS: ts, Signature: httpSign(npriv, canonical.Heartbeat{DID: node, TS: ts})})
 	fx.seeds[2] = []byte{}
 
 	root, rootKey := httpKey("root")
@@ -170,7 +171,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 	}}
 	cred.Signature = httpSign(root, cred.DeviceCredential)
 	login := func() ([]byte, error) {
-		var ch registry.ChallengeResult
+		var ch api.ChallengeResult
 		if err := do("POST", "/v1/auth/challenge", nil, "", &ch); err != nil {
 			return nil, err
 		}
@@ -182,7 +183,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lr registry.LoginResult
+	var lr api.LoginResult
 	if err := do("POST", "/v1/auth/device-login", body, "", &lr); err != nil {
 		return nil, err
 	}
@@ -200,24 +201,24 @@ func buildHTTPFixture() (*httpFixture, error) {
 		req.NodeSignature = httpSign(npriv, req.BindingSession)
 		return httpJSON(req)
 	}
-	codes := map[string]registry.InitiateResult{}
+	codes := map[string]api.InitiateResult{}
 	for _, id := range []string{"fz-initiated", "fz-to-resolve", "fz-resolved", "fz-op-cancel", "fz-op-reject", "fz-accept", "fz-node-reject"} {
-		var ir registry.InitiateResult
+		var ir api.InitiateResult
 		if err := do("POST", "/v1/bindings/initiate", initiate(id), "", &ir); err != nil {
 			return nil, err
 		}
 		codes[id] = ir
 	}
 	fx.seeds[4] = initiate("fz-new")
-	views := map[string]registry.ResolveView{}
+	views := map[string]api.ResolveView{}
 	for _, id := range []string{"fz-resolved", "fz-op-cancel", "fz-op-reject", "fz-accept", "fz-node-reject"} {
-		var v registry.ResolveView
-		if err := do("POST", "/v1/bindings/resolve", httpJSON(registry.ResolveRequest{ShortCode: codes[id].ShortCode}), fx.token, &v); err != nil {
+		var v api.ResolveView
+		if err := do("POST", "/v1/bindings/resolve", httpJSON(api.ResolveRequest{ShortCode: codes[id].ShortCode}), fx.token, &v); err != nil {
 			return nil, err
 		}
 		views[id] = v
 	}
-	fx.seeds[5] = httpJSON(registry.ResolveRequest{ShortCode: strings.ToLower(codes["fz-to-resolve"].ShortCode)})
+	fx.seeds[5] = httpJSON(api.ResolveRequest{ShortCode: strings.ToLower(codes["fz-to-resolve"].ShortCode)})
 	authorize := func(id string) []byte {
 		az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
 			BindingSessionID: id, NodeDID: node, OperatorDID: opDID.String(), TaskTypes: []string{"inference"},
@@ -225,7 +226,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 			IssuedAt: canonical.FormatTime(httpNow), ExpiresAt: canonical.FormatTime(httpNow.Add(time.Hour)),
 		}}
 		az.Signature = httpSign(device, az.Authorization)
-		return httpJSON(registry.AuthorizeRequest{BindingSessionID: id, DeviceCredential: cred, AuthorizationCredential: az})
+		return httpJSON(api.AuthorizeRequest{BindingSessionID: id, DeviceCredential: cred, AuthorizationCredential: az})
 	}
 	for _, id := range []string{"fz-accept", "fz-node-reject"} {
 		if err := do("POST", "/v1/bindings/authorize", authorize(id), fx.token, nil); err != nil {
@@ -233,10 +234,10 @@ func buildHTTPFixture() (*httpFixture, error) {
 		}
 	}
 	fx.seeds[6] = authorize("fz-resolved")
-	fx.seeds[7] = httpJSON(registry.NodeCancelRequest{NodeDID: node, TS: ts, Signature: httpSign(npriv, canonical.Cancel{BindingSessionID: "fz-initiated", NodeDID: node, TS: ts})})
+	fx.seeds[7] = httpJSON(api.NodeCancelRequest{NodeDID: node, TS: ts, Signature: httpSign(npriv, canonical.Cancel{BindingSessionID: "fz-initiated", NodeDID: node, TS: ts})})
 	fx.seeds[8], fx.seeds[9] = []byte{}, []byte{}
-	fx.seeds[10] = httpJSON(registry.PendingRequest{NodeDID: node, NodePublicKey: nkey.Base58(), TS: ts, Signature: httpSign(npriv, canonical.Poll{NodeDID: node, TS: ts})})
-	var pend registry.PendingResult
+	fx.seeds[10] = httpJSON(api.PendingRequest{NodeDID: node, NodePublicKey: nkey.Base58(), TS: ts, Signature: httpSign(npriv, canonical.Poll{NodeDID: node, TS: ts})})
+	var pend api.PendingResult
 	if err := do("POST", "/v1/node/bindings/pending", fx.seeds[10], "", &pend); err != nil {
 		return nil, err
 	}
@@ -255,7 +256,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 			AuthorizationDigest: digests[id], Accepted: accepted, IssuedAt: canonical.FormatTime(httpNow),
 		}}
 		acc.Signature = httpSign(npriv, acc.Acceptance)
-		return httpJSON(registry.AcceptanceRequest{Acceptance: acc})
+		return httpJSON(api.AcceptanceRequest{Acceptance: acc})
 	}
 	fx.seeds[11], fx.seeds[12] = acceptance("fz-accept", true), acceptance("fz-node-reject", false)
 	fx.seeds[13] = []byte{}
@@ -396,7 +397,7 @@ func FuzzHTTP(f *testing.F) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &fields); err != nil || len(fields) != 2 {
 			t.Fatalf("%s: error body %q is not {code, error}", what, rec.Body.Bytes())
 		}
-		var e registry.ErrorBody
+		var e api.ErrorBody
 		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" {
 			t.Fatalf("%s: error body %q is not {code, error}", what, rec.Body.Bytes())
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -88,13 +89,13 @@ func benchNodes(b *testing.B, h http.Handler, n int) [][]byte {
 		did, _ := didkey.NodeDID(k, didkey.FormFull)
 		reg := canonical.Register{DID: did.String(), PublicKey: k.Base58(), Endpoint: fmt.Sprintf("203.0.113.%d:7000", i%250+1), Capabilities: []string{"inference"}}
 		sig, _ := canonical.Sign(priv, canonical.DefaultPrefix, reg)
-		body, _ := json.Marshal(registry.RegisterRequest{DID: reg.DID, PublicKey: k.Hex(), Endpoint: reg.Endpoint, Capabilities: reg.Capabilities, Signature: &sig})
+		body, _ := json.Marshal(api.RegisterRequest{DID: reg.DID, PublicKey: k.Hex(), Endpoint: reg.Endpoint, Capabilities: reg.Capabilities, Signature: &sig})
 		if w := benchPost(b, h, "/api/v1/register", body); w.Code != 200 {
 			b.Fatalf("register: %d %s", w.Code, w.Body)
 		}
 		hb := canonical.Heartbeat{DID: did.String(), TS: now.Unix()}
 		hsig, _ := canonical.Sign(priv, canonical.DefaultPrefix, hb)
-		beats[i], _ = json.Marshal(registry.HeartbeatRequest{DID: hb.DID, TS: hb.TS, Signature: hsig})
+		beats[i], _ = json.Marshal(api.HeartbeatRequest{DID: hb.DID, TS: hb.TS, Signature: hsig})
 	}
 	return beats
 }
@@ -141,7 +142,7 @@ func BenchmarkLogin(b *testing.B) {
 			cred.Signature, _ = canonical.Sign(root, canonical.DefaultPrefix, cred.DeviceCredential)
 			bodies := make([][]byte, b.N)
 			for i := range bodies {
-				var ch registry.ChallengeResult
+				var ch api.ChallengeResult
 				json.Unmarshal(benchPost(b, h, "/v1/auth/challenge", nil).Body.Bytes(), &ch)
 				issued := canonical.FormatTime(now)
 				sig, _ := canonical.Sign(device, canonical.DefaultPrefix, canonical.Login{OperatorDID: op.String(), DevicePublicKey: dk.Base58(), Challenge: ch.Challenge, IssuedAt: issued})

@@ -10,7 +10,8 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -22,55 +23,20 @@ func errSessionNotFound() error {
 	return proto.New(proto.NotFound, "no binding session with this id")
 }
 
-// InitiateResult is the answer to POST /v1/bindings/initiate; code and token appear in no
-// other answer.
-type InitiateResult struct {
-	BindingSessionID string `json:"binding_session_id"`
-	ShortCode        string `json:"short_code"`
-	BindingToken     string `json:"binding_token"`
-	ExpiresAt        string `json:"expires_at"`
-	State            string `json:"state"`
-}
-
-func decodeInitiate(body []byte) (binding.InitiateRequest, error) {
-	return decodeWith(body, func(r *reader) binding.InitiateRequest {
-		var req binding.InitiateRequest
-		req.BindingSessionID = r.str("binding_session_id")
-		req.NodeDID = r.str("node_did")
-		req.NodePublicKey = r.str("node_public_key")
-		req.DeviceSummary = r.optStr("device_summary")
-		req.OS = r.optStr("os")
-		req.Region = r.optStr("region")
-		req.RequestedTaskTypes = r.optStrList("requested_task_types")
-		req.RequestedSingleLimit = r.optNumber("requested_single_limit")
-		req.RequestedDailyLimit = r.optNumber("requested_daily_limit")
-		req.Nonce = r.str("nonce")
-		req.CreatedAt = r.str("created_at")
-		req.ExpiresAt = r.str("expires_at")
-		req.NodeSignature = r.str("node_signature")
-		for _, f := range []string{"device_summary", "os", "region"} {
-			if v, present := r.o.raw(f); present && string(v) == `""` && r.err == nil {
-				r.err = badRequest("field " + f + " must be 1-256 bytes")
-			}
-		}
-		return req
-	})
-}
-
 // Initiate opens a binding session from a node's signed description (profile 5.4).
-func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest) (InitiateResult, error) {
+func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest) (api.InitiateResult, error) {
 	now := s.now()
 	key, err := binding.ValidateInitiate(req, s.prefix, now)
 	if err != nil {
-		return InitiateResult{}, err
+		return api.InitiateResult{}, err
 	}
 	code, err := binding.NewShortCode(s.rand)
 	if err != nil {
-		return InitiateResult{}, err
+		return api.InitiateResult{}, err
 	}
 	token, err := binding.NewBindingToken(s.rand)
 	if err != nil {
-		return InitiateResult{}, err
+		return api.InitiateResult{}, err
 	}
 	sess := binding.NewSession(req, key, binding.HashSecret(code), binding.HashSecret(token), now)
 	err = s.store.Update(ctx, func(tx store.Tx) error {
@@ -95,57 +61,19 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest) (In
 		return tx.PutSession(sess)
 	})
 	if err != nil {
-		return InitiateResult{}, err
+		return api.InitiateResult{}, err
 	}
 	s.log.Info("binding initiated", "binding_session_id", sess.ID, "node_did", req.NodeDID)
-	return InitiateResult{
+	return api.InitiateResult{
 		BindingSessionID: sess.ID, ShortCode: code, BindingToken: token,
 		ExpiresAt: canonical.FormatTime(sess.ExpiresAt), State: sess.State.String(),
 	}, nil
 }
 
-// ResolveRequest is the body of POST /v1/bindings/resolve: a short code or a binding token.
-type ResolveRequest struct {
-	ShortCode    string `json:"short_code,omitempty"`
-	BindingToken string `json:"binding_token,omitempty"`
-}
-
-func decodeResolve(body []byte) (ResolveRequest, error) {
-	return decodeWith(body, func(r *reader) ResolveRequest {
-		req := ResolveRequest{ShortCode: r.optStr("short_code"), BindingToken: r.optStr("binding_token")}
-		if r.err == nil && req.ShortCode == "" && req.BindingToken == "" {
-			r.err = badRequest("field short_code or binding_token is required")
-		}
-		return req
-	})
-}
-
-// Requested is what the node asked for.
-type Requested struct {
-	TaskTypes   []string `json:"task_types"`
-	SingleLimit *float64 `json:"single_limit"`
-	DailyLimit  *float64 `json:"daily_limit"`
-}
-
-// ResolveView is what an operator sees for a code (profile 5.4, description 2.5).
-type ResolveView struct {
-	BindingSessionID         string    `json:"binding_session_id"`
-	State                    string    `json:"state"`
-	NodeDID                  string    `json:"node_did"`
-	NodePublicKey            string    `json:"node_public_key"`
-	NodePublicKeyFingerprint string    `json:"node_public_key_fingerprint"`
-	DeviceSummary            *string   `json:"device_summary"`
-	OS                       *string   `json:"os"`
-	Region                   *string   `json:"region"`
-	Requested                Requested `json:"requested"`
-	Nonce                    string    `json:"nonce"`
-	ExpiresAt                string    `json:"expires_at"`
-}
-
 // Resolve moves the session a code names from INITIATED to PENDING_OPERATOR and shows it to
 // the operator. Every failure is the same NOT_FOUND; failures are counted per code and per
 // client address, and over either limit the answer is RATE_LIMITED.
-func (s *Service) Resolve(ctx context.Context, operatorDID string, req ResolveRequest, addr string) (ResolveView, error) {
+func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.ResolveRequest, addr string) (api.ResolveView, error) {
 	presented := binding.NormalizeCode(req.ShortCode)
 	if req.ShortCode == "" {
 		presented = req.BindingToken
@@ -156,7 +84,7 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req ResolveRe
 	codeKey := "resolve-code/" + hex.EncodeToString(h[:])
 	addrKey := "resolve-addr/" + addr
 	now := s.now()
-	var view ResolveView
+	var view api.ResolveView
 	var outcome error
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		outcome = nil
@@ -199,7 +127,7 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req ResolveRe
 		err = outcome
 	}
 	if err != nil {
-		return ResolveView{}, err
+		return api.ResolveView{}, err
 	}
 	s.log.Info("binding resolved", "binding_session_id", view.BindingSessionID, "operator_did", operatorDID)
 	return view, nil
@@ -220,66 +148,20 @@ func (s *Service) sessionBySecret(tx store.Tx, h [32]byte, now time.Time) (bindi
 	return binding.ExpireIfDue(sess, now), err == nil, err
 }
 
-func resolveView(s binding.Session) ResolveView {
+func resolveView(s binding.Session) api.ResolveView {
 	r := s.Request
-	return ResolveView{
+	return api.ResolveView{
 		BindingSessionID: s.ID, State: s.State.String(), NodeDID: r.NodeDID,
 		NodePublicKey: s.NodeKey.Base58(), NodePublicKeyFingerprint: s.NodeKey.Fingerprint(),
 		DeviceSummary: optional(r.DeviceSummary), OS: optional(r.OS), Region: optional(r.Region),
-		Requested: Requested{TaskTypes: nonNil(r.RequestedTaskTypes), SingleLimit: r.RequestedSingleLimit, DailyLimit: r.RequestedDailyLimit},
+		Requested: api.Requested{TaskTypes: nonNil(r.RequestedTaskTypes), SingleLimit: r.RequestedSingleLimit, DailyLimit: r.RequestedDailyLimit},
 		Nonce:     r.Nonce, ExpiresAt: canonical.FormatTime(s.ExpiresAt),
 	}
 }
 
-// AuthorizeRequest is the body of POST /v1/bindings/authorize.
-type AuthorizeRequest struct {
-	BindingSessionID        string                          `json:"binding_session_id"`
-	DeviceCredential        authn.DeviceCredential          `json:"device_credential"`
-	AuthorizationCredential binding.AuthorizationCredential `json:"authorization_credential"`
-}
-
-func decodeAuthorization(o object) (binding.AuthorizationCredential, error) {
-	r := reader{o: o}
-	var az binding.AuthorizationCredential
-	az.BindingSessionID = r.str("binding_session_id")
-	az.NodeDID = r.str("node_did")
-	az.OperatorDID = r.str("operator_did")
-	az.TaskTypes = r.optStrList("task_types")
-	az.SingleLimit = r.optNumber("single_limit")
-	az.DailyLimit = r.optNumber("daily_limit")
-	az.RevocationID = r.str("revocation_id")
-	az.IssuedAt = r.str("issued_at")
-	az.ExpiresAt = r.str("expires_at")
-	az.Signature = r.str("signature")
-	if r.err != nil {
-		return binding.AuthorizationCredential{}, r.err
-	}
-	return az, binding.CheckAuthorizationShape(az)
-}
-
-func decodeAuthorize(body []byte) (AuthorizeRequest, error) {
-	return decodeWith(body, func(r *reader) AuthorizeRequest {
-		req := AuthorizeRequest{BindingSessionID: r.str("binding_session_id")}
-		dco, azo := r.obj("device_credential"), r.obj("authorization_credential")
-		if r.err == nil {
-			req.DeviceCredential, r.err = decodeCredential(dco)
-		}
-		if r.err == nil {
-			req.AuthorizationCredential, r.err = decodeAuthorization(azo)
-		}
-		return req
-	})
-}
-
-// StateResult is the answer of the binding endpoints that only move a state.
-type StateResult struct {
-	BindingSessionID string `json:"binding_session_id"`
-	State            string `json:"state"`
-}
-
 // Authorize records an operator's signed grant (profile 5.4): PENDING_OPERATOR →
 // PENDING_NODE_ACCEPTANCE.
-func (s *Service) Authorize(ctx context.Context, operatorDID string, req AuthorizeRequest) (StateResult, error) {
+func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.AuthorizeRequest) (api.StateResult, error) {
 	now := s.now()
 	return s.transition(ctx, req.BindingSessionID, func(sess binding.Session) (binding.Session, error) {
 		next, err := binding.Apply(sess, binding.Authorize, now)
@@ -300,9 +182,9 @@ func (s *Service) Authorize(ctx context.Context, operatorDID string, req Authori
 
 // transition runs one state change of an existing session atomically: not found → NOT_FOUND,
 // expiry applied first, and nothing written unless change succeeds.
-func (s *Service) transition(ctx context.Context, id string, change func(binding.Session) (binding.Session, error)) (StateResult, error) {
+func (s *Service) transition(ctx context.Context, id string, change func(binding.Session) (binding.Session, error)) (api.StateResult, error) {
 	now := s.now()
-	var out StateResult
+	var out api.StateResult
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		sess, err := tx.Session(id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -315,60 +197,38 @@ func (s *Service) transition(ctx context.Context, id string, change func(binding
 		if err != nil {
 			return err
 		}
-		out = StateResult{BindingSessionID: next.ID, State: next.State.String()}
+		out = api.StateResult{BindingSessionID: next.ID, State: next.State.String()}
 		return tx.PutSession(next)
 	})
 	if err != nil {
-		return StateResult{}, err
+		return api.StateResult{}, err
 	}
 	s.log.Info("binding moved", "binding_session_id", out.BindingSessionID, "state", out.State)
 	return out, nil
 }
 
-// Status is the answer to GET /v1/bindings/{id}/status.
-type Status struct {
-	BindingSessionID string  `json:"binding_session_id"`
-	State            string  `json:"state"`
-	NodeDID          string  `json:"node_did"`
-	OperatorDID      *string `json:"operator_did"`
-	ExpiresAt        string  `json:"expires_at"`
-}
-
 // SessionStatus reports a session's state; expiry is applied on read.
-func (s *Service) SessionStatus(ctx context.Context, id string) (Status, error) {
+func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, error) {
 	var sess binding.Session
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
 		sess, err = tx.Session(id)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return Status{}, errSessionNotFound()
+		return api.Status{}, errSessionNotFound()
 	}
 	if err != nil {
-		return Status{}, err
+		return api.Status{}, err
 	}
 	sess = binding.ExpireIfDue(sess, s.now())
-	return Status{
+	return api.Status{
 		BindingSessionID: sess.ID, State: sess.State.String(), NodeDID: sess.Request.NodeDID,
 		OperatorDID: optional(sess.OperatorDID), ExpiresAt: canonical.FormatTime(sess.ExpiresAt),
 	}, nil
 }
 
-// NodeCancelRequest is the body of the node form of POST /v1/bindings/{id}/cancel.
-type NodeCancelRequest struct {
-	NodeDID   string `json:"node_did"`
-	TS        int64  `json:"ts"`
-	Signature string `json:"signature"`
-}
-
-func decodeNodeCancel(body []byte) (NodeCancelRequest, error) {
-	return decodeWith(body, func(r *reader) NodeCancelRequest {
-		return NodeCancelRequest{NodeDID: r.str("node_did"), TS: r.integer("ts"), Signature: r.str("signature")}
-	})
-}
-
 // CancelByOperator cancels a session as the operator that resolved it.
-func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) (StateResult, error) {
+func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
 	now := s.now()
 	return s.transition(ctx, id, func(sess binding.Session) (binding.Session, error) {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
@@ -379,7 +239,7 @@ func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) 
 }
 
 // CancelByNode cancels a session with the node's signature over message 9.
-func (s *Service) CancelByNode(ctx context.Context, id string, req NodeCancelRequest) (StateResult, error) {
+func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCancelRequest) (api.StateResult, error) {
 	now := s.now()
 	return s.transition(ctx, id, func(sess binding.Session) (binding.Session, error) {
 		d, err := parseNodeDID(req.NodeDID)
@@ -399,7 +259,7 @@ func (s *Service) CancelByNode(ctx context.Context, id string, req NodeCancelReq
 
 // RejectByOperator refuses a resolved session as its operator (PENDING_OPERATOR →
 // REJECTED_BY_OPERATOR).
-func (s *Service) RejectByOperator(ctx context.Context, id, operatorDID string) (StateResult, error) {
+func (s *Service) RejectByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
 	now := s.now()
 	return s.transition(ctx, id, func(sess binding.Session) (binding.Session, error) {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
@@ -409,50 +269,18 @@ func (s *Service) RejectByOperator(ctx context.Context, id, operatorDID string) 
 	})
 }
 
-// PendingRequest is the body of POST /v1/node/bindings/pending.
-type PendingRequest struct {
-	NodeDID       string `json:"node_did"`
-	NodePublicKey string `json:"node_public_key"`
-	TS            int64  `json:"ts"`
-	Signature     string `json:"signature"`
-}
-
-func decodePending(body []byte) (PendingRequest, error) {
-	return decodeWith(body, func(r *reader) PendingRequest {
-		return PendingRequest{
-			NodeDID: r.str("node_did"), NodePublicKey: r.str("node_public_key"),
-			TS: r.integer("ts"), Signature: r.str("signature"),
-		}
-	})
-}
-
-// PendingAuthorization is one authorization awaiting a node's answer.
-type PendingAuthorization struct {
-	BindingSessionID        string                          `json:"binding_session_id"`
-	OperatorDID             string                          `json:"operator_did"`
-	Nonce                   string                          `json:"nonce"`
-	ExpiresAt               string                          `json:"expires_at"`
-	DeviceCredential        authn.DeviceCredential          `json:"device_credential"`
-	AuthorizationCredential binding.AuthorizationCredential `json:"authorization_credential"`
-}
-
-// PendingResult is the answer to a node's poll.
-type PendingResult struct {
-	Pending []PendingAuthorization `json:"pending"`
-}
-
 // Pending lists the authorizations awaiting a node (sessions in PENDING_NODE_ACCEPTANCE).
-func (s *Service) Pending(ctx context.Context, req PendingRequest) (PendingResult, error) {
+func (s *Service) Pending(ctx context.Context, req api.PendingRequest) (api.PendingResult, error) {
 	_, key, err := didkey.CheckNode(req.NodeDID, req.NodePublicKey)
 	if err != nil {
-		return PendingResult{}, err
+		return api.PendingResult{}, err
 	}
 	now := s.now()
 	msg := canonical.Poll{NodeDID: req.NodeDID, TS: req.TS}
 	if err := authn.VerifyNodeRequest(req.NodeDID, key, req.TS, now, s.prefix, msg, req.Signature); err != nil {
-		return PendingResult{}, err
+		return api.PendingResult{}, err
 	}
-	out := PendingResult{Pending: []PendingAuthorization{}}
+	out := api.PendingResult{Pending: []api.PendingAuthorization{}}
 	err = s.store.View(ctx, func(tx store.Tx) error {
 		mine, err := tx.SessionsByNode(key)
 		if err != nil {
@@ -463,7 +291,7 @@ func (s *Service) Pending(ctx context.Context, req PendingRequest) (PendingResul
 			if m.State != binding.PendingNodeAcceptance || m.DeviceCredential == nil || m.Authorization == nil {
 				continue
 			}
-			out.Pending = append(out.Pending, PendingAuthorization{
+			out.Pending = append(out.Pending, api.PendingAuthorization{
 				BindingSessionID: m.ID, OperatorDID: m.OperatorDID, Nonce: m.Request.Nonce,
 				ExpiresAt:        canonical.FormatTime(m.ExpiresAt),
 				DeviceCredential: *m.DeviceCredential, AuthorizationCredential: *m.Authorization,
@@ -474,54 +302,12 @@ func (s *Service) Pending(ctx context.Context, req PendingRequest) (PendingResul
 	return out, err
 }
 
-// AcceptanceRequest is the body of POST /v1/node/bindings/{id}/accept and /reject.
-type AcceptanceRequest struct {
-	Acceptance binding.Acceptance `json:"acceptance"`
-}
-
-func decodeAcceptance(body []byte) (binding.Acceptance, error) {
-	return decodeWith(body, func(r *reader) binding.Acceptance {
-		a := reader{o: r.obj("acceptance"), err: r.err}
-		var acc binding.Acceptance
-		acc.BindingSessionID = a.str("binding_session_id")
-		acc.NodeDID = a.str("node_did")
-		acc.OperatorDID = a.str("operator_did")
-		acc.AuthorizationDigest = a.str("authorization_digest")
-		acc.Accepted = a.boolean("accepted")
-		acc.IssuedAt = a.str("issued_at")
-		acc.Signature = a.str("signature")
-		if a.err == nil {
-			a.err = binding.CheckAcceptanceShape(acc)
-		}
-		r.err = a.err
-		return acc
-	})
-}
-
-// BindingView is an active binding as accept returns it.
-type BindingView struct {
-	NodeDID      string   `json:"node_did"`
-	OperatorDID  string   `json:"operator_did"`
-	TaskTypes    []string `json:"task_types"`
-	SingleLimit  *float64 `json:"single_limit"`
-	DailyLimit   *float64 `json:"daily_limit"`
-	RevocationID string   `json:"revocation_id"`
-	ActivatedAt  string   `json:"activated_at"`
-}
-
-// AcceptResult is the answer to an accept.
-type AcceptResult struct {
-	BindingSessionID string      `json:"binding_session_id"`
-	State            string      `json:"state"`
-	Binding          BindingView `json:"binding"`
-}
-
 // Accept records a node's acceptance and re-verifies the whole four-signature chain; the
 // session becomes ACTIVE and the binding supersedes any older binding of the node key. On a
 // verification failure the session stays PENDING_NODE_ACCEPTANCE.
-func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance) (AcceptResult, error) {
+func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance) (api.AcceptResult, error) {
 	now := s.now()
-	var out AcceptResult
+	var out api.AcceptResult
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		sess, err := s.acceptable(tx, id, acc, true, now)
 		if err != nil {
@@ -545,20 +331,20 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 		if err := tx.PutBinding(b); err != nil {
 			return err
 		}
-		out = AcceptResult{BindingSessionID: active.ID, State: active.State.String(), Binding: bindingView(b)}
+		out = api.AcceptResult{BindingSessionID: active.ID, State: active.State.String(), Binding: bindingView(b)}
 		return tx.PutSession(active)
 	})
 	if err != nil {
-		return AcceptResult{}, err
+		return api.AcceptResult{}, err
 	}
 	s.log.Info("binding active", "binding_session_id", id, "node_did", out.Binding.NodeDID, "operator_did", out.Binding.OperatorDID)
 	return out, nil
 }
 
 // RejectByNode records a node's refusal (PENDING_NODE_ACCEPTANCE → REJECTED_BY_NODE).
-func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Acceptance) (StateResult, error) {
+func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Acceptance) (api.StateResult, error) {
 	now := s.now()
-	var out StateResult
+	var out api.StateResult
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		sess, err := s.acceptable(tx, id, acc, false, now)
 		if err != nil {
@@ -572,11 +358,11 @@ func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Accep
 			return err
 		}
 		next.Acceptance = &acc
-		out = StateResult{BindingSessionID: next.ID, State: next.State.String()}
+		out = api.StateResult{BindingSessionID: next.ID, State: next.State.String()}
 		return tx.PutSession(next)
 	})
 	if err != nil {
-		return StateResult{}, err
+		return api.StateResult{}, err
 	}
 	s.log.Info("binding rejected by node", "binding_session_id", id)
 	return out, nil
@@ -603,8 +389,8 @@ func (s *Service) acceptable(tx store.Tx, id string, acc binding.Acceptance, acc
 	return sess, binding.CheckAcceptance(sess, acc, s.prefix, accepted)
 }
 
-func bindingView(b binding.Binding) BindingView {
-	return BindingView{
+func bindingView(b binding.Binding) api.BindingView {
+	return api.BindingView{
 		NodeDID: b.NodeDID, OperatorDID: b.OperatorDID, TaskTypes: nonNil(b.TaskTypes),
 		SingleLimit: b.SingleLimit, DailyLimit: b.DailyLimit, RevocationID: b.RevocationID,
 		ActivatedAt: canonical.FormatTime(b.ActivatedAt),

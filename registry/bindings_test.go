@@ -16,7 +16,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // resignInitiate signs an initiate request over its current fields.
@@ -30,13 +30,13 @@ func (n node) resignInitiate(t *testing.T, r binding.InitiateRequest) binding.In
 }
 
 // resignAuthorization signs an authorize request's authorization with op's device key.
-func (o operator) resignAuthorization(t *testing.T, r registry.AuthorizeRequest) registry.AuthorizeRequest {
+func (o operator) resignAuthorization(t *testing.T, r api.AuthorizeRequest) api.AuthorizeRequest {
 	r.AuthorizationCredential.Signature = sign(t, o.device, r.AuthorizationCredential.Authorization)
 	return r
 }
 
 // resignAcceptance signs an acceptance with n's key.
-func (n node) resignAcceptance(t *testing.T, r registry.AcceptanceRequest) registry.AcceptanceRequest {
+func (n node) resignAcceptance(t *testing.T, r api.AcceptanceRequest) api.AcceptanceRequest {
 	r.Acceptance.Signature = sign(t, n.priv, r.Acceptance.Acceptance)
 	return r
 }
@@ -63,7 +63,7 @@ func TestInitiate(t *testing.T) {
 		if d := cmp.Diff([]string{"binding_session_id", "binding_token", "expires_at", "short_code", "state"}, jsonKeys(t, raw)); d != "" {
 			t.Fatalf("fields (-want +got):\n%s", d)
 		}
-		var res registry.InitiateResult
+		var res api.InitiateResult
 		json.Unmarshal(raw, &res)
 		tok, err := base58.Decode(res.BindingToken)
 		if res.BindingSessionID != "bs-ok" || res.State != "INITIATED" || res.ExpiresAt != stamp(h.now().Add(10*time.Minute)) || err != nil || len(tok) != 16 {
@@ -193,7 +193,7 @@ func TestInitiate(t *testing.T) {
 			h := h.in(t)
 			id := "bs-" + strings.ReplaceAll(tt.name, " ", "_")
 			if tt.code == "" {
-				var res registry.InitiateResult
+				var res api.InitiateResult
 				h.ok("POST", "/v1/bindings/initiate", tt.req(id, h.now()), "", &res)
 				if res.State != "INITIATED" || h.readStatus(id).State != "INITIATED" {
 					t.Fatalf("answer %+v", res)
@@ -291,9 +291,9 @@ func TestResolveSuccess(t *testing.T) {
 	f := newResolveFixture(t)
 	h, n := f.h, f.n
 
-	var ini registry.InitiateResult
+	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-code", h.now(), num(10), nil), "", &ini)
-	status, raw := h.do("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, f.token)
+	status, raw := h.do("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, f.token)
 	if status != http.StatusOK {
 		t.Fatalf("%d %s", status, raw)
 	}
@@ -304,13 +304,13 @@ func TestResolveSuccess(t *testing.T) {
 	if bytes.Contains(raw, []byte(ini.ShortCode)) || bytes.Contains(raw, []byte(ini.BindingToken)) {
 		t.Fatalf("resolve repeats a secret: %s", raw)
 	}
-	var view registry.ResolveView
+	var view api.ResolveView
 	json.Unmarshal(raw, &view)
-	wantView := registry.ResolveView{
+	wantView := api.ResolveView{
 		BindingSessionID: "bs-code", State: "PENDING_OPERATOR", NodeDID: n.did,
 		NodePublicKey: n.key.Base58(), NodePublicKeyFingerprint: n.key.Fingerprint(),
 		DeviceSummary: sptr("8 vCPU"), OS: sptr("linux"), Region: sptr("eu-west"),
-		Requested: registry.Requested{TaskTypes: []string{"inference", "embedding"}, SingleLimit: num(10), DailyLimit: nil},
+		Requested: api.Requested{TaskTypes: []string{"inference", "embedding"}, SingleLimit: num(10), DailyLimit: nil},
 		Nonce:     "nonce-bs-code", ExpiresAt: stamp(h.now().Add(10 * time.Minute)),
 	}
 	if d := cmp.Diff(wantView, view); d != "" {
@@ -328,7 +328,7 @@ func TestResolveSuccess(t *testing.T) {
 	bare := n.initiate(t, "bs-token", h.now(), nil, nil)
 	bare.DeviceSummary, bare.OS, bare.Region, bare.RequestedTaskTypes = "", "", "", nil
 	h.ok("POST", "/v1/bindings/initiate", n.resignInitiate(t, bare), "", &ini)
-	status, raw = h.do("POST", "/v1/bindings/resolve", registry.ResolveRequest{BindingToken: ini.BindingToken}, f.token)
+	status, raw = h.do("POST", "/v1/bindings/resolve", api.ResolveRequest{BindingToken: ini.BindingToken}, f.token)
 	json.Unmarshal(raw, &view)
 	if status != http.StatusOK || view.BindingSessionID != "bs-token" || view.DeviceSummary != nil || view.OS != nil || view.Region != nil ||
 		view.Requested.TaskTypes == nil || len(view.Requested.TaskTypes) != 0 || view.Requested.SingleLimit != nil {
@@ -338,7 +338,7 @@ func TestResolveSuccess(t *testing.T) {
 	// The code as a person types it: lower case, a dash, spaces.
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-typed", h.now(), nil, nil), "", &ini)
 	typed := " " + strings.ToLower(ini.ShortCode[:4]) + " - " + ini.ShortCode[4:] + " "
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: typed}, f.token, &view)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: typed}, f.token, &view)
 	if view.BindingSessionID != "bs-typed" {
 		t.Fatalf("typed code resolved %+v", view)
 	}
@@ -347,9 +347,9 @@ func TestResolveSuccess(t *testing.T) {
 func TestResolveRequestErrors(t *testing.T) {
 	f := newResolveFixture(t)
 	h := f.h
-	var ini registry.InitiateResult
+	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", f.n.initiate(t, "bs-1", h.now(), nil, nil), "", &ini)
-	code := registry.ResolveRequest{ShortCode: ini.ShortCode}
+	code := api.ResolveRequest{ShortCode: ini.ShortCode}
 
 	expiredToken := f.op.login(h)
 	h.clock.Advance(time.Second)
@@ -372,9 +372,9 @@ func TestResolveFailuresIdentical(t *testing.T) {
 	f := newResolveFixture(t)
 	h, n := f.h, f.n
 
-	var resolved, cancelled, expiring registry.InitiateResult
+	var resolved, cancelled, expiring api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-resolved", h.now(), nil, nil), "", &resolved)
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: resolved.ShortCode}, f.token, nil)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: resolved.ShortCode}, f.token, nil)
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-cancelled", h.now(), nil, nil), "", &cancelled)
 	h.ok("POST", "/v1/bindings/bs-cancelled/cancel", n.cancelRequest(t, "bs-cancelled", n.did, h.now()), "", nil)
 	short := n.initiate(t, "bs-expiring", h.now(), nil, nil)
@@ -384,18 +384,18 @@ func TestResolveFailuresIdentical(t *testing.T) {
 
 	type attempt struct {
 		name string
-		req  registry.ResolveRequest
+		req  api.ResolveRequest
 	}
 	attempts := []attempt{
-		{"unknown code", registry.ResolveRequest{ShortCode: "ZZZZ2222"}},
-		{"code of no possible session", registry.ResolveRequest{ShortCode: "not even a code"}},
-		{"unknown token", registry.ResolveRequest{BindingToken: base58.Encode(bytes.Repeat([]byte{7}, 16))}},
-		{"expired code", registry.ResolveRequest{ShortCode: expiring.ShortCode}},
-		{"expired token", registry.ResolveRequest{BindingToken: expiring.BindingToken}},
-		{"resolved code", registry.ResolveRequest{ShortCode: resolved.ShortCode}},
-		{"resolved token", registry.ResolveRequest{BindingToken: resolved.BindingToken}},
-		{"cancelled code", registry.ResolveRequest{ShortCode: cancelled.ShortCode}},
-		{"cancelled token", registry.ResolveRequest{BindingToken: cancelled.BindingToken}},
+		{"unknown code", api.ResolveRequest{ShortCode: "ZZZZ2222"}},
+		{"code of no possible session", api.ResolveRequest{ShortCode: "not even a code"}},
+		{"unknown token", api.ResolveRequest{BindingToken: base58.Encode(bytes.Repeat([]byte{7}, 16))}},
+		{"expired code", api.ResolveRequest{ShortCode: expiring.ShortCode}},
+		{"expired token", api.ResolveRequest{BindingToken: expiring.BindingToken}},
+		{"resolved code", api.ResolveRequest{ShortCode: resolved.ShortCode}},
+		{"resolved token", api.ResolveRequest{BindingToken: resolved.BindingToken}},
+		{"cancelled code", api.ResolveRequest{ShortCode: cancelled.ShortCode}},
+		{"cancelled token", api.ResolveRequest{BindingToken: cancelled.BindingToken}},
 	}
 	var first []byte
 	for _, a := range attempts {
@@ -444,66 +444,66 @@ func TestResolveCodeLimit(t *testing.T) {
 		if i%2 == 1 {
 			typed = strings.ToLower(code[:4]) + "-" + code[4:]
 		}
-		h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: typed}, f.token, http.StatusNotFound, "NOT_FOUND")
+		h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: typed}, f.token, http.StatusNotFound, "NOT_FOUND")
 	}
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
 	// Other codes are not affected.
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "QQQQQQQQ"}, f.token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "QQQQQQQQ"}, f.token, http.StatusNotFound, "NOT_FOUND")
 
 	// Now the code exists, but its count still stands.
 	h.clock.Advance(5 * time.Minute)
 	rnd.next(script)
-	var ini registry.InitiateResult
+	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-1", h.now(), nil, nil), "", &ini)
 	if ini.ShortCode != code {
 		t.Fatalf("scripted code %s, registry issued %s", code, ini.ShortCode)
 	}
 	h.clock.Advance(5*time.Minute - time.Second)
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
 	h.wantState("bs-1", "INITIATED")
 	// 600 s after the first failure the window is over.
 	h.clock.Advance(time.Second)
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, f.token, nil)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, f.token, nil)
 	h.wantState("bs-1", "PENDING_OPERATOR")
 
 	// A success clears the count: three failures, a success, then five more failures
 	// before the limit.
 	script, code = scriptedCode(t, "second")
 	for range 3 {
-		h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, f.token, http.StatusNotFound, "NOT_FOUND")
+		h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, f.token, http.StatusNotFound, "NOT_FOUND")
 	}
 	rnd.next(script)
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-2", h.now(), nil, nil), "", &ini)
 	if ini.ShortCode != code {
 		t.Fatalf("scripted code %s, registry issued %s", code, ini.ShortCode)
 	}
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, f.token, nil)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, f.token, nil)
 	for range 5 {
-		h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, f.token, http.StatusNotFound, "NOT_FOUND")
+		h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, f.token, http.StatusNotFound, "NOT_FOUND")
 	}
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
 
 	// 400 and 401 answers are not failures.
 	_, code = scriptedCode(t, "third")
 	for range 6 {
-		h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, "", http.StatusUnauthorized, "NO_SESSION")
+		h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, "", http.StatusUnauthorized, "NO_SESSION")
 	}
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, f.token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, f.token, http.StatusNotFound, "NOT_FOUND")
 }
 
 // TestResolveTokenLimit: failures count per binding token as they do per code.
 func TestResolveTokenLimit(t *testing.T) {
 	f := newResolveFixture(t)
 	h := f.h
-	var ini registry.InitiateResult
+	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", f.n.initiate(t, "bs-1", h.now(), nil, nil), "", &ini)
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{BindingToken: ini.BindingToken}, f.token, nil)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{BindingToken: ini.BindingToken}, f.token, nil)
 	for range 5 {
-		h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{BindingToken: ini.BindingToken}, f.token, http.StatusNotFound, "NOT_FOUND")
+		h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{BindingToken: ini.BindingToken}, f.token, http.StatusNotFound, "NOT_FOUND")
 	}
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{BindingToken: ini.BindingToken}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{BindingToken: ini.BindingToken}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
 	// The code of the same session has a count of its own.
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, f.token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, f.token, http.StatusNotFound, "NOT_FOUND")
 }
 
 // TestResolveAddressLimit: past ResolveAddressLimit failures, every resolve from the
@@ -511,25 +511,25 @@ func TestResolveTokenLimit(t *testing.T) {
 func TestResolveAddressLimit(t *testing.T) {
 	f := newResolveFixture(t, resolveAddressLimit(3))
 	h, n := f.h, f.n
-	var ini registry.InitiateResult
+	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-1", h.now(), nil, nil), "", &ini)
 	h.clock.Advance(time.Minute)
 	for _, c := range []string{"AAAAAAAA", "BBBBBBBB", "CCCCCCCC"} {
-		h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: c}, f.token, http.StatusNotFound, "NOT_FOUND")
+		h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: c}, f.token, http.StatusNotFound, "NOT_FOUND")
 	}
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{BindingToken: ini.BindingToken}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{BindingToken: ini.BindingToken}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
 	// Another operator from the same address is refused too: the limit is the address's.
 	other := newOperator(t, "other", h.now(), "nodes.bind")
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, other.login(h), http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, other.login(h), http.StatusTooManyRequests, "RATE_LIMITED")
 	h.wantState("bs-1", "INITIATED")
 
 	h.clock.Advance(10*time.Minute - time.Second)
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
-	var reopen registry.InitiateResult
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, f.token, http.StatusTooManyRequests, "RATE_LIMITED")
+	var reopen api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-2", h.now(), nil, nil), "", &reopen)
 	h.clock.Advance(time.Second)
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: reopen.ShortCode}, f.token, nil)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: reopen.ShortCode}, f.token, nil)
 }
 
 // bindFixture is a registry with three logged-in operators: op and other may
@@ -556,21 +556,21 @@ func TestAuthorize(t *testing.T) {
 	h, op, other := f.h, f.op, f.other
 
 	// change edits the authorize request of op for session s, re-signed by op's device.
-	change := func(g func(r *registry.AuthorizeRequest)) func(s flow, n node) any {
+	change := func(g func(r *api.AuthorizeRequest)) func(s flow, n node) any {
 		return func(s flow, n node) any {
 			r := op.authorize(t, s.view, h.now(), num(5), num(50))
 			g(&r)
 			return op.resignAuthorization(t, r)
 		}
 	}
-	asIs := func(g func(r *registry.AuthorizeRequest)) func(s flow, n node) any {
+	asIs := func(g func(r *api.AuthorizeRequest)) func(s flow, n node) any {
 		return func(s flow, n node) any {
 			r := op.authorize(t, s.view, h.now(), num(5), num(50))
 			g(&r)
 			return r
 		}
 	}
-	credential := func(g func(dc *registry.AuthorizeRequest)) func(s flow, n node) any {
+	credential := func(g func(dc *api.AuthorizeRequest)) func(s flow, n node) any {
 		return func(s flow, n node) any {
 			r := op.authorize(t, s.view, h.now(), num(5), num(50))
 			g(&r)
@@ -591,34 +591,34 @@ func TestAuthorize(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"success", nil, change(func(*registry.AuthorizeRequest) {}), 200, ""},
+		{"success", nil, change(func(*api.AuthorizeRequest) {}), 200, ""},
 		{"node DID in full spelling", nil, func(s flow, n node) any {
 			r := op.authorize(t, s.view, h.now(), num(5), num(50))
 			r.AuthorizationCredential.NodeDID = n.fullDID()
 			return op.resignAuthorization(t, r)
 		}, 200, ""},
-		{"granted limit equal to the request", nil, change(func(r *registry.AuthorizeRequest) { r.AuthorizationCredential.SingleLimit = num(10) }), 200, ""},
-		{"any daily limit under a null request", nil, change(func(r *registry.AuthorizeRequest) { r.AuthorizationCredential.DailyLimit = num(9007199254740991) }), 200, ""},
-		{"null daily limit under a null request", nil, change(func(r *registry.AuthorizeRequest) { r.AuthorizationCredential.DailyLimit = nil }), 200, ""},
-		{"every requested task type", nil, change(func(r *registry.AuthorizeRequest) {
+		{"granted limit equal to the request", nil, change(func(r *api.AuthorizeRequest) { r.AuthorizationCredential.SingleLimit = num(10) }), 200, ""},
+		{"any daily limit under a null request", nil, change(func(r *api.AuthorizeRequest) { r.AuthorizationCredential.DailyLimit = num(9007199254740991) }), 200, ""},
+		{"null daily limit under a null request", nil, change(func(r *api.AuthorizeRequest) { r.AuthorizationCredential.DailyLimit = nil }), 200, ""},
+		{"every requested task type", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.TaskTypes = []string{"embedding", "inference"}
 		}), 200, ""},
-		{"no task type", nil, change(func(r *registry.AuthorizeRequest) { r.AuthorizationCredential.TaskTypes = nil }), 200, ""},
-		{"authorization at both edges of its 5 s skew", nil, change(func(r *registry.AuthorizeRequest) {
+		{"no task type", nil, change(func(r *api.AuthorizeRequest) { r.AuthorizationCredential.TaskTypes = nil }), 200, ""},
+		{"authorization at both edges of its 5 s skew", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.IssuedAt = canonical.FormatTime(h.now().Add(5 * time.Second))
 			r.AuthorizationCredential.ExpiresAt = canonical.FormatTime(h.now().Add(-5 * time.Second))
 		}), 200, ""},
 
-		{"no bearer", func() string { return "" }, change(func(*registry.AuthorizeRequest) {}), 401, "NO_SESSION"},
-		{"unknown bearer", func() string { return base58.Encode(make([]byte, 32)) }, change(func(*registry.AuthorizeRequest) {}), 401, "NO_SESSION"},
-		{"unknown session", nil, change(func(r *registry.AuthorizeRequest) {
+		{"no bearer", func() string { return "" }, change(func(*api.AuthorizeRequest) {}), 401, "NO_SESSION"},
+		{"unknown bearer", func() string { return base58.Encode(make([]byte, 32)) }, change(func(*api.AuthorizeRequest) {}), 401, "NO_SESSION"},
+		{"unknown session", nil, change(func(r *api.AuthorizeRequest) {
 			r.BindingSessionID = "bs-nobody"
 			r.AuthorizationCredential.BindingSessionID = "bs-nobody"
 		}), 404, "NOT_FOUND"},
 		{"another operator's bearer and credential", func() string { return f.otherToken }, func(s flow, n node) any {
 			return other.authorize(t, s.view, h.now(), num(5), num(50))
 		}, 403, "PERMISSION_DENIED"},
-		{"another operator's bearer", func() string { return f.otherToken }, change(func(*registry.AuthorizeRequest) {}), 403, "PERMISSION_DENIED"},
+		{"another operator's bearer", func() string { return f.otherToken }, change(func(*api.AuthorizeRequest) {}), 403, "PERMISSION_DENIED"},
 		{"another operator's credential", nil, func(s flow, n node) any {
 			return other.authorize(t, s.view, h.now(), num(5), num(50))
 		}, 403, "PERMISSION_DENIED"},
@@ -627,78 +627,78 @@ func TestAuthorize(t *testing.T) {
 			r.DeviceCredential.Signature = tamperSig(t, r.DeviceCredential.Signature)
 			return r
 		}, 403, "PERMISSION_DENIED"},
-		{"credential root key of another operator", nil, credential(func(r *registry.AuthorizeRequest) {
+		{"credential root key of another operator", nil, credential(func(r *api.AuthorizeRequest) {
 			r.DeviceCredential.OperatorRootPublicKey = pub(other.root).Base58()
 		}), 401, "DC_ID_BINDING"},
-		{"credential root key not a key", nil, credential(func(r *registry.AuthorizeRequest) {
+		{"credential root key not a key", nil, credential(func(r *api.AuthorizeRequest) {
 			r.DeviceCredential.OperatorRootPublicKey = "0xabc"
 		}), 401, "DC_ID_BINDING"},
-		{"credential signature tampered", nil, asIs(func(r *registry.AuthorizeRequest) {
+		{"credential signature tampered", nil, asIs(func(r *api.AuthorizeRequest) {
 			r.DeviceCredential.Signature = tamperSig(t, r.DeviceCredential.Signature)
 		}), 401, "DC_BAD_SIGNATURE"},
-		{"credential changed after signing", nil, asIs(func(r *registry.AuthorizeRequest) {
+		{"credential changed after signing", nil, asIs(func(r *api.AuthorizeRequest) {
 			r.DeviceCredential.DeviceID = "another-laptop"
 		}), 401, "DC_BAD_SIGNATURE"},
-		{"credential expired", nil, credential(func(r *registry.AuthorizeRequest) {
+		{"credential expired", nil, credential(func(r *api.AuthorizeRequest) {
 			r.DeviceCredential.ExpiresAt = canonical.FormatTime(h.now().Add(-6 * time.Second))
 		}), 401, "DC_EXPIRED"},
-		{"credential not yet valid", nil, credential(func(r *registry.AuthorizeRequest) {
+		{"credential not yet valid", nil, credential(func(r *api.AuthorizeRequest) {
 			r.DeviceCredential.IssuedAt = canonical.FormatTime(h.now().Add(6 * time.Second))
 		}), 401, "DC_EXPIRED"},
-		{"credential expired and without nodes.bind", nil, credential(func(r *registry.AuthorizeRequest) {
+		{"credential expired and without nodes.bind", nil, credential(func(r *api.AuthorizeRequest) {
 			r.DeviceCredential.ExpiresAt = canonical.FormatTime(h.now().Add(-time.Hour))
 			r.DeviceCredential.Permissions = nil
 		}), 401, "DC_EXPIRED"},
-		{"credential without nodes.bind", nil, credential(func(r *registry.AuthorizeRequest) {
+		{"credential without nodes.bind", nil, credential(func(r *api.AuthorizeRequest) {
 			r.DeviceCredential.Permissions = []string{"nodes.read"}
 		}), 403, "PERMISSION_DENIED"},
 
-		{"authorization for another session", nil, change(func(r *registry.AuthorizeRequest) {
+		{"authorization for another session", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.BindingSessionID = "bs-elsewhere"
 		}), 400, "BAD_REQUEST"},
-		{"authorization for another node", nil, change(func(r *registry.AuthorizeRequest) {
+		{"authorization for another node", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.NodeDID = newNode(t, "stranger").did
 		}), 400, "BAD_REQUEST"},
-		{"authorization naming the node by an operator DID", nil, change(func(r *registry.AuthorizeRequest) {
+		{"authorization naming the node by an operator DID", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.NodeDID = "did:svrp:o:" + r.AuthorizationCredential.NodeDID[len("did:svrp:n:"):]
 		}), 400, "BAD_REQUEST"},
-		{"authorization for another operator", nil, change(func(r *registry.AuthorizeRequest) {
+		{"authorization for another operator", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.OperatorDID = other.did
 		}), 400, "BAD_REQUEST"},
-		{"mismatch and a bad signature", nil, asIs(func(r *registry.AuthorizeRequest) {
+		{"mismatch and a bad signature", nil, asIs(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.OperatorDID = other.did
 		}), 400, "BAD_REQUEST"},
 
-		{"authorization signature tampered", nil, asIs(func(r *registry.AuthorizeRequest) {
+		{"authorization signature tampered", nil, asIs(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.Signature = tamperSig(t, r.AuthorizationCredential.Signature)
 		}), 401, "BAD_SIGNATURE"},
-		{"authorization signed by the root key", nil, asIs(func(r *registry.AuthorizeRequest) {
+		{"authorization signed by the root key", nil, asIs(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.Signature = sign(t, op.root, r.AuthorizationCredential.Authorization)
 		}), 401, "BAD_SIGNATURE"},
-		{"authorization changed after signing", nil, asIs(func(r *registry.AuthorizeRequest) {
+		{"authorization changed after signing", nil, asIs(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.SingleLimit = num(1)
 		}), 401, "BAD_SIGNATURE"},
-		{"bad signature on an expired, over-scoped grant", nil, asIs(func(r *registry.AuthorizeRequest) {
+		{"bad signature on an expired, over-scoped grant", nil, asIs(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.ExpiresAt = canonical.FormatTime(h.now().Add(-time.Hour))
 			r.AuthorizationCredential.TaskTypes = []string{"training"}
 		}), 401, "BAD_SIGNATURE"},
 
-		{"authorization expired", nil, change(func(r *registry.AuthorizeRequest) {
+		{"authorization expired", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.ExpiresAt = canonical.FormatTime(h.now().Add(-6 * time.Second))
 		}), 401, "AUTHZ_EXPIRED"},
-		{"authorization not yet valid", nil, change(func(r *registry.AuthorizeRequest) {
+		{"authorization not yet valid", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.IssuedAt = canonical.FormatTime(h.now().Add(6 * time.Second))
 		}), 401, "AUTHZ_EXPIRED"},
-		{"expired and over scope", nil, change(func(r *registry.AuthorizeRequest) {
+		{"expired and over scope", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.ExpiresAt = canonical.FormatTime(h.now().Add(-time.Hour))
 			r.AuthorizationCredential.SingleLimit = num(1000)
 		}), 401, "AUTHZ_EXPIRED"},
 
-		{"task type not requested", nil, change(func(r *registry.AuthorizeRequest) {
+		{"task type not requested", nil, change(func(r *api.AuthorizeRequest) {
 			r.AuthorizationCredential.TaskTypes = []string{"inference", "training"}
 		}), 403, "SCOPE_EXCEEDED"},
-		{"single limit above the request", nil, change(func(r *registry.AuthorizeRequest) { r.AuthorizationCredential.SingleLimit = num(10.5) }), 403, "SCOPE_EXCEEDED"},
-		{"null single limit against a requested one", nil, change(func(r *registry.AuthorizeRequest) { r.AuthorizationCredential.SingleLimit = nil }), 403, "SCOPE_EXCEEDED"},
+		{"single limit above the request", nil, change(func(r *api.AuthorizeRequest) { r.AuthorizationCredential.SingleLimit = num(10.5) }), 403, "SCOPE_EXCEEDED"},
+		{"null single limit against a requested one", nil, change(func(r *api.AuthorizeRequest) { r.AuthorizationCredential.SingleLimit = nil }), 403, "SCOPE_EXCEEDED"},
 
 		{"no authorization_credential", nil, raw("null", "authorization_credential"), 400, "BAD_REQUEST"},
 		{"no device_credential", nil, raw("null", "device_credential"), 400, "BAD_REQUEST"},
@@ -717,9 +717,9 @@ func TestAuthorize(t *testing.T) {
 				token = tt.token()
 			}
 			if tt.code == "" {
-				var res registry.StateResult
+				var res api.StateResult
 				h.ok("POST", "/v1/bindings/authorize", tt.req(s, n), token, &res)
-				if res != (registry.StateResult{BindingSessionID: s.id, State: "PENDING_NODE_ACCEPTANCE"}) {
+				if res != (api.StateResult{BindingSessionID: s.id, State: "PENDING_NODE_ACCEPTANCE"}) {
 					t.Fatalf("answer %+v", res)
 				}
 				h.wantState(s.id, "PENDING_NODE_ACCEPTANCE")
@@ -751,7 +751,7 @@ func TestAuthorizeState(t *testing.T) {
 			s := h.drive(n, op, f.token, "bs-"+state, state)
 			view := s.view
 			if state == "INITIATED" || state == "CANCELLED" {
-				view = registry.ResolveView{BindingSessionID: s.id, NodeDID: n.did}
+				view = api.ResolveView{BindingSessionID: s.id, NodeDID: n.did}
 			}
 			h.fails("POST", "/v1/bindings/authorize", op.authorize(t, view, h.now(), num(5), num(50)), f.token, http.StatusConflict, "BAD_STATE")
 			h.wantState(s.id, state)
@@ -796,7 +796,7 @@ func TestStatus(t *testing.T) {
 	f := newBindFixture(t)
 	h := f.h
 	n := newNode(t, "n")
-	var ini registry.InitiateResult
+	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-1", h.now(), nil, nil), "", &ini)
 	status, raw := h.do("GET", "/v1/bindings/bs-1/status", nil, "")
 	want := `{"binding_session_id":"bs-1","state":"INITIATED","node_did":"` + n.did + `","operator_did":null,"expires_at":"` + ini.ExpiresAt + `"}` + "\n"
@@ -811,7 +811,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, f.token, nil)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, f.token, nil)
 	if st := h.readStatus("bs-1"); st.State != "PENDING_OPERATOR" || st.OperatorDID == nil || *st.OperatorDID != f.op.did || st.ExpiresAt != ini.ExpiresAt {
 		t.Fatalf("after resolve: %+v", st)
 	}
@@ -844,10 +844,10 @@ func TestCancel(t *testing.T) {
 		n := newNode(t, "n")
 		for _, state := range []string{"PENDING_OPERATOR", "PENDING_NODE_ACCEPTANCE"} {
 			s := h.drive(n, op, f.token, "bs-op-"+state, state)
-			var res registry.StateResult
+			var res api.StateResult
 			// The body of the operator form is ignored, whatever it holds.
 			h.ok("POST", "/v1/bindings/"+s.id+"/cancel", "not json", f.token, &res)
-			if res != (registry.StateResult{BindingSessionID: s.id, State: "CANCELLED"}) {
+			if res != (api.StateResult{BindingSessionID: s.id, State: "CANCELLED"}) {
 				t.Fatalf("answer %+v", res)
 			}
 			h.wantState(s.id, "CANCELLED")
@@ -875,9 +875,9 @@ func TestCancel(t *testing.T) {
 		for i, did := range []string{n.did, n.fullDID(), fallback.String()} {
 			for _, state := range []string{"INITIATED", "PENDING_OPERATOR", "PENDING_NODE_ACCEPTANCE"} {
 				s := h.drive(n, op, f.token, "bs-node-"+state+"-"+string(rune('a'+i)), state)
-				var res registry.StateResult
+				var res api.StateResult
 				h.ok("POST", "/v1/bindings/"+s.id+"/cancel", n.cancelRequest(t, s.id, did, h.now()), "", &res)
-				if res != (registry.StateResult{BindingSessionID: s.id, State: "CANCELLED"}) {
+				if res != (api.StateResult{BindingSessionID: s.id, State: "CANCELLED"}) {
 					t.Fatalf("answer %+v", res)
 				}
 			}
@@ -885,7 +885,7 @@ func TestCancel(t *testing.T) {
 
 		s := h.drive(n, op, f.token, "bs-node-refused", "PENDING_OPERATOR")
 		path := "/v1/bindings/" + s.id + "/cancel"
-		resign := func(r registry.NodeCancelRequest) registry.NodeCancelRequest {
+		resign := func(r api.NodeCancelRequest) api.NodeCancelRequest {
 			r.Signature = sign(t, n.priv, canonical.Cancel{BindingSessionID: s.id, NodeDID: r.NodeDID, TS: r.TS})
 			return r
 		}
@@ -900,7 +900,7 @@ func TestCancel(t *testing.T) {
 			{"another key, stale", other.cancelRequest(t, s.id, other.did, now.Add(-time.Hour)), 403, "PERMISSION_DENIED"},
 			{"ts 301 s behind", n.cancelRequest(t, s.id, n.did, now.Add(-301*time.Second)), 401, "STALE_TS"},
 			{"ts 301 s ahead", n.cancelRequest(t, s.id, n.did, now.Add(301*time.Second)), 401, "STALE_TS"},
-			{"stale and badly signed", registry.NodeCancelRequest{NodeDID: n.did, TS: now.Add(-time.Hour).Unix(), Signature: "x"}, 401, "STALE_TS"},
+			{"stale and badly signed", api.NodeCancelRequest{NodeDID: n.did, TS: now.Add(-time.Hour).Unix(), Signature: "x"}, 401, "STALE_TS"},
 			{"tampered signature", func() any {
 				r := n.cancelRequest(t, s.id, n.did, now)
 				r.Signature = tamperSig(t, r.Signature)
@@ -915,15 +915,15 @@ func TestCancel(t *testing.T) {
 				r.Signature = other.cancelRequest(t, s.id, n.did, now).Signature
 				return r
 			}(), 401, "BAD_SIGNATURE"},
-			{"another DID method", resign(registry.NodeCancelRequest{NodeDID: "did:key:z6Mk", TS: now.Unix()}), 401, "ID_BINDING_REQUIRED"},
-			{"DID grammar", resign(registry.NodeCancelRequest{NodeDID: "did:svrp:n:XYZ", TS: now.Unix()}), 401, "ID_BINDING_FAILED"},
-			{"operator-tagged DID", resign(registry.NodeCancelRequest{NodeDID: "did:svrp:o:" + n.key.ShortBody(), TS: now.Unix()}), 401, "ID_BINDING_FAILED"},
+			{"another DID method", resign(api.NodeCancelRequest{NodeDID: "did:key:z6Mk", TS: now.Unix()}), 401, "ID_BINDING_REQUIRED"},
+			{"DID grammar", resign(api.NodeCancelRequest{NodeDID: "did:svrp:n:XYZ", TS: now.Unix()}), 401, "ID_BINDING_FAILED"},
+			{"operator-tagged DID", resign(api.NodeCancelRequest{NodeDID: "did:svrp:o:" + n.key.ShortBody(), TS: now.Unix()}), 401, "ID_BINDING_FAILED"},
 			{"no ts", map[string]any{"node_did": n.did, "signature": "x"}, 400, "BAD_REQUEST"},
 			{"no body", nil, 400, "BAD_REQUEST"},
 			{"ts a string", overlayJSON(t, n.cancelRequest(t, s.id, n.did, now), json.RawMessage(`"now"`), "ts"), 400, "BAD_REQUEST"},
 			// A control character breaks the DID grammar, which is checked first (see
 			// parseNodeDID).
-			{"node_did with LF", registry.NodeCancelRequest{NodeDID: n.did + "\n", TS: now.Unix(), Signature: "x"}, 401, "ID_BINDING_FAILED"},
+			{"node_did with LF", api.NodeCancelRequest{NodeDID: n.did + "\n", TS: now.Unix(), Signature: "x"}, 401, "ID_BINDING_FAILED"},
 		} {
 			if status, raw := h.do("POST", path, tt.req, ""); status != tt.status || !bytes.Contains(raw, []byte(`"code":"`+tt.code+`"`)) {
 				t.Errorf("%s: %d %s, want %d %s", tt.name, status, raw, tt.status, tt.code)
@@ -934,7 +934,7 @@ func TestCancel(t *testing.T) {
 		}
 		h.wantState(s.id, "PENDING_OPERATOR")
 		h.fails("POST", "/v1/bindings/bs-nobody/cancel", n.cancelRequest(t, "bs-nobody", n.did, now), "", http.StatusNotFound, "NOT_FOUND")
-		h.fails("POST", "/v1/bindings/bs-nobody/cancel", registry.NodeCancelRequest{NodeDID: "did:web:x", TS: 1, Signature: "x"}, "", http.StatusNotFound, "NOT_FOUND")
+		h.fails("POST", "/v1/bindings/bs-nobody/cancel", api.NodeCancelRequest{NodeDID: "did:web:x", TS: 1, Signature: "x"}, "", http.StatusNotFound, "NOT_FOUND")
 		// ts exactly 300 s off is still fresh.
 		h.ok("POST", path, n.cancelRequest(t, s.id, n.did, now.Add(300*time.Second)), "", nil)
 	})
@@ -984,9 +984,9 @@ func TestOperatorReject(t *testing.T) {
 	h.fails("POST", "/v1/bindings/bs-nobody/reject", nil, "", http.StatusNotFound, "NOT_FOUND")
 	h.fails("POST", "/v1/bindings/bs-nobody/reject", nil, f.token, http.StatusNotFound, "NOT_FOUND")
 	h.wantState(s.id, "PENDING_OPERATOR")
-	var res registry.StateResult
+	var res api.StateResult
 	h.ok("POST", path, nil, f.token, &res)
-	if res != (registry.StateResult{BindingSessionID: s.id, State: "REJECTED_BY_OPERATOR"}) {
+	if res != (api.StateResult{BindingSessionID: s.id, State: "REJECTED_BY_OPERATOR"}) {
 		t.Fatalf("answer %+v", res)
 	}
 	h.wantState(s.id, "REJECTED_BY_OPERATOR")
@@ -1029,9 +1029,9 @@ func TestPending(t *testing.T) {
 	}
 	second := h.drive(n, op, f.token, "bs-second", "PENDING_NODE_ACCEPTANCE")
 
-	var pend registry.PendingResult
+	var pend api.PendingResult
 	h.ok("POST", "/v1/node/bindings/pending", n.poll(t, h.now()), "", &pend)
-	got := map[string]registry.PendingAuthorization{}
+	got := map[string]api.PendingAuthorization{}
 	for _, p := range pend.Pending {
 		got[p.BindingSessionID] = p
 	}
@@ -1041,7 +1041,7 @@ func TestPending(t *testing.T) {
 	for _, s := range []flow{states["PENDING_NODE_ACCEPTANCE"], second} {
 		want := op.authorize(t, s.view, h.now(), num(5), num(50))
 		p := got[s.id]
-		if d := cmp.Diff(registry.PendingAuthorization{
+		if d := cmp.Diff(api.PendingAuthorization{
 			BindingSessionID: s.id, OperatorDID: op.did, Nonce: "nonce-" + s.id, ExpiresAt: s.ini.ExpiresAt,
 			DeviceCredential: want.DeviceCredential, AuthorizationCredential: want.AuthorizationCredential,
 		}, p); d != "" {
@@ -1055,15 +1055,15 @@ func TestPending(t *testing.T) {
 	}
 
 	// A poll under the full spelling, with the key in hex.
-	full := registry.PendingRequest{NodeDID: n.fullDID(), NodePublicKey: n.key.Hex(), TS: h.now().Unix()}
+	full := api.PendingRequest{NodeDID: n.fullDID(), NodePublicKey: n.key.Hex(), TS: h.now().Unix()}
 	full.Signature = sign(t, n.priv, canonical.Poll{NodeDID: full.NodeDID, TS: full.TS})
 	h.ok("POST", "/v1/node/bindings/pending", full, "", &pend)
 	if len(pend.Pending) != 2 {
 		t.Fatalf("full-DID poll: %+v", pend)
 	}
 
-	poll := func(did, key string, ts time.Time) registry.PendingRequest {
-		r := registry.PendingRequest{NodeDID: did, NodePublicKey: key, TS: ts.Unix()}
+	poll := func(did, key string, ts time.Time) api.PendingRequest {
+		r := api.PendingRequest{NodeDID: did, NodePublicKey: key, TS: ts.Unix()}
 		r.Signature = sign(t, n.priv, canonical.Poll{NodeDID: did, TS: ts.Unix()})
 		return r
 	}
@@ -1098,7 +1098,7 @@ func TestPending(t *testing.T) {
 		{"DID of another key", poll(quiet.did, n.key.Base58(), now), 401, "ID_BINDING_FAILED"},
 		{"key of 33 bytes", poll(n.did, base58.Encode(append(n.key[:], 0)), now), 401, "ID_BINDING_FAILED"},
 		{"operator tag", poll("did:svrp:o:"+n.key.ShortBody(), n.key.Base58(), now), 401, "ID_BINDING_FAILED"},
-		{"DID with LF", registry.PendingRequest{NodeDID: n.did + "\n", NodePublicKey: n.key.Base58(), TS: now.Unix(), Signature: "x"}, 401, "ID_BINDING_FAILED"},
+		{"DID with LF", api.PendingRequest{NodeDID: n.did + "\n", NodePublicKey: n.key.Base58(), TS: now.Unix(), Signature: "x"}, 401, "ID_BINDING_FAILED"},
 		{"bad DID and stale", poll("did:web:x", n.key.Base58(), now.Add(-time.Hour)), 401, "ID_BINDING_REQUIRED"},
 		{"no node_public_key", map[string]any{"node_did": n.did, "ts": now.Unix(), "signature": "x"}, 400, "BAD_REQUEST"},
 		{"ts a float", overlayJSON(t, poll(n.did, n.key.Base58(), now), json.RawMessage("1.5"), "ts"), 400, "BAD_REQUEST"},
@@ -1143,9 +1143,9 @@ func TestAccept(t *testing.T) {
 		s := h.drive(n, op, f.token, "bs-ok", "PENDING_NODE_ACCEPTANCE")
 		h.clock.Advance(time.Second)
 		status, raw := h.do("POST", "/v1/node/bindings/bs-ok/accept", n.acceptance(t, s.pend, true, h.now()), "")
-		var res registry.AcceptResult
+		var res api.AcceptResult
 		json.Unmarshal(raw, &res)
-		want := registry.AcceptResult{BindingSessionID: "bs-ok", State: "ACTIVE", Binding: registry.BindingView{
+		want := api.AcceptResult{BindingSessionID: "bs-ok", State: "ACTIVE", Binding: api.BindingView{
 			NodeDID: n.did, OperatorDID: op.did, TaskTypes: []string{"inference"},
 			SingleLimit: num(5), DailyLimit: num(50), RevocationID: "authz-bs-ok", ActivatedAt: stamp(h.now()),
 		}}
@@ -1200,18 +1200,18 @@ func TestAccept(t *testing.T) {
 		n, stranger := newNode(t, "n"), newNode(t, "stranger")
 		s := h.drive(n, op, f.token, "bs-1", "PENDING_NODE_ACCEPTANCE")
 		sibling := h.drive(n, op, f.token, "bs-2", "PENDING_NODE_ACCEPTANCE")
-		edit := func(g func(a *registry.AcceptanceRequest), accepted bool) registry.AcceptanceRequest {
+		edit := func(g func(a *api.AcceptanceRequest), accepted bool) api.AcceptanceRequest {
 			a := n.acceptance(t, s.pend, accepted, h.now())
 			g(&a)
 			return n.resignAcceptance(t, a)
 		}
 		for name, body := range map[string]any{
 			"session id of a sibling":    n.acceptance(t, sibling.pend, true, h.now()),
-			"node_did of another key":    edit(func(a *registry.AcceptanceRequest) { a.Acceptance.NodeDID = stranger.did }, true),
-			"node_did of another method": edit(func(a *registry.AcceptanceRequest) { a.Acceptance.NodeDID = "did:web:x" }, true),
-			"operator_did of another":    edit(func(a *registry.AcceptanceRequest) { a.Acceptance.OperatorDID = other.did }, true),
-			"digest of another grant":    edit(func(a *registry.AcceptanceRequest) { a.Acceptance.AuthorizationDigest = strings.Repeat("0", 64) }, true),
-			"digest of the sibling": edit(func(a *registry.AcceptanceRequest) {
+			"node_did of another key":    edit(func(a *api.AcceptanceRequest) { a.Acceptance.NodeDID = stranger.did }, true),
+			"node_did of another method": edit(func(a *api.AcceptanceRequest) { a.Acceptance.NodeDID = "did:web:x" }, true),
+			"operator_did of another":    edit(func(a *api.AcceptanceRequest) { a.Acceptance.OperatorDID = other.did }, true),
+			"digest of another grant":    edit(func(a *api.AcceptanceRequest) { a.Acceptance.AuthorizationDigest = strings.Repeat("0", 64) }, true),
+			"digest of the sibling": edit(func(a *api.AcceptanceRequest) {
 				a.Acceptance.AuthorizationDigest = n.acceptance(t, sibling.pend, true, h.now()).Acceptance.AuthorizationDigest
 			}, true),
 			"accepted false": n.acceptance(t, s.pend, false, h.now()),
@@ -1222,7 +1222,7 @@ func TestAccept(t *testing.T) {
 			}(),
 			"no acceptance":       `{}`,
 			"accepted a string":   overlayJSON(t, n.acceptance(t, s.pend, true, h.now()), json.RawMessage(`"True"`), "acceptance", "accepted"),
-			"issued_at malformed": edit(func(a *registry.AcceptanceRequest) { a.Acceptance.IssuedAt = "2026-03-01T12:00:00+00:00" }, true),
+			"issued_at malformed": edit(func(a *api.AcceptanceRequest) { a.Acceptance.IssuedAt = "2026-03-01T12:00:00+00:00" }, true),
 		} {
 			t.Run(name, func(t *testing.T) {
 				h.in(t).fails("POST", "/v1/node/bindings/bs-1/accept", body, "", http.StatusBadRequest, "BAD_REQUEST")
@@ -1246,7 +1246,7 @@ func TestAccept(t *testing.T) {
 			bad.Acceptance.Signature = sig
 			h.fails("POST", "/v1/node/bindings/bs-sig/accept", bad, "", http.StatusUnauthorized, "BAD_SIGNATURE")
 			h.wantState(s.id, "PENDING_NODE_ACCEPTANCE")
-			var pend registry.PendingResult
+			var pend api.PendingResult
 			h.ok("POST", "/v1/node/bindings/pending", n.poll(t, h.now()), "", &pend)
 			if len(pend.Pending) != 1 || pend.Pending[0].BindingSessionID != s.id {
 				t.Fatalf("the session is no longer offered to the node: %+v", pend)
@@ -1256,14 +1256,14 @@ func TestAccept(t *testing.T) {
 		skewed := good
 		skewed.Acceptance.IssuedAt = canonical.FormatTime(h.now().Add(time.Second))
 		h.fails("POST", "/v1/node/bindings/bs-sig/accept", skewed, "", http.StatusUnauthorized, "BAD_SIGNATURE")
-		var mine registry.OperatorNodes
+		var mine api.OperatorNodes
 		h.ok("GET", "/v1/operator/me/nodes", nil, f.token, &mine)
 		for _, b := range mine.Nodes {
 			if b.Authorization.RevocationID == "authz-bs-sig" {
 				t.Fatalf("a failed accept bound the node: %+v", mine)
 			}
 		}
-		var res registry.AcceptResult
+		var res api.AcceptResult
 		h.ok("POST", "/v1/node/bindings/bs-sig/accept", good, "", &res)
 		if res.State != "ACTIVE" {
 			t.Fatalf("accept after failures: %+v", res)
@@ -1274,7 +1274,7 @@ func TestAccept(t *testing.T) {
 		h := h.in(t)
 		n := newNode(t, "n")
 		first := h.drive(n, op, f.token, "bs-first", "ACTIVE")
-		var mine registry.OperatorNodes
+		var mine api.OperatorNodes
 		h.ok("GET", "/v1/operator/me/nodes", nil, f.otherToken, &mine)
 		before := mine.Count
 		h.drive(n, other, f.otherToken, "bs-second", "ACTIVE")
@@ -1309,15 +1309,15 @@ func TestNodeReject(t *testing.T) {
 	h.fails("POST", "/v1/node/bindings/bs-1/reject", n.acceptance(t, s.pend, true, h.now()), "", http.StatusBadRequest, "BAD_REQUEST")
 	h.wantState(s.id, "PENDING_NODE_ACCEPTANCE")
 
-	var res registry.StateResult
+	var res api.StateResult
 	h.ok("POST", "/v1/node/bindings/bs-1/reject", refusal, "", &res)
-	if res != (registry.StateResult{BindingSessionID: "bs-1", State: "REJECTED_BY_NODE"}) {
+	if res != (api.StateResult{BindingSessionID: "bs-1", State: "REJECTED_BY_NODE"}) {
 		t.Fatalf("answer %+v", res)
 	}
 	h.wantState(s.id, "REJECTED_BY_NODE")
 	h.fails("POST", "/v1/node/bindings/bs-1/reject", refusal, "", http.StatusConflict, "BAD_STATE")
 	h.fails("POST", "/v1/node/bindings/bs-1/accept", n.acceptance(t, s.pend, true, h.now()), "", http.StatusConflict, "BAD_STATE")
-	var mine registry.OperatorNodes
+	var mine api.OperatorNodes
 	h.ok("GET", "/v1/operator/me/nodes", nil, f.token, &mine)
 	if mine.Count != 0 {
 		t.Fatalf("a refused binding is listed: %+v", mine)

@@ -18,6 +18,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 func TestHealth(t *testing.T) {
@@ -122,7 +123,7 @@ func newListing(t *testing.T) *listing {
 	h.ok("POST", "/api/v1/register", gpu, "", nil)
 
 	// twin registers in the same second as gpu: the key decides their order.
-	twin := registry.RegisterRequest{DID: l.twin.did, PublicKey: l.twin.key.Base58(), Endpoint: "twin.example.org:443"}
+	twin := api.RegisterRequest{DID: l.twin.did, PublicKey: l.twin.key.Base58(), Endpoint: "twin.example.org:443"}
 	twin.Signature = signedReg(t, l.twin, twin)
 	l.twinSig = *twin.Signature
 	h.ok("POST", "/api/v1/register", twin, "", nil)
@@ -150,7 +151,7 @@ func newListing(t *testing.T) *listing {
 }
 
 // signedReg signs a registration over its current fields.
-func signedReg(t *testing.T, n node, r registry.RegisterRequest) *string {
+func signedReg(t *testing.T, n node, r api.RegisterRequest) *string {
 	sig := sign(t, n.priv, canonical.Register{DID: r.DID, PublicKey: n.key.Base58(), Endpoint: r.Endpoint, Capabilities: r.Capabilities, Region: r.Region})
 	return &sig
 }
@@ -159,8 +160,8 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func sptr(s string) *string { return &s }
 
-func (l *listing) views() map[string]registry.NodeView {
-	return map[string]registry.NodeView{
+func (l *listing) views() map[string]api.NodeView {
+	return map[string]api.NodeView{
 		"gpu": {
 			DID: l.gpu.did, PublicKey: l.gpu.key.Hex(), Endpoint: "203.0.113.7:7000",
 			Capabilities: []string{"inference", "health:ready"}, Region: sptr("eu-west"), Status: "active",
@@ -232,7 +233,7 @@ func TestNodesFilters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			h := l.h.in(t)
-			want := []registry.NodeView{}
+			want := []api.NodeView{}
 			var lines strings.Builder
 			for _, name := range tt.want {
 				want = append(want, views[name])
@@ -241,8 +242,8 @@ func TestNodesFilters(t *testing.T) {
 			}
 
 			var nodes struct {
-				Count int                 `json:"count"`
-				Nodes []registry.NodeView `json:"nodes"`
+				Count int            `json:"count"`
+				Nodes []api.NodeView `json:"nodes"`
 			}
 			h.ok("GET", "/nodes"+tt.query, nil, "", &nodes)
 			if nodes.Count != len(want) {
@@ -253,9 +254,9 @@ func TestNodesFilters(t *testing.T) {
 			}
 
 			var env struct {
-				OK    bool                `json:"ok"`
-				Data  []registry.NodeView `json:"data"`
-				Error *string             `json:"error"`
+				OK    bool           `json:"ok"`
+				Data  []api.NodeView `json:"data"`
+				Error *string        `json:"error"`
 			}
 			_, raw := h.do("GET", "/api/v1/peers"+tt.query, nil, "")
 			if !strings.Contains(string(raw), `"error":null`) || !strings.HasPrefix(string(raw), `{"ok":true,"data":[`) {
@@ -306,7 +307,7 @@ func TestNodesOrderKeepsFirstSeen(t *testing.T) {
 	h.clock.Advance(time.Hour)
 	h.ok("POST", "/api/v1/register", a.registration(t, "203.0.113.3:1"), "", nil)
 	var nodes struct {
-		Nodes []registry.NodeView `json:"nodes"`
+		Nodes []api.NodeView `json:"nodes"`
 	}
 	h.ok("GET", "/nodes", nil, "", &nodes)
 	if len(nodes.Nodes) != 2 || nodes.Nodes[0].DID != a.did || nodes.Nodes[1].DID != b.did || nodes.Nodes[0].Endpoint != "203.0.113.3:1" {
@@ -315,11 +316,11 @@ func TestNodesOrderKeepsFirstSeen(t *testing.T) {
 }
 
 // listedNodes returns GET /nodes.
-func (h *harness) listedNodes() []registry.NodeView {
+func (h *harness) listedNodes() []api.NodeView {
 	h.t.Helper()
 	var nodes struct {
-		Count int                 `json:"count"`
-		Nodes []registry.NodeView `json:"nodes"`
+		Count int            `json:"count"`
+		Nodes []api.NodeView `json:"nodes"`
 	}
 	h.ok("GET", "/nodes", nil, "", &nodes)
 	if nodes.Count != len(nodes.Nodes) {
@@ -337,27 +338,27 @@ func TestRegisterGraceMode(t *testing.T) {
 		name string
 		// signature returns the JSON of the signature field (nil leaves it out) and the
 		// string the record must keep.
-		signature func(n node, req registry.RegisterRequest) (json.RawMessage, *string)
+		signature func(n node, req api.RegisterRequest) (json.RawMessage, *string)
 	}{
-		{"missing", func(node, registry.RegisterRequest) (json.RawMessage, *string) { return nil, nil }},
-		{"null", func(node, registry.RegisterRequest) (json.RawMessage, *string) { return json.RawMessage("null"), nil }},
-		{"empty string", func(node, registry.RegisterRequest) (json.RawMessage, *string) { return quoted(""), sptr("") }},
-		{"not base58", func(node, registry.RegisterRequest) (json.RawMessage, *string) {
+		{"missing", func(node, api.RegisterRequest) (json.RawMessage, *string) { return nil, nil }},
+		{"null", func(node, api.RegisterRequest) (json.RawMessage, *string) { return json.RawMessage("null"), nil }},
+		{"empty string", func(node, api.RegisterRequest) (json.RawMessage, *string) { return quoted(""), sptr("") }},
+		{"not base58", func(node, api.RegisterRequest) (json.RawMessage, *string) {
 			return quoted("0OIl-not-base58"), sptr("0OIl-not-base58")
 		}},
-		{"base58 of 32 bytes", func(node, registry.RegisterRequest) (json.RawMessage, *string) {
+		{"base58 of 32 bytes", func(node, api.RegisterRequest) (json.RawMessage, *string) {
 			s := base58.Encode(make([]byte, 32))
 			return quoted(s), &s
 		}},
-		{"base58 of 65 bytes", func(node, registry.RegisterRequest) (json.RawMessage, *string) {
+		{"base58 of 65 bytes", func(node, api.RegisterRequest) (json.RawMessage, *string) {
 			s := base58.Encode(make([]byte, 65))
 			return quoted(s), &s
 		}},
-		{"over another message", func(n node, req registry.RegisterRequest) (json.RawMessage, *string) {
+		{"over another message", func(n node, req api.RegisterRequest) (json.RawMessage, *string) {
 			s := *n.registration(t, "203.0.113.8:7000").Signature
 			return quoted(s), &s
 		}},
-		{"by another key", func(n node, req registry.RegisterRequest) (json.RawMessage, *string) {
+		{"by another key", func(n node, req api.RegisterRequest) (json.RawMessage, *string) {
 			s := *signedReg(t, newNode(t, "another"), req)
 			return quoted(s), &s
 		}},
@@ -374,7 +375,7 @@ func TestRegisterGraceMode(t *testing.T) {
 			if sig != nil {
 				o["signature"] = sig
 			}
-			var res registry.RegisterResult
+			var res api.RegisterResult
 			h.ok("POST", "/api/v1/register", encodeRaw(o), "", &res)
 			if !res.OK || !res.Registered || res.Signed || !res.IDBound {
 				t.Fatalf("result %+v", res)
@@ -393,7 +394,7 @@ func TestRegisterGraceMode(t *testing.T) {
 	}
 	t.Run("signed", func(t *testing.T) {
 		h := h.in(t)
-		var res registry.RegisterResult
+		var res api.RegisterResult
 		h.ok("POST", "/api/v1/register", newNode(t, "n").registration(t, "203.0.113.7:7000"), "", &res)
 		if !res.Signed || !res.Data.SignaturePresent || !res.Data.SignatureVerified {
 			t.Fatalf("result %+v", res)
@@ -423,7 +424,7 @@ func TestRegisterNoDowngrade(t *testing.T) {
 	h.ok("POST", "/api/v1/register", unsigned, "", nil)
 	h.ok("POST", "/api/v1/register", unsigned, "", nil)
 
-	var res registry.RegisterResult
+	var res api.RegisterResult
 	h.ok("POST", "/api/v1/register", n.registration(t, "203.0.113.7:7000"), "", &res)
 	if !res.Signed {
 		t.Fatalf("signed registration: %+v", res)
@@ -477,7 +478,7 @@ func TestRegisterStrict(t *testing.T) {
 	if n := len(h.listedNodes()); n != 0 {
 		t.Fatalf("strict mode recorded %d unverified registrations", n)
 	}
-	var res registry.RegisterResult
+	var res api.RegisterResult
 	h.ok("POST", "/api/v1/register", newNode(t, "n").registration(t, "203.0.113.7:7000"), "", &res)
 	if !res.Signed || len(h.listedNodes()) != 1 {
 		t.Fatalf("strict mode refused a signed registration: %+v", res)
@@ -493,14 +494,14 @@ func TestReregistration(t *testing.T) {
 	h.ok("POST", "/api/v1/register", n.registration(t, "203.0.113.7:7000"), "", nil)
 
 	h.clock.Advance(90 * time.Minute)
-	again := registry.RegisterRequest{
+	again := api.RegisterRequest{
 		DID: n.fullDID(), PublicKey: n.key.Base58(), Endpoint: "https://gpu.example.org",
 		Capabilities: []string{"storage", "proof"},
 	}
 	again.Signature = signedReg(t, n, again)
-	var res registry.RegisterResult
+	var res api.RegisterResult
 	h.ok("POST", "/api/v1/register", again, "", &res)
-	want := registry.NodeView{
+	want := api.NodeView{
 		DID: n.fullDID(), PublicKey: n.key.Hex(), Endpoint: "https://gpu.example.org",
 		Capabilities: []string{"storage", "proof"}, Region: nil, Status: "active",
 		LastSeen: stamp(h.now()), FirstSeen: stamp(first), Signature: again.Signature,
@@ -509,7 +510,7 @@ func TestReregistration(t *testing.T) {
 	if d := cmp.Diff(want, res.Data); d != "" {
 		t.Fatalf("answer (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]registry.NodeView{want}, h.listedNodes()); d != "" {
+	if d := cmp.Diff([]api.NodeView{want}, h.listedNodes()); d != "" {
 		t.Fatalf("GET /nodes (-want +got):\n%s", d)
 	}
 	// The record now answers to the full spelling, and still to the short one.
@@ -578,7 +579,7 @@ func TestRegisterDIDVectors(t *testing.T) {
 		}
 		n++
 		t.Run(neg.ID, func(t *testing.T) {
-			req := registry.RegisterRequest{DID: neg.DID, PublicKey: neg.PublicKey, Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"}}
+			req := api.RegisterRequest{DID: neg.DID, PublicKey: neg.PublicKey, Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"}}
 			h.in(t).fails("POST", "/api/v1/register", req, "", neg.Expected.HTTP, neg.Expected.Code)
 		})
 	}
@@ -603,11 +604,11 @@ func TestRegisterDIDVectors(t *testing.T) {
 		}
 		keys[p.PublicKey] = true
 		t.Run(p.ID, func(t *testing.T) {
-			req := registry.RegisterRequest{DID: p.DID, PublicKey: p.PublicKey, Endpoint: "203.0.113.7:7000"}
+			req := api.RegisterRequest{DID: p.DID, PublicKey: p.PublicKey, Endpoint: "203.0.113.7:7000"}
 			if seed, ok := seeds[name]; ok {
 				req.Signature = signedReg(t, vectorNode(t, seed), req)
 			}
-			var res registry.RegisterResult
+			var res api.RegisterResult
 			h.in(t).ok("POST", "/api/v1/register", req, "", &res)
 			k, err := didkey.DecodeKey(p.PublicKey)
 			if err != nil || res.Data.PublicKey != k.Hex() || res.Data.DID != p.DID || res.Signed != (req.Signature != nil) {
@@ -644,8 +645,8 @@ func TestRegisterCollision(t *testing.T) {
 		for _, form := range []string{"short", "fallback", "full"} {
 			t.Run(order[0]+" holds "+form, func(t *testing.T) {
 				h := newHarness(t)
-				reg := func(n node, did string) registry.RegisterRequest {
-					r := registry.RegisterRequest{DID: did, PublicKey: n.key.Base58(), Endpoint: "203.0.113.7:7000"}
+				reg := func(n node, did string) api.RegisterRequest {
+					r := api.RegisterRequest{DID: did, PublicKey: n.key.Base58(), Endpoint: "203.0.113.7:7000"}
 					r.Signature = signedReg(t, n, r)
 					return r
 				}
@@ -707,7 +708,7 @@ func TestRegisterAddressLimit(t *testing.T) {
 }
 
 // regFields returns a valid registration body as a map of its JSON fields.
-func regFields(t *testing.T, r registry.RegisterRequest) map[string]json.RawMessage {
+func regFields(t *testing.T, r api.RegisterRequest) map[string]json.RawMessage {
 	var o map[string]json.RawMessage
 	b, _ := json.Marshal(r)
 	if err := json.Unmarshal(b, &o); err != nil {
@@ -750,8 +751,8 @@ func TestRegisterBadRequest(t *testing.T) {
 		{"endpoint with line separator", with("endpoint", `"203.0.113.7\u2028:7000"`), "BAD_REQUEST"},
 		{"endpoint with paragraph separator", with("endpoint", `"203.0.113.7\u2029:7000"`), "BAD_REQUEST"},
 		// DID comes first: a bad DID with a bad endpoint is a DID failure.
-		{"bad DID and bad endpoint", registry.RegisterRequest{DID: "did:web:x", PublicKey: n.key.Hex(), Endpoint: "a b"}, "ID_BINDING_REQUIRED"},
-		{"unbound DID and bad endpoint", registry.RegisterRequest{DID: newNode(t, "m").did, PublicKey: n.key.Hex(), Endpoint: "a b"}, "ID_BINDING_FAILED"},
+		{"bad DID and bad endpoint", api.RegisterRequest{DID: "did:web:x", PublicKey: n.key.Hex(), Endpoint: "a b"}, "ID_BINDING_REQUIRED"},
+		{"unbound DID and bad endpoint", api.RegisterRequest{DID: newNode(t, "m").did, PublicKey: n.key.Hex(), Endpoint: "a b"}, "ID_BINDING_FAILED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -769,8 +770,8 @@ func TestRegisterBadRequest(t *testing.T) {
 	var v didVectors
 	loadVectors(t, "dids.json", &v)
 	holder, other := vectorNode(t, v.Collision.First.SeedHex), vectorNode(t, v.Collision.Second.SeedHex)
-	h.ok("POST", "/api/v1/register", registry.RegisterRequest{DID: holder.did, PublicKey: holder.key.Hex(), Endpoint: "203.0.113.7:7000"}, "", nil)
-	h.fails("POST", "/api/v1/register", registry.RegisterRequest{DID: other.did, PublicKey: other.key.Hex(), Endpoint: " "}, "", http.StatusBadRequest, "BAD_REQUEST")
+	h.ok("POST", "/api/v1/register", api.RegisterRequest{DID: holder.did, PublicKey: holder.key.Hex(), Endpoint: "203.0.113.7:7000"}, "", nil)
+	h.fails("POST", "/api/v1/register", api.RegisterRequest{DID: other.did, PublicKey: other.key.Hex(), Endpoint: " "}, "", http.StatusBadRequest, "BAD_REQUEST")
 }
 
 // rejectVector is one case of rejects.json.
@@ -842,7 +843,7 @@ func TestHeartbeat(t *testing.T) {
 	fallback, _ := didkey.NodeDID(n.key, didkey.FormFallback)
 	otherTag := "did:svrp:h:" + n.key.ShortBody()
 
-	withKey := func(r registry.HeartbeatRequest, key string) registry.HeartbeatRequest {
+	withKey := func(r api.HeartbeatRequest, key string) api.HeartbeatRequest {
 		r.PublicKey = &key
 		return r
 	}
@@ -911,7 +912,7 @@ func TestHeartbeat(t *testing.T) {
 		// A control character breaks the DID grammar, which is checked first (see
 		// parseNodeDID).
 		{"DID with LF", func(now time.Time) any {
-			return registry.HeartbeatRequest{DID: n.did + "\n", TS: now.Unix(), Signature: signLines(n.priv, "service-node-heartbeat:v1", n.did+"\n", strconv.FormatInt(now.Unix(), 10))}
+			return api.HeartbeatRequest{DID: n.did + "\n", TS: now.Unix(), Signature: signLines(n.priv, "service-node-heartbeat:v1", n.did+"\n", strconv.FormatInt(now.Unix(), 10))}
 		}, 401, "ID_BINDING_FAILED"},
 		{"missing ts", func(now time.Time) any {
 			return map[string]any{"did": n.did, "signature": n.heartbeat(t, n.did, now).Signature}
@@ -947,7 +948,7 @@ func TestHeartbeat(t *testing.T) {
 				}
 				return
 			}
-			var res registry.HeartbeatResult
+			var res api.HeartbeatResult
 			h.ok("POST", "/api/v1/heartbeat", tt.req(h.now()), "", &res)
 			at := stamp(h.now())
 			h.clock.Advance(time.Second)

@@ -21,6 +21,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -30,12 +31,12 @@ import (
 func TestEnumerationSameBytes(t *testing.T) {
 	w := newArena(t)
 	used := w.initiate("bs-used")
-	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
+	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
 	cancelled := w.initiate("bs-cancelled")
 	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", hostileCancel(t, w.n, "bs-cancelled", w.now()), "", nil)
 	authorized := w.initiate("bs-authorized")
-	var view registry.ResolveView
-	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: authorized.ShortCode}, w.token, &view)
+	var view api.ResolveView
+	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: authorized.ShortCode}, w.token, &view)
 	w.ok("POST", "/v1/bindings/authorize", w.op.authorize(t, view, w.now(), num(5), num(50)), w.token, nil)
 	authorizedCode := authorized.ShortCode
 	expiring := w.initiate("bs-expiring")
@@ -48,7 +49,7 @@ func TestEnumerationSameBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cases := map[string]registry.ResolveRequest{
+	cases := map[string]api.ResolveRequest{
 		"code never issued":     {ShortCode: "ZZZZZZZZ"},
 		"code authorized":       {ShortCode: authorizedCode},
 		"code used":             {ShortCode: used.ShortCode},
@@ -86,7 +87,7 @@ func TestEnumerationSameBytes(t *testing.T) {
 
 // rawResolve sends a resolve and returns its status, the headers that describe the body and
 // the body.
-func (w *arena) rawResolve(t *testing.T, req registry.ResolveRequest, token string) struct {
+func (w *arena) rawResolve(t *testing.T, req api.ResolveRequest, token string) struct {
 	status int
 	header string
 	body   []byte
@@ -160,7 +161,7 @@ func TestEnumerationPerCodeLimit(t *testing.T) {
 	w := newArena(t, func(c *registry.Config) { c.Rand = r })
 	const code = "K7K7K7K7"
 	for i := range binding.ResolveFailureLimit {
-		w.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, w.token, http.StatusNotFound, "NOT_FOUND")
+		w.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, w.token, http.StatusNotFound, "NOT_FOUND")
 		if i == 0 {
 			w.clock.Advance(4 * time.Minute)
 		}
@@ -173,12 +174,12 @@ func TestEnumerationPerCodeLimit(t *testing.T) {
 	// Every spelling of the code is the same code, so the same counter.
 	for _, spelled := range []string{code, strings.ToLower(code), "k7k7-k7k7", "K7K7 K7K7"} {
 		before := hostileSnapshot(t, w.st)
-		w.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: spelled}, w.token, http.StatusTooManyRequests, "RATE_LIMITED")
+		w.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: spelled}, w.token, http.StatusTooManyRequests, "RATE_LIMITED")
 		hostileSameStore(t, "a blocked resolve", before, hostileSnapshot(t, w.st))
 	}
 	w.clock.Advance(6*time.Minute + time.Second)
-	var v registry.ResolveView
-	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, w.token, &v)
+	var v api.ResolveView
+	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, w.token, &v)
 	if v.BindingSessionID != "bs-1" {
 		t.Fatalf("resolve after the window: %+v", v)
 	}
@@ -199,11 +200,11 @@ func TestEnumerationPerAddressLimit(t *testing.T) {
 	w := newArena(t, hostileResolveLimit(3))
 	ini := w.initiate("bs-1")
 	for i := range 3 {
-		w.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: fmt.Sprintf("ZZZZZZZ%d", i+2)}, w.token, http.StatusNotFound, "NOT_FOUND")
+		w.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: fmt.Sprintf("ZZZZZZZ%d", i+2)}, w.token, http.StatusNotFound, "NOT_FOUND")
 	}
-	valid := registry.ResolveRequest{ShortCode: ini.ShortCode}
+	valid := api.ResolveRequest{ShortCode: ini.ShortCode}
 	blocked := w.fails("POST", "/v1/bindings/resolve", valid, w.token, http.StatusTooManyRequests, "RATE_LIMITED")
-	other := w.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "YYYYYYYY"}, w.token, http.StatusTooManyRequests, "RATE_LIMITED")
+	other := w.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "YYYYYYYY"}, w.token, http.StatusTooManyRequests, "RATE_LIMITED")
 	if !bytes.Equal(blocked, other) {
 		t.Fatalf("a blocked valid code and a blocked unknown one differ: %s / %s", blocked, other)
 	}
@@ -213,7 +214,7 @@ func TestEnumerationPerAddressLimit(t *testing.T) {
 		t.Fatalf("another address: %+v %v", v, err)
 	}
 	w.clock.Advance(binding.ResolveWindow)
-	w.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "ZZZZZZZ2"}, w.token, http.StatusNotFound, "NOT_FOUND")
+	w.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "ZZZZZZZ2"}, w.token, http.StatusNotFound, "NOT_FOUND")
 }
 
 // recordingStore logs every store call a request makes, with its arguments, so a test can
@@ -366,23 +367,23 @@ func TestEnumerationSameStoreCalls(t *testing.T) {
 	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
 	w.token = w.op.login(h)
 	used := w.initiate("bs-used")
-	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
+	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
 	expired := w.initiate("bs-expired")
 	w.clock.Advance(11 * time.Minute)
 	fresh := w.initiate("bs-fresh")
 
-	resolve := func(req registry.ResolveRequest) []string {
+	resolve := func(req api.ResolveRequest) []string {
 		rec.take()
 		w.request("POST", "/v1/bindings/resolve", raceJSON(t, req), "Bearer "+w.token)
 		return rec.take()
 	}
 	never := "ZZZZZZZZ"
 	paths := map[string][]string{
-		"used code":          resolve(registry.ResolveRequest{ShortCode: used.ShortCode}),
-		"expired code":       resolve(registry.ResolveRequest{ShortCode: strings.ToLower(expired.ShortCode)}),
-		"never-issued code":  resolve(registry.ResolveRequest{ShortCode: never}),
-		"used token":         resolve(registry.ResolveRequest{BindingToken: used.BindingToken}),
-		"never-issued token": resolve(registry.ResolveRequest{BindingToken: "1111111111111111111111"}),
+		"used code":          resolve(api.ResolveRequest{ShortCode: used.ShortCode}),
+		"expired code":       resolve(api.ResolveRequest{ShortCode: strings.ToLower(expired.ShortCode)}),
+		"never-issued code":  resolve(api.ResolveRequest{ShortCode: never}),
+		"used token":         resolve(api.ResolveRequest{BindingToken: used.BindingToken}),
+		"never-issued token": resolve(api.ResolveRequest{BindingToken: "1111111111111111111111"}),
 	}
 	want := callKinds(paths["never-issued code"])
 	t.Logf("store calls of a failed resolve: %v", want)
@@ -403,8 +404,8 @@ func TestEnumerationSameStoreCalls(t *testing.T) {
 	}
 	// No spelling of any presented secret reaches the store. The successful resolve of a
 	// fresh code is included: its calls must not carry the code either.
-	paths["fresh code"] = resolve(registry.ResolveRequest{ShortCode: fresh.ShortCode[:4] + "-" + strings.ToLower(fresh.ShortCode[4:])})
-	for _, code := range []registry.InitiateResult{used, expired, fresh} {
+	paths["fresh code"] = resolve(api.ResolveRequest{ShortCode: fresh.ShortCode[:4] + "-" + strings.ToLower(fresh.ShortCode[4:])})
+	for _, code := range []api.InitiateResult{used, expired, fresh} {
 		secrets := []string{code.ShortCode, strings.ToLower(code.ShortCode), code.ShortCode[:4] + "-" + code.ShortCode[4:], code.BindingToken}
 		for name, calls := range paths {
 			for _, c := range calls {

@@ -12,8 +12,9 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -48,7 +49,7 @@ func TestExhaustionChallengeFlood(t *testing.T) {
 		}
 	}
 	before := liveHeap()
-	var last registry.ChallengeResult
+	var last api.ChallengeResult
 	for i := range flood {
 		if last, err = svc.Challenge(); err != nil {
 			t.Fatal(err)

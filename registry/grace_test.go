@@ -9,23 +9,23 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // graceHijacks are registrations an attacker can send for a key whose owner registered with
 // a verified signature: each would move the node's endpoint, and none carries the owner's
 // signature over what it asks for.
-func graceHijacks(t *testing.T, owner node, signed registry.RegisterRequest) map[string]registry.RegisterRequest {
+func graceHijacks(t *testing.T, owner node, signed api.RegisterRequest) map[string]api.RegisterRequest {
 	attacker := newNode(t, "attacker")
-	evil := func(did, pk string, sig *string) registry.RegisterRequest {
-		return registry.RegisterRequest{DID: did, PublicKey: pk, Endpoint: "198.51.100.66:6666", Capabilities: []string{"inference"}, Region: "eu-west", Signature: sig}
+	evil := func(did, pk string, sig *string) api.RegisterRequest {
+		return api.RegisterRequest{DID: did, PublicKey: pk, Endpoint: "198.51.100.66:6666", Capabilities: []string{"inference"}, Region: "eu-west", Signature: sig}
 	}
 	s := func(v string) *string { return &v }
 	ten, _ := didkey.NodeDID(owner.key, didkey.FormFallback)
 	full := owner.fullDID()
 	hex, b58 := owner.key.Hex(), owner.key.Base58()
 	byAttacker := sign(t, attacker.priv, canonical.Register{DID: owner.did, PublicKey: b58, Endpoint: "198.51.100.66:6666", Capabilities: []string{"inference"}, Region: "eu-west"})
-	return map[string]registry.RegisterRequest{
+	return map[string]api.RegisterRequest{
 		"unsigned":                     evil(owner.did, hex, nil),
 		"unsigned-full-did":            evil(full, hex, nil),
 		"unsigned-10-hex-did":          evil(ten.String(), b58, nil),
@@ -65,7 +65,7 @@ func TestGraceCannotHijack(t *testing.T) {
 	h := newHarness(t)
 	owner := newNode(t, "owner")
 	signed := owner.registration(t, "203.0.113.7:7000")
-	var reg registry.RegisterResult
+	var reg api.RegisterResult
 	h.ok("POST", "/api/v1/register", signed, "", &reg)
 	if !reg.Signed || !reg.Data.SignatureVerified {
 		t.Fatalf("owner's registration did not verify: %+v", reg)
@@ -82,7 +82,7 @@ func TestGraceCannotHijack(t *testing.T) {
 		t.Fatalf("after the attempts the record is %+v", v)
 	}
 	// The owner can still move its own node, under another spelling too.
-	moved := registry.RegisterRequest{DID: owner.fullDID(), PublicKey: owner.key.Base58(), Endpoint: "203.0.113.8:7000", Capabilities: []string{"inference"}}
+	moved := api.RegisterRequest{DID: owner.fullDID(), PublicKey: owner.key.Base58(), Endpoint: "203.0.113.8:7000", Capabilities: []string{"inference"}}
 	sig := sign(t, owner.priv, canonical.Register{DID: moved.DID, PublicKey: owner.key.Base58(), Endpoint: moved.Endpoint, Capabilities: moved.Capabilities})
 	moved.Signature = &sig
 	h.ok("POST", "/api/v1/register", moved, "", nil)
@@ -97,8 +97,8 @@ func TestGraceCannotHijack(t *testing.T) {
 func TestGraceUnverifiedThenOwner(t *testing.T) {
 	h := newHarness(t)
 	owner := newNode(t, "owner")
-	unsigned := registry.RegisterRequest{DID: owner.did, PublicKey: owner.key.Hex(), Endpoint: "198.51.100.66:6666"}
-	var reg registry.RegisterResult
+	unsigned := api.RegisterRequest{DID: owner.did, PublicKey: owner.key.Hex(), Endpoint: "198.51.100.66:6666"}
+	var reg api.RegisterResult
 	h.ok("POST", "/api/v1/register", unsigned, "", &reg)
 	if reg.Signed || reg.Data.SignatureVerified || reg.Data.SignaturePresent {
 		t.Fatalf("unsigned registration: %+v", reg)
@@ -119,7 +119,7 @@ func TestGraceStrict(t *testing.T) {
 	owner := newNode(t, "owner")
 	fresh := newNode(t, "fresh")
 	s := func(v string) *string { return &v }
-	refusedNew := map[string]registry.RegisterRequest{
+	refusedNew := map[string]api.RegisterRequest{
 		"unsigned":      {DID: fresh.did, PublicKey: fresh.key.Hex(), Endpoint: "203.0.113.9:7000"},
 		"empty":         {DID: fresh.did, PublicKey: fresh.key.Hex(), Endpoint: "203.0.113.9:7000", Signature: s("")},
 		"garbage":       {DID: fresh.did, PublicKey: fresh.key.Hex(), Endpoint: "203.0.113.9:7000", Signature: s("0OIl")},
@@ -144,13 +144,13 @@ func TestGraceStrict(t *testing.T) {
 }
 
 // nodeViewsByKey lists GET /nodes by hex key.
-func (h *harness) nodeViewsByKey() map[string]registry.NodeView {
+func (h *harness) nodeViewsByKey() map[string]api.NodeView {
 	h.t.Helper()
 	var list struct {
-		Nodes []registry.NodeView `json:"nodes"`
+		Nodes []api.NodeView `json:"nodes"`
 	}
 	h.ok("GET", "/nodes", nil, "", &list)
-	out := map[string]registry.NodeView{}
+	out := map[string]api.NodeView{}
 	for _, v := range list.Nodes {
 		out[v.PublicKey] = v
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -186,7 +187,7 @@ func (h *harness) ok(method, path string, body any, bearer string, out any) {
 func (h *harness) fails(method, path string, body any, bearer string, status int, code string) []byte {
 	h.t.Helper()
 	got, raw := h.do(method, path, body, bearer)
-	var e registry.ErrorBody
+	var e api.ErrorBody
 	if err := json.Unmarshal(raw, &e); err != nil {
 		h.t.Fatalf("%s %s: want %d %s, got %d %s", method, path, status, code, got, raw)
 	}
@@ -237,8 +238,8 @@ func (n node) fullDID() string {
 	return d.String()
 }
 
-func (n node) registration(t *testing.T, endpoint string) registry.RegisterRequest {
-	req := registry.RegisterRequest{
+func (n node) registration(t *testing.T, endpoint string) api.RegisterRequest {
+	req := api.RegisterRequest{
 		DID: n.did, PublicKey: n.key.Hex(), Endpoint: endpoint,
 		Capabilities: []string{"inference"}, Region: "eu-west",
 	}
@@ -247,8 +248,8 @@ func (n node) registration(t *testing.T, endpoint string) registry.RegisterReque
 	return req
 }
 
-func (n node) heartbeat(t *testing.T, did string, ts time.Time) registry.HeartbeatRequest {
-	return registry.HeartbeatRequest{DID: did, TS: ts.Unix(), Signature: sign(t, n.priv, canonical.Heartbeat{DID: did, TS: ts.Unix()})}
+func (n node) heartbeat(t *testing.T, did string, ts time.Time) api.HeartbeatRequest {
+	return api.HeartbeatRequest{DID: did, TS: ts.Unix(), Signature: sign(t, n.priv, canonical.Heartbeat{DID: did, TS: ts.Unix()})}
 }
 
 func (n node) initiate(t *testing.T, id string, now time.Time, single, daily *float64) binding.InitiateRequest {
@@ -263,14 +264,14 @@ func (n node) initiate(t *testing.T, id string, now time.Time, single, daily *fl
 	return req
 }
 
-func (n node) poll(t *testing.T, ts time.Time) registry.PendingRequest {
-	return registry.PendingRequest{
+func (n node) poll(t *testing.T, ts time.Time) api.PendingRequest {
+	return api.PendingRequest{
 		NodeDID: n.did, NodePublicKey: n.key.Base58(), TS: ts.Unix(),
 		Signature: sign(t, n.priv, canonical.Poll{NodeDID: n.did, TS: ts.Unix()}),
 	}
 }
 
-func (n node) acceptance(t *testing.T, p registry.PendingAuthorization, accepted bool, now time.Time) registry.AcceptanceRequest {
+func (n node) acceptance(t *testing.T, p api.PendingAuthorization, accepted bool, now time.Time) api.AcceptanceRequest {
 	digest, err := p.AuthorizationCredential.Authorization.Digest(canonical.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +281,7 @@ func (n node) acceptance(t *testing.T, p registry.PendingAuthorization, accepted
 		AuthorizationDigest: digest, Accepted: accepted, IssuedAt: canonical.FormatTime(now),
 	}}
 	acc.Signature = sign(t, n.priv, acc.Acceptance)
-	return registry.AcceptanceRequest{Acceptance: acc}
+	return api.AcceptanceRequest{Acceptance: acc}
 }
 
 // operator is a test operator: a root key, a device key and the DeviceCredential tying them.
@@ -306,9 +307,9 @@ func newOperator(t *testing.T, label string, now time.Time, permissions ...strin
 // login runs challenge and device-login and returns the session token.
 func (o operator) login(h *harness) string {
 	h.t.Helper()
-	var ch registry.ChallengeResult
+	var ch api.ChallengeResult
 	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	var res registry.LoginResult
+	var res api.LoginResult
 	h.ok("POST", "/v1/auth/device-login", o.loginRequest(h.t, ch.Challenge, h.now()), "", &res)
 	return res.SessionToken
 }
@@ -321,7 +322,7 @@ func (o operator) loginRequest(t *testing.T, challenge string, now time.Time) au
 	}
 }
 
-func (o operator) authorize(t *testing.T, v registry.ResolveView, now time.Time, single, daily *float64) registry.AuthorizeRequest {
+func (o operator) authorize(t *testing.T, v api.ResolveView, now time.Time, single, daily *float64) api.AuthorizeRequest {
 	az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
 		BindingSessionID: v.BindingSessionID, NodeDID: v.NodeDID, OperatorDID: o.did,
 		TaskTypes: []string{"inference"}, SingleLimit: single, DailyLimit: daily,
@@ -329,7 +330,7 @@ func (o operator) authorize(t *testing.T, v registry.ResolveView, now time.Time,
 		ExpiresAt: canonical.FormatTime(now.Add(time.Hour)),
 	}}
 	az.Signature = sign(t, o.device, az.Authorization)
-	return registry.AuthorizeRequest{BindingSessionID: v.BindingSessionID, DeviceCredential: o.cred, AuthorizationCredential: az}
+	return api.AuthorizeRequest{BindingSessionID: v.BindingSessionID, DeviceCredential: o.cred, AuthorizationCredential: az}
 }
 
 func num(v float64) *float64 { return &v }
@@ -393,9 +394,9 @@ func (h *harness) restart(opts ...harnessOption) *harness {
 }
 
 // readStatus reads a binding session's status, which must answer 200.
-func (h *harness) readStatus(id string) registry.Status {
+func (h *harness) readStatus(id string) api.Status {
 	h.t.Helper()
-	var st registry.Status
+	var st api.Status
 	h.ok("GET", "/v1/bindings/"+id+"/status", nil, "", &st)
 	return st
 }
@@ -411,9 +412,9 @@ func (h *harness) wantState(id, state string) {
 // flow is a binding session driven through the handshake by harness.drive.
 type flow struct {
 	id   string
-	ini  registry.InitiateResult
-	view registry.ResolveView
-	pend registry.PendingAuthorization
+	ini  api.InitiateResult
+	view api.ResolveView
+	pend api.PendingAuthorization
 }
 
 // drive initiates a session of n with id and runs the handshake with op (logged in as token)
@@ -432,7 +433,7 @@ func (h *harness) drive(n node, op operator, token, id, to string) flow {
 		h.ok("POST", "/v1/bindings/"+id+"/cancel", n.cancelRequest(t, id, n.did, h.now()), "", nil)
 		return s
 	}
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: s.ini.ShortCode}, token, &s.view)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: s.ini.ShortCode}, token, &s.view)
 	switch to {
 	case "PENDING_OPERATOR":
 		return s
@@ -441,7 +442,7 @@ func (h *harness) drive(n node, op operator, token, id, to string) flow {
 		return s
 	}
 	h.ok("POST", "/v1/bindings/authorize", op.authorize(t, s.view, h.now(), num(5), num(50)), token, nil)
-	var pend registry.PendingResult
+	var pend api.PendingResult
 	h.ok("POST", "/v1/node/bindings/pending", n.poll(t, h.now()), "", &pend)
 	for _, p := range pend.Pending {
 		if p.BindingSessionID == id {
@@ -466,8 +467,8 @@ func (h *harness) drive(n node, op operator, token, id, to string) flow {
 }
 
 // cancelRequest is the node form of a cancel: message 9 signed by the node key.
-func (n node) cancelRequest(t *testing.T, id, did string, ts time.Time) registry.NodeCancelRequest {
-	return registry.NodeCancelRequest{
+func (n node) cancelRequest(t *testing.T, id, did string, ts time.Time) api.NodeCancelRequest {
+	return api.NodeCancelRequest{
 		NodeDID: did, TS: ts.Unix(),
 		Signature: sign(t, n.priv, canonical.Cancel{BindingSessionID: id, NodeDID: did, TS: ts.Unix()}),
 	}

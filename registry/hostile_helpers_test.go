@@ -20,6 +20,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -185,7 +186,7 @@ func hostileErrorBody(t testing.TB, what string, raw []byte, code string) {
 		t.Errorf("%s: error body is not a JSON object: %q", what, raw)
 		return
 	}
-	var e registry.ErrorBody
+	var e api.ErrorBody
 	_ = json.Unmarshal(raw, &e)
 	if len(fields) != 2 || e.Code != code || e.Error == "" {
 		t.Errorf("%s: want {code:%s, error}, got %s", what, code, raw)
@@ -222,29 +223,29 @@ func newArena(t *testing.T, opts ...harnessOption) *arena {
 }
 
 // initiate opens a session of w's node.
-func (w *arena) initiate(id string) registry.InitiateResult {
+func (w *arena) initiate(id string) api.InitiateResult {
 	w.t.Helper()
-	var res registry.InitiateResult
+	var res api.InitiateResult
 	w.ok("POST", "/v1/bindings/initiate", w.n.initiate(w.t, id, w.now(), num(10), nil), "", &res)
 	return res
 }
 
 // resolved opens a session and resolves it as w's operator.
-func (w *arena) resolved(id string) registry.ResolveView {
+func (w *arena) resolved(id string) api.ResolveView {
 	w.t.Helper()
 	ini := w.initiate(id)
-	var v registry.ResolveView
-	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, w.token, &v)
+	var v api.ResolveView
+	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, w.token, &v)
 	return v
 }
 
 // authorized takes a session to PENDING_NODE_ACCEPTANCE and returns what the node's poll
 // shows for it.
-func (w *arena) authorized(id string) registry.PendingAuthorization {
+func (w *arena) authorized(id string) api.PendingAuthorization {
 	w.t.Helper()
 	v := w.resolved(id)
 	w.ok("POST", "/v1/bindings/authorize", w.op.authorize(w.t, v, w.now(), num(5), num(50)), w.token, nil)
-	var pend registry.PendingResult
+	var pend api.PendingResult
 	w.ok("POST", "/v1/node/bindings/pending", w.n.poll(w.t, w.now()), "", &pend)
 	for _, p := range pend.Pending {
 		if p.BindingSessionID == id {
@@ -252,14 +253,14 @@ func (w *arena) authorized(id string) registry.PendingAuthorization {
 		}
 	}
 	w.t.Fatalf("session %s is not pending for the node", id)
-	return registry.PendingAuthorization{}
+	return api.PendingAuthorization{}
 }
 
 // active takes a session to ACTIVE.
-func (w *arena) active(id string) registry.AcceptResult {
+func (w *arena) active(id string) api.AcceptResult {
 	w.t.Helper()
 	p := w.authorized(id)
-	var res registry.AcceptResult
+	var res api.AcceptResult
 	w.ok("POST", "/v1/node/bindings/"+id+"/accept", w.n.acceptance(w.t, p, true, w.now()), "", &res)
 	return res
 }
@@ -267,7 +268,7 @@ func (w *arena) active(id string) registry.AcceptResult {
 // challenge fetches a fresh login challenge.
 func (w *arena) challenge() string {
 	w.t.Helper()
-	var ch registry.ChallengeResult
+	var ch api.ChallengeResult
 	w.ok("POST", "/v1/auth/challenge", nil, "", &ch)
 	return ch.Challenge
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // hostileAnswer is the one answer a bad request must get.
@@ -507,7 +508,7 @@ func hostileRegister(t *testing.T, w *arena) []*hostileEndpoint {
 		if changed[len(changed)-1] == "signature" {
 			return
 		}
-		req, ok := hostileDecode[registry.RegisterRequest](t, b)
+		req, ok := hostileDecode[api.RegisterRequest](t, b)
 		if !ok {
 			return
 		}
@@ -599,7 +600,7 @@ func hostileHeartbeat(t *testing.T, w *arena) []*hostileEndpoint {
 		if changed[0] == "signature" {
 			return
 		}
-		if req, ok := hostileDecode[registry.HeartbeatRequest](t, b); ok {
+		if req, ok := hostileDecode[api.HeartbeatRequest](t, b); ok {
 			if sig := hostileSign(n.priv, canonical.Heartbeat{DID: req.DID, TS: req.TS}); sig != "" {
 				b["signature"] = sig
 			}
@@ -901,11 +902,11 @@ func hostileInitiate(t *testing.T, w *arena) []*hostileEndpoint {
 func hostileResolve(t *testing.T, w *arena) []*hostileEndpoint {
 	ini := w.initiate("bs-open")
 	used := w.initiate("bs-used")
-	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
+	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
 	cancelled := w.initiate("bs-cancelled")
 	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", hostileCancel(t, w.n, "bs-cancelled", w.now()), "", nil)
 	ep := &hostileEndpoint{name: "resolve", method: "POST", path: "/v1/bindings/resolve", bearer: w.token}
-	ep.valid = func() jsonTree { return toTree(t, registry.ResolveRequest{ShortCode: ini.ShortCode}) }
+	ep.valid = func() jsonTree { return toTree(t, api.ResolveRequest{ShortCode: ini.ShortCode}) }
 	ep.fields = []hostileField{
 		// A short code is only ever hashed: any string is a code that is not found.
 		{path: []string{"short_code"}, kind: fkString, required: true, ctrl: refused.notFound},
@@ -1024,7 +1025,7 @@ func hostileAuthorize(t *testing.T, w *arena) []*hostileEndpoint {
 	// The daily limit was requested as null (no cap): any grant fits, so the valid request
 	// grants 50 and this is not a refusal; covered by succeed.
 	ep.succeed = func(t *testing.T) {
-		var st registry.StateResult
+		var st api.StateResult
 		w.ok("POST", "/v1/bindings/authorize", ep.valid(), w.token, &st)
 		if st.State != "PENDING_NODE_ACCEPTANCE" {
 			t.Fatalf("authorize: %+v", st)
@@ -1052,8 +1053,8 @@ func hostileStatusEndpoint(t *testing.T, w *arena) []*hostileEndpoint {
 }
 
 // hostileCancel returns the node form of a cancel of session id, signed now.
-func hostileCancel(t *testing.T, n node, id string, now time.Time) registry.NodeCancelRequest {
-	return registry.NodeCancelRequest{NodeDID: n.did, TS: now.Unix(), Signature: sign(t, n.priv, canonical.Cancel{BindingSessionID: id, NodeDID: n.did, TS: now.Unix()})}
+func hostileCancel(t *testing.T, n node, id string, now time.Time) api.NodeCancelRequest {
+	return api.NodeCancelRequest{NodeDID: n.did, TS: now.Unix(), Signature: sign(t, n.priv, canonical.Cancel{BindingSessionID: id, NodeDID: n.did, TS: now.Unix()})}
 }
 
 func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
@@ -1073,7 +1074,7 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 		if changed[0] == "signature" {
 			return
 		}
-		if req, ok := hostileDecode[registry.NodeCancelRequest](t, b); ok {
+		if req, ok := hostileDecode[api.NodeCancelRequest](t, b); ok {
 			if sig := hostileSign(n.priv, canonical.Cancel{BindingSessionID: "bs-cancel", NodeDID: req.NodeDID, TS: req.TS}); sig != "" {
 				b["signature"] = sig
 			}
@@ -1156,7 +1157,7 @@ func hostilePending(t *testing.T, w *arena) []*hostileEndpoint {
 		if changed[0] == "signature" {
 			return
 		}
-		if req, ok := hostileDecode[registry.PendingRequest](t, b); ok {
+		if req, ok := hostileDecode[api.PendingRequest](t, b); ok {
 			if sig := hostileSign(n.priv, canonical.Poll{NodeDID: req.NodeDID, TS: req.TS}); sig != "" {
 				b["signature"] = sig
 			}
@@ -1193,7 +1194,7 @@ func hostilePending(t *testing.T, w *arena) []*hostileEndpoint {
 }
 
 // hostileAcceptance is the shared spec of accept and node reject on session id.
-func hostileAcceptance(t *testing.T, w *arena, name, id string, accepted bool, p registry.PendingAuthorization) *hostileEndpoint {
+func hostileAcceptance(t *testing.T, w *arena, name, id string, accepted bool, p api.PendingAuthorization) *hostileEndpoint {
 	n := w.n
 	action := map[bool]string{true: "accept", false: "reject"}[accepted]
 	ep := &hostileEndpoint{name: name, method: "POST", path: "/v1/node/bindings/" + id + "/" + action}
@@ -1254,7 +1255,7 @@ func hostileAcceptance(t *testing.T, w *arena, name, id string, accepted bool, p
 	ep.extra = append(ep.extra, hostileCase{name: "unknown-action", path: "/v1/node/bindings/" + id + "/approve", want: refused.notFound,
 		body: func() []byte { return ep.valid().encode(t, "") }})
 	ep.succeed = func(t *testing.T) {
-		var st registry.StateResult
+		var st api.StateResult
 		w.ok("POST", ep.path, ep.valid(), "", &st)
 		want := map[bool]string{true: "ACTIVE", false: "REJECTED_BY_NODE"}[accepted]
 		if st.State != want {

@@ -14,7 +14,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -50,12 +51,6 @@ var statusOf = map[proto.Code]int{
 	proto.PayloadTooLarge:   http.StatusRequestEntityTooLarge,
 	proto.RateLimited:       http.StatusTooManyRequests,
 	proto.Internal:          http.StatusInternalServerError,
-}
-
-// ErrorBody is the body of every error answer.
-type ErrorBody struct {
-	Code  string `json:"code"`
-	Error string `json:"error"`
 }
 
 // NewHandler returns the whole HTTP API of the registry (profile section 5). Paths the
@@ -153,7 +148,7 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 		h.s.log.Error("internal error", "err", err)
 		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"
 	}
-	writeJSON(w, status, ErrorBody{Code: string(code), Error: msg})
+	writeJSON(w, status, api.ErrorBody{Code: string(code), Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -220,12 +215,12 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 // listing answers one of the three node listings from the list cache, building it with
 // encode over the filtered, sorted records when needed.
 func (h *handler) listing(w http.ResponseWriter, r *http.Request, contentType string, encode func([]*store.Node) ([]byte, error)) {
-	f, err := ParseNodeFilter(r.URL.Query())
+	f, err := api.ParseNodeFilter(r.URL.Query())
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
-	body, err := h.s.lists.get(f.cacheKey(r.URL.Path), h.s.listVersion(), f.onlineGiven || f.OnlineWithin > 0, func() ([]byte, error) {
+	body, err := h.s.lists.get(cacheKey(f, r.URL.Path), h.s.listVersion(), f.OnlineSet || f.OnlineWithin > 0, func() ([]byte, error) {
 		nodes, err := h.s.nodeRefs(r.Context(), f)
 		if err != nil {
 			return nil, err
@@ -295,13 +290,13 @@ func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 }
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	handle(h, w, r, decodeRegister, func(ctx context.Context, req RegisterRequest) (RegisterResult, error) {
+	handle(h, w, r, api.DecodeRegister, func(ctx context.Context, req api.RegisterRequest) (api.RegisterResult, error) {
 		return h.s.Register(ctx, req, clientAddr(r))
 	})
 }
 
 func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	handle(h, w, r, decodeHeartbeat, h.s.Heartbeat)
+	handle(h, w, r, api.DecodeHeartbeat, h.s.Heartbeat)
 }
 
 func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -315,7 +310,7 @@ func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ httprouter
 }
 
 func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	handle(h, w, r, decodeLogin, h.s.Login)
+	handle(h, w, r, api.DecodeLogin, h.s.Login)
 }
 
 // operator authenticates the bearer of r.
@@ -329,13 +324,13 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ httpro
 		h.fail(w, err)
 		return
 	}
-	f, err := ParseNodeFilter(r.URL.Query())
+	f, err := api.ParseNodeFilter(r.URL.Query())
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
 	window := DefaultOnlineWindow
-	if f.onlineGiven {
+	if f.OnlineSet {
 		window = f.OnlineWithin
 	}
 	res, err := h.s.boundNodes(r.Context(), op, window)
@@ -363,20 +358,20 @@ func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ httprouter.
 func (h *handler) bindingsPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	switch p.ByName("name") {
 	case "initiate":
-		handle(h, w, r, decodeInitiate, h.s.Initiate)
+		handle(h, w, r, api.DecodeInitiate, h.s.Initiate)
 	case "resolve":
-		handle(h, w, r, decodeResolve, func(ctx context.Context, req ResolveRequest) (ResolveView, error) {
+		handle(h, w, r, api.DecodeResolve, func(ctx context.Context, req api.ResolveRequest) (api.ResolveView, error) {
 			op, err := h.operator(r)
 			if err != nil {
-				return ResolveView{}, err
+				return api.ResolveView{}, err
 			}
 			return h.s.Resolve(ctx, op, req, clientAddr(r))
 		})
 	case "authorize":
-		handle(h, w, r, decodeAuthorize, func(ctx context.Context, req AuthorizeRequest) (StateResult, error) {
+		handle(h, w, r, api.DecodeAuthorize, func(ctx context.Context, req api.AuthorizeRequest) (api.StateResult, error) {
 			op, err := h.operator(r)
 			if err != nil {
-				return StateResult{}, err
+				return api.StateResult{}, err
 			}
 			return h.s.Authorize(ctx, op, req)
 		})
@@ -390,7 +385,7 @@ func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprout
 	switch p.ByName("action") {
 	case "cancel":
 		if r.Header.Get("Authorization") == "" {
-			handle(h, w, r, decodeNodeCancel, func(ctx context.Context, req NodeCancelRequest) (StateResult, error) {
+			handle(h, w, r, api.DecodeNodeCancel, func(ctx context.Context, req api.NodeCancelRequest) (api.StateResult, error) {
 				return h.s.CancelByNode(ctx, id, req)
 			})
 			return
@@ -407,7 +402,7 @@ func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprout
 
 // asResolver runs an operator's action on a session in the profile's order: unknown id,
 // then the bearer, then the action's own checks.
-func (h *handler) asResolver(w http.ResponseWriter, r *http.Request, id string, act func(ctx context.Context, id, operatorDID string) (StateResult, error)) {
+func (h *handler) asResolver(w http.ResponseWriter, r *http.Request, id string, act func(ctx context.Context, id, operatorDID string) (api.StateResult, error)) {
 	if _, err := h.s.SessionStatus(r.Context(), id); err != nil {
 		h.fail(w, err)
 		return
@@ -431,7 +426,7 @@ func (h *handler) nodeBindingsPost(w http.ResponseWriter, r *http.Request, p htt
 		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
 		return
 	}
-	handle(h, w, r, decodePending, h.s.Pending)
+	handle(h, w, r, api.DecodePending, h.s.Pending)
 }
 
 func (h *handler) nodeBindingPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -441,12 +436,12 @@ func (h *handler) nodeBindingPost(w http.ResponseWriter, r *http.Request, p http
 		return
 	}
 	if action == "accept" {
-		handle(h, w, r, decodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (AcceptResult, error) {
+		handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.AcceptResult, error) {
 			return h.s.Accept(ctx, id, acc)
 		})
 		return
 	}
-	handle(h, w, r, decodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (StateResult, error) {
+	handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.StateResult, error) {
 		return h.s.RejectByNode(ctx, id, acc)
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/svrp/svrp/registry/api"
 )
 
 // maxListCacheBytes bounds the encoded listings kept at once. A listing of 100,000 nodes is
@@ -99,6 +101,6 @@ func (c *listCache) get(key string, now listVersion, clocked bool, build func() 
 
 // cacheKey names a listing by path and the filter it applies, so that two spellings of one
 // query share an entry.
-func (f NodeFilter) cacheKey(path string) string {
-	return fmt.Sprintf("%s|%d|%t|%q|%q|%t", path, f.OnlineWithin, f.onlineGiven, strings.Join(f.Capabilities, "\x00"), f.Region, f.Callable)
+func cacheKey(f api.NodeFilter, path string) string {
+	return fmt.Sprintf("%s|%d|%t|%q|%q|%t", path, f.OnlineWithin, f.OnlineSet, strings.Join(f.Capabilities, "\x00"), f.Region, f.Callable)
 }

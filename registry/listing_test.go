@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // TestListingFreshness: a registration shows in the listings at once; a heartbeat's
@@ -18,8 +18,8 @@ func TestListingFreshness(t *testing.T) {
 	}
 	h.ok("POST", "/api/v1/register", b.registration(t, "203.0.113.8:7000"), "", nil)
 	var list struct {
-		Count int                 `json:"count"`
-		Nodes []registry.NodeView `json:"nodes"`
+		Count int            `json:"count"`
+		Nodes []api.NodeView `json:"nodes"`
 	}
 	h.ok("GET", "/nodes", nil, "", &list)
 	if list.Count != 2 {

@@ -17,12 +17,13 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // challenge fetches a fresh login challenge.
 func (h *harness) challenge() string {
 	h.t.Helper()
-	var ch registry.ChallengeResult
+	var ch api.ChallengeResult
 	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
 	return ch.Challenge
 }
@@ -44,7 +45,7 @@ func (h *harness) withHeader(method, path, authorization string) (int, string) {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var e registry.ErrorBody
+	var e api.ErrorBody
 	json.Unmarshal(raw, &e)
 	return resp.StatusCode, e.Code
 }
@@ -69,7 +70,7 @@ func TestChallenge(t *testing.T) {
 	h := newHarness(t)
 	seen := map[string]bool{}
 	for _, body := range []any{nil, "{}", "not json at all", `{"did":"x"}`, "[1,2]"} {
-		var ch registry.ChallengeResult
+		var ch api.ChallengeResult
 		h.ok("POST", "/v1/auth/challenge", body, "", &ch)
 		raw, err := base58.Decode(ch.Challenge)
 		if err != nil || len(raw) != 24 || ch.ExpiresIn != 300 {
@@ -116,13 +117,13 @@ func TestDeviceLoginSuccess(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := h.in(t)
-			var res registry.LoginResult
+			var res api.LoginResult
 			h.ok("POST", "/v1/auth/device-login", op.loginWith(t, cred, h.challenge(), h.now()), "", &res)
 			raw, err := base58.Decode(res.SessionToken)
 			if err != nil || len(raw) != 32 || res.OperatorDID != cred.OperatorDID || res.ExpiresIn != 3600 {
 				t.Fatalf("login answer %+v", res)
 			}
-			var mine registry.OperatorNodes
+			var mine api.OperatorNodes
 			h.ok("GET", "/v1/operator/me/nodes", nil, res.SessionToken, &mine)
 			if mine.OperatorDID != cred.OperatorDID {
 				t.Fatalf("session is for %s, want %s", mine.OperatorDID, cred.OperatorDID)
@@ -537,15 +538,15 @@ func TestOperatorNodesEntries(t *testing.T) {
 	// The binding is made under the full DID; the node has no record yet.
 	ini := n.initiate(t, "bs-1", h.now(), nil, nil)
 	ini.NodeDID = n.fullDID()
-	var ir registry.InitiateResult
+	var ir api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", n.resignInitiate(t, ini), "", &ir)
-	var view registry.ResolveView
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ir.ShortCode}, token, &view)
+	var view api.ResolveView
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ir.ShortCode}, token, &view)
 	if view.NodeDID != n.fullDID() {
 		t.Fatalf("view %+v", view)
 	}
 	h.ok("POST", "/v1/bindings/authorize", op.authorize(t, view, h.now(), nil, num(3)), token, nil)
-	var pend registry.PendingResult
+	var pend api.PendingResult
 	h.ok("POST", "/v1/node/bindings/pending", n.poll(t, h.now()), "", &pend)
 	h.ok("POST", "/v1/node/bindings/bs-1/accept", n.acceptance(t, pend.Pending[0], true, h.now()), "", nil)
 
@@ -558,7 +559,7 @@ func TestOperatorNodesEntries(t *testing.T) {
 
 	// The node registers under its short DID: found by key.
 	h.clock.Advance(time.Minute)
-	reg := registry.RegisterRequest{DID: n.did, PublicKey: n.key.Hex(), Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"}, Region: "eu-west"}
+	reg := api.RegisterRequest{DID: n.did, PublicKey: n.key.Hex(), Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"}, Region: "eu-west"}
 	reg.Signature = signedReg(t, n, reg)
 	h.ok("POST", "/api/v1/register", reg, "", nil)
 	seen := stamp(h.now())
@@ -578,7 +579,7 @@ func TestOperatorNodesEntries(t *testing.T) {
 		{"?online_within=86400", 0, true},
 	} {
 		h.clock.Advance(tt.after)
-		var mine registry.OperatorNodes
+		var mine api.OperatorNodes
 		h.ok("GET", "/v1/operator/me/nodes"+tt.query, nil, token, &mine)
 		e := mine.Nodes[0]
 		if e.Online != tt.online || e.LastSeen == nil || *e.LastSeen != seen || e.Endpoint == nil || *e.Endpoint != "203.0.113.7:7000" ||

@@ -12,6 +12,7 @@ import (
 	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -86,7 +87,7 @@ func logsJourney(t *testing.T, h *harness) map[string]string {
 	h.ok("POST", "/api/v1/register", n.registration(t, "203.0.113.7:7000"), "", nil)
 	h.ok("POST", "/api/v1/heartbeat", n.heartbeat(t, n.did, h.now()), "", nil)
 
-	var ch registry.ChallengeResult
+	var ch api.ChallengeResult
 	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
 	secrets["challenge"] = ch.Challenge
 	bad := op.loginRequest(t, ch.Challenge, h.now())
@@ -95,14 +96,14 @@ func logsJourney(t *testing.T, h *harness) map[string]string {
 	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
 	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
 	secrets["second challenge"] = ch.Challenge
-	var login registry.LoginResult
+	var login api.LoginResult
 	h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, h.now()), "", &login)
 	token := login.SessionToken
 	secrets["bearer token"] = token
 	h.ok("GET", "/v1/operator/me/credits", nil, token, nil)
 	h.fails("GET", "/v1/operator/me/nodes", nil, token+"x", http.StatusUnauthorized, "NO_SESSION")
 
-	var ini registry.InitiateResult
+	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-log", h.now(), num(10), nil), "", &ini)
 	code := ini.ShortCode
 	for name, v := range map[string]string{
@@ -113,15 +114,15 @@ func logsJourney(t *testing.T, h *harness) map[string]string {
 		secrets[name] = v
 	}
 	// Failed resolves with near-miss spellings, then a bad bearer, then the real one.
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code[:7] + hostileNextSymbol(code[7])}, token, http.StatusNotFound, "NOT_FOUND")
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: strings.ToLower(code)}, "nope", http.StatusUnauthorized, "NO_SESSION")
-	var view registry.ResolveView
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: strings.ToLower(code[:4] + "-" + code[4:])}, token, &view)
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: code}, token, http.StatusNotFound, "NOT_FOUND")
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{BindingToken: ini.BindingToken}, token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code[:7] + hostileNextSymbol(code[7])}, token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: strings.ToLower(code)}, "nope", http.StatusUnauthorized, "NO_SESSION")
+	var view api.ResolveView
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: strings.ToLower(code[:4] + "-" + code[4:])}, token, &view)
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: code}, token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{BindingToken: ini.BindingToken}, token, http.StatusNotFound, "NOT_FOUND")
 
 	h.ok("POST", "/v1/bindings/authorize", op.authorize(t, view, h.now(), num(5), num(50)), token, nil)
-	var pend registry.PendingResult
+	var pend api.PendingResult
 	h.ok("POST", "/v1/node/bindings/pending", n.poll(t, h.now()), "", &pend)
 	acc := n.acceptance(t, pend.Pending[0], true, h.now())
 	broken := acc
@@ -134,7 +135,7 @@ func logsJourney(t *testing.T, h *harness) map[string]string {
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-log-2", h.now(), nil, nil), "", &ini)
 	secrets["second short code"] = ini.ShortCode
 	secrets["second binding token"] = ini.BindingToken
-	h.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{BindingToken: ini.BindingToken}, token, nil)
+	h.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{BindingToken: ini.BindingToken}, token, nil)
 	h.ok("POST", "/v1/bindings/bs-log-2/cancel", nil, token, nil)
 
 	// Requests that are refused before any check, which log too.

@@ -17,7 +17,8 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -28,70 +29,15 @@ const (
 	maxItemBytes = 64
 )
 
-// RegisterRequest is the body of POST /api/v1/register.
-type RegisterRequest struct {
-	DID          string   `json:"did"`
-	PublicKey    string   `json:"public_key"` // hex or base58
-	Endpoint     string   `json:"endpoint"`
-	Capabilities []string `json:"capabilities"`
-	Region       string   `json:"region,omitempty"` // "" is null
-	// Signature is the base58 signature over message 3, or nil. Grace mode records a
-	// registration whatever its signature says, unless the daemon is strict or the key
-	// already has a verified record.
-	Signature *string `json:"signature"`
-}
-
-// RegisterResult is the answer to a registration.
-type RegisterResult struct {
-	OK         bool     `json:"ok"`
-	Registered bool     `json:"registered"`
-	Signed     bool     `json:"signed"`
-	IDBound    bool     `json:"id_bound"`
-	Data       NodeView `json:"data"`
-}
-
-// NodeView is a node record as GET /nodes serves it (profile 4.1).
-type NodeView struct {
-	DID               string   `json:"did"`
-	PublicKey         string   `json:"public_key"`
-	Endpoint          string   `json:"endpoint"`
-	Capabilities      []string `json:"capabilities"`
-	Region            *string  `json:"region"`
-	Status            string   `json:"status"`
-	LastSeen          string   `json:"last_seen"`
-	FirstSeen         string   `json:"first_seen"`
-	Signature         *string  `json:"signature"`
-	SignaturePresent  bool     `json:"signature_present"`
-	SignatureVerified bool     `json:"signature_verified"`
-	Reachability      string   `json:"reachability"`
-}
-
-func decodeRegister(body []byte) (RegisterRequest, error) {
-	return decodeWith(body, func(r *reader) RegisterRequest {
-		req := RegisterRequest{
-			DID:          r.str("did"),
-			PublicKey:    r.str("public_key"),
-			Endpoint:     r.str("endpoint"),
-			Capabilities: r.optStrList("capabilities"),
-			Region:       r.optStr("region"),
-			Signature:    r.optStrPtr("signature"),
-		}
-		if _, present := r.o.raw("region"); present && req.Region == "" && r.err == nil {
-			r.err = badRequest("field region must be 1-256 bytes")
-		}
-		return req
-	})
-}
-
 // Register records a node's announcement (profile 5.1). addr is the client address, used
 // only for the limit on new keys per address.
-func (s *Service) Register(ctx context.Context, req RegisterRequest, addr string) (RegisterResult, error) {
+func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr string) (api.RegisterResult, error) {
 	did, key, err := didkey.CheckNode(req.DID, req.PublicKey)
 	if err != nil {
-		return RegisterResult{}, err
+		return api.RegisterResult{}, err
 	}
 	if err := checkRegisterFields(req); err != nil {
-		return RegisterResult{}, err
+		return api.RegisterResult{}, err
 	}
 	msg := canonical.Register{
 		DID: req.DID, PublicKey: key.Base58(), Endpoint: req.Endpoint,
@@ -144,14 +90,14 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest, addr string
 		return tx.PutNode(rec)
 	})
 	if err != nil {
-		return RegisterResult{}, err
+		return api.RegisterResult{}, err
 	}
 	s.nodesChanged()
 	s.log.Info("node registered", "did", req.DID, "signed", verified)
-	return RegisterResult{OK: true, Registered: true, Signed: verified, IDBound: true, Data: nodeView(rec)}, nil
+	return api.RegisterResult{OK: true, Registered: true, Signed: verified, IDBound: true, Data: nodeView(rec)}, nil
 }
 
-func checkRegisterFields(req RegisterRequest) error {
+func checkRegisterFields(req api.RegisterRequest) error {
 	if err := checkText("endpoint", req.Endpoint); err != nil {
 		return err
 	}
@@ -199,40 +145,15 @@ func checkList(field string, items []string) error {
 	return nil
 }
 
-// HeartbeatRequest is the body of POST /api/v1/heartbeat.
-type HeartbeatRequest struct {
-	DID       string  `json:"did"`
-	TS        int64   `json:"ts"`
-	Signature string  `json:"signature"`
-	PublicKey *string `json:"public_key,omitempty"` // optional; must bind to DID when sent, even empty
-}
-
-// HeartbeatResult is the answer to a heartbeat.
-type HeartbeatResult struct {
-	OK       bool   `json:"ok"`
-	LastSeen string `json:"last_seen"`
-}
-
-func decodeHeartbeat(body []byte) (HeartbeatRequest, error) {
-	return decodeWith(body, func(r *reader) HeartbeatRequest {
-		return HeartbeatRequest{
-			DID:       r.str("did"),
-			TS:        r.integer("ts"),
-			Signature: r.str("signature"),
-			PublicKey: r.optStrPtr("public_key"),
-		}
-	})
-}
-
 // Heartbeat refreshes a registered node's last_seen (profile 5.1).
-func (s *Service) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResult, error) {
+func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResult, error) {
 	did, err := parseNodeDID(req.DID)
 	if err != nil {
-		return HeartbeatResult{}, err
+		return api.HeartbeatResult{}, err
 	}
 	if req.PublicKey != nil {
 		if _, _, err := didkey.CheckNode(req.DID, *req.PublicKey); err != nil {
-			return HeartbeatResult{}, err
+			return api.HeartbeatResult{}, err
 		}
 	}
 	now := s.now()
@@ -243,16 +164,16 @@ func (s *Service) Heartbeat(ctx context.Context, req HeartbeatRequest) (Heartbea
 		return err
 	})
 	if err != nil {
-		return HeartbeatResult{}, err
+		return api.HeartbeatResult{}, err
 	}
 	msg := canonical.Heartbeat{DID: req.DID, TS: req.TS}
 	if err := authn.VerifyNodeRequest(req.DID, key, req.TS, now, s.prefix, msg, req.Signature); err != nil {
-		return HeartbeatResult{}, err
+		return api.HeartbeatResult{}, err
 	}
 	if err := s.touch(ctx, key, now); err != nil {
-		return HeartbeatResult{}, err
+		return api.HeartbeatResult{}, err
 	}
-	return HeartbeatResult{OK: true, LastSeen: canonical.FormatTime(now)}, nil
+	return api.HeartbeatResult{OK: true, LastSeen: canonical.FormatTime(now)}, nil
 }
 
 // touch moves a node's last_seen to now. A store that keeps the node table in memory records
@@ -333,46 +254,9 @@ func lookupNode(tx store.Tx, d didkey.DID) (store.Node, error) {
 	return tx.Node(found[0])
 }
 
-// NodeFilter selects node records (profile 5.1, the query of GET /nodes and /peers).
-type NodeFilter struct {
-	// OnlineWithin keeps nodes seen within this long; 0 keeps all, unless the query gave
-	// online_within=0, which keeps the nodes seen in the current second.
-	OnlineWithin time.Duration
-	// Capabilities must all be advertised.
-	Capabilities []string
-	// Region, when set, must equal the record's region.
-	Region string
-	// Callable keeps public, signature-verified records.
-	Callable bool
-
-	// onlineGiven records that the query named online_within, so that an explicit 0 is the
-	// window "now − last_seen ≤ 0" of profile 5.1 and not "no filter".
-	onlineGiven bool
-}
-
-// ParseNodeFilter reads the query of GET /nodes and /peers.
-func ParseNodeFilter(q url.Values) (NodeFilter, error) {
-	f := NodeFilter{Capabilities: q["capability"], Region: q.Get("region")}
-	if v := q.Get("online_within"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || n > 1<<32 {
-			return NodeFilter{}, badRequest("online_within must be a whole number of seconds")
-		}
-		f.OnlineWithin = time.Duration(n) * time.Second
-		f.onlineGiven = true
-	}
-	switch q.Get("callable") {
-	case "", "0", "false":
-	case "1", "true":
-		f.Callable = true
-	default:
-		return NodeFilter{}, badRequest("callable must be 1 or 0")
-	}
-	return f, nil
-}
-
-func (f NodeFilter) keep(n store.Node, now time.Time) bool {
-	if (f.OnlineWithin > 0 || f.onlineGiven) && now.Sub(n.LastSeen) > f.OnlineWithin {
+// keepNode reports whether n passes f at now.
+func keepNode(f api.NodeFilter, n store.Node, now time.Time) bool {
+	if (f.OnlineWithin > 0 || f.OnlineSet) && now.Sub(n.LastSeen) > f.OnlineWithin {
 		return false
 	}
 	if f.Region != "" && n.Region != f.Region {
@@ -387,7 +271,7 @@ func (f NodeFilter) keep(n store.Node, now time.Time) bool {
 }
 
 // Nodes returns the node records that pass f, sorted by first_seen then key.
-func (s *Service) Nodes(ctx context.Context, f NodeFilter) ([]store.Node, error) {
+func (s *Service) Nodes(ctx context.Context, f api.NodeFilter) ([]store.Node, error) {
 	refs, err := s.nodeRefs(ctx, f)
 	out := make([]store.Node, len(refs))
 	for i, n := range refs {
@@ -399,11 +283,11 @@ func (s *Service) Nodes(ctx context.Context, f NodeFilter) ([]store.Node, error)
 // nodeRefs is Nodes without copies where the store allows it: a store that holds the node
 // table in memory hands out its own unchanging records, so a listing of 100,000 nodes needs
 // a slice of pointers rather than a copy of the table.
-func (s *Service) nodeRefs(ctx context.Context, f NodeFilter) ([]*store.Node, error) {
+func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node, error) {
 	now := s.now()
 	var out []*store.Node
 	keep := func(n *store.Node) error {
-		if f.keep(*n, now) {
+		if keepNode(f, *n, now) {
 			out = append(out, n)
 		}
 		return nil
@@ -435,8 +319,8 @@ func (s *Service) NodeCount(ctx context.Context) (int, error) {
 	return n, err
 }
 
-func nodeView(n store.Node) NodeView {
-	v := NodeView{
+func nodeView(n store.Node) api.NodeView {
+	v := api.NodeView{
 		DID: n.DID, PublicKey: n.Key.Hex(), Endpoint: n.Endpoint,
 		Capabilities: nonNil(n.Capabilities), Status: "active",
 		LastSeen: canonical.FormatTime(n.LastSeen), FirstSeen: canonical.FormatTime(n.FirstSeen),
@@ -520,3 +404,5 @@ func endpointHost(endpoint string) (string, bool) {
 	}
 	return host, true
 }
+
+func badRequest(msg string) error { return proto.New(proto.BadRequest, msg) }

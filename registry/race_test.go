@@ -14,6 +14,7 @@ import (
 
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -66,7 +67,7 @@ func (h *harness) raceBurst(reqs []raceRequest) []raceResult {
 				errs[i] = err
 				return
 			}
-			var e registry.ErrorBody
+			var e api.ErrorBody
 			_ = json.Unmarshal(b, &e)
 			out[i] = raceResult{status: resp.StatusCode, code: e.Code, body: b}
 		}()
@@ -158,7 +159,7 @@ func TestRaceAcceptOnce(t *testing.T) {
 	}
 	rs := w.raceBurst(reqs)
 	win := raceOneWins(t, "32 accepts, one session", rs, "409 ALREADY_ACTIVE", "409 BAD_STATE")
-	var acc registry.AcceptResult
+	var acc api.AcceptResult
 	if err := json.Unmarshal(rs[win].body, &acc); err != nil || acc.State != "ACTIVE" {
 		t.Fatalf("winning accept: %s", rs[win].body)
 	}
@@ -180,7 +181,7 @@ func TestRaceResolveOnce(t *testing.T) {
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
 	ini := w.initiate("bs-race")
-	body := raceJSON(t, registry.ResolveRequest{ShortCode: ini.ShortCode})
+	body := raceJSON(t, api.ResolveRequest{ShortCode: ini.ShortCode})
 	reqs := make([]raceRequest, 32)
 	for i := range reqs {
 		tok := w.token
@@ -328,7 +329,7 @@ func TestRaceShortDIDCollision(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := registry.RegisterRequest{DID: p.DID, PublicKey: p.Key, Endpoint: "198.51.100.1:7000"}
+			req := api.RegisterRequest{DID: p.DID, PublicKey: p.Key, Endpoint: "198.51.100.1:7000"}
 			_, errs[i] = w.svc.Register(context.Background(), req, fmt.Sprintf("192.0.2.%d", i+1))
 		}()
 	}
@@ -378,7 +379,7 @@ func TestRaceResolveAddressLimit(t *testing.T) {
 	reqs := make([]raceRequest, 24)
 	for i := range reqs {
 		code := fmt.Sprintf("ZZZZZZ%c%c", binding.ShortCodeAlphabet[i%31], binding.ShortCodeAlphabet[i/31])
-		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/resolve", body: raceJSON(t, registry.ResolveRequest{ShortCode: code}), auth: "Bearer " + w.token}
+		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/resolve", body: raceJSON(t, api.ResolveRequest{ShortCode: code}), auth: "Bearer " + w.token}
 	}
 	got := raceTally(w.raceBurst(reqs))
 	if got["404 NOT_FOUND"] != 3 || got["429 RATE_LIMITED"] != 21 {
@@ -394,12 +395,12 @@ func TestRaceSupersede(t *testing.T) {
 	otherToken := other.login(w.harness)
 	pa := w.authorized("bs-a")
 	ini := w.initiate("bs-b")
-	var view registry.ResolveView
-	w.ok("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ini.ShortCode}, otherToken, &view)
+	var view api.ResolveView
+	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, otherToken, &view)
 	w.ok("POST", "/v1/bindings/authorize", other.authorize(t, view, w.now(), num(5), num(50)), otherToken, nil)
-	var pend registry.PendingResult
+	var pend api.PendingResult
 	w.ok("POST", "/v1/node/bindings/pending", w.n.poll(t, w.now()), "", &pend)
-	var pb registry.PendingAuthorization
+	var pb api.PendingAuthorization
 	for _, p := range pend.Pending {
 		if p.BindingSessionID == "bs-b" {
 			pb = p
@@ -423,9 +424,9 @@ func TestRaceSupersede(t *testing.T) {
 	}
 }
 
-func (w *arena) readStatusOf(id string) registry.Status {
+func (w *arena) readStatusOf(id string) api.Status {
 	w.t.Helper()
-	var st registry.Status
+	var st api.Status
 	w.ok("GET", "/v1/bindings/"+id+"/status", nil, "", &st)
 	return st
 }

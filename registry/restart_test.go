@@ -10,23 +10,23 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
 // snapshot is everything the restart test reads back over HTTP.
 type snapshot struct {
-	nodes    []registry.NodeView
+	nodes    []api.NodeView
 	peers    []byte
-	statuses map[string]registry.Status
-	mine     registry.OperatorNodes
-	theirs   registry.OperatorNodes
-	pending  registry.PendingResult
+	statuses map[string]api.Status
+	mine     api.OperatorNodes
+	theirs   api.OperatorNodes
+	pending  api.PendingResult
 }
 
 func (h *harness) snapshot(ids []string, token, otherToken string, n node) snapshot {
 	h.t.Helper()
-	s := snapshot{nodes: h.listedNodes(), statuses: map[string]registry.Status{}}
+	s := snapshot{nodes: h.listedNodes(), statuses: map[string]api.Status{}}
 	_, s.peers = h.do("GET", "/peers", nil, "")
 	for _, id := range ids {
 		s.statuses[id] = h.readStatus(id)
@@ -74,9 +74,9 @@ func TestRestart(t *testing.T) {
 	// Counters: five failures on one code, one on another (six for the address), and three
 	// of the four new keys this address may register.
 	for range 5 {
-		h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "XXXXXXXX"}, token, http.StatusNotFound, "NOT_FOUND")
+		h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "XXXXXXXX"}, token, http.StatusNotFound, "NOT_FOUND")
 	}
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "YYYYYYYY"}, token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "YYYYYYYY"}, token, http.StatusNotFound, "NOT_FOUND")
 
 	before := h.snapshot(ids, token, otherToken, n)
 	if before.mine.Count != 1 || before.theirs.Count != 1 || len(before.pending.Pending) != 1 || len(before.nodes) != 3 {
@@ -96,9 +96,9 @@ func TestRestart(t *testing.T) {
 	}
 
 	// The counters survived.
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "XXXXXXXX"}, token, http.StatusTooManyRequests, "RATE_LIMITED")
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "ZZZZZZZZ"}, token, http.StatusNotFound, "NOT_FOUND")
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "WWWWWWWW"}, token, http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "XXXXXXXX"}, token, http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "ZZZZZZZZ"}, token, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "WWWWWWWW"}, token, http.StatusTooManyRequests, "RATE_LIMITED")
 	h.ok("POST", "/api/v1/register", newNode(t, "fourth").registration(t, "203.0.113.4:1"), "", nil)
 	h.fails("POST", "/api/v1/register", newNode(t, "fifth").registration(t, "203.0.113.5:1"), "", http.StatusTooManyRequests, "RATE_LIMITED")
 	// A verified record keeps refusing an unverified re-registration.
@@ -110,7 +110,7 @@ func TestRestart(t *testing.T) {
 	h.ok("POST", "/v1/node/bindings/bs-authorized/accept", n.acceptance(t, flows["bs-authorized"].pend, true, h.now()), "", nil)
 	h.ok("POST", "/v1/bindings/authorize", op.authorize(t, flows["bs-resolved"].view, h.now(), num(5), num(50)), token, nil)
 	h.fails("POST", "/v1/bindings/initiate", n.initiate(t, "bs-cancelled", h.now(), nil, nil), "", http.StatusConflict, "SESSION_EXISTS")
-	var mine registry.OperatorNodes
+	var mine api.OperatorNodes
 	h.ok("GET", "/v1/operator/me/nodes", nil, token, &mine)
 	if mine.Count != 1 || mine.Nodes[0].Authorization.RevocationID != "authz-bs-authorized" {
 		t.Fatalf("after accepting post-restart: %+v", mine)
@@ -153,7 +153,7 @@ func TestRepairAtStart(t *testing.T) {
 	h.setState(late.id, binding.Verifying)
 	h.wantState(late.id, "VERIFYING")
 	// While VERIFYING the session is neither offered nor acceptable.
-	var pend registry.PendingResult
+	var pend api.PendingResult
 	h.ok("POST", "/v1/node/bindings/pending", n.poll(t, h.now()), "", &pend)
 	if len(pend.Pending) != 0 {
 		t.Fatalf("VERIFYING sessions offered to the node: %+v", pend)
@@ -189,12 +189,12 @@ func TestRepairAtStart(t *testing.T) {
 	if len(pend.Pending) != 1 || pend.Pending[0].BindingSessionID != late.id {
 		t.Fatalf("pending after repair: %+v", pend)
 	}
-	var res registry.AcceptResult
+	var res api.AcceptResult
 	h.ok("POST", "/v1/node/bindings/bs-late/accept", n.acceptance(t, late.pend, true, h.now()), "", &res)
 	if res.State != "ACTIVE" {
 		t.Fatalf("accept after repair: %+v", res)
 	}
-	var mine registry.OperatorNodes
+	var mine api.OperatorNodes
 	h.ok("GET", "/v1/operator/me/nodes", nil, token, &mine)
 	if mine.Count != 1 {
 		t.Fatalf("operator nodes after repair: %+v", mine)
@@ -251,7 +251,7 @@ func TestSweep(t *testing.T) {
 	h.drive(n, op, first, "bs-pending", "PENDING_NODE_ACCEPTANCE")
 	h.drive(n, op, first, "bs-active", "ACTIVE")
 	h.drive(n, op, first, "bs-cancelled", "CANCELLED")
-	h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "XXXXXXXX"}, first, http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "XXXXXXXX"}, first, http.StatusNotFound, "NOT_FOUND")
 
 	h.clock.Advance(5 * time.Minute)
 	second := op.login(h)
@@ -294,7 +294,7 @@ func TestSweep(t *testing.T) {
 	h.fails("POST", "/v1/bindings/initiate", n.initiate(t, "bs-initiated", h.now(), nil, nil), "", http.StatusConflict, "SESSION_EXISTS")
 	// The per-code count is gone with its counter.
 	for range 5 {
-		h.fails("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: "XXXXXXXX"}, second, http.StatusNotFound, "NOT_FOUND")
+		h.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: "XXXXXXXX"}, second, http.StatusNotFound, "NOT_FOUND")
 	}
 
 	// At t0+1h the first bearer session, the register counter and the resolve counters
@@ -316,7 +316,7 @@ func TestSweep(t *testing.T) {
 	if got := len(h.listedNodes()); got != 2 {
 		t.Fatalf("sweep removed node records: %d left", got)
 	}
-	var mine registry.OperatorNodes
+	var mine api.OperatorNodes
 	h.ok("GET", "/v1/operator/me/nodes", nil, second, &mine)
 	if mine.Count != 1 {
 		t.Fatalf("sweep removed a binding: %+v", mine)

@@ -19,7 +19,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -83,7 +83,7 @@ func (r *benchRun) register(w *worker, nd *benchNode, i int) error {
 		if err != nil {
 			return err
 		}
-		body, err := json.Marshal(registry.RegisterRequest{
+		body, err := json.Marshal(api.RegisterRequest{
 			DID: nd.did, PublicKey: nd.key.Hex(), Endpoint: endpoint, Capabilities: caps, Region: "bench", Signature: &sig,
 		})
 		if err != nil {
@@ -133,7 +133,7 @@ func (r *benchRun) heartbeat(n int) (func(w *worker) bool, error) {
 			return err
 		}
 		pub := nd.key.Hex()
-		body, err := json.Marshal(registry.HeartbeatRequest{DID: nd.did, TS: ts, Signature: sig, PublicKey: &pub})
+		body, err := json.Marshal(api.HeartbeatRequest{DID: nd.did, TS: ts, Signature: sig, PublicKey: &pub})
 		if err != nil {
 			return err
 		}
@@ -457,7 +457,7 @@ func (r *benchRun) journey() (func(w *worker) bool, error) {
 		if az.Signature, err = canonical.Sign(op.device, prefix, az.Authorization); err != nil {
 			return pj, err
 		}
-		poll := registry.PendingRequest{NodeDID: nd.did, NodePublicKey: nd.key.Base58(), TS: now.Unix()}
+		poll := api.PendingRequest{NodeDID: nd.did, NodePublicKey: nd.key.Base58(), TS: now.Unix()}
 		if poll.Signature, err = canonical.Sign(nd.priv, prefix, canonical.Poll{NodeDID: nd.did, TS: poll.TS}); err != nil {
 			return pj, err
 		}
@@ -473,7 +473,7 @@ func (r *benchRun) journey() (func(w *worker) bool, error) {
 			return pj, err
 		}
 		bodies := make([][]byte, 4)
-		for i, v := range []any{ini, registry.AuthorizeRequest{BindingSessionID: id, DeviceCredential: op.cred, AuthorizationCredential: az}, poll, registry.AcceptanceRequest{Acceptance: acc}} {
+		for i, v := range []any{ini, api.AuthorizeRequest{BindingSessionID: id, DeviceCredential: op.cred, AuthorizationCredential: az}, poll, api.AcceptanceRequest{Acceptance: acc}} {
 			if bodies[i], err = json.Marshal(v); err != nil {
 				return pj, err
 			}

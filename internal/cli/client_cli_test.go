@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/internal/cmdflag"
+	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/store"
 )
@@ -197,7 +199,7 @@ func TestFailPrintsCodeAndHint(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&client.Error{Status: 401, ErrorCode: client.CodeNoSession, Message: "no session"},
+		{&client.Error{Status: 401, ErrorCode: proto.NoSession, Message: "no session"},
 			"svrpd x: NO_SESSION: no session\nhint: run: svrpd operator login --dir /ops\n"},
 		{&client.TransportError{Method: "GET", Path: "/health", Err: context.DeadlineExceeded},
 			"svrpd x: svrp client: GET /health: TRANSPORT_ERROR: context deadline exceeded\nhint: is a registry running at http://r? start one with: svrpd serve (or set --registry / SVRPD_REGISTRY)\n"},
@@ -235,7 +237,7 @@ func TestSplitPositional(t *testing.T) {
 func TestCreditsAlwaysCarryTheStatements(t *testing.T) {
 	for _, source := range []string{"not_yet_wired", "ledger"} {
 		var b bytes.Buffer
-		printCredits(&b, registry.Credits{Unit: "test-credit", Source: source, Settled: registry.Amount{Amount: 2, Meaning: "settled meaning"}})
+		printCredits(&b, api.Credits{Unit: "test-credit", Source: source, Settled: api.Amount{Amount: 2, Meaning: "settled meaning"}})
 		out := b.String()
 		if !strings.Contains(out, "test unit: not cash, not redeemable, not convertible, and not a claim on future value") ||
 			!strings.Contains(out, "settled meaning") || !strings.Contains(out, "never added up") {

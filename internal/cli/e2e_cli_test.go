@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"github.com/svrp/svrp/internal/svrpdtest"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/internal/svrpdtest"
 )
 
 // The walkthrough of the README, as a person with two terminals runs it: every step is a

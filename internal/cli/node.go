@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/internal/cmdflag"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -155,7 +156,7 @@ Flags:`)
 		case ctx.Err() != nil:
 			fmt.Fprintln(stdout, "stopped")
 			return 0
-		case code == client.CodeUnknownDID:
+		case code == proto.UnknownDID:
 			// The registry lost the record (a new data directory, say): announce again.
 			fmt.Fprintln(stdout, "heartbeat: the registry does not know the node; registering again")
 			if err := register(); err != nil && ctx.Err() == nil {
@@ -173,9 +174,9 @@ Flags:`)
 
 // fatalForNode reports whether a heartbeat failure will recur on every beat, so node run
 // should stop and say so rather than loop.
-func fatalForNode(code string) bool {
+func fatalForNode(code proto.Code) bool {
 	switch code {
-	case client.CodeBadSignature, client.CodeIDBindingFailed, client.CodeIDBindingRequired, client.CodeBadRequest:
+	case proto.BadSignature, proto.IDBindingFailed, proto.IDBindingRequired, proto.BadRequest:
 		return true
 	}
 	return false
@@ -244,7 +245,7 @@ Flags:`)
 		defer stop()
 		if st, err := node.Cancel(cctx, id); err == nil {
 			fmt.Fprintf(stdout, "%s: binding session %s %s\n", why, id, st.State)
-		} else if client.CodeOf(err) != client.CodeBadState {
+		} else if client.CodeOf(err) != proto.BadState {
 			fmt.Fprintf(stderr, "svrpd %s: cancelling the session: %v\n", cmd, err)
 		}
 	}
@@ -302,7 +303,7 @@ Flags:`)
 		return 0
 	}
 	res, err := node.Accept(ctx, p)
-	if client.CodeOf(err) == client.CodeAlreadyActive {
+	if client.CodeOf(err) == proto.AlreadyActive {
 		// Success arriving twice: an earlier attempt's answer was lost.
 		fmt.Fprintf(stdout, "binding ACTIVE: %s is bound to %s\n", node.DID, az.OperatorDID)
 		return 0
@@ -314,7 +315,7 @@ Flags:`)
 	return 0
 }
 
-func printBinding(w io.Writer, res registry.AcceptResult) {
+func printBinding(w io.Writer, res api.AcceptResult) {
 	b := res.Binding
 	fmt.Fprintf(w, "binding %s: %s is bound to %s since %s\n", res.State, b.NodeDID, b.OperatorDID, b.ActivatedAt)
 }

@@ -18,8 +18,9 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/cmdflag"
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -306,8 +307,8 @@ or you may adopt a node someone else controls. A code works once.`, 1)
 
 // resolvedSession returns the last resolved request, which must be the session id given
 // (when one is).
-func (of *operatorFlags) resolvedSession(id string) (registry.ResolveView, error) {
-	var v registry.ResolveView
+func (of *operatorFlags) resolvedSession(id string) (api.ResolveView, error) {
+	var v api.ResolveView
 	err := readJSON(of.path(resolvedFile), &v)
 	if errors.Is(err, os.ErrNotExist) {
 		return v, fmt.Errorf("no resolved request in %s; run first: svrpd operator resolve CODE --dir %s", of.dir, of.dir)
@@ -388,7 +389,7 @@ Cancels a binding session this operator resolved, in any state before it ends.`,
 }
 
 func operatorEndSession(ctx context.Context, args []string, stdout, stderr io.Writer, name, usage string,
-	act func(*client.Operator, context.Context, string) (registry.StateResult, error)) int {
+	act func(*client.Operator, context.Context, string) (api.StateResult, error)) int {
 	fs := cmdflag.New("operator "+name, stderr)
 	of := addOperatorFlags(fs, false)
 	session := fs.String("session", "", "binding session id (default: the last resolved one)")
@@ -495,7 +496,7 @@ Shows the credits view. Credits are a test unit, not money; while the view's sou
 // printCredits never shows an amount without the test-unit statement, nor, while no ledger
 // stands behind the view, without the warning that amounts are placeholders; and it never
 // adds the buckets up.
-func printCredits(w io.Writer, c registry.Credits) {
+func printCredits(w io.Writer, c api.Credits) {
 	fmt.Fprintf(w, "operator:  %s\n", c.OperatorDID)
 	fmt.Fprintf(w, "unit:      %s\n", c.Unit)
 	fmt.Fprintf(w, "source:    %s\n\n", c.Source)
@@ -510,7 +511,7 @@ func printCredits(w io.Writer, c registry.Credits) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, b := range []struct {
 		name string
-		a    registry.Amount
+		a    api.Amount
 	}{{"settled", c.Settled}, {"pending", c.Pending}, {"estimated", c.Estimated}} {
 		fmt.Fprintf(tw, "  %s:\t%s %s\t%s\n", b.name, canonical.FormatNumber(b.a.Amount), c.Unit, b.a.Meaning)
 	}

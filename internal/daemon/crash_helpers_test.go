@@ -24,7 +24,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // crashStepTimeout bounds one step of the crash harness (a start, a request, an exit);
@@ -182,7 +182,7 @@ func (c *crashClient) call(method, path string, body any, token string, out any)
 		return resp.StatusCode, "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e registry.ErrorBody
+		var e api.ErrorBody
 		_ = json.Unmarshal(raw, &e)
 		return resp.StatusCode, e.Code, nil
 	}
@@ -350,7 +350,7 @@ func (l *crashLedger) ackState(id, state, operator string) {
 // until a request fails. It returns the first failure.
 func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan struct{}) error {
 	op := newCrashOperator(time.Now())
-	var ch registry.ChallengeResult
+	var ch api.ChallengeResult
 	if _, _, err := mustOK(c.call("POST", "/v1/auth/challenge", nil, "", &ch)); err != nil {
 		return err
 	}
@@ -358,7 +358,7 @@ func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan stru
 	issued := canonical.FormatTime(time.Now())
 	login := authn.Login{DeviceCredential: op.cred, Challenge: ch.Challenge, IssuedAt: issued,
 		Signature: crashSign(op.device, canonical.Login{OperatorDID: op.did, DevicePublicKey: op.cred.DevicePublicKey, Challenge: ch.Challenge, IssuedAt: issued})}
-	var lr registry.LoginResult
+	var lr api.LoginResult
 	if _, _, err := mustOK(c.call("POST", "/v1/auth/device-login", login, "", &lr)); err != nil {
 		return err
 	}
@@ -375,18 +375,18 @@ func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan stru
 		n := newCrashNode()
 		l.secret("node seed", hex.EncodeToString(n.priv.Seed()))
 		endpoint := fmt.Sprintf("203.0.113.%d:%d", i%250+1, 7000+i%1000)
-		reg := registry.RegisterRequest{DID: n.did, PublicKey: n.key.Hex(), Endpoint: endpoint, Capabilities: []string{"inference"}}
+		reg := api.RegisterRequest{DID: n.did, PublicKey: n.key.Hex(), Endpoint: endpoint, Capabilities: []string{"inference"}}
 		sig := crashSign(n.priv, canonical.Register{DID: n.did, PublicKey: n.key.Base58(), Endpoint: endpoint, Capabilities: reg.Capabilities})
 		reg.Signature = &sig
-		var rr registry.RegisterResult
+		var rr api.RegisterResult
 		if _, _, err := mustOK(c.call("POST", "/api/v1/register", reg, "", &rr)); err != nil {
 			return err
 		}
 		l.ackNode(n.key, endpoint, rr.Data.LastSeen)
 
 		ts := time.Now().Unix()
-		hb := registry.HeartbeatRequest{DID: n.did, TS: ts, Signature: crashSign(n.priv, canonical.Heartbeat{DID: n.did, TS: ts})}
-		var hr registry.HeartbeatResult
+		hb := api.HeartbeatRequest{DID: n.did, TS: ts, Signature: crashSign(n.priv, canonical.Heartbeat{DID: n.did, TS: ts})}
+		var hr api.HeartbeatResult
 		if _, _, err := mustOK(c.call("POST", "/api/v1/heartbeat", hb, "", &hr)); err != nil {
 			return err
 		}
@@ -401,7 +401,7 @@ func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan stru
 		}}
 		ini.NodeSignature = crashSign(n.priv, ini.BindingSession)
 		l.attempt(id, n.did, now.Add(10*time.Minute))
-		var ir registry.InitiateResult
+		var ir api.InitiateResult
 		if _, _, err := mustOK(c.call("POST", "/v1/bindings/initiate", ini, "", &ir)); err != nil {
 			return err
 		}
@@ -409,8 +409,8 @@ func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan stru
 		l.secret("binding token", ir.BindingToken)
 		l.ackState(id, "INITIATED", "")
 
-		var view registry.ResolveView
-		if _, _, err := mustOK(c.call("POST", "/v1/bindings/resolve", registry.ResolveRequest{ShortCode: ir.ShortCode}, token, &view)); err != nil {
+		var view api.ResolveView
+		if _, _, err := mustOK(c.call("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ir.ShortCode}, token, &view)); err != nil {
 			return err
 		}
 		l.ackState(id, "PENDING_OPERATOR", op.did)
@@ -429,15 +429,15 @@ func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan stru
 			RevocationID: "authz-" + id, IssuedAt: canonical.FormatTime(iss), ExpiresAt: canonical.FormatTime(iss.Add(time.Hour)),
 		}}
 		az.Signature = crashSign(op.device, az.Authorization)
-		authz := registry.AuthorizeRequest{BindingSessionID: id, DeviceCredential: op.cred, AuthorizationCredential: az}
+		authz := api.AuthorizeRequest{BindingSessionID: id, DeviceCredential: op.cred, AuthorizationCredential: az}
 		if _, _, err := mustOK(c.call("POST", "/v1/bindings/authorize", authz, token, nil)); err != nil {
 			return err
 		}
 		l.ackState(id, "PENDING_NODE_ACCEPTANCE", "")
 
 		ts = time.Now().Unix()
-		poll := registry.PendingRequest{NodeDID: n.did, NodePublicKey: n.key.Base58(), TS: ts, Signature: crashSign(n.priv, canonical.Poll{NodeDID: n.did, TS: ts})}
-		var pend registry.PendingResult
+		poll := api.PendingRequest{NodeDID: n.did, NodePublicKey: n.key.Base58(), TS: ts, Signature: crashSign(n.priv, canonical.Poll{NodeDID: n.did, TS: ts})}
+		var pend api.PendingResult
 		if _, _, err := mustOK(c.call("POST", "/v1/node/bindings/pending", poll, "", &pend)); err != nil {
 			return err
 		}
@@ -453,7 +453,7 @@ func crashWorker(c *crashClient, l *crashLedger, prefix string, stop <-chan stru
 			Accepted: true, IssuedAt: canonical.FormatTime(time.Now()),
 		}}
 		acc.Signature = crashSign(n.priv, acc.Acceptance)
-		if _, _, err := mustOK(c.call("POST", "/v1/node/bindings/"+id+"/accept", registry.AcceptanceRequest{Acceptance: acc}, "", nil)); err != nil {
+		if _, _, err := mustOK(c.call("POST", "/v1/node/bindings/"+id+"/accept", api.AcceptanceRequest{Acceptance: acc}, "", nil)); err != nil {
 			return err
 		}
 		l.ackState(id, "ACTIVE", "")
@@ -479,12 +479,12 @@ func (l *crashLedger) verify(t *testing.T, c *crashClient) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var list struct {
-		Nodes []registry.NodeView `json:"nodes"`
+		Nodes []api.NodeView `json:"nodes"`
 	}
 	if _, _, err := mustOK(c.call("GET", "/nodes", nil, "", &list)); err != nil {
 		t.Fatalf("GET /nodes: %v", err)
 	}
-	listed := map[string]registry.NodeView{}
+	listed := map[string]api.NodeView{}
 	for _, v := range list.Nodes {
 		listed[v.PublicKey] = v
 	}
@@ -514,7 +514,7 @@ func (l *crashLedger) verify(t *testing.T, c *crashClient) {
 	}
 	bound := map[string][]string{}
 	for id, s := range l.sessions {
-		var st registry.Status
+		var st api.Status
 		status, code, err := c.call("GET", "/v1/bindings/"+id+"/status", nil, "", &st)
 		if err != nil {
 			t.Fatalf("status %s: %v", id, err)
@@ -548,7 +548,7 @@ func (l *crashLedger) verify(t *testing.T, c *crashClient) {
 			t.Errorf("no token for operator %s", op)
 			continue
 		}
-		var mine registry.OperatorNodes
+		var mine api.OperatorNodes
 		status, code, err := c.call("GET", "/v1/operator/me/nodes", nil, tok, &mine)
 		if err != nil || status != http.StatusOK {
 			if code == "SESSION_EXPIRED" {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"github.com/svrp/svrp/internal/svrpdtest"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/internal/svrpdtest"
 )
 
 // TestCrashSafety kills the daemon with SIGKILL at a random moment while four clients

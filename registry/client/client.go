@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // Defaults of a new Client.
@@ -189,12 +191,9 @@ func (c *Client) once(ctx context.Context, req request, raw []byte) ([]byte, err
 		return b, nil
 	}
 	e := &Error{Status: resp.StatusCode}
-	var eb struct {
-		Code  string `json:"code"`
-		Error string `json:"error"`
-	}
+	var eb api.ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Code != "" {
-		e.ErrorCode, e.Message = eb.Code, eb.Error
+		e.ErrorCode, e.Message = proto.Code(eb.Code), eb.Error
 	} else {
 		e.Message = "the answer carries no svrp error body"
 	}

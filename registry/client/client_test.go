@@ -15,7 +15,8 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -36,7 +37,7 @@ func TestBalanceRefusesUnwiredCredits(t *testing.T) {
 	if !errors.As(err, &nyw) {
 		t.Fatalf("Balance err = %v, want *NotYetWiredError", err)
 	}
-	if !errors.Is(err, client.ErrNotYetWired) || client.CodeOf(err) != client.CodeNotYetWired {
+	if !errors.Is(err, client.ErrNotYetWired) || client.CodeOf(err) != proto.NotYetWired {
 		t.Errorf("err = %v: not errors.Is ErrNotYetWired, or code %q", err, client.CodeOf(err))
 	}
 	if nyw.Level != client.LevelNotYetWired {
@@ -81,7 +82,7 @@ func TestBalanceLevels(t *testing.T) {
 			if !errors.As(err, &nyw) || nyw.Level != tc.level || nyw.Envelope.Source != tc.source {
 				t.Fatalf("err = %v, want NOT_YET_WIRED at level %q with the envelope", err, tc.level)
 			}
-			if bal != (registry.Credits{}) {
+			if bal != (api.Credits{}) {
 				t.Errorf("a refused balance came back with data: %+v", bal)
 			}
 		})
@@ -102,7 +103,7 @@ func TestOnlineWindow(t *testing.T) {
 	}
 	w.clock.Advance(9 * time.Minute) // old was seen 11 minutes ago, fresh 9
 
-	dids := func(ns []registry.NodeView) []string {
+	dids := func(ns []api.NodeView) []string {
 		var out []string
 		for _, n := range ns {
 			out = append(out, n.DID)
@@ -126,7 +127,7 @@ func TestOnlineWindow(t *testing.T) {
 			t.Errorf("OnlineNodes(%v) = %v, want %v", tc.window, dids(got), tc.want)
 		}
 	}
-	all, err := c.Nodes(ctx, registry.NodeFilter{})
+	all, err := c.Nodes(ctx, api.NodeFilter{})
 	if err != nil || len(all) != 2 {
 		t.Fatalf("Nodes = %d records, %v; registered is not online, so both must be listed", len(all), err)
 	}
@@ -142,11 +143,11 @@ func TestOnlineWindow(t *testing.T) {
 
 	// The boundary: exactly the window is online, a second more is not.
 	now := w.clock.Now()
-	rec := registry.NodeView{LastSeen: canonical.FormatTime(now.Add(-10 * time.Minute))}
+	rec := api.NodeView{LastSeen: canonical.FormatTime(now.Add(-10 * time.Minute))}
 	if !client.Online(rec, now, 0) || client.Online(rec, now.Add(time.Second), 0) {
 		t.Error("the 10-minute boundary is wrong")
 	}
-	if client.Online(registry.NodeView{LastSeen: "yesterday"}, now, 0) {
+	if client.Online(api.NodeView{LastSeen: "yesterday"}, now, 0) {
 		t.Error("a record with a malformed last_seen counted as online")
 	}
 }
@@ -160,7 +161,7 @@ func TestDiscoveryDropsRecordsThatFailIDBinding(t *testing.T) {
 	gfull, _ := didkey.NodeDID(gk, didkey.FormFull)
 	odid, _ := didkey.NodeDID(ok, didkey.FormShort)
 
-	records := []registry.NodeView{
+	records := []api.NodeView{
 		{DID: gdid.String(), PublicKey: gk.Hex(), Endpoint: "192.0.2.1:1", LastSeen: "2030-01-01T00:00:00Z"},
 		{DID: odid.String(), PublicKey: gk.Hex(), Endpoint: "192.0.2.2:1"},     // another key's DID
 		{DID: "did:web:example.com", PublicKey: gk.Hex(), Endpoint: "x:1"},     // not did:svrp
@@ -186,7 +187,7 @@ func TestDiscoveryDropsRecordsThatFailIDBinding(t *testing.T) {
 	c, _ := client.New(srv.URL)
 	ctx := t.Context()
 
-	a, err := c.AuditNodes(ctx, registry.NodeFilter{})
+	a, err := c.AuditNodes(ctx, api.NodeFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,28 +200,28 @@ func TestDiscoveryDropsRecordsThatFailIDBinding(t *testing.T) {
 	}
 	var reasons []string
 	for _, r := range a.Rejected {
-		reasons = append(reasons, r.Record.Endpoint+"="+client.CodeOf(r.Reason))
+		reasons = append(reasons, r.Record.Endpoint+"="+string(client.CodeOf(r.Reason)))
 	}
 	if want := []string{"192.0.2.2:1=ID_BINDING_FAILED", "x:1=ID_BINDING_REQUIRED", "192.0.2.4:1=ID_BINDING_FAILED"}; !slices.Equal(reasons, want) {
 		t.Errorf("rejected %v, want %v", reasons, want)
 	}
 
-	nodes, err := c.Nodes(ctx, registry.NodeFilter{})
+	nodes, err := c.Nodes(ctx, api.NodeFilter{})
 	if err != nil || len(nodes) != 2 {
 		t.Errorf("Nodes returned %d records (%v), want the 2 id-bound ones", len(nodes), err)
 	}
-	api, err := c.APIPeers(ctx, registry.NodeFilter{})
-	if err != nil || len(api) != 2 {
-		t.Errorf("APIPeers returned %d records (%v), want 2", len(api), err)
+	apiNodes, err := c.APIPeers(ctx, api.NodeFilter{})
+	if err != nil || len(apiNodes) != 2 {
+		t.Errorf("APIPeers returned %d records (%v), want 2", len(apiNodes), err)
 	}
-	peers, rejected, err := c.Peers(ctx, registry.NodeFilter{})
+	peers, rejected, err := c.Peers(ctx, api.NodeFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(peers) != 1 || peers[0].DID != gdid.String() || peers[0].Endpoint != "192.0.2.1:1" {
 		t.Errorf("peers = %+v, want only the id-bound line", peers)
 	}
-	if len(rejected) != 2 || client.CodeOf(rejected[0].Reason) != client.CodeIDBindingFailed {
+	if len(rejected) != 2 || client.CodeOf(rejected[0].Reason) != proto.IDBindingFailed {
 		t.Errorf("rejected peers = %+v, want the foreign DID and the garbage line", rejected)
 	}
 }
@@ -236,7 +237,7 @@ func TestNodeFilterReachesTheRegistry(t *testing.T) {
 	if _, err := b.Register(ctx, "192.0.2.2:7000", []string{"storage"}, "us"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Nodes(ctx, registry.NodeFilter{Capabilities: []string{"inference"}, Region: "eu"})
+	got, err := c.Nodes(ctx, api.NodeFilter{Capabilities: []string{"inference"}, Region: "eu"})
 	if err != nil || len(got) != 1 || got[0].DID != a.DID {
 		t.Fatalf("filtered Nodes = %+v, %v; want only a", got, err)
 	}
@@ -288,7 +289,7 @@ func TestBindingJourney(t *testing.T) {
 		t.Fatalf("resolve view = %+v", view)
 	}
 	// The code works once.
-	if _, err := op.Resolve(ctx, session.ShortCode); !errors.Is(err, &client.Error{ErrorCode: client.CodeNotFound, Status: 404}) {
+	if _, err := op.Resolve(ctx, session.ShortCode); !errors.Is(err, &client.Error{ErrorCode: proto.NotFound, Status: 404}) {
 		t.Errorf("second resolve err = %v, want 404 NOT_FOUND", err)
 	}
 
@@ -320,7 +321,7 @@ func TestBindingJourney(t *testing.T) {
 	tampered := p
 	tampered.AuthorizationCredential.DailyLimit = ptr(1e6)
 	before := w.reqs.total()
-	if _, err := node.Accept(ctx, tampered); client.CodeOf(err) != client.CodeBadSignature {
+	if _, err := node.Accept(ctx, tampered); client.CodeOf(err) != proto.BadSignature {
 		t.Errorf("accepting a tampered authorization: err = %v, want BAD_SIGNATURE", err)
 	}
 	if w.reqs.total() != before {
@@ -336,12 +337,12 @@ func TestBindingJourney(t *testing.T) {
 	otherSession := p
 	otherSession.BindingSessionID = "another"
 	for name, tc := range map[string]struct {
-		p    registry.PendingAuthorization
-		code string
+		p    api.PendingAuthorization
+		code proto.Code
 	}{
-		"credential without nodes.bind":    {noBind, client.CodePermissionDenied},
-		"operator DID of another root":     {forged, client.CodeDCIDBinding},
-		"authorization of another session": {otherSession, client.CodeBadRequest},
+		"credential without nodes.bind":    {noBind, proto.PermissionDenied},
+		"operator DID of another root":     {forged, proto.DCIDBinding},
+		"authorization of another session": {otherSession, proto.BadRequest},
 	} {
 		if err := node.VerifyPending(tc.p); client.CodeOf(err) != tc.code {
 			t.Errorf("%s: VerifyPending err = %v, want %s", name, err, tc.code)
@@ -360,7 +361,7 @@ func TestBindingJourney(t *testing.T) {
 		t.Errorf("status = %+v, %v", status, err)
 	}
 	// Success arriving twice.
-	if _, err := node.Accept(ctx, p); client.CodeOf(err) != client.CodeAlreadyActive {
+	if _, err := node.Accept(ctx, p); client.CodeOf(err) != proto.AlreadyActive {
 		t.Errorf("second accept err = %v, want ALREADY_ACTIVE", err)
 	}
 
@@ -396,7 +397,7 @@ func TestBindingRefusals(t *testing.T) {
 	node := w.node(c, "node")
 	op := w.operator(c, "op")
 
-	open := func() (registry.InitiateResult, registry.ResolveView) {
+	open := func() (api.InitiateResult, api.ResolveView) {
 		t.Helper()
 		s, err := node.Initiate(ctx, client.InitiateOptions{TaskTypes: []string{"inference"}, SingleLimit: ptr(5)})
 		if err != nil {
@@ -426,7 +427,7 @@ func TestBindingRefusals(t *testing.T) {
 		terms := client.Requested(v)
 		terms.SingleLimit = ptr(6)
 		_, err := op.Authorize(ctx, v, terms)
-		if !errors.Is(err, &client.Error{ErrorCode: client.CodeScopeExceeded, Status: 403}) {
+		if !errors.Is(err, &client.Error{ErrorCode: proto.ScopeExceeded, Status: 403}) {
 			t.Errorf("err = %v, want 403 SCOPE_EXCEEDED", err)
 		}
 	})
@@ -453,7 +454,7 @@ func TestBindingRefusals(t *testing.T) {
 		if err != nil || st.State != "CANCELLED" {
 			t.Errorf("node cancel = %+v, %v", st, err)
 		}
-		if _, err := node.Cancel(ctx, s.BindingSessionID); client.CodeOf(err) != client.CodeBadState {
+		if _, err := node.Cancel(ctx, s.BindingSessionID); client.CodeOf(err) != proto.BadState {
 			t.Errorf("second cancel err = %v, want BAD_STATE", err)
 		}
 	})
@@ -479,7 +480,7 @@ func TestBindingRefusals(t *testing.T) {
 	t.Run("expired session token", func(t *testing.T) {
 		w.clock.Advance(time.Hour + time.Second)
 		_, err := op.Credits(ctx)
-		if client.CodeOf(err) != client.CodeSessionExpired {
+		if client.CodeOf(err) != proto.SessionExpired {
 			t.Errorf("err = %v, want SESSION_EXPIRED", err)
 		}
 	})
@@ -497,7 +498,7 @@ func TestClientSideChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := w.reqs.total()
-		if _, err := c.Login(ctx, key(t, "someone else"), cred); client.CodeOf(err) != client.CodeBadSignature {
+		if _, err := c.Login(ctx, key(t, "someone else"), cred); client.CodeOf(err) != proto.BadSignature {
 			t.Errorf("err = %v, want BAD_SIGNATURE", err)
 		}
 		if w.reqs.total() != before {
@@ -507,14 +508,14 @@ func TestClientSideChecks(t *testing.T) {
 	t.Run("a node whose DID is another key's", func(t *testing.T) {
 		other := w.node(c, "other")
 		n := &client.Node{Client: c, Key: key(t, "mine"), DID: other.DID}
-		if _, err := n.Register(ctx, "192.0.2.1:1", nil, ""); client.CodeOf(err) != client.CodeIDBindingFailed {
+		if _, err := n.Register(ctx, "192.0.2.1:1", nil, ""); client.CodeOf(err) != proto.IDBindingFailed {
 			t.Errorf("err = %v, want ID_BINDING_FAILED", err)
 		}
 	})
 	t.Run("a view whose fingerprint is not the key's", func(t *testing.T) {
 		n := w.node(c, "n")
-		v := registry.ResolveView{NodeDID: n.DID, NodePublicKey: n.PublicKey().Base58(), NodePublicKeyFingerprint: "0000:0000:0000:0000"}
-		if err := client.CheckView(v); client.CodeOf(err) != client.CodeIDBindingFailed {
+		v := api.ResolveView{NodeDID: n.DID, NodePublicKey: n.PublicKey().Base58(), NodePublicKeyFingerprint: "0000:0000:0000:0000"}
+		if err := client.CheckView(v); client.CodeOf(err) != proto.IDBindingFailed {
 			t.Errorf("err = %v, want ID_BINDING_FAILED", err)
 		}
 		v.NodePublicKeyFingerprint = n.PublicKey().Fingerprint()

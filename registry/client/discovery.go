@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // Health is the answer of GET /health.
@@ -33,7 +31,7 @@ type Rejected struct {
 	// Record is the record as served. For GET /peers only DID, PublicKey (base58 there) and
 	// Endpoint are filled; a line that does not even split into three fields has its text
 	// in Endpoint.
-	Record registry.NodeView
+	Record api.NodeView
 	// Reason is the id-binding failure (ID_BINDING_REQUIRED or ID_BINDING_FAILED), or a
 	// malformed line.
 	Reason error
@@ -42,7 +40,7 @@ type Rejected struct {
 // Audit is a node table split into the records that passed id-binding and those that did
 // not.
 type Audit struct {
-	Nodes    []registry.NodeView
+	Nodes    []api.NodeView
 	Rejected []Rejected
 }
 
@@ -51,38 +49,38 @@ type Audit struct {
 // so it is dropped. [Client.AuditNodes] shows what was dropped.
 //
 // The registry records what nodes claim; it does not vouch for endpoints or capabilities.
-func (c *Client) Nodes(ctx context.Context, f registry.NodeFilter) ([]registry.NodeView, error) {
+func (c *Client) Nodes(ctx context.Context, f api.NodeFilter) ([]api.NodeView, error) {
 	a, err := c.AuditNodes(ctx, f)
 	return a.Nodes, err
 }
 
 // AuditNodes is [Client.Nodes] that also returns the records it dropped, with the reason.
-func (c *Client) AuditNodes(ctx context.Context, f registry.NodeFilter) (Audit, error) {
+func (c *Client) AuditNodes(ctx context.Context, f api.NodeFilter) (Audit, error) {
 	var env struct {
-		Count int                 `json:"count"`
-		Nodes []registry.NodeView `json:"nodes"`
+		Count int            `json:"count"`
+		Nodes []api.NodeView `json:"nodes"`
 	}
-	if err := c.call(ctx, request{method: http.MethodGet, path: "/nodes", query: filterQuery(f)}, &env); err != nil {
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/nodes", query: f.Query()}, &env); err != nil {
 		return Audit{}, err
 	}
 	return audit(env.Nodes), nil
 }
 
 // APIPeers is [Client.Nodes] over the versioned GET /api/v1/peers.
-func (c *Client) APIPeers(ctx context.Context, f registry.NodeFilter) ([]registry.NodeView, error) {
+func (c *Client) APIPeers(ctx context.Context, f api.NodeFilter) ([]api.NodeView, error) {
 	var env struct {
-		OK    bool                `json:"ok"`
-		Data  []registry.NodeView `json:"data"`
-		Error *string             `json:"error"`
+		OK    bool           `json:"ok"`
+		Data  []api.NodeView `json:"data"`
+		Error *string        `json:"error"`
 	}
-	if err := c.call(ctx, request{method: http.MethodGet, path: "/api/v1/peers", query: filterQuery(f)}, &env); err != nil {
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/api/v1/peers", query: f.Query()}, &env); err != nil {
 		return nil, err
 	}
 	return audit(env.Data).Nodes, nil
 }
 
-func audit(records []registry.NodeView) Audit {
-	a := Audit{Nodes: []registry.NodeView{}}
+func audit(records []api.NodeView) Audit {
+	a := Audit{Nodes: []api.NodeView{}}
 	for _, r := range records {
 		if _, _, err := didkey.CheckNode(r.DID, r.PublicKey); err != nil {
 			a.Rejected = append(a.Rejected, Rejected{Record: r, Reason: err})
@@ -102,9 +100,9 @@ type Peer struct {
 
 // Peers returns GET /peers (plain text, keys in base58), keeping only lines that split into
 // DID, key and endpoint and pass id-binding.
-func (c *Client) Peers(ctx context.Context, f registry.NodeFilter) ([]Peer, []Rejected, error) {
+func (c *Client) Peers(ctx context.Context, f api.NodeFilter) ([]Peer, []Rejected, error) {
 	var text []byte
-	req := request{method: http.MethodGet, path: "/peers", query: filterQuery(f)}
+	req := request{method: http.MethodGet, path: "/peers", query: f.Query()}
 	err := c.retrying(ctx, func() (err error) {
 		text, err = c.once(ctx, req, nil)
 		return err
@@ -121,7 +119,7 @@ func (c *Client) Peers(ctx context.Context, f registry.NodeFilter) ([]Peer, []Re
 		fields := strings.Fields(line)
 		if len(fields) != 3 {
 			rejected = append(rejected, Rejected{
-				Record: registry.NodeView{Endpoint: line},
+				Record: api.NodeView{Endpoint: line},
 				Reason: fmt.Errorf("svrp client: /peers line has %d fields, want 3", len(fields)),
 			})
 			continue
@@ -129,7 +127,7 @@ func (c *Client) Peers(ctx context.Context, f registry.NodeFilter) ([]Peer, []Re
 		p := Peer{DID: fields[0], PublicKey: fields[1], Endpoint: fields[2]}
 		if _, _, err := didkey.CheckNode(p.DID, p.PublicKey); err != nil {
 			rejected = append(rejected, Rejected{
-				Record: registry.NodeView{DID: p.DID, PublicKey: p.PublicKey, Endpoint: p.Endpoint},
+				Record: api.NodeView{DID: p.DID, PublicKey: p.PublicKey, Endpoint: p.Endpoint},
 				Reason: err,
 			})
 			continue
@@ -142,13 +140,13 @@ func (c *Client) Peers(ctx context.Context, f registry.NodeFilter) ([]Peer, []Re
 // OnlineNodes returns the id-bound nodes seen within window by the client's clock;
 // window ≤ 0 means [DefaultOnlineWindow]. Registered does not mean online: last_seen is
 // the only freshness signal.
-func (c *Client) OnlineNodes(ctx context.Context, window time.Duration) ([]registry.NodeView, error) {
-	all, err := c.Nodes(ctx, registry.NodeFilter{})
+func (c *Client) OnlineNodes(ctx context.Context, window time.Duration) ([]api.NodeView, error) {
+	all, err := c.Nodes(ctx, api.NodeFilter{})
 	if err != nil {
 		return nil, err
 	}
 	now := c.now()
-	online := []registry.NodeView{}
+	online := []api.NodeView{}
 	for _, n := range all {
 		if Online(n, now, window) {
 			online = append(online, n)
@@ -159,29 +157,10 @@ func (c *Client) OnlineNodes(ctx context.Context, window time.Duration) ([]regis
 
 // Online reports whether now − last_seen ≤ window; window ≤ 0 means [DefaultOnlineWindow].
 // A record whose last_seen does not parse is not online.
-func Online(n registry.NodeView, now time.Time, window time.Duration) bool {
+func Online(n api.NodeView, now time.Time, window time.Duration) bool {
 	if window <= 0 {
 		window = DefaultOnlineWindow
 	}
 	seen, err := canonical.ParseTime(n.LastSeen)
 	return err == nil && now.Sub(seen) <= window
-}
-
-func filterQuery(f registry.NodeFilter) url.Values {
-	q := url.Values{}
-	if f.OnlineWithin > 0 {
-		// Rounded up: a sub-second window must not become 0, which the registry reads as "all".
-		secs := (f.OnlineWithin + time.Second - 1) / time.Second
-		q.Set("online_within", strconv.FormatInt(int64(secs), 10))
-	}
-	for _, c := range f.Capabilities {
-		q.Add("capability", c)
-	}
-	if f.Region != "" {
-		q.Set("region", f.Region)
-	}
-	if f.Callable {
-		q.Set("callable", "1")
-	}
-	return q
 }

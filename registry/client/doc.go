@@ -2,11 +2,14 @@
 // profile (section 5), the client-side behaviour of section 9, and the signing steps of both
 // sides of the binding handshake, so that no caller rebuilds canonical bytes by hand.
 //
+// It imports the wire types (registry/api) and the protocol codes (proto), never the server
+// or a store: a program that only talks to a registry builds without Badger.
+//
 // # Three kinds of caller
 //
 // A [Client] talks to one registry. It reads the public node table ([Client.Nodes],
 // [Client.OnlineNodes], [Client.Peers]) and sends already-signed requests, one method per
-// endpoint, with the registry package's request and response types.
+// endpoint, with the request and response types of registry/api.
 //
 // A [Node] holds a node's private key and signs what a node sends: [Node.Register],
 // [Node.Heartbeat], [Node.Initiate], [Node.Pending], [Node.Accept], [Node.Reject] and
@@ -28,7 +31,7 @@
 // # Errors
 //
 // Every error a caller may branch on has a Code method returning a protocol code, read with
-// [CodeOf]:
+// [CodeOf] and compared with the constants of package proto (proto.NoSession, ...):
 //
 //   - [*Error]: the registry answered with an error body; Code is its code (NO_SESSION,
 //     BAD_STATE, ...), Status its HTTP status.

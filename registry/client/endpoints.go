@@ -9,7 +9,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // The methods in this file send one endpoint's request as given: the caller has signed it.
@@ -17,23 +17,23 @@ import (
 // want.
 
 // Register sends POST /api/v1/register.
-func (c *Client) Register(ctx context.Context, req registry.RegisterRequest) (registry.RegisterResult, error) {
-	var out registry.RegisterResult
+func (c *Client) Register(ctx context.Context, req api.RegisterRequest) (api.RegisterResult, error) {
+	var out api.RegisterResult
 	err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/register", body: req}, &out)
 	return out, err
 }
 
 // Heartbeat sends POST /api/v1/heartbeat.
-func (c *Client) Heartbeat(ctx context.Context, req registry.HeartbeatRequest) (registry.HeartbeatResult, error) {
-	var out registry.HeartbeatResult
+func (c *Client) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResult, error) {
+	var out api.HeartbeatResult
 	err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/heartbeat", body: req}, &out)
 	return out, err
 }
 
 // Challenge sends POST /v1/auth/challenge. A challenge is single-use and lives 300 s: fetch
 // it right before signing, never cache it.
-func (c *Client) Challenge(ctx context.Context) (registry.ChallengeResult, error) {
-	var out registry.ChallengeResult
+func (c *Client) Challenge(ctx context.Context) (api.ChallengeResult, error) {
+	var out api.ChallengeResult
 	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/auth/challenge"}, &out)
 	return out, err
 }
@@ -41,110 +41,110 @@ func (c *Client) Challenge(ctx context.Context) (registry.ChallengeResult, error
 // DeviceLogin sends POST /v1/auth/device-login. It is not retried: the registry consumes the
 // challenge before it checks the signature, so a second attempt with the same body can only
 // fail with BAD_CHALLENGE. [Client.Login] retries the whole login with a fresh challenge.
-func (c *Client) DeviceLogin(ctx context.Context, l authn.Login) (registry.LoginResult, error) {
-	var out registry.LoginResult
+func (c *Client) DeviceLogin(ctx context.Context, l authn.Login) (api.LoginResult, error) {
+	var out api.LoginResult
 	err := c.callOnce(ctx, request{method: http.MethodPost, path: "/v1/auth/device-login", body: l}, &out)
 	return out, err
 }
 
 // OperatorNodes sends GET /v1/operator/me/nodes with a bearer token; window ≤ 0 lets the
 // registry use its default of 600 s.
-func (c *Client) OperatorNodes(ctx context.Context, token string, window time.Duration) (registry.OperatorNodes, error) {
+func (c *Client) OperatorNodes(ctx context.Context, token string, window time.Duration) (api.OperatorNodes, error) {
 	var q url.Values
 	if window > 0 {
 		secs := (window + time.Second - 1) / time.Second
 		q = url.Values{"online_within": {strconv.FormatInt(int64(secs), 10)}}
 	}
-	var out registry.OperatorNodes
+	var out api.OperatorNodes
 	err := c.call(ctx, request{method: http.MethodGet, path: "/v1/operator/me/nodes", query: q, token: token}, &out)
 	return out, err
 }
 
 // OperatorCredits sends GET /v1/operator/me/credits with a bearer token and returns the raw
 // envelope; see [Operator.Balance] for reading it as a balance.
-func (c *Client) OperatorCredits(ctx context.Context, token string) (registry.Credits, error) {
-	var out registry.Credits
+func (c *Client) OperatorCredits(ctx context.Context, token string) (api.Credits, error) {
+	var out api.Credits
 	err := c.call(ctx, request{method: http.MethodGet, path: "/v1/operator/me/credits", token: token}, &out)
 	return out, err
 }
 
 // OperatorEvidence sends GET /v1/operator/me/evidence with a bearer token.
-func (c *Client) OperatorEvidence(ctx context.Context, token string) (registry.Evidence, error) {
-	var out registry.Evidence
+func (c *Client) OperatorEvidence(ctx context.Context, token string) (api.Evidence, error) {
+	var out api.Evidence
 	err := c.call(ctx, request{method: http.MethodGet, path: "/v1/operator/me/evidence", token: token}, &out)
 	return out, err
 }
 
 // Initiate sends POST /v1/bindings/initiate. The answer's short code and binding token are
 // returned once and never again: a lost pair means cancelling and starting over.
-func (c *Client) Initiate(ctx context.Context, req binding.InitiateRequest) (registry.InitiateResult, error) {
-	var out registry.InitiateResult
+func (c *Client) Initiate(ctx context.Context, req binding.InitiateRequest) (api.InitiateResult, error) {
+	var out api.InitiateResult
 	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/bindings/initiate", body: req}, &out)
 	return out, err
 }
 
 // Resolve sends POST /v1/bindings/resolve with a bearer token. Every failure to find the
 // code is the same NOT_FOUND, by design.
-func (c *Client) Resolve(ctx context.Context, token string, req registry.ResolveRequest) (registry.ResolveView, error) {
-	var out registry.ResolveView
+func (c *Client) Resolve(ctx context.Context, token string, req api.ResolveRequest) (api.ResolveView, error) {
+	var out api.ResolveView
 	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/bindings/resolve", token: token, body: req}, &out)
 	return out, err
 }
 
 // Authorize sends POST /v1/bindings/authorize with a bearer token.
-func (c *Client) Authorize(ctx context.Context, token string, req registry.AuthorizeRequest) (registry.StateResult, error) {
-	var out registry.StateResult
+func (c *Client) Authorize(ctx context.Context, token string, req api.AuthorizeRequest) (api.StateResult, error) {
+	var out api.StateResult
 	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/bindings/authorize", token: token, body: req}, &out)
 	return out, err
 }
 
 // OperatorReject sends POST /v1/bindings/{id}/reject with a bearer token.
-func (c *Client) OperatorReject(ctx context.Context, token, id string) (registry.StateResult, error) {
-	var out registry.StateResult
+func (c *Client) OperatorReject(ctx context.Context, token, id string) (api.StateResult, error) {
+	var out api.StateResult
 	err := c.call(ctx, request{method: http.MethodPost, path: sessionPath(id, "reject"), token: token}, &out)
 	return out, err
 }
 
 // OperatorCancel sends the operator form of POST /v1/bindings/{id}/cancel.
-func (c *Client) OperatorCancel(ctx context.Context, token, id string) (registry.StateResult, error) {
-	var out registry.StateResult
+func (c *Client) OperatorCancel(ctx context.Context, token, id string) (api.StateResult, error) {
+	var out api.StateResult
 	err := c.call(ctx, request{method: http.MethodPost, path: sessionPath(id, "cancel"), token: token}, &out)
 	return out, err
 }
 
 // NodeCancel sends the node form of POST /v1/bindings/{id}/cancel.
-func (c *Client) NodeCancel(ctx context.Context, id string, req registry.NodeCancelRequest) (registry.StateResult, error) {
-	var out registry.StateResult
+func (c *Client) NodeCancel(ctx context.Context, id string, req api.NodeCancelRequest) (api.StateResult, error) {
+	var out api.StateResult
 	err := c.call(ctx, request{method: http.MethodPost, path: sessionPath(id, "cancel"), body: req}, &out)
 	return out, err
 }
 
 // Status sends GET /v1/bindings/{id}/status.
-func (c *Client) Status(ctx context.Context, id string) (registry.Status, error) {
-	var out registry.Status
+func (c *Client) Status(ctx context.Context, id string) (api.Status, error) {
+	var out api.Status
 	err := c.call(ctx, request{method: http.MethodGet, path: sessionPath(id, "status")}, &out)
 	return out, err
 }
 
 // PendingAuthorizations sends POST /v1/node/bindings/pending.
-func (c *Client) PendingAuthorizations(ctx context.Context, req registry.PendingRequest) (registry.PendingResult, error) {
-	var out registry.PendingResult
+func (c *Client) PendingAuthorizations(ctx context.Context, req api.PendingRequest) (api.PendingResult, error) {
+	var out api.PendingResult
 	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/node/bindings/pending", body: req}, &out)
 	return out, err
 }
 
 // Accept sends POST /v1/node/bindings/{id}/accept. A retry of an accept that the registry
 // had already carried out answers ALREADY_ACTIVE: success arriving twice.
-func (c *Client) Accept(ctx context.Context, id string, acc binding.Acceptance) (registry.AcceptResult, error) {
-	var out registry.AcceptResult
-	err := c.call(ctx, request{method: http.MethodPost, path: nodeSessionPath(id, "accept"), body: registry.AcceptanceRequest{Acceptance: acc}}, &out)
+func (c *Client) Accept(ctx context.Context, id string, acc binding.Acceptance) (api.AcceptResult, error) {
+	var out api.AcceptResult
+	err := c.call(ctx, request{method: http.MethodPost, path: nodeSessionPath(id, "accept"), body: api.AcceptanceRequest{Acceptance: acc}}, &out)
 	return out, err
 }
 
 // NodeReject sends POST /v1/node/bindings/{id}/reject.
-func (c *Client) NodeReject(ctx context.Context, id string, acc binding.Acceptance) (registry.StateResult, error) {
-	var out registry.StateResult
-	err := c.call(ctx, request{method: http.MethodPost, path: nodeSessionPath(id, "reject"), body: registry.AcceptanceRequest{Acceptance: acc}}, &out)
+func (c *Client) NodeReject(ctx context.Context, id string, acc binding.Acceptance) (api.StateResult, error) {
+	var out api.StateResult
+	err := c.call(ctx, request{method: http.MethodPost, path: nodeSessionPath(id, "reject"), body: api.AcceptanceRequest{Acceptance: acc}}, &out)
 	return out, err
 }
 

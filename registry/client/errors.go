@@ -5,42 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/svrp/svrp/internal/proto"
-	"github.com/svrp/svrp/registry"
-)
-
-// Protocol codes a caller may branch on, as [CodeOf] and the Code methods return them. The
-// server sends the first group; the client raises the last two itself.
-const (
-	CodeIDBindingFailed   = string(proto.IDBindingFailed)
-	CodeIDBindingRequired = string(proto.IDBindingRequired)
-	CodeBadSignature      = string(proto.BadSignature)
-	CodeNoSession         = string(proto.NoSession)
-	CodeSessionExpired    = string(proto.SessionExpired)
-	CodeBadChallenge      = string(proto.BadChallenge)
-	CodeDCIDBinding       = string(proto.DCIDBinding)
-	CodeDCBadSignature    = string(proto.DCBadSignature)
-	CodeDCExpired         = string(proto.DCExpired)
-	CodeStaleTS           = string(proto.StaleTS)
-	CodeNotFound          = string(proto.NotFound)
-	CodeRateLimited       = string(proto.RateLimited)
-	CodeSessionExists     = string(proto.SessionExists)
-	CodeBadState          = string(proto.BadState)
-	CodeAlreadyActive     = string(proto.AlreadyActive)
-	CodeTTLTooLong        = string(proto.TTLTooLong)
-	CodeAlreadyExpired    = string(proto.AlreadyExpired)
-	CodeBadRequest        = string(proto.BadRequest)
-	CodePermissionDenied  = string(proto.PermissionDenied)
-	CodeScopeExceeded     = string(proto.ScopeExceeded)
-	CodeUnknownDID        = string(proto.UnknownDID)
-	CodeMethodNotAllowed  = string(proto.MethodNotAllowed)
-	CodeAuthzExpired      = string(proto.AuthzExpired)
-	CodeDIDCollision      = string(proto.DIDCollision)
-	CodePayloadTooLarge   = string(proto.PayloadTooLarge)
-	CodeInternal          = string(proto.Internal)
-
-	CodeNotYetWired    = string(proto.NotYetWired)
-	CodeTransportError = string(proto.TransportError)
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // Sentinels for errors.Is.
@@ -56,9 +22,9 @@ var (
 type Error struct {
 	// Status is the HTTP status, for example 401.
 	Status int
-	// ErrorCode is the protocol code of the body, for example "NO_SESSION". It is empty
+	// ErrorCode is the protocol code of the body, for example proto.NoSession. It is empty
 	// when the answer carried no svrp error body (a proxy's 502 page, say).
-	ErrorCode string
+	ErrorCode proto.Code
 	// Message is the body's human text.
 	Message string
 }
@@ -71,10 +37,10 @@ func (e *Error) Error() string {
 }
 
 // Code returns the protocol code, for example "NO_SESSION".
-func (e *Error) Code() string { return e.ErrorCode }
+func (e *Error) Code() string { return string(e.ErrorCode) }
 
 // Is reports whether target is an *Error with the same code and, when target sets one, the
-// same status, so that errors.Is(err, &client.Error{ErrorCode: client.CodeNoSession}) works.
+// same status, so that errors.Is(err, &client.Error{ErrorCode: proto.NoSession}) works.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	return ok && t.ErrorCode == e.ErrorCode && (t.Status == 0 || t.Status == e.Status)
@@ -95,11 +61,11 @@ type TransportError struct {
 }
 
 func (e *TransportError) Error() string {
-	return fmt.Sprintf("svrp client: %s %s: %s: %v", e.Method, e.Path, CodeTransportError, e.Err)
+	return fmt.Sprintf("svrp client: %s %s: %s: %v", e.Method, e.Path, proto.TransportError, e.Err)
 }
 
 // Code returns "TRANSPORT_ERROR".
-func (e *TransportError) Code() string { return CodeTransportError }
+func (e *TransportError) Code() string { return string(proto.TransportError) }
 
 // Unwrap returns the underlying failure, so errors.Is(err, context.DeadlineExceeded) works.
 func (e *TransportError) Unwrap() error { return e.Err }
@@ -124,16 +90,16 @@ type NotYetWiredError struct {
 	// Level is LevelNotYetWired, LevelTesting or LevelPlanned.
 	Level string
 	// Envelope is the credits view as the registry sent it.
-	Envelope registry.Credits
+	Envelope api.Credits
 }
 
 func (e *NotYetWiredError) Error() string {
 	return fmt.Sprintf("svrp client: %s: credits source is %q, not %q: amounts are placeholders, not a balance (level %s)",
-		CodeNotYetWired, e.Envelope.Source, SourceLedger, e.Level)
+		proto.NotYetWired, e.Envelope.Source, SourceLedger, e.Level)
 }
 
 // Code returns "NOT_YET_WIRED".
-func (e *NotYetWiredError) Code() string { return CodeNotYetWired }
+func (e *NotYetWiredError) Code() string { return string(proto.NotYetWired) }
 
 // Is makes errors.Is(err, ErrNotYetWired) true.
 func (e *NotYetWiredError) Is(target error) bool { return target == ErrNotYetWired }
@@ -160,14 +126,14 @@ func (e *SessionEndedError) Error() string {
 }
 
 // Code returns "BAD_STATE": nothing more can happen in the session.
-func (e *SessionEndedError) Code() string { return CodeBadState }
+func (e *SessionEndedError) Code() string { return string(proto.BadState) }
 
 // CodeOf returns the protocol code err carries (through any wrapping), or "" when it carries
 // none.
-func CodeOf(err error) string {
+func CodeOf(err error) proto.Code {
 	var c interface{ Code() string }
 	if errors.As(err, &c) {
-		return c.Code()
+		return proto.Code(c.Code())
 	}
 	return ""
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // Node is a node's side of the protocol: every request it sends is signed with Key, under the
@@ -68,10 +68,10 @@ func (n *Node) identity() (string, didkey.PublicKey, error) {
 
 // Register announces the node (POST /api/v1/register) with a signature over message 3, so
 // that the registry records it as signature_verified.
-func (n *Node) Register(ctx context.Context, endpoint string, capabilities []string, region string) (registry.RegisterResult, error) {
+func (n *Node) Register(ctx context.Context, endpoint string, capabilities []string, region string) (api.RegisterResult, error) {
 	did, pub, err := n.identity()
 	if err != nil {
-		return registry.RegisterResult{}, err
+		return api.RegisterResult{}, err
 	}
 	caps := slices.Clone(capabilities)
 	if caps == nil {
@@ -80,9 +80,9 @@ func (n *Node) Register(ctx context.Context, endpoint string, capabilities []str
 	msg := canonical.Register{DID: did, PublicKey: pub.Base58(), Endpoint: endpoint, Capabilities: caps, Region: region}
 	sig, err := canonical.Sign(n.Key, n.Client.prefix, msg)
 	if err != nil {
-		return registry.RegisterResult{}, err
+		return api.RegisterResult{}, err
 	}
-	return n.Client.Register(ctx, registry.RegisterRequest{
+	return n.Client.Register(ctx, api.RegisterRequest{
 		DID: did, PublicKey: pub.Hex(), Endpoint: endpoint, Capabilities: caps, Region: region, Signature: &sig,
 	})
 }
@@ -90,18 +90,18 @@ func (n *Node) Register(ctx context.Context, endpoint string, capabilities []str
 // Heartbeat refreshes the node's last_seen (POST /api/v1/heartbeat). The node must have
 // registered (else UNKNOWN_DID), and the client's clock must be within 300 s of the
 // registry's (else STALE_TS).
-func (n *Node) Heartbeat(ctx context.Context) (registry.HeartbeatResult, error) {
+func (n *Node) Heartbeat(ctx context.Context) (api.HeartbeatResult, error) {
 	did, pub, err := n.identity()
 	if err != nil {
-		return registry.HeartbeatResult{}, err
+		return api.HeartbeatResult{}, err
 	}
 	ts := n.Client.now().Unix()
 	sig, err := canonical.Sign(n.Key, n.Client.prefix, canonical.Heartbeat{DID: did, TS: ts})
 	if err != nil {
-		return registry.HeartbeatResult{}, err
+		return api.HeartbeatResult{}, err
 	}
 	pubHex := pub.Hex()
-	return n.Client.Heartbeat(ctx, registry.HeartbeatRequest{DID: did, TS: ts, Signature: sig, PublicKey: &pubHex})
+	return n.Client.Heartbeat(ctx, api.HeartbeatRequest{DID: did, TS: ts, Signature: sig, PublicKey: &pubHex})
 }
 
 // InitiateOptions describe the binding a node asks for. Every field is optional.
@@ -128,10 +128,10 @@ const MaxSessionTTL = binding.MaxSessionTTL
 // Initiate opens a binding session with the node's signed description (message 6). Show the
 // result's short code and the node's fingerprint to the person; the code is returned once
 // and is a secret until the operator has used it.
-func (n *Node) Initiate(ctx context.Context, o InitiateOptions) (registry.InitiateResult, error) {
+func (n *Node) Initiate(ctx context.Context, o InitiateOptions) (api.InitiateResult, error) {
 	did, pub, err := n.identity()
 	if err != nil {
-		return registry.InitiateResult{}, err
+		return api.InitiateResult{}, err
 	}
 	ttl := o.TTL
 	if ttl == 0 {
@@ -141,7 +141,7 @@ func (n *Node) Initiate(ctx context.Context, o InitiateOptions) (registry.Initia
 	if tasks == nil {
 		tasks = []string{}
 	}
-	var out registry.InitiateResult
+	var out api.InitiateResult
 	attempt := func() error {
 		id, nonce := o.SessionID, o.Nonce
 		var err error
@@ -179,7 +179,7 @@ func (n *Node) Initiate(ctx context.Context, o InitiateOptions) (registry.Initia
 }
 
 // Pending returns the authorizations awaiting the node's answer (message 5).
-func (n *Node) Pending(ctx context.Context) ([]registry.PendingAuthorization, error) {
+func (n *Node) Pending(ctx context.Context) ([]api.PendingAuthorization, error) {
 	did, pub, err := n.identity()
 	if err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func (n *Node) Pending(ctx context.Context) ([]registry.PendingAuthorization, er
 	if err != nil {
 		return nil, err
 	}
-	res, err := n.Client.PendingAuthorizations(ctx, registry.PendingRequest{NodeDID: did, NodePublicKey: pub.Base58(), TS: ts, Signature: sig})
+	res, err := n.Client.PendingAuthorizations(ctx, api.PendingRequest{NodeDID: did, NodePublicKey: pub.Base58(), TS: ts, Signature: sig})
 	return res.Pending, err
 }
 
@@ -198,14 +198,14 @@ func (n *Node) Pending(ctx context.Context) ([]registry.PendingAuthorization, er
 // state instead (expired, rejected or cancelled), and with ctx's error when ctx is done.
 // Errors of a single poll that the client retries (network, 429, 5xx) are not fatal: the
 // next poll tries again.
-func (n *Node) WaitForAuthorization(ctx context.Context, sessionID string, interval time.Duration) (registry.PendingAuthorization, error) {
+func (n *Node) WaitForAuthorization(ctx context.Context, sessionID string, interval time.Duration) (api.PendingAuthorization, error) {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
 	for {
 		pending, err := n.Pending(ctx)
 		if err != nil && (ctx.Err() != nil || !retryable(ctx, err)) {
-			return registry.PendingAuthorization{}, err
+			return api.PendingAuthorization{}, err
 		}
 		for _, p := range pending {
 			if p.BindingSessionID == sessionID {
@@ -215,12 +215,12 @@ func (n *Node) WaitForAuthorization(ctx context.Context, sessionID string, inter
 		st, err := n.Client.Status(ctx, sessionID)
 		switch {
 		case err == nil && terminal(st.State):
-			return registry.PendingAuthorization{}, &SessionEndedError{BindingSessionID: sessionID, State: st.State}
+			return api.PendingAuthorization{}, &SessionEndedError{BindingSessionID: sessionID, State: st.State}
 		case err != nil && (ctx.Err() != nil || !retryable(ctx, err)):
-			return registry.PendingAuthorization{}, err
+			return api.PendingAuthorization{}, err
 		}
 		if err := sleep(ctx, interval); err != nil {
-			return registry.PendingAuthorization{}, err
+			return api.PendingAuthorization{}, err
 		}
 	}
 }
@@ -239,7 +239,7 @@ func terminal(state string) bool {
 //
 // Validity windows are left to the registry, whose clock is the reference: they allow 5 s of
 // skew, less than two machines' clocks may differ.
-func (n *Node) VerifyPending(p registry.PendingAuthorization) error {
+func (n *Node) VerifyPending(p api.PendingAuthorization) error {
 	_, pub, err := n.identity()
 	if err != nil {
 		return err
@@ -277,28 +277,28 @@ func (n *Node) VerifyPending(p registry.PendingAuthorization) error {
 // Accept verifies the authorization ([Node.VerifyPending]) and accepts exactly it: the
 // acceptance (message 8) carries the digest of its canonical bytes. The registry then
 // re-verifies all four signatures and the session becomes ACTIVE.
-func (n *Node) Accept(ctx context.Context, p registry.PendingAuthorization) (registry.AcceptResult, error) {
+func (n *Node) Accept(ctx context.Context, p api.PendingAuthorization) (api.AcceptResult, error) {
 	if err := n.VerifyPending(p); err != nil {
-		return registry.AcceptResult{}, err
+		return api.AcceptResult{}, err
 	}
 	acc, err := n.acceptance(p, true)
 	if err != nil {
-		return registry.AcceptResult{}, err
+		return api.AcceptResult{}, err
 	}
 	return n.Client.Accept(ctx, p.BindingSessionID, acc)
 }
 
 // Reject refuses the authorization (REJECTED_BY_NODE). Refusing is always safe, so the
 // authorization is not verified first.
-func (n *Node) Reject(ctx context.Context, p registry.PendingAuthorization) (registry.StateResult, error) {
+func (n *Node) Reject(ctx context.Context, p api.PendingAuthorization) (api.StateResult, error) {
 	acc, err := n.acceptance(p, false)
 	if err != nil {
-		return registry.StateResult{}, err
+		return api.StateResult{}, err
 	}
 	return n.Client.NodeReject(ctx, p.BindingSessionID, acc)
 }
 
-func (n *Node) acceptance(p registry.PendingAuthorization, accepted bool) (binding.Acceptance, error) {
+func (n *Node) acceptance(p api.PendingAuthorization, accepted bool) (binding.Acceptance, error) {
 	did, _, err := n.identity()
 	if err != nil {
 		return binding.Acceptance{}, err
@@ -320,17 +320,17 @@ func (n *Node) acceptance(p registry.PendingAuthorization, accepted bool) (bindi
 
 // Cancel cancels one of the node's binding sessions (message 9). Any state but a terminal one
 // can be cancelled.
-func (n *Node) Cancel(ctx context.Context, sessionID string) (registry.StateResult, error) {
+func (n *Node) Cancel(ctx context.Context, sessionID string) (api.StateResult, error) {
 	did, _, err := n.identity()
 	if err != nil {
-		return registry.StateResult{}, err
+		return api.StateResult{}, err
 	}
 	ts := n.Client.now().Unix()
 	sig, err := canonical.Sign(n.Key, n.Client.prefix, canonical.Cancel{BindingSessionID: sessionID, NodeDID: did, TS: ts})
 	if err != nil {
-		return registry.StateResult{}, err
+		return api.StateResult{}, err
 	}
-	return n.Client.NodeCancel(ctx, sessionID, registry.NodeCancelRequest{NodeDID: did, TS: ts, Signature: sig})
+	return n.Client.NodeCancel(ctx, sessionID, api.NodeCancelRequest{NodeDID: did, TS: ts, Signature: sig})
 }
 
 // publicKey checks that key is an Ed25519 private key and returns its public half.

@@ -13,8 +13,8 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/proto"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // DefaultCredentialValidity is how long a DeviceCredential is valid unless told otherwise.
@@ -143,10 +143,10 @@ func (c *Client) Login(ctx context.Context, deviceKey ed25519.PrivateKey, dc aut
 	if k, err := didkey.DecodeKey(dc.DevicePublicKey); err != nil || k != pub {
 		return nil, localError(proto.BadSignature, "the device key is not the one the credential names")
 	}
-	var res registry.LoginResult
+	var res api.LoginResult
 	err = c.retrying(ctx, func() error {
 		// One challenge per attempt: this loop is the retry, and a challenge is never reused.
-		var ch registry.ChallengeResult
+		var ch api.ChallengeResult
 		if err := c.callOnce(ctx, request{method: http.MethodPost, path: "/v1/auth/challenge"}, &ch); err != nil {
 			return err
 		}
@@ -172,29 +172,29 @@ func (c *Client) Login(ctx context.Context, deviceKey ed25519.PrivateKey, dc aut
 // matter) and moves it to PENDING_OPERATOR. Before authorizing, the person must compare the
 // view's NodePublicKeyFingerprint with the one on the node's screen. Resolve checks that the
 // fingerprint, key and DID shown agree, so what the person compares is what gets authorized.
-func (o *Operator) Resolve(ctx context.Context, shortCode string) (registry.ResolveView, error) {
-	return o.resolve(ctx, registry.ResolveRequest{ShortCode: shortCode})
+func (o *Operator) Resolve(ctx context.Context, shortCode string) (api.ResolveView, error) {
+	return o.resolve(ctx, api.ResolveRequest{ShortCode: shortCode})
 }
 
 // ResolveToken is Resolve with the binding token instead of the short code.
-func (o *Operator) ResolveToken(ctx context.Context, token string) (registry.ResolveView, error) {
-	return o.resolve(ctx, registry.ResolveRequest{BindingToken: token})
+func (o *Operator) ResolveToken(ctx context.Context, token string) (api.ResolveView, error) {
+	return o.resolve(ctx, api.ResolveRequest{BindingToken: token})
 }
 
-func (o *Operator) resolve(ctx context.Context, req registry.ResolveRequest) (registry.ResolveView, error) {
+func (o *Operator) resolve(ctx context.Context, req api.ResolveRequest) (api.ResolveView, error) {
 	v, err := o.Client.Resolve(ctx, o.Token, req)
 	if err != nil {
-		return registry.ResolveView{}, err
+		return api.ResolveView{}, err
 	}
 	if err := CheckView(v); err != nil {
-		return registry.ResolveView{}, err
+		return api.ResolveView{}, err
 	}
 	return v, nil
 }
 
 // CheckView checks that a resolve view is self-consistent: the node DID derives from the key
 // and the fingerprint is the key's.
-func CheckView(v registry.ResolveView) error {
+func CheckView(v api.ResolveView) error {
 	_, k, err := didkey.CheckNode(v.NodeDID, v.NodePublicKey)
 	if err != nil {
 		return err
@@ -219,7 +219,7 @@ type Terms struct {
 }
 
 // Requested returns exactly what the node asked for, the terms an operator grants by default.
-func Requested(v registry.ResolveView) Terms {
+func Requested(v api.ResolveView) Terms {
 	return Terms{
 		TaskTypes:   slices.Clone(v.Requested.TaskTypes),
 		SingleLimit: v.Requested.SingleLimit,
@@ -230,18 +230,18 @@ func Requested(v registry.ResolveView) Terms {
 // Authorize signs an AuthorizationCredential for the resolved session with the device key
 // (message 7) and sends it with the DeviceCredential: PENDING_OPERATOR →
 // PENDING_NODE_ACCEPTANCE. The node then sees it when it polls, and must accept.
-func (o *Operator) Authorize(ctx context.Context, v registry.ResolveView, t Terms) (registry.StateResult, error) {
+func (o *Operator) Authorize(ctx context.Context, v api.ResolveView, t Terms) (api.StateResult, error) {
 	if err := CheckView(v); err != nil {
-		return registry.StateResult{}, err
+		return api.StateResult{}, err
 	}
 	if o.DID != o.Credential.OperatorDID {
-		return registry.StateResult{}, localError(proto.PermissionDenied, "the credential is not the logged-in operator's")
+		return api.StateResult{}, localError(proto.PermissionDenied, "the credential is not the logged-in operator's")
 	}
 	rev := t.RevocationID
 	if rev == "" {
 		r, err := o.Client.randomHex(16)
 		if err != nil {
-			return registry.StateResult{}, err
+			return api.StateResult{}, err
 		}
 		rev = "rev-" + r
 	}
@@ -261,9 +261,9 @@ func (o *Operator) Authorize(ctx context.Context, v registry.ResolveView, t Term
 	}
 	sig, err := canonical.Sign(o.DeviceKey, o.Client.prefix, m)
 	if err != nil {
-		return registry.StateResult{}, err
+		return api.StateResult{}, err
 	}
-	return o.Client.Authorize(ctx, o.Token, registry.AuthorizeRequest{
+	return o.Client.Authorize(ctx, o.Token, api.AuthorizeRequest{
 		BindingSessionID:        v.BindingSessionID,
 		DeviceCredential:        o.Credential,
 		AuthorizationCredential: binding.AuthorizationCredential{Authorization: m, Signature: sig},
@@ -271,18 +271,18 @@ func (o *Operator) Authorize(ctx context.Context, v registry.ResolveView, t Term
 }
 
 // Reject refuses a resolved session (PENDING_OPERATOR → REJECTED_BY_OPERATOR).
-func (o *Operator) Reject(ctx context.Context, sessionID string) (registry.StateResult, error) {
+func (o *Operator) Reject(ctx context.Context, sessionID string) (api.StateResult, error) {
 	return o.Client.OperatorReject(ctx, o.Token, sessionID)
 }
 
 // Cancel cancels a session the operator resolved, in any state but a terminal one.
-func (o *Operator) Cancel(ctx context.Context, sessionID string) (registry.StateResult, error) {
+func (o *Operator) Cancel(ctx context.Context, sessionID string) (api.StateResult, error) {
 	return o.Client.OperatorCancel(ctx, o.Token, sessionID)
 }
 
 // Nodes lists the nodes bound to the operator. A node is online when the registry saw it
 // within window; window ≤ 0 means 10 minutes.
-func (o *Operator) Nodes(ctx context.Context, window time.Duration) (registry.OperatorNodes, error) {
+func (o *Operator) Nodes(ctx context.Context, window time.Duration) (api.OperatorNodes, error) {
 	if window <= 0 {
 		window = DefaultOnlineWindow
 	}
@@ -292,31 +292,31 @@ func (o *Operator) Nodes(ctx context.Context, window time.Duration) (registry.Op
 // Credits returns the raw credits envelope. Its amounts are placeholders unless Source is
 // "ledger"; never show one without the envelope's disclaimer, and never add the three
 // buckets up.
-func (o *Operator) Credits(ctx context.Context) (registry.Credits, error) {
+func (o *Operator) Credits(ctx context.Context) (api.Credits, error) {
 	return o.Client.OperatorCredits(ctx, o.Token)
 }
 
 // Balance returns the credits view only when a ledger stands behind it (Source "ledger");
 // otherwise it refuses with a [*NotYetWiredError] that carries the level and the raw
 // envelope.
-func (o *Operator) Balance(ctx context.Context) (registry.Credits, error) {
+func (o *Operator) Balance(ctx context.Context) (api.Credits, error) {
 	c, err := o.Credits(ctx)
 	if err != nil {
-		return registry.Credits{}, err
+		return api.Credits{}, err
 	}
 	if c.Source != SourceLedger {
-		return registry.Credits{}, &NotYetWiredError{Level: levelOf(c.Source), Envelope: c}
+		return api.Credits{}, &NotYetWiredError{Level: levelOf(c.Source), Envelope: c}
 	}
 	return c, nil
 }
 
 // Evidence returns the evidence view. While its source is not_yet_wired an empty list means
 // unknown, not that nothing was contributed.
-func (o *Operator) Evidence(ctx context.Context) (registry.Evidence, error) {
+func (o *Operator) Evidence(ctx context.Context) (api.Evidence, error) {
 	return o.Client.OperatorEvidence(ctx, o.Token)
 }
 
 // Status returns a binding session's state; it needs no session.
-func (o *Operator) Status(ctx context.Context, sessionID string) (registry.Status, error) {
+func (o *Operator) Status(ctx context.Context, sessionID string) (api.Status, error) {
 	return o.Client.Status(ctx, sessionID)
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -50,10 +51,10 @@ func TestRetries5xxUntilSpent(t *testing.T) {
 		name    string
 		retries int
 		body    string
-		code    string
+		code    proto.Code
 	}{
-		{"default", client.DefaultRetries, `{"code":"INTERNAL","error":"internal error"}`, client.CodeInternal},
-		{"none", 0, `{"code":"INTERNAL","error":"internal error"}`, client.CodeInternal},
+		{"default", client.DefaultRetries, `{"code":"INTERNAL","error":"internal error"}`, proto.Internal},
+		{"none", 0, `{"code":"INTERNAL","error":"internal error"}`, proto.Internal},
 		{"five", 5, `<html>bad gateway</html>`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,7 +69,7 @@ func TestRetries5xxUntilSpent(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("err = %v, want *client.Error", err)
 			}
-			if e.Status != 500 || e.Code() != tc.code || !e.Temporary() {
+			if e.Status != 500 || e.ErrorCode != tc.code || !e.Temporary() {
 				t.Errorf("error = %+v, want status 500, code %q, temporary", e, tc.code)
 			}
 			if got := w.reqs.count("/health"); got != tc.retries+1 {
@@ -90,31 +91,31 @@ func TestNeverRetriesOther4xx(t *testing.T) {
 		path   string
 		call   func() error
 		status int
-		code   string
+		code   proto.Code
 	}{
 		{"bad request", "/api/v1/register", func() error {
 			_, err := n.Register(ctx, "has space:80", nil, "")
 			return err
-		}, 400, client.CodeBadRequest},
+		}, 400, proto.BadRequest},
 		{"unknown did", "/api/v1/heartbeat", func() error {
 			_, err := n.Heartbeat(ctx)
 			return err
-		}, 404, client.CodeUnknownDID},
+		}, 404, proto.UnknownDID},
 		{"no session", "/v1/operator/me/credits", func() error {
 			_, err := c.OperatorCredits(ctx, "not-a-token")
 			return err
-		}, 401, client.CodeNoSession},
+		}, 401, proto.NoSession},
 		{"not found", "/v1/bindings/nope/status", func() error {
 			_, err := c.Status(ctx, "nope")
 			return err
-		}, 404, client.CodeNotFound},
+		}, 404, proto.NotFound},
 	}
 	for _, tc := range real {
 		t.Run(tc.name, func(t *testing.T) {
 			before := w.reqs.count(tc.path)
 			err := tc.call()
 			var e *client.Error
-			if !errors.As(err, &e) || e.Status != tc.status || e.Code() != tc.code {
+			if !errors.As(err, &e) || e.Status != tc.status || e.ErrorCode != tc.code {
 				t.Fatalf("err = %v, want HTTP %d %s", err, tc.status, tc.code)
 			}
 			if e.Temporary() {
@@ -176,7 +177,7 @@ func TestRetriesNetworkErrors(t *testing.T) {
 		tr := &flaky{failures: 100, next: http.DefaultTransport}
 		c := w.client(client.WithHTTPClient(&http.Client{Transport: tr}))
 		_, err := c.Health(t.Context())
-		if !errors.Is(err, client.ErrTransport) || client.CodeOf(err) != client.CodeTransportError {
+		if !errors.Is(err, client.ErrTransport) || client.CodeOf(err) != proto.TransportError {
 			t.Fatalf("err = %v (code %q), want TRANSPORT_ERROR", err, client.CodeOf(err))
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) {
@@ -324,7 +325,7 @@ func TestRequestsWithSideEffectsRetryAsAWhole(t *testing.T) {
 		})
 		n := w.node(w.client(), "node")
 		_, err := n.Initiate(t.Context(), client.InitiateOptions{SessionID: "chosen-1"})
-		if client.CodeOf(err) != client.CodeInternal {
+		if client.CodeOf(err) != proto.Internal {
 			t.Fatalf("err = %v, want the 502 answer", err)
 		}
 		if got := w.reqs.count("/v1/bindings/initiate"); got != 1 {

@@ -1,11 +1,11 @@
-package registry
+package api
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 
-	"github.com/svrp/svrp/internal/proto"
+	"github.com/svrp/svrp/proto"
 )
 
 // object is a JSON object whose fields are read one by one, so that the first missing field

@@ -2,6 +2,9 @@
 // that carries them. Every package of the module returns errors of this type, so a caller —
 // the HTTP layer above all — can branch on the code with [CodeOf] or errors.Is against a
 // package's sentinel, and map it to a status in exactly one place.
+//
+// It is public and imports nothing but the standard library, so that a program using only
+// registry/client branches on the same [Code] constants the registry sends.
 package proto
 
 import "errors"

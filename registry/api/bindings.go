@@ -1,0 +1,221 @@
+package api
+
+import (
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+)
+
+// InitiateResult is the answer to POST /v1/bindings/initiate; code and token appear in no
+// other answer.
+type InitiateResult struct {
+	BindingSessionID string `json:"binding_session_id"`
+	ShortCode        string `json:"short_code"`
+	BindingToken     string `json:"binding_token"`
+	ExpiresAt        string `json:"expires_at"`
+	State            string `json:"state"`
+}
+
+func DecodeInitiate(body []byte) (binding.InitiateRequest, error) {
+	return decodeWith(body, func(r *reader) binding.InitiateRequest {
+		var req binding.InitiateRequest
+		req.BindingSessionID = r.str("binding_session_id")
+		req.NodeDID = r.str("node_did")
+		req.NodePublicKey = r.str("node_public_key")
+		req.DeviceSummary = r.optStr("device_summary")
+		req.OS = r.optStr("os")
+		req.Region = r.optStr("region")
+		req.RequestedTaskTypes = r.optStrList("requested_task_types")
+		req.RequestedSingleLimit = r.optNumber("requested_single_limit")
+		req.RequestedDailyLimit = r.optNumber("requested_daily_limit")
+		req.Nonce = r.str("nonce")
+		req.CreatedAt = r.str("created_at")
+		req.ExpiresAt = r.str("expires_at")
+		req.NodeSignature = r.str("node_signature")
+		for _, f := range []string{"device_summary", "os", "region"} {
+			if v, present := r.o.raw(f); present && string(v) == `""` && r.err == nil {
+				r.err = badRequest("field " + f + " must be 1-256 bytes")
+			}
+		}
+		return req
+	})
+}
+
+// ResolveRequest is the body of POST /v1/bindings/resolve: a short code or a binding token.
+type ResolveRequest struct {
+	ShortCode    string `json:"short_code,omitempty"`
+	BindingToken string `json:"binding_token,omitempty"`
+}
+
+func DecodeResolve(body []byte) (ResolveRequest, error) {
+	return decodeWith(body, func(r *reader) ResolveRequest {
+		req := ResolveRequest{ShortCode: r.optStr("short_code"), BindingToken: r.optStr("binding_token")}
+		if r.err == nil && req.ShortCode == "" && req.BindingToken == "" {
+			r.err = badRequest("field short_code or binding_token is required")
+		}
+		return req
+	})
+}
+
+// Requested is what the node asked for.
+type Requested struct {
+	TaskTypes   []string `json:"task_types"`
+	SingleLimit *float64 `json:"single_limit"`
+	DailyLimit  *float64 `json:"daily_limit"`
+}
+
+// ResolveView is what an operator sees for a code (profile 5.4, description 2.5).
+type ResolveView struct {
+	BindingSessionID         string    `json:"binding_session_id"`
+	State                    string    `json:"state"`
+	NodeDID                  string    `json:"node_did"`
+	NodePublicKey            string    `json:"node_public_key"`
+	NodePublicKeyFingerprint string    `json:"node_public_key_fingerprint"`
+	DeviceSummary            *string   `json:"device_summary"`
+	OS                       *string   `json:"os"`
+	Region                   *string   `json:"region"`
+	Requested                Requested `json:"requested"`
+	Nonce                    string    `json:"nonce"`
+	ExpiresAt                string    `json:"expires_at"`
+}
+
+// AuthorizeRequest is the body of POST /v1/bindings/authorize.
+type AuthorizeRequest struct {
+	BindingSessionID        string                          `json:"binding_session_id"`
+	DeviceCredential        authn.DeviceCredential          `json:"device_credential"`
+	AuthorizationCredential binding.AuthorizationCredential `json:"authorization_credential"`
+}
+
+func decodeAuthorization(o object) (binding.AuthorizationCredential, error) {
+	r := reader{o: o}
+	var az binding.AuthorizationCredential
+	az.BindingSessionID = r.str("binding_session_id")
+	az.NodeDID = r.str("node_did")
+	az.OperatorDID = r.str("operator_did")
+	az.TaskTypes = r.optStrList("task_types")
+	az.SingleLimit = r.optNumber("single_limit")
+	az.DailyLimit = r.optNumber("daily_limit")
+	az.RevocationID = r.str("revocation_id")
+	az.IssuedAt = r.str("issued_at")
+	az.ExpiresAt = r.str("expires_at")
+	az.Signature = r.str("signature")
+	if r.err != nil {
+		return binding.AuthorizationCredential{}, r.err
+	}
+	return az, binding.CheckAuthorizationShape(az)
+}
+
+func DecodeAuthorize(body []byte) (AuthorizeRequest, error) {
+	return decodeWith(body, func(r *reader) AuthorizeRequest {
+		req := AuthorizeRequest{BindingSessionID: r.str("binding_session_id")}
+		dco, azo := r.obj("device_credential"), r.obj("authorization_credential")
+		if r.err == nil {
+			req.DeviceCredential, r.err = decodeCredential(dco)
+		}
+		if r.err == nil {
+			req.AuthorizationCredential, r.err = decodeAuthorization(azo)
+		}
+		return req
+	})
+}
+
+// StateResult is the answer of the binding endpoints that only move a state.
+type StateResult struct {
+	BindingSessionID string `json:"binding_session_id"`
+	State            string `json:"state"`
+}
+
+// Status is the answer to GET /v1/bindings/{id}/status.
+type Status struct {
+	BindingSessionID string  `json:"binding_session_id"`
+	State            string  `json:"state"`
+	NodeDID          string  `json:"node_did"`
+	OperatorDID      *string `json:"operator_did"`
+	ExpiresAt        string  `json:"expires_at"`
+}
+
+// NodeCancelRequest is the body of the node form of POST /v1/bindings/{id}/cancel.
+type NodeCancelRequest struct {
+	NodeDID   string `json:"node_did"`
+	TS        int64  `json:"ts"`
+	Signature string `json:"signature"`
+}
+
+func DecodeNodeCancel(body []byte) (NodeCancelRequest, error) {
+	return decodeWith(body, func(r *reader) NodeCancelRequest {
+		return NodeCancelRequest{NodeDID: r.str("node_did"), TS: r.integer("ts"), Signature: r.str("signature")}
+	})
+}
+
+// PendingRequest is the body of POST /v1/node/bindings/pending.
+type PendingRequest struct {
+	NodeDID       string `json:"node_did"`
+	NodePublicKey string `json:"node_public_key"`
+	TS            int64  `json:"ts"`
+	Signature     string `json:"signature"`
+}
+
+func DecodePending(body []byte) (PendingRequest, error) {
+	return decodeWith(body, func(r *reader) PendingRequest {
+		return PendingRequest{
+			NodeDID: r.str("node_did"), NodePublicKey: r.str("node_public_key"),
+			TS: r.integer("ts"), Signature: r.str("signature"),
+		}
+	})
+}
+
+// PendingAuthorization is one authorization awaiting a node's answer.
+type PendingAuthorization struct {
+	BindingSessionID        string                          `json:"binding_session_id"`
+	OperatorDID             string                          `json:"operator_did"`
+	Nonce                   string                          `json:"nonce"`
+	ExpiresAt               string                          `json:"expires_at"`
+	DeviceCredential        authn.DeviceCredential          `json:"device_credential"`
+	AuthorizationCredential binding.AuthorizationCredential `json:"authorization_credential"`
+}
+
+// PendingResult is the answer to a node's poll.
+type PendingResult struct {
+	Pending []PendingAuthorization `json:"pending"`
+}
+
+// AcceptanceRequest is the body of POST /v1/node/bindings/{id}/accept and /reject.
+type AcceptanceRequest struct {
+	Acceptance binding.Acceptance `json:"acceptance"`
+}
+
+func DecodeAcceptance(body []byte) (binding.Acceptance, error) {
+	return decodeWith(body, func(r *reader) binding.Acceptance {
+		a := reader{o: r.obj("acceptance"), err: r.err}
+		var acc binding.Acceptance
+		acc.BindingSessionID = a.str("binding_session_id")
+		acc.NodeDID = a.str("node_did")
+		acc.OperatorDID = a.str("operator_did")
+		acc.AuthorizationDigest = a.str("authorization_digest")
+		acc.Accepted = a.boolean("accepted")
+		acc.IssuedAt = a.str("issued_at")
+		acc.Signature = a.str("signature")
+		if a.err == nil {
+			a.err = binding.CheckAcceptanceShape(acc)
+		}
+		r.err = a.err
+		return acc
+	})
+}
+
+// BindingView is an active binding as accept returns it.
+type BindingView struct {
+	NodeDID      string   `json:"node_did"`
+	OperatorDID  string   `json:"operator_did"`
+	TaskTypes    []string `json:"task_types"`
+	SingleLimit  *float64 `json:"single_limit"`
+	DailyLimit   *float64 `json:"daily_limit"`
+	RevocationID string   `json:"revocation_id"`
+	ActivatedAt  string   `json:"activated_at"`
+}
+
+// AcceptResult is the answer to an accept.
+type AcceptResult struct {
+	BindingSessionID string      `json:"binding_session_id"`
+	State            string      `json:"state"`
+	Binding          BindingView `json:"binding"`
+}

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// RegisterRequest is the body of POST /api/v1/register.
+type RegisterRequest struct {
+	DID          string   `json:"did"`
+	PublicKey    string   `json:"public_key"` // hex or base58
+	Endpoint     string   `json:"endpoint"`
+	Capabilities []string `json:"capabilities"`
+	Region       string   `json:"region,omitempty"` // "" is null
+	// Signature is the base58 signature over message 3, or nil. Grace mode records a
+	// registration whatever its signature says, unless the daemon is strict or the key
+	// already has a verified record.
+	Signature *string `json:"signature"`
+}
+
+// RegisterResult is the answer to a registration.
+type RegisterResult struct {
+	OK         bool     `json:"ok"`
+	Registered bool     `json:"registered"`
+	Signed     bool     `json:"signed"`
+	IDBound    bool     `json:"id_bound"`
+	Data       NodeView `json:"data"`
+}
+
+// NodeView is a node record as GET /nodes serves it (profile 4.1).
+type NodeView struct {
+	DID               string   `json:"did"`
+	PublicKey         string   `json:"public_key"`
+	Endpoint          string   `json:"endpoint"`
+	Capabilities      []string `json:"capabilities"`
+	Region            *string  `json:"region"`
+	Status            string   `json:"status"`
+	LastSeen          string   `json:"last_seen"`
+	FirstSeen         string   `json:"first_seen"`
+	Signature         *string  `json:"signature"`
+	SignaturePresent  bool     `json:"signature_present"`
+	SignatureVerified bool     `json:"signature_verified"`
+	Reachability      string   `json:"reachability"`
+}
+
+func DecodeRegister(body []byte) (RegisterRequest, error) {
+	return decodeWith(body, func(r *reader) RegisterRequest {
+		req := RegisterRequest{
+			DID:          r.str("did"),
+			PublicKey:    r.str("public_key"),
+			Endpoint:     r.str("endpoint"),
+			Capabilities: r.optStrList("capabilities"),
+			Region:       r.optStr("region"),
+			Signature:    r.optStrPtr("signature"),
+		}
+		if _, present := r.o.raw("region"); present && req.Region == "" && r.err == nil {
+			r.err = badRequest("field region must be 1-256 bytes")
+		}
+		return req
+	})
+}
+
+// HeartbeatRequest is the body of POST /api/v1/heartbeat.
+type HeartbeatRequest struct {
+	DID       string  `json:"did"`
+	TS        int64   `json:"ts"`
+	Signature string  `json:"signature"`
+	PublicKey *string `json:"public_key,omitempty"` // optional; must bind to DID when sent, even empty
+}
+
+// HeartbeatResult is the answer to a heartbeat.
+type HeartbeatResult struct {
+	OK       bool   `json:"ok"`
+	LastSeen string `json:"last_seen"`
+}
+
+func DecodeHeartbeat(body []byte) (HeartbeatRequest, error) {
+	return decodeWith(body, func(r *reader) HeartbeatRequest {
+		return HeartbeatRequest{
+			DID:       r.str("did"),
+			TS:        r.integer("ts"),
+			Signature: r.str("signature"),
+			PublicKey: r.optStrPtr("public_key"),
+		}
+	})
+}
+
+// NodeFilter selects node records (profile 5.1, the query of GET /nodes and /peers).
+type NodeFilter struct {
+	// OnlineWithin keeps nodes seen within this long; 0 keeps all, unless OnlineSet.
+	OnlineWithin time.Duration
+	// Capabilities must all be advertised.
+	Capabilities []string
+	// Region, when set, must equal the record's region.
+	Region string
+	// Callable keeps public, signature-verified records.
+	Callable bool
+
+	// OnlineSet applies OnlineWithin even when it is 0: the query named online_within, and
+	// an explicit 0 is the window "now − last_seen ≤ 0" of profile 5.1 (the nodes seen in the
+	// current second), not "no filter".
+	OnlineSet bool
+}
+
+// ParseNodeFilter reads the query of GET /nodes and /peers.
+func ParseNodeFilter(q url.Values) (NodeFilter, error) {
+	f := NodeFilter{Capabilities: q["capability"], Region: q.Get("region")}
+	if v := q.Get("online_within"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<32 {
+			return NodeFilter{}, badRequest("online_within must be a whole number of seconds")
+		}
+		f.OnlineWithin = time.Duration(n) * time.Second
+		f.OnlineSet = true
+	}
+	switch q.Get("callable") {
+	case "", "0", "false":
+	case "1", "true":
+		f.Callable = true
+	default:
+		return NodeFilter{}, badRequest("callable must be 1 or 0")
+	}
+	return f, nil
+}
+
+// Query renders f as the query ParseNodeFilter reads. A window is rounded up to whole
+// seconds: a sub-second window must not become 0, which the registry reads as "all".
+func (f NodeFilter) Query() url.Values {
+	q := url.Values{}
+	if f.OnlineWithin > 0 || f.OnlineSet {
+		secs := (f.OnlineWithin + time.Second - 1) / time.Second
+		q.Set("online_within", strconv.FormatInt(int64(max(secs, 0)), 10))
+	}
+	for _, c := range f.Capabilities {
+		q.Add("capability", c)
+	}
+	if f.Region != "" {
+		q.Set("region", f.Region)
+	}
+	if f.Callable {
+		q.Set("callable", "1")
+	}
+	return q
+}

@@ -11,6 +11,9 @@
 //     and stops at the first failure, so the code returned is always that of the earliest
 //     failing step. The challenge is consumed at step 5, before the login signature is
 //     checked, so a failed attempt burns it.
+//   - [VerifyRevocation] checks a credential revocation signed by the root key, and
+//     [CheckCredentialRevoked] refuses a credential on a revocation list passed in
+//     (DC_REVOKED); [SignRevocation] makes one offline (profile 10.5).
 //   - [Challenger] issues single-use login challenges in bounded memory, whatever the request
 //     rate (see its documentation for the bound and why it fails closed).
 //   - [NewToken], [HashToken], [NewSession], [Session.Check] and [ParseBearer] are the bearer
@@ -54,6 +57,9 @@ var (
 	// ErrDCExpired: the registry's clock lies outside the credential's validity window, or a
 	// credential timestamp is malformed (DC_EXPIRED).
 	ErrDCExpired = proto.New(proto.DCExpired, "authn: device credential outside its validity window")
+	// ErrDCRevoked: the credential's (operator_did, revocation_id) was revoked by the
+	// operator's root key (DC_REVOKED, profile 10.5).
+	ErrDCRevoked = proto.New(proto.DCRevoked, "authn: device credential revoked")
 	// ErrBadChallenge: the login challenge was not issued here, has expired, was already
 	// used, or cannot be recorded as used (BAD_CHALLENGE).
 	ErrBadChallenge = proto.New(proto.BadChallenge, "authn: challenge unknown, expired or already used")

@@ -13,6 +13,8 @@ import (
 //
 //  1. [CheckCredentialShape] (BAD_REQUEST);
 //  2. to 4. [VerifyCredential] (DC_ID_BINDING, DC_BAD_SIGNATURE, DC_EXPIRED);
+//     then the credential's (operator_did, revocation_id) must not be on rl (DC_REVOKED,
+//     profile 10.5), checked before the challenge so that a revoked device cannot burn one;
 //  5. ch.Consume(challenge): the challenge is consumed here, before step 6, so an attempt that
 //     fails at step 6 burns it (BAD_CHALLENGE); a failure at steps 1–4 leaves it usable;
 //  6. the login signature by device_public_key over message 1 {operator_did,
@@ -29,12 +31,15 @@ import (
 // ChallengeTTL after issue.
 //
 // On success it returns the verified Device; on failure the zero Device.
-func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges) (Device, error) {
+func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges, rl Revocations) (Device, error) {
 	if err := CheckCredentialShape(l.DeviceCredential); err != nil {
 		return Device{}, err
 	}
 	dev, err := VerifyCredential(l.DeviceCredential, prefix, now)
 	if err != nil {
+		return Device{}, err
+	}
+	if err := CheckCredentialRevoked(l.DeviceCredential, rl); err != nil {
 		return Device{}, err
 	}
 	if ch == nil {

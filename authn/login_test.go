@@ -18,26 +18,33 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// stepCode is the code of each step of device-login (profile 5.2).
-var stepCode = [7]proto.Code{
+// stepCode is the code of each step of device-login (profile 5.2), with the revocation check
+// of profile 10.5 as step 5, between the credential's window and the challenge. The steps
+// below keep that numbering: 6 is the challenge, 7 the login signature.
+var stepCode = [8]proto.Code{
 	1: proto.BadRequest,
 	2: proto.DCIDBinding,
 	3: proto.DCBadSignature,
 	4: proto.DCExpired,
-	5: proto.BadChallenge,
-	6: proto.BadSignature,
+	5: proto.DCRevoked,
+	6: proto.BadChallenge,
+	7: proto.BadSignature,
 }
+
+// lastStep is the number of the last step; a login broken nowhere "fails" at lastStep+1.
+const lastStep = 7
 
 // breakers names, for each step, the ways a test breaks that step alone. Each touches
 // fields that no breaker of another step touches, so any combination breaks exactly the
 // steps chosen.
-var breakers = [7][]string{
+var breakers = [8][]string{
 	1: {"device_id-257-bytes", "empty-credential_id", "revocation_id-DEL", "permission-with-comma", "65-permissions", "permission-65-bytes", "permission-empty"},
 	2: {"did-of-other-root", "node-tagged-did", "root-key-0x-hex", "did-web", "full-form-did", "root-key-31-bytes"},
 	3: {"signed-by-device", "not-base58", "other-prefix", "empty", "over-other-fields", "63-bytes"},
 	4: {"expired", "not-yet-valid", "expires_at-fraction", "issued_at-feb-30", "issued_at-offset"},
-	5: {"never-issued", "already-used", "expired", "control-char", "other-key", "tampered", "empty"},
-	6: {"signed-by-root", "issued_at-fraction", "issued_at-trailing-LF", "device-key-0x-hex", "over-other-challenge", "device-key-31-bytes", "issued_at-empty"},
+	5: {"revoked", "revoked-by-list-func"},
+	6: {"never-issued", "already-used", "expired", "control-char", "other-key", "tampered", "empty"},
+	7: {"signed-by-root", "issued_at-fraction", "issued_at-trailing-LF", "device-key-0x-hex", "over-other-challenge", "device-key-31-bytes", "issued_at-empty"},
 }
 
 // attempt is one login ready to verify, with the Challenger it must be verified against.
@@ -45,6 +52,7 @@ type attempt struct {
 	login     authn.Login
 	ch        *authn.Challenger
 	challenge string
+	revoked   authn.Revocations
 }
 
 var challengeKey = sha256.Sum256([]byte("challenge key"))
@@ -104,8 +112,8 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 			f.IssuedAt = "2025-01-01T00:00:00+00:00"
 		}
 	}
-	if v, ok := br[6]; ok {
-		switch breakers[6][v] {
+	if v, ok := br[7]; ok {
+		switch breakers[7][v] {
 		case "device-key-0x-hex":
 			f.DevicePublicKey = "0x" + pubKey(w.device).Hex()
 		case "device-key-31-bytes":
@@ -140,8 +148,8 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 	ch := authn.NewChallenger(challengeKey, bytes.NewReader(bytes.Repeat([]byte{7}, 1024)), 0)
 	var challenge string
 	var err error
-	if v, ok := br[5]; ok {
-		switch breakers[5][v] {
+	if v, ok := br[6]; ok {
+		switch breakers[6][v] {
 		case "never-issued":
 			raw := sha256.Sum256([]byte("never issued"))
 			challenge = base58.Encode(raw[:24])
@@ -175,8 +183,8 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 	}
 
 	signer, signed, issuedAt := w.device, challenge, loginIssuedAt
-	if v, ok := br[6]; ok {
-		switch breakers[6][v] {
+	if v, ok := br[7]; ok {
+		switch breakers[7][v] {
 		case "signed-by-root":
 			signer = w.root
 		case "issued_at-fraction":
@@ -191,23 +199,33 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 	}
 	sig := ed25519.Sign(signer, loginBytes(prefix, dc.DeviceCredential, signed, issuedAt))
 	l := authn.Login{DeviceCredential: dc, Challenge: challenge, IssuedAt: issuedAt, Signature: base58.Encode(sig)}
-	return attempt{login: l, ch: ch, challenge: challenge}, nil
+	// Another pair of the same operator is always on the list, so a list that is
+	// consulted but does not hold this credential's pair lets the login through.
+	list := authn.RevocationSet{{OperatorDID: dc.OperatorDID, RevocationID: dc.RevocationID + "-other"}: true}
+	var revoked authn.Revocations = list
+	if v, ok := br[5]; ok {
+		list[authn.RevocationKey{OperatorDID: dc.OperatorDID, RevocationID: dc.RevocationID}] = true
+		if breakers[5][v] == "revoked-by-list-func" {
+			revoked = authn.RevocationFunc(list.Revoked)
+		}
+	}
+	return attempt{login: l, ch: ch, challenge: challenge, revoked: revoked}, nil
 }
 
 // checkAttempt verifies a login broken at the steps in br and checks that the earliest of
-// them decided the code, and that the challenge was consumed exactly when step 5 passed.
+// them decided the code, and that the challenge was consumed exactly when step 6 passed.
 func checkAttempt(w world, other ed25519.PrivateKey, br map[int]int) error {
 	a, err := build(w, other, br)
 	if err != nil {
 		return fmt.Errorf("build: %v", err)
 	}
-	first := 7
+	first := lastStep + 1
 	for s := range br {
 		first = min(first, s)
 	}
 	c := &counting{Challenges: a.ch}
-	dev, err := authn.VerifyLogin(a.login, prefix, testNow, c)
-	if first == 7 {
+	dev, err := authn.VerifyLogin(a.login, prefix, testNow, c, a.revoked)
+	if first == lastStep+1 {
 		if err != nil {
 			return fmt.Errorf("valid login refused: %v (%s)", err, proto.CodeOf(err))
 		}
@@ -223,19 +241,19 @@ func checkAttempt(w world, other ed25519.PrivateKey, br map[int]int) error {
 		}
 	}
 	wantConsumed := 0
-	if first >= 6 {
+	if first >= 7 {
 		wantConsumed = 1
 	}
 	if c.ok != wantConsumed {
 		return fmt.Errorf("challenge consumed %d times, want %d", c.ok, wantConsumed)
 	}
-	if _, broken5 := br[5]; !broken5 {
+	if _, broken6 := br[6]; !broken6 {
 		again := a.ch.Consume(a.challenge, testNow)
-		if first < 5 && again != nil {
+		if first < 6 && again != nil {
 			return fmt.Errorf("challenge burnt by a login that failed at step %d: %v", first, again)
 		}
-		if first >= 5 && again == nil {
-			return fmt.Errorf("challenge still usable after a login that reached step 6")
+		if first >= 6 && again == nil {
+			return fmt.Errorf("challenge still usable after a login that reached step 7")
 		}
 	}
 	return nil
@@ -263,7 +281,7 @@ func TestLoginBytesMatchCanonical(t *testing.T) {
 func TestLoginEachStep(t *testing.T) {
 	w := newWorld(t)
 	other := seededKey(t, "other")
-	for step := 1; step <= 6; step++ {
+	for step := 1; step <= lastStep; step++ {
 		for v, name := range breakers[step] {
 			t.Run(fmt.Sprintf("%d-%s", step, name), func(t *testing.T) {
 				if err := checkAttempt(w, other, map[int]int{step: v}); err != nil {
@@ -279,8 +297,8 @@ func TestLoginEachStep(t *testing.T) {
 func TestLoginOrderPairs(t *testing.T) {
 	w := newWorld(t)
 	other := seededKey(t, "other")
-	for i := 1; i <= 6; i++ {
-		for j := i + 1; j <= 6; j++ {
+	for i := 1; i <= lastStep; i++ {
+		for j := i + 1; j <= lastStep; j++ {
 			for vi, ni := range breakers[i] {
 				for vj, nj := range breakers[j] {
 					name := fmt.Sprintf("%d-%s+%d-%s", i, ni, j, nj)
@@ -300,7 +318,7 @@ func TestLoginOrderProperty(t *testing.T) {
 	other := seededKey(t, "other")
 	rapid.Check(t, func(rt *rapid.T) {
 		br := map[int]int{}
-		for s := 1; s <= 6; s++ {
+		for s := 1; s <= lastStep; s++ {
 			if rapid.Bool().Draw(rt, fmt.Sprintf("break%d", s)) {
 				br[s] = rapid.IntRange(0, len(breakers[s])-1).Draw(rt, fmt.Sprintf("how%d", s))
 			}
@@ -334,7 +352,7 @@ func TestLoginValidProperty(t *testing.T) {
 			rt.Fatal(err)
 		}
 		l := w.signLogin(w.signCredential(f), c, loginIssuedAt)
-		dev, err := authn.VerifyLogin(l, prefix, testNow, ch)
+		dev, err := authn.VerifyLogin(l, prefix, testNow, ch, nil)
 		if err != nil {
 			rt.Fatalf("valid login refused: %v", err)
 		}
@@ -358,7 +376,7 @@ func TestLoginValidProperty(t *testing.T) {
 func TestLoginNilChallenges(t *testing.T) {
 	w := newWorld(t)
 	l := w.signLogin(w.credential(), "x", loginIssuedAt)
-	_, err := authn.VerifyLogin(l, prefix, testNow, nil)
+	_, err := authn.VerifyLogin(l, prefix, testNow, nil, nil)
 	wantCode(t, err, proto.Internal)
 }
 
@@ -368,7 +386,7 @@ func TestLoginChallengeStoreError(t *testing.T) {
 	w := newWorld(t)
 	l := w.signLogin(w.credential(), "x", loginIssuedAt)
 	boom := proto.New(proto.Internal, "store down")
-	_, err := authn.VerifyLogin(l, prefix, testNow, failing{boom})
+	_, err := authn.VerifyLogin(l, prefix, testNow, failing{boom}, nil)
 	if err != boom {
 		t.Fatalf("got %v, want the store's error", err)
 	}
@@ -389,7 +407,7 @@ func TestLoginIssuedAtNotClocked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = authn.VerifyLogin(w.signLogin(w.credential(), c, ia), prefix, testNow, ch)
+		_, err = authn.VerifyLogin(w.signLogin(w.credential(), c, ia), prefix, testNow, ch, nil)
 		wantCode(t, err, "")
 	}
 }
@@ -403,6 +421,6 @@ func TestLoginPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := w.signLogin(w.credential(), c, loginIssuedAt)
-	_, err = authn.VerifyLogin(l, "libertynet", testNow, ch)
+	_, err = authn.VerifyLogin(l, "libertynet", testNow, ch, nil)
 	wantCode(t, err, proto.DCBadSignature)
 }

@@ -16,7 +16,10 @@ type DeviceCredential struct {
 // Session is a bearer session as the registry keeps it: who logged in and until when. The
 // token itself is never kept; callers store a Session under [HashToken] of it.
 type Session struct {
-	OperatorDID string    `json:"operator_did"`
-	IssuedAt    time.Time `json:"issued_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
+	OperatorDID string `json:"operator_did"`
+	// RevocationID is the revocation_id of the credential that logged in, so that revoking
+	// it ends the session (profile 10.5).
+	RevocationID string    `json:"revocation_id,omitempty"`
+	IssuedAt     time.Time `json:"issued_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
 }

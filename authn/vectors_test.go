@@ -73,7 +73,7 @@ func TestCanonicalVectors(t *testing.T) {
 			l := authn.Login{DeviceCredential: dc, Challenge: m.Challenge, IssuedAt: m.IssuedAt, Signature: c.Signature}
 			t.Run(c.ID, func(t *testing.T) {
 				ch := &acceptAll{}
-				dev, err := authn.VerifyLogin(l, c.Prefix, now, ch)
+				dev, err := authn.VerifyLogin(l, c.Prefix, now, ch, nil)
 				wantCode(t, err, "")
 				if dev.OperatorDID.String() != m.OperatorDID {
 					t.Fatalf("Device.OperatorDID = %s", dev.OperatorDID)
@@ -84,7 +84,7 @@ func TestCanonicalVectors(t *testing.T) {
 				bad := l
 				bad.Signature = flipB58(l.Signature)
 				ch = &acceptAll{}
-				_, err = authn.VerifyLogin(bad, c.Prefix, now, ch)
+				_, err = authn.VerifyLogin(bad, c.Prefix, now, ch, nil)
 				wantCode(t, err, proto.BadSignature)
 				wantCode(t, ch.Consume(m.Challenge, now), proto.BadChallenge)
 			})
@@ -162,7 +162,7 @@ func TestRejectVectors(t *testing.T) {
 				}
 				l = w.signLogin(w.signCredential(f), challenge, loginIssuedAt)
 			}
-			_, err := authn.VerifyLogin(l, prefix, testNow, ch)
+			_, err := authn.VerifyLogin(l, prefix, testNow, ch, nil)
 			wantCode(t, err, want)
 			consumed := ch.Consume(challenge, testNow) != nil
 			wantConsumed := c.Expected.ChallengeConsumed != nil && *c.Expected.ChallengeConsumed
@@ -219,7 +219,7 @@ func TestDIDVectors(t *testing.T) {
 			wantCode(t, err, proto.DCIDBinding)
 			ch := seededChallenger(t, 0)
 			challenge := issue(t, ch, testNow)
-			_, err = authn.VerifyLogin(w.signLogin(dc, challenge, loginIssuedAt), prefix, testNow, ch)
+			_, err = authn.VerifyLogin(w.signLogin(dc, challenge, loginIssuedAt), prefix, testNow, ch, nil)
 			wantCode(t, err, proto.DCIDBinding)
 			wantCode(t, ch.Consume(challenge, testNow), "")
 		})

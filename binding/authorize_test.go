@@ -26,6 +26,7 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 		before func(f *fixture)            // changes fields that are then signed
 		after  func(f *fixture, r request) // changes the signed request
 		now    time.Time                   // zero means tAuthz
+		revoke string                      // "dc", "az", "both" or "other": what the revocation list holds
 		want   proto.Code
 	}{
 		{name: "valid"},
@@ -123,6 +124,18 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 			f.az.IssuedAt, f.az.ExpiresAt = at(-time.Hour), at(-time.Minute)
 			f.az.TaskTypes = []string{"storage"}
 		}, want: proto.AuthzExpired},
+
+		// Revocation (profile 10.5): after the chain's signatures and the window, before scope.
+		{name: "another operator's pair revoked", revoke: "other"},
+		{name: "device credential revoked", revoke: "dc", want: proto.DCRevoked},
+		{name: "authorization revoked", revoke: "az", want: proto.AuthzRevoked},
+		{name: "device credential before authorization", revoke: "both", want: proto.DCRevoked},
+		{name: "credential expiry before revocation", before: func(f *fixture) { f.dc.ExpiresAt = "2025-01-15T10:00:00Z" }, revoke: "dc", want: proto.DCExpired},
+		{name: "credential signature before revocation", after: func(f *fixture, r request) { r.dc.Signature = tamper(t, r.dc.Signature) }, revoke: "dc", want: proto.DCBadSignature},
+		{name: "permission before revocation", before: func(f *fixture) { f.dc.Permissions = nil }, revoke: "both", want: proto.PermissionDenied},
+		{name: "authorization signature before revocation", after: func(f *fixture, r request) { r.az.Signature = tamper(t, r.az.Signature) }, revoke: "both", want: proto.BadSignature},
+		{name: "window before revocation", before: func(f *fixture) { f.az.IssuedAt, f.az.ExpiresAt = at(-time.Hour), at(-time.Minute) }, revoke: "az", want: proto.AuthzExpired},
+		{name: "revocation before scope", before: func(f *fixture) { f.az.TaskTypes = []string{"storage"} }, revoke: "az", want: proto.AuthzRevoked},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture()
@@ -137,7 +150,18 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 			if now.IsZero() {
 				now = tAuthz
 			}
-			err := binding.VerifyAuthorization(s, dc, az, prefix, now)
+			list := authn.RevocationSet{}
+			switch tc.revoke {
+			case "dc", "both":
+				list[authn.RevocationKey{OperatorDID: dc.OperatorDID, RevocationID: dc.RevocationID}] = true
+			case "other":
+				list[authn.RevocationKey{OperatorDID: operator2DID, RevocationID: dc.RevocationID}] = true
+				list[authn.RevocationKey{OperatorDID: operator2DID, RevocationID: az.RevocationID}] = true
+			}
+			if tc.revoke == "az" || tc.revoke == "both" {
+				list[authn.RevocationKey{OperatorDID: az.OperatorDID, RevocationID: az.RevocationID}] = true
+			}
+			err := binding.VerifyAuthorization(s, dc, az, prefix, now, list)
 			if err != nil && (!hasCode(err) || errorCode(err) == proto.Internal) {
 				t.Fatalf("error without a protocol code of its own: %v", err)
 			}

@@ -72,6 +72,9 @@ var (
 	ErrPermissionDenied = proto.New(proto.PermissionDenied, "binding: permission denied")
 	// ErrScopeExceeded: the authorization grants more than the node requested (403).
 	ErrScopeExceeded = proto.New(proto.ScopeExceeded, "binding: the authorization exceeds the request")
+	// ErrAuthzRevoked: the authorization's (operator_did, revocation_id) is revoked (401,
+	// profile 10.5).
+	ErrAuthzRevoked = proto.New(proto.AuthzRevoked, "binding: the authorization is revoked")
 	// ErrAuthzExpired: the authorization is outside its own validity window (401).
 	ErrAuthzExpired = proto.New(proto.AuthzExpired, "binding: the authorization is outside its validity window")
 	// ErrRateLimited: too many failed resolves, or too many open sessions for one node (429).

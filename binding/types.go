@@ -115,7 +115,22 @@ type Session struct {
 	Acceptance  *Acceptance `json:"acceptance,omitempty"`
 	ActivatedAt time.Time   `json:"activated_at,omitzero"`
 	UpdatedAt   time.Time   `json:"updated_at"`
+	// Set when the binding this ACTIVE session created stopped being the node's current one
+	// (profile 10.6): when, and why. The state stays ACTIVE.
+	UnboundAt time.Time `json:"unbound_at,omitzero"`
+	UnboundBy UnboundBy `json:"unbound_by,omitempty"`
 }
+
+// UnboundBy says why a binding ended (profile 10.6).
+type UnboundBy string
+
+// Reasons a binding ends.
+const (
+	UnboundByOperator   UnboundBy = "operator"   // its operator unbound it
+	UnboundByNode       UnboundBy = "node"       // its node unbound it
+	UnboundByRevocation UnboundBy = "revocation" // a credential that made it was revoked
+	UnboundBySuperseded UnboundBy = "superseded" // a newer binding of the node key replaced it
+)
 
 // Binding is an active tie between a node key and an operator, with the limits both agreed
 // to. A node key has at most one; a newer activation supersedes it.

@@ -16,7 +16,8 @@
 //
 // The prefix is "service" by default ([DefaultPrefix]); the live network uses "libertynet".
 // Each message type ([Login], [DeviceCredential], [Register], [Heartbeat], [Poll],
-// [BindingSession], [Authorization], [Acceptance], [Cancel]) has one Bytes method, which both
+// [BindingSession], [Authorization], [Acceptance], [Cancel], and those of profile section 10:
+// [Revocation], [Unbind]) has one Bytes method, which both
 // [Sign] and [Verify] use, so signer and verifier cannot disagree.
 //
 // # Injectivity

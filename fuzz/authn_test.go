@@ -211,7 +211,7 @@ func FuzzVerifyLogin(f *testing.F) {
 			if json.Unmarshal(s.loginJSON(), &l) != nil {
 				f.Fatal("seed login does not round-trip through JSON")
 			}
-			if _, err := authn.VerifyLogin(l, s.prefix, time.Unix(authnNow, 0), &recordingChallenges{}); err != nil {
+			if _, err := authn.VerifyLogin(l, s.prefix, time.Unix(authnNow, 0), &recordingChallenges{}, nil); err != nil {
 				f.Fatalf("vector login refused: %v", err)
 			}
 		}
@@ -224,7 +224,7 @@ func FuzzVerifyLogin(f *testing.F) {
 		}
 		now := time.Unix(unix, 0).UTC()
 		ch := &recordingChallenges{}
-		dev, err := authn.VerifyLogin(l, prefix, now, ch)
+		dev, err := authn.VerifyLogin(l, prefix, now, ch, nil)
 		code := proto.CodeOf(err)
 		step := 7
 		if err != nil {
@@ -270,7 +270,7 @@ func FuzzVerifyLogin(f *testing.F) {
 			}
 		}
 
-		_, err2 := authn.VerifyLogin(l, prefix, now, &recordingChallenges{})
+		_, err2 := authn.VerifyLogin(l, prefix, now, &recordingChallenges{}, nil)
 		if proto.CodeOf(err2) != code || (err == nil) != (err2 == nil) {
 			t.Fatalf("two runs disagree: %v / %v", err, err2)
 		}

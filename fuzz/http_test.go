@@ -51,6 +51,9 @@ var httpEndpoints = []httpEndpoint{
 	15: {"GET", "/peers", false},
 	16: {"GET", "/api/v1/peers", false},
 	17: {"GET", "/v1/operator/me/nodes", true},
+	18: {"POST", "/v1/auth/revoke", false},
+	19: {"POST", "/v1/bindings/fz-active/unbind", false},
+	20: {"POST", "/v1/bindings/fz-op-unbind/unbind", true},
 }
 
 // httpKnownCodes are the codes the server may send, each with its status.
@@ -58,7 +61,7 @@ var httpKnownCodes = map[string]int{
 	"BAD_REQUEST": 400, "TTL_TOO_LONG": 400, "ALREADY_EXPIRED": 400,
 	"ID_BINDING_FAILED": 401, "ID_BINDING_REQUIRED": 401, "BAD_SIGNATURE": 401, "NO_SESSION": 401,
 	"SESSION_EXPIRED": 401, "BAD_CHALLENGE": 401, "DC_ID_BINDING": 401, "DC_BAD_SIGNATURE": 401,
-	"DC_EXPIRED": 401, "STALE_TS": 401, "AUTHZ_EXPIRED": 401,
+	"DC_EXPIRED": 401, "STALE_TS": 401, "AUTHZ_EXPIRED": 401, "DC_REVOKED": 401, "AUTHZ_REVOKED": 401,
 	"PERMISSION_DENIED": 403, "SCOPE_EXCEEDED": 403, "NOT_FOUND": 404, "UNKNOWN_DID": 404,
 	"METHOD_NOT_ALLOWED": 405, "SESSION_EXISTS": 409, "BAD_STATE": 409, "ALREADY_ACTIVE": 409,
 	"DID_COLLISION": 409, "PAYLOAD_TOO_LARGE": 413, "RATE_LIMITED": 429,
@@ -119,7 +122,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 		Store: store.NewMemory(), Clock: func() time.Time { return httpNow },
 		// The fuzzer sends many failing resolves from one address; the limit is not what
 		// this target is about.
-		ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30,
+		ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30, RevokeAddressLimit: 1 << 30,
 	})
 	if err != nil {
 		return nil, err
@@ -259,6 +262,52 @@ func buildHTTPFixture() (*httpFixture, error) {
 		return httpJSON(api.AcceptanceRequest{Acceptance: acc})
 	}
 	fx.seeds[11], fx.seeds[12] = acceptance("fz-accept", true), acceptance("fz-node-reject", false)
+	// Two ACTIVE sessions for the unbind endpoints, each of its own node key, so that the
+	// accept seed, which binds the main node again, supersedes neither.
+	for _, id := range []string{"fz-active", "fz-op-unbind"} {
+		priv, key := httpKey(id)
+		d, _ := didkey.NodeDID(key, didkey.FormShort)
+		did := d.String()
+		req := binding.InitiateRequest{BindingSession: canonical.BindingSession{
+			BindingSessionID: id, NodeDID: did, NodePublicKey: key.Base58(), RequestedTaskTypes: []string{"inference"},
+			Nonce: "nonce-" + id, CreatedAt: canonical.FormatTime(httpNow), ExpiresAt: canonical.FormatTime(httpNow.Add(10 * time.Minute)),
+		}}
+		req.NodeSignature = httpSign(priv, req.BindingSession)
+		var ir api.InitiateResult
+		if err := do("POST", "/v1/bindings/initiate", httpJSON(req), "", &ir); err != nil {
+			return nil, err
+		}
+		if err := do("POST", "/v1/bindings/resolve", httpJSON(api.ResolveRequest{ShortCode: ir.ShortCode}), fx.token, nil); err != nil {
+			return nil, err
+		}
+		az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
+			BindingSessionID: id, NodeDID: did, OperatorDID: opDID.String(), TaskTypes: []string{"inference"},
+			RevocationID: "authz-" + id, IssuedAt: canonical.FormatTime(httpNow), ExpiresAt: canonical.FormatTime(httpNow.Add(time.Hour)),
+		}}
+		az.Signature = httpSign(device, az.Authorization)
+		if err := do("POST", "/v1/bindings/authorize", httpJSON(api.AuthorizeRequest{BindingSessionID: id, DeviceCredential: cred, AuthorizationCredential: az}), fx.token, nil); err != nil {
+			return nil, err
+		}
+		digest, err := az.Digest(canonical.DefaultPrefix)
+		if err != nil {
+			return nil, err
+		}
+		acc := binding.Acceptance{Acceptance: canonical.Acceptance{
+			BindingSessionID: id, NodeDID: did, OperatorDID: opDID.String(), AuthorizationDigest: digest, Accepted: true, IssuedAt: canonical.FormatTime(httpNow),
+		}}
+		acc.Signature = httpSign(priv, acc.Acceptance)
+		if err := do("POST", "/v1/node/bindings/"+id+"/accept", httpJSON(api.AcceptanceRequest{Acceptance: acc}), "", nil); err != nil {
+			return nil, err
+		}
+		if id == "fz-active" {
+			fx.seeds[19] = httpJSON(api.NodeUnbindRequest{NodeDID: did, TS: ts, Signature: httpSign(priv, canonical.Unbind{BindingSessionID: id, NodeDID: did, TS: ts})})
+		}
+	}
+	// A revocation of an id the fixture's credential does not carry, so that replaying it
+	// leaves the token and the seeds working.
+	rev := canonical.Revocation{OperatorDID: opDID.String(), OperatorRootPublicKey: rootKey.Base58(), RevocationID: "rev-spare", RevokedAt: canonical.FormatTime(httpNow)}
+	fx.seeds[18] = httpJSON(authn.SignedRevocation{Revocation: rev, Signature: httpSign(root, rev)})
+	fx.seeds[20] = []byte{}
 	fx.seeds[13] = []byte{}
 	fx.seeds[14] = []byte("online_within=600&capability=inference&region=eu-west&callable=1")
 	fx.seeds[15] = []byte("capability=inference&capability=gpu")

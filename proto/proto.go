@@ -39,6 +39,8 @@ const (
 	MethodNotAllowed Code = "METHOD_NOT_ALLOWED"
 	AuthzExpired     Code = "AUTHZ_EXPIRED"
 	DIDCollision     Code = "DID_COLLISION"
+	DCRevoked        Code = "DC_REVOKED"
+	AuthzRevoked     Code = "AUTHZ_REVOKED"
 	PayloadTooLarge  Code = "PAYLOAD_TOO_LARGE"
 	Internal         Code = "INTERNAL"
 

@@ -163,7 +163,7 @@ func resolveView(s binding.Session) api.ResolveView {
 // PENDING_NODE_ACCEPTANCE.
 func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.AuthorizeRequest) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, req.BindingSessionID, func(sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, req.BindingSessionID, func(tx store.Tx, sess binding.Session) (binding.Session, error) {
 		next, err := binding.Apply(sess, binding.Authorize, now)
 		if err != nil {
 			return sess, err
@@ -171,7 +171,7 @@ func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.Aut
 		if sess.OperatorDID != operatorDID || req.DeviceCredential.OperatorDID != operatorDID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may authorize it, with its own credential")
 		}
-		if err := binding.VerifyAuthorization(sess, req.DeviceCredential, req.AuthorizationCredential, s.prefix, now); err != nil {
+		if err := binding.VerifyAuthorization(sess, req.DeviceCredential, req.AuthorizationCredential, s.prefix, now, revocations(tx)); err != nil {
 			return sess, err
 		}
 		dc, az := req.DeviceCredential, req.AuthorizationCredential
@@ -182,7 +182,7 @@ func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.Aut
 
 // transition runs one state change of an existing session atomically: not found → NOT_FOUND,
 // expiry applied first, and nothing written unless change succeeds.
-func (s *Service) transition(ctx context.Context, id string, change func(binding.Session) (binding.Session, error)) (api.StateResult, error) {
+func (s *Service) transition(ctx context.Context, id string, change func(store.Tx, binding.Session) (binding.Session, error)) (api.StateResult, error) {
 	now := s.now()
 	var out api.StateResult
 	err := s.store.Update(ctx, func(tx store.Tx) error {
@@ -193,7 +193,7 @@ func (s *Service) transition(ctx context.Context, id string, change func(binding
 		if err != nil {
 			return err
 		}
-		next, err := change(binding.ExpireIfDue(sess, now))
+		next, err := change(tx, binding.ExpireIfDue(sess, now))
 		if err != nil {
 			return err
 		}
@@ -210,8 +210,17 @@ func (s *Service) transition(ctx context.Context, id string, change func(binding
 // SessionStatus reports a session's state; expiry is applied on read.
 func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, error) {
 	var sess binding.Session
+	var cur binding.Binding
+	var found bool
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		sess, err = tx.Session(id)
+		if sess, err = tx.Session(id); err != nil || sess.State != binding.Active {
+			return err
+		}
+		cur, err = tx.Binding(sess.NodeKey)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		found = err == nil
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -221,16 +230,36 @@ func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, err
 		return api.Status{}, err
 	}
 	sess = binding.ExpireIfDue(sess, s.now())
-	return api.Status{
+	st := api.Status{
 		BindingSessionID: sess.ID, State: sess.State.String(), NodeDID: sess.Request.NodeDID,
 		OperatorDID: optional(sess.OperatorDID), ExpiresAt: canonical.FormatTime(sess.ExpiresAt),
-	}, nil
+	}
+	if sess.State == binding.Active {
+		bound := binding.Bound(sess, cur, found)
+		st.Bound = &bound
+		switch {
+		case bound:
+		case sess.UnboundBy != "":
+			at, by := canonical.FormatTime(sess.UnboundAt), string(sess.UnboundBy)
+			st.UnboundAt, st.UnboundBy = &at, &by
+		default:
+			// Superseded before sessions recorded it: the newer binding's activation is
+			// when this one ended, if that binding is still in place.
+			by := string(binding.UnboundBySuperseded)
+			st.UnboundBy = &by
+			if found {
+				at := canonical.FormatTime(cur.ActivatedAt)
+				st.UnboundAt = &at
+			}
+		}
+	}
+	return st, nil
 }
 
 // CancelByOperator cancels a session as the operator that resolved it.
 func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, sess binding.Session) (binding.Session, error) {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may cancel it")
 		}
@@ -241,7 +270,7 @@ func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) 
 // CancelByNode cancels a session with the node's signature over message 9.
 func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCancelRequest) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, sess binding.Session) (binding.Session, error) {
 		d, err := parseNodeDID(req.NodeDID)
 		if err != nil {
 			return sess, err
@@ -261,7 +290,7 @@ func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCance
 // REJECTED_BY_OPERATOR).
 func (s *Service) RejectByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, sess binding.Session) (binding.Session, error) {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may reject it")
 		}
@@ -322,9 +351,17 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 		if err := binding.VerifyChain(verifying, acc, s.prefix); err != nil {
 			return err
 		}
+		// A credential revoked while the session waited for the node must not make a
+		// binding (profile 10.5); the session stays PENDING_NODE_ACCEPTANCE.
+		if err := binding.CheckRevoked(*verifying.DeviceCredential, *verifying.Authorization, revocations(tx)); err != nil {
+			return err
+		}
 		verifying.Acceptance = &acc
 		active, err := binding.Apply(verifying, binding.VerifyOK, now)
 		if err != nil {
+			return err
+		}
+		if err := s.supersede(tx, active, now); err != nil {
 			return err
 		}
 		b := binding.Activate(active, now)
@@ -339,6 +376,26 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 	}
 	s.log.Info("binding active", "binding_session_id", id, "node_did", out.Binding.NodeDID, "operator_did", out.Binding.OperatorDID)
 	return out, nil
+}
+
+// supersede marks the session whose binding the activation of active replaces, so that its
+// status reads unbound_by "superseded" from this moment (profile 10.6).
+func (s *Service) supersede(tx store.Tx, active binding.Session, now time.Time) error {
+	old, err := tx.Binding(active.NodeKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil || old.SessionID == active.ID {
+		return err
+	}
+	prev, err := tx.Session(old.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return tx.PutSession(binding.Supersede(prev, now))
 }
 
 // RejectByNode records a node's refusal (PENDING_NODE_ACCEPTANCE → REJECTED_BY_NODE).

@@ -310,6 +310,22 @@ func (t recordingTx) BindingsByOperator(op string) ([]binding.Binding, error) {
 	t.r.record("BindingsByOperator(%q)", op)
 	return t.tx.BindingsByOperator(op)
 }
+func (t recordingTx) DeleteBinding(k didkey.PublicKey) error {
+	t.r.record("DeleteBinding(%s)", k.Hex())
+	return t.tx.DeleteBinding(k)
+}
+func (t recordingTx) Revocation(op, id string) (store.Revocation, error) {
+	t.r.record("Revocation(%q, %q)", op, id)
+	return t.tx.Revocation(op, id)
+}
+func (t recordingTx) PutRevocation(r store.Revocation) error {
+	t.r.record("PutRevocation(%+v)", r)
+	return t.tx.PutRevocation(r)
+}
+func (t recordingTx) RevocationCount() (int, error) {
+	t.r.record("RevocationCount")
+	return t.tx.RevocationCount()
+}
 func (t recordingTx) OperatorSession(h [32]byte) (authn.Session, error) {
 	t.r.record("OperatorSession(%x)", h)
 	return t.tx.OperatorSession(h)

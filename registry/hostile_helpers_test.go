@@ -39,6 +39,10 @@ type hostileDump struct {
 	ByOperator map[string][]string        `json:"by_operator"`
 	OpSessions map[string]authn.Session   `json:"operator_sessions"`
 	Counters   map[string]binding.Counter `json:"counters"`
+	// Revocations holds the count of the list and the revocation of every pair a
+	// credential or session in the dump names.
+	RevocationCount int                         `json:"revocation_count"`
+	Revocations     map[string]store.Revocation `json:"revocations"`
 }
 
 // hostileSnapshot walks st in one read transaction. Bindings and operator indexes have no Each
@@ -50,6 +54,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 		DIDIndex: map[string]string{}, BodyIndex: map[string][]string{}, Secrets: map[string]string{},
 		ByNode: map[string][]string{}, Bindings: map[string]binding.Binding{}, ByOperator: map[string][]string{},
 		OpSessions: map[string]authn.Session{}, Counters: map[string]binding.Counter{},
+		Revocations: map[string]store.Revocation{},
 	}
 	err := st.View(context.Background(), func(tx store.Tx) error {
 		keys := map[didkey.PublicKey]bool{}
@@ -128,6 +133,26 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 			}
 			sort.Strings(nodes)
 			d.ByOperator[op] = nodes
+		}
+		pairs := map[[2]string]bool{}
+		for _, s := range d.Sessions {
+			if s.DeviceCredential != nil {
+				pairs[[2]string{s.DeviceCredential.OperatorDID, s.DeviceCredential.RevocationID}] = true
+			}
+			if s.Authorization != nil {
+				pairs[[2]string{s.Authorization.OperatorDID, s.Authorization.RevocationID}] = true
+			}
+		}
+		for _, s := range d.OpSessions {
+			pairs[[2]string{s.OperatorDID, s.RevocationID}] = true
+		}
+		for p := range pairs {
+			if r, err := tx.Revocation(p[0], p[1]); err == nil {
+				d.Revocations[p[0]+" "+p[1]] = r
+			}
+		}
+		if d.RevocationCount, err = tx.RevocationCount(); err != nil {
+			return err
 		}
 		return tx.EachCounter(func(k string, c binding.Counter) error {
 			d.Counters[k] = c

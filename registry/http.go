@@ -13,6 +13,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
@@ -39,6 +40,8 @@ var statusOf = map[proto.Code]int{
 	proto.DCExpired:         http.StatusUnauthorized,
 	proto.StaleTS:           http.StatusUnauthorized,
 	proto.AuthzExpired:      http.StatusUnauthorized,
+	proto.DCRevoked:         http.StatusUnauthorized,
+	proto.AuthzRevoked:      http.StatusUnauthorized,
 	proto.PermissionDenied:  http.StatusForbidden,
 	proto.ScopeExceeded:     http.StatusForbidden,
 	proto.NotFound:          http.StatusNotFound,
@@ -87,6 +90,8 @@ func NewHandler(s *Service) http.Handler {
 
 	r.POST("/v1/auth/challenge", h.challenge)
 	r.POST("/v1/auth/device-login", h.deviceLogin)
+	r.POST("/v1/auth/logout", h.logout)
+	r.POST("/v1/auth/revoke", h.revoke)
 
 	r.GET("/v1/operator/me/nodes", h.operatorNodes)
 	r.GET("/v1/operator/me/credits", h.credits)
@@ -112,7 +117,7 @@ type handler struct{ s *Service }
 func knownPath(path string) bool {
 	switch path {
 	case "/health", "/nodes", "/peers", "/api/v1/peers", "/api/v1/register", "/api/v1/heartbeat",
-		"/v1/auth/challenge", "/v1/auth/device-login",
+		"/v1/auth/challenge", "/v1/auth/device-login", "/v1/auth/logout", "/v1/auth/revoke",
 		"/v1/operator/me/nodes", "/v1/operator/me/credits", "/v1/operator/me/evidence",
 		"/v1/bindings/initiate", "/v1/bindings/resolve", "/v1/bindings/authorize",
 		"/v1/node/bindings/pending":
@@ -124,7 +129,7 @@ func knownPath(path string) bool {
 	}
 	if rest, ok := strings.CutPrefix(path, "/v1/bindings/"); ok {
 		id, action, _ := strings.Cut(rest, "/")
-		return id != "" && (action == "status" || action == "cancel" || action == "reject")
+		return id != "" && (action == "status" || action == "cancel" || action == "reject" || action == "unbind")
 	}
 	return false
 }
@@ -313,6 +318,22 @@ func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, _ httprout
 	handle(h, w, r, api.DecodeLogin, h.s.Login)
 }
 
+func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	// Any or no body: it is read (within the limit) and ignored; the bearer is the request.
+	if _, err := body(w, r); err != nil {
+		h.fail(w, err)
+		return
+	}
+	res, err := h.s.Logout(r.Context(), r.Header.Get("Authorization"))
+	h.reply(w, res, err)
+}
+
+func (h *handler) revoke(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	handle(h, w, r, api.DecodeRevocation, func(ctx context.Context, rev authn.SignedRevocation) (api.RevokeResult, error) {
+		return h.s.Revoke(ctx, rev, clientAddr(r))
+	})
+}
+
 // operator authenticates the bearer of r.
 func (h *handler) operator(r *http.Request) (string, error) {
 	return h.s.Authenticate(r.Context(), r.Header.Get("Authorization"))
@@ -393,6 +414,24 @@ func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprout
 		h.asResolver(w, r, id, h.s.CancelByOperator)
 	case "reject":
 		h.asResolver(w, r, id, h.s.RejectByOperator)
+	case "unbind":
+		if r.Header.Get("Authorization") == "" {
+			handle(h, w, r, api.DecodeNodeUnbind, func(ctx context.Context, req api.NodeUnbindRequest) (api.UnbindResult, error) {
+				return h.s.UnbindByNode(ctx, id, req)
+			})
+			return
+		}
+		if _, err := h.s.session(r.Context(), id); err != nil {
+			h.fail(w, err)
+			return
+		}
+		op, err := h.operator(r)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		res, err := h.s.UnbindByOperator(r.Context(), id, op)
+		h.reply(w, res, err)
 	case "status":
 		h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
 	default:

@@ -87,7 +87,7 @@ func journey(t *testing.T, h *harness) {
 	seen := h.now().Format(time.RFC3339)
 	endpoint, region := "203.0.113.7:7000", "eu-west"
 	want := api.OperatorNodes{OperatorDID: op.did, Count: 1, Nodes: []api.BoundNode{{
-		NodeDID: n.did, Online: true, LastSeen: &seen, Endpoint: &endpoint, Region: &region,
+		NodeDID: n.did, BindingSessionID: "bs-1", Online: true, LastSeen: &seen, Endpoint: &endpoint, Region: &region,
 		Capabilities: []string{"inference"},
 		Authorization: api.BoundTerms{
 			TaskTypes: []string{"inference"}, SingleLimit: num(5), DailyLimit: num(50),

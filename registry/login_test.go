@@ -551,7 +551,7 @@ func TestOperatorNodesEntries(t *testing.T) {
 	h.ok("POST", "/v1/node/bindings/bs-1/accept", n.acceptance(t, pend.Pending[0], true, h.now()), "", nil)
 
 	_, raw := h.do("GET", "/v1/operator/me/nodes", nil, token)
-	want := `{"operator_did":"` + op.did + `","count":1,"nodes":[{"node_did":"` + n.fullDID() + `","online":false,"last_seen":null,"endpoint":null,"region":null,"capabilities":[],` +
+	want := `{"operator_did":"` + op.did + `","count":1,"nodes":[{"node_did":"` + n.fullDID() + `","binding_session_id":"bs-1","online":false,"last_seen":null,"endpoint":null,"region":null,"capabilities":[],` +
 		`"authorization":{"task_types":["inference"],"single_limit":null,"daily_limit":3,"revocation_id":"authz-bs-1","activated_at":"` + stamp(h.now()) + `"}}]}` + "\n"
 	if string(raw) != want {
 		t.Fatalf("unregistered bound node:\n%s\nwant\n%s", raw, want)

@@ -37,8 +37,11 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 		return tx.EachCounter(func(key string, c binding.Counter) error {
 			window := binding.ResolveWindow
-			if strings.HasPrefix(key, "register/") {
+			switch {
+			case strings.HasPrefix(key, "register/"):
 				window = registerWindow
+			case strings.HasPrefix(key, revokeCounterPrefix):
+				window = revokeWindow
 			}
 			if now.Sub(c.Start) >= window {
 				deadCounters = append(deadCounters, key)

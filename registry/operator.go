@@ -26,7 +26,11 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 // Login verifies a device login (profile 5.2) and opens a one-hour bearer session.
 func (s *Service) Login(ctx context.Context, l authn.Login) (api.LoginResult, error) {
 	now := s.now()
-	dev, err := authn.VerifyLogin(l, s.prefix, now, s.challenges)
+	var dev authn.Device
+	err := s.store.View(ctx, func(tx store.Tx) (err error) {
+		dev, err = authn.VerifyLogin(l, s.prefix, now, s.challenges, revocations(tx))
+		return err
+	})
 	if err != nil {
 		return api.LoginResult{}, err
 	}
@@ -35,7 +39,16 @@ func (s *Service) Login(ctx context.Context, l authn.Login) (api.LoginResult, er
 		return api.LoginResult{}, err
 	}
 	sess := authn.NewSession(dev.OperatorDID.String(), now)
-	if err := s.store.Update(ctx, func(tx store.Tx) error { return tx.PutOperatorSession(hash, sess) }); err != nil {
+	sess.RevocationID = dev.Credential.RevocationID
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		// A revocation may have landed since the check above; the session must not outlive
+		// it, so the check is made again where the session is written.
+		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx)); err != nil {
+			return err
+		}
+		return tx.PutOperatorSession(hash, sess)
+	})
+	if err != nil {
 		return api.LoginResult{}, err
 	}
 	s.log.Info("operator logged in", "operator_did", sess.OperatorDID)
@@ -87,8 +100,9 @@ func (s *Service) boundNodes(ctx context.Context, operatorDID string, window tim
 		slices.SortFunc(bs, func(a, b binding.Binding) int { return a.ActivatedAt.Compare(b.ActivatedAt) })
 		for _, b := range bs {
 			e := api.BoundNode{
-				NodeDID:      b.NodeDID,
-				Capabilities: []string{},
+				NodeDID:          b.NodeDID,
+				BindingSessionID: b.SessionID,
+				Capabilities:     []string{},
 				Authorization: api.BoundTerms{
 					TaskTypes: nonNil(b.TaskTypes), SingleLimit: b.SingleLimit, DailyLimit: b.DailyLimit,
 					RevocationID: b.RevocationID, ActivatedAt: canonical.FormatTime(b.ActivatedAt),

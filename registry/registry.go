@@ -37,6 +37,19 @@ const (
 	DefaultRegisterAddressLimit = 600 // new node keys per client address per hour
 	DefaultOnlineWindow         = 600 * time.Second
 	registerWindow              = time.Hour
+
+	// DefaultMaxRevocations bounds the revocation list (profile 10.5). Anyone can make a root
+	// key and sign revocations for it, so the list is a table a stranger can grow; entries are
+	// never dropped, since dropping one would quietly un-revoke a credential, so when it is
+	// full new revocations get 429 and the daemon's operator must raise the bound. A record is
+	// a few hundred bytes: a million is a few hundred MB at most.
+	DefaultMaxRevocations = 1_000_000
+	// DefaultRevokeAddressLimit is the number of new revocations one client address may record
+	// per hour. An operator revokes a handful of devices in a bad day; this keeps one address
+	// from filling the list, and repeats of a recorded revocation do not count.
+	DefaultRevokeAddressLimit = 60
+	revokeWindow              = time.Hour
+	revokeCounterPrefix       = "revoke/"
 )
 
 // Config wires a Service. Store is required; every other field has a default.
@@ -64,6 +77,11 @@ type Config struct {
 	// RegisterAddressLimit is the number of new node keys a client address may register per
 	// hour; default DefaultRegisterAddressLimit.
 	RegisterAddressLimit int
+	// MaxRevocations bounds the revocation list; default DefaultMaxRevocations.
+	MaxRevocations int
+	// RevokeAddressLimit is the number of new revocations a client address may record per
+	// hour; default DefaultRevokeAddressLimit.
+	RevokeAddressLimit int
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -77,6 +95,8 @@ type Service struct {
 	strict              bool
 	resolveAddressLimit int
 	registerLimit       int
+	maxRevocations      int
+	revokeAddressLimit  int
 
 	// registrations and touches count the node table's changes, so that a cached listing is
 	// rebuilt only when the table changed (see listCache).
@@ -100,6 +120,8 @@ func New(cfg Config) (*Service, error) {
 		strict:              cfg.StrictSignatures,
 		resolveAddressLimit: cfg.ResolveAddressLimit,
 		registerLimit:       cfg.RegisterAddressLimit,
+		maxRevocations:      cfg.MaxRevocations,
+		revokeAddressLimit:  cfg.RevokeAddressLimit,
 	}
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix
@@ -121,6 +143,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.registerLimit <= 0 {
 		s.registerLimit = DefaultRegisterAddressLimit
+	}
+	if s.maxRevocations <= 0 {
+		s.maxRevocations = DefaultMaxRevocations
+	}
+	if s.revokeAddressLimit <= 0 {
+		s.revokeAddressLimit = DefaultRevokeAddressLimit
 	}
 	if s.challenges == nil {
 		key, err := authn.NewChallengeKey(s.rand)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,8 @@ import (
 //	o/<operator did>/<node key>   empty; the active bindings of an operator
 //	t/<token hash>                authn.Session, a bearer session
 //	c/<counter key>               binding.Counter
+//	r/<hex operator did>/<hex id> Revocation
+//	m/revocations                 the number of r/ records, decimal
 //
 // Where a variable-length string is followed by a fixed-length one (s/, o/), a scan checks
 // that what follows the prefix is exactly one 64-hex key, so that a DID containing '/' can
@@ -59,6 +62,10 @@ const (
 	pOperator  = "o/"
 	pOpSession = "t/"
 	pCounter   = "c/"
+	pRevoked   = "r/"
+	// kRevokedCount holds the number of revocations, kept with each new one, so that the
+	// bound on the list is one Get rather than a scan of it.
+	kRevokedCount = "m/revocations"
 )
 
 // Badger settings. The registry's data is small (a record is well under a kilobyte, and
@@ -473,6 +480,8 @@ func kind(k []byte) string {
 		return "bearer session"
 	case bytes.HasPrefix(k, []byte(pCounter)):
 		return "counter"
+	case bytes.HasPrefix(k, []byte(pRevoked)):
+		return "revocation"
 	}
 	return "index"
 }
@@ -843,6 +852,78 @@ func (t *badgerTx) BindingsByOperator(operatorDID string) ([]binding.Binding, er
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+func (t *badgerTx) DeleteBinding(node didkey.PublicKey) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	var old binding.Binding
+	err := t.get(key(pBinding, node.Hex()), &old)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if old.OperatorDID != "" {
+		if err := t.del(key(pOperator, old.OperatorDID, node.Hex())); err != nil {
+			return err
+		}
+	}
+	return t.del(key(pBinding, node.Hex()))
+}
+
+// revocationKey hex-encodes both parts: a revocation_id may hold '/', and the store does not
+// rely on the registry having checked the DID.
+func revocationKey(operatorDID, revocationID string) []byte {
+	return key(pRevoked, hex.EncodeToString([]byte(operatorDID)), hex.EncodeToString([]byte(revocationID)))
+}
+
+func (t *badgerTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
+	if err := t.readable(); err != nil {
+		return Revocation{}, err
+	}
+	var r Revocation
+	err := t.get(revocationKey(operatorDID, revocationID), &r)
+	return r, err
+}
+
+func (t *badgerTx) PutRevocation(r Revocation) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	k := revocationKey(r.OperatorDID, r.RevocationID)
+	if _, err := t.getRaw(k); errors.Is(err, ErrNotFound) {
+		n, err := t.RevocationCount()
+		if err != nil {
+			return err
+		}
+		if err := t.setRaw([]byte(kRevokedCount), strconv.AppendInt(nil, int64(n)+1, 10)); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return t.put(k, r)
+}
+
+func (t *badgerTx) RevocationCount() (int, error) {
+	if err := t.readable(); err != nil {
+		return 0, err
+	}
+	raw, err := t.getRaw([]byte(kRevokedCount))
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(string(raw))
+	if err != nil || n < 0 {
+		return 0, errors.New("store: corrupt revocation count")
+	}
+	return n, nil
 }
 
 func (t *badgerTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {

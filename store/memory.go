@@ -30,6 +30,7 @@ func NewMemory() Store {
 		byOperator: make(map[string]map[didkey.PublicKey]struct{}),
 		opSessions: make(map[[32]byte]authn.Session),
 		counters:   make(map[string]binding.Counter),
+		revoked:    make(map[[2]string]Revocation),
 	}}
 }
 
@@ -54,6 +55,7 @@ type memData struct {
 	byOperator map[string]map[didkey.PublicKey]struct{}
 	opSessions map[[32]byte]authn.Session
 	counters   map[string]binding.Counter
+	revoked    map[[2]string]Revocation
 }
 
 func (m *memStore) View(ctx context.Context, fn func(Tx) error) error {
@@ -369,6 +371,47 @@ func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error
 		out = append(out, cloneBinding(t.d.bindings[k]))
 	}
 	return out, nil
+}
+
+func (t *memTx) DeleteBinding(node didkey.PublicKey) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	old, had := t.d.bindings[node]
+	if !had {
+		return nil
+	}
+	if old.OperatorDID != "" {
+		setRemove(&t.undo, t.d.byOperator, old.OperatorDID, node)
+	}
+	mapDelete(&t.undo, t.d.bindings, node)
+	return nil
+}
+
+func (t *memTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
+	if err := t.readable(); err != nil {
+		return Revocation{}, err
+	}
+	r, ok := t.d.revoked[[2]string{operatorDID, revocationID}]
+	if !ok {
+		return Revocation{}, ErrNotFound
+	}
+	return r, nil
+}
+
+func (t *memTx) PutRevocation(r Revocation) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	mapSet(&t.undo, t.d.revoked, [2]string{r.OperatorDID, r.RevocationID}, r)
+	return nil
+}
+
+func (t *memTx) RevocationCount() (int, error) {
+	if err := t.readable(); err != nil {
+		return 0, err
+	}
+	return len(t.d.revoked), nil
 }
 
 func (t *memTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {

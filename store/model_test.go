@@ -26,6 +26,7 @@ type model struct {
 	bindings   map[didkey.PublicKey]binding.Binding
 	opSessions map[[32]byte]authn.Session
 	counters   map[string]binding.Counter
+	revoked    map[[2]string]Revocation
 }
 
 func newModel() *model {
@@ -35,6 +36,7 @@ func newModel() *model {
 		bindings:   map[didkey.PublicKey]binding.Binding{},
 		opSessions: map[[32]byte]authn.Session{},
 		counters:   map[string]binding.Counter{},
+		revoked:    map[[2]string]Revocation{},
 	}
 }
 
@@ -52,6 +54,9 @@ var (
 	modelCounters  = []string{"", "a", "b", "resolve|a"}
 	modelTokens    = [][32]byte{testHash("t0"), testHash("t1"), testHash("t2")}
 	modelWords     = []string{"infer", "train", "gpu"}
+	// modelRevocationIDs holds ids that a naive key layout would confuse: a '/' inside, and
+	// an empty one.
+	modelRevocationIDs = []string{"rev-1", "rev/2", "", "rev"}
 )
 
 func modelDIDs(k didkey.PublicKey) []string {
@@ -83,7 +88,18 @@ func genLimit(t *rapid.T, label string) *float64 {
 }
 
 func genOp(t *rapid.T) modelOp {
-	switch rapid.IntRange(0, 7).Draw(t, "op") {
+	switch rapid.IntRange(0, 9).Draw(t, "op") {
+	case 8:
+		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
+		return modelOp{"DeleteBinding", func(tx Tx) error { return tx.DeleteBinding(k) }, func(m *model) { delete(m.bindings, k) }}
+	case 9:
+		r := Revocation{
+			OperatorDID:  rapid.SampledFrom(modelOperators).Draw(t, "operator"),
+			RevocationID: rapid.SampledFrom(modelRevocationIDs).Draw(t, "revocation_id"),
+			RevokedAt:    genTime(t, "revoked"),
+			Signature:    rapid.SampledFrom(modelWords).Draw(t, "signature"),
+		}
+		return modelOp{"PutRevocation", func(tx Tx) error { return tx.PutRevocation(r) }, func(m *model) { m.revoked[[2]string{r.OperatorDID, r.RevocationID}] = r }}
 	case 0, 1:
 		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
 		n := Node{
@@ -313,6 +329,20 @@ func checkModel(t *rapid.T, s Store, m *model) {
 			return err
 		}
 		modelDiff("EachCounter keys", nilIfEmpty(sortedKeys(m.counters, strings.Compare)), counters)
+
+		// Revocations.
+		for _, op := range modelOperators {
+			for _, id := range modelRevocationIDs {
+				r, ok := m.revoked[[2]string{op, id}]
+				got, err := tx.Revocation(op, id)
+				lookup(fmt.Sprintf("Revocation(%q, %q)", op, id), r, ok, got, err)
+			}
+		}
+		n, err := tx.RevocationCount()
+		if err != nil {
+			return err
+		}
+		modelDiff("RevocationCount", len(m.revoked), n)
 		return nil
 	})
 	if err != nil {

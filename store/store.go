@@ -20,8 +20,9 @@
 // registry does all that inside its transactions, where it can read what it is about to
 // change. The store only keeps its indexes in step with the records it is given, so a lookup
 // by DID, short body, secret hash, node key or operator always agrees with the records.
-// Nothing is ever removed except bearer sessions and counters; node records, binding
-// sessions and bindings are replaced, not deleted.
+// Nothing is ever removed except bearer sessions, counters and active bindings (which an
+// unbind or a revocation ends); node records, binding sessions and revocations are replaced,
+// not deleted.
 //
 // # Implementations
 //
@@ -74,6 +75,19 @@ type Node struct {
 	LastSeen          time.Time `json:"last_seen"`
 }
 
+// Revocation is a credential revocation as verified and recorded (profile 10.5): the pair
+// (OperatorDID, RevocationID) is revoked for good. The signed message and signature are kept
+// so that anyone can verify the record again.
+type Revocation struct {
+	OperatorDID  string    `json:"operator_did"`
+	RevocationID string    `json:"revocation_id"`
+	RevokedAt    time.Time `json:"revoked_at"`
+	// RootPublicKey is the root key string exactly as signed; Signature the base58 signature.
+	RootPublicKey string    `json:"root_public_key"`
+	Signature     string    `json:"signature"`
+	RecordedAt    time.Time `json:"recorded_at"`
+}
+
 // Tx is one transaction. Methods that look one thing up return ErrNotFound when it is
 // absent; methods that return a list return an empty one. A Tx must not be used after its
 // function returns, nor from several goroutines. The function passed to an Each method must
@@ -116,6 +130,17 @@ type Tx interface {
 	PutBinding(b binding.Binding) error
 	// BindingsByOperator returns the active bindings of an operator DID.
 	BindingsByOperator(operatorDID string) ([]binding.Binding, error)
+	// DeleteBinding removes the active binding of a node key and its operator index entry;
+	// absent is not an error.
+	DeleteBinding(node didkey.PublicKey) error
+
+	// Revocation returns the revocation of the pair (operatorDID, revocationID).
+	Revocation(operatorDID, revocationID string) (Revocation, error)
+	// PutRevocation creates or replaces the revocation of (r.OperatorDID, r.RevocationID).
+	PutRevocation(r Revocation) error
+	// RevocationCount returns the number of revocations, in constant time: a registry asks
+	// it before each new one to keep the list within its bound.
+	RevocationCount() (int, error)
 
 	// OperatorSession returns the bearer session stored under a token hash.
 	OperatorSession(tokenHash [32]byte) (authn.Session, error)

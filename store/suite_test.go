@@ -43,6 +43,8 @@ func runSuite(t *testing.T, open func(t *testing.T) Store) {
 		{"SecretIndex", testSecretIndex},
 		{"SessionsByNode", testSessionsByNode},
 		{"BindingSupersede", testBindingSupersede},
+		{"DeleteBinding", testDeleteBinding},
+		{"Revocations", testRevocations},
 		{"OperatorSessions", testOperatorSessions},
 		{"Counters", testCounters},
 		{"EachStops", testEachStops},
@@ -668,6 +670,111 @@ func testBindingSupersede(t *testing.T, s Store) {
 		if got := byOp(q); len(got) != 0 {
 			t.Errorf("BindingsByOperator(%q) = %v, want empty", q, got)
 		}
+	}
+}
+
+func testDeleteBinding(t *testing.T, s Store) {
+	const opA = "did:svrp:o:aaaaaaaa"
+	k1, k2 := testKey(1), testKey(2)
+	update(t, s, func(tx Tx) error {
+		return errors.Join(tx.PutBinding(testBinding(k1, opA)), tx.PutBinding(testBinding(k2, opA)))
+	})
+	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteBinding(k1), tx.DeleteBinding(testKey(3))) })
+	view(t, s, func(tx Tx) error {
+		_, err := tx.Binding(k1)
+		wantNotFound(t, "Binding(k1) after DeleteBinding", err)
+		bs, err := tx.BindingsByOperator(opA)
+		if len(bs) != 1 || bs[0].NodeKey != k2 {
+			t.Errorf("BindingsByOperator after DeleteBinding = %+v", bs)
+		}
+		return err
+	})
+	// Deleted then put again in one transaction: the newer binding stands, indexed once.
+	update(t, s, func(tx Tx) error {
+		return errors.Join(tx.DeleteBinding(k2), tx.PutBinding(testBinding(k2, opA)), tx.DeleteBinding(k2), tx.DeleteBinding(k2))
+	})
+	view(t, s, func(tx Tx) error {
+		bs, err := tx.BindingsByOperator(opA)
+		if len(bs) != 0 {
+			t.Errorf("BindingsByOperator after deleting every binding = %+v", bs)
+		}
+		return err
+	})
+	// A failing transaction leaves the binding in place.
+	update(t, s, func(tx Tx) error { return tx.PutBinding(testBinding(k1, opA)) })
+	errAbort := errors.New("abort")
+	if err := s.Update(context.Background(), func(tx Tx) error {
+		if err := tx.DeleteBinding(k1); err != nil {
+			return err
+		}
+		return errAbort
+	}); err != errAbort {
+		t.Fatalf("Update = %v", err)
+	}
+	view(t, s, func(tx Tx) error {
+		bs, err := tx.BindingsByOperator(opA)
+		if len(bs) != 1 {
+			t.Errorf("a failed DeleteBinding took effect: %+v", bs)
+		}
+		return err
+	})
+}
+
+func testRevocations(t *testing.T, s Store) {
+	r := Revocation{
+		OperatorDID: "did:svrp:o:aaaaaaaa", RevocationID: "rev/1", RevokedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		RootPublicKey: "E8gKx38u6QwwBBsuARXxMwYHiL11BqP8R7cLSnSbgLRo", Signature: "sig", RecordedAt: time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC),
+	}
+	view(t, s, func(tx Tx) error {
+		_, err := tx.Revocation(r.OperatorDID, r.RevocationID)
+		wantNotFound(t, "Revocation before any", err)
+		n, err := tx.RevocationCount()
+		diff(t, "RevocationCount of an empty store", 0, n)
+		return err
+	})
+	update(t, s, func(tx Tx) error { return tx.PutRevocation(r) })
+	// Replacing a revocation does not count it twice; a pair that differs only where a '/'
+	// falls is another revocation.
+	r2 := r
+	r2.Signature = "sig2"
+	other := r
+	other.OperatorDID, other.RevocationID = r.OperatorDID+"/rev", "1"
+	update(t, s, func(tx Tx) error { return errors.Join(tx.PutRevocation(r2), tx.PutRevocation(other)) })
+	view(t, s, func(tx Tx) error {
+		got, err := tx.Revocation(r.OperatorDID, r.RevocationID)
+		diff(t, "Revocation", r2, got)
+		got, err2 := tx.Revocation(other.OperatorDID, other.RevocationID)
+		diff(t, "other Revocation", other, got)
+		_, err3 := tx.Revocation(r.OperatorDID, "rev")
+		wantNotFound(t, "Revocation of a prefix of an id", err3)
+		n, err4 := tx.RevocationCount()
+		diff(t, "RevocationCount", 2, n)
+		return errors.Join(err, err2, err4)
+	})
+	// A failed transaction neither records nor counts.
+	errAbort := errors.New("abort")
+	third := r
+	third.RevocationID = "rev-3"
+	if err := s.Update(context.Background(), func(tx Tx) error {
+		if err := tx.PutRevocation(third); err != nil {
+			return err
+		}
+		return errAbort
+	}); err != errAbort {
+		t.Fatalf("Update = %v", err)
+	}
+	view(t, s, func(tx Tx) error {
+		_, err := tx.Revocation(third.OperatorDID, third.RevocationID)
+		wantNotFound(t, "Revocation of a failed transaction", err)
+		n, err := tx.RevocationCount()
+		diff(t, "RevocationCount after a failed transaction", 2, n)
+		return err
+	})
+	if err := s.View(context.Background(), func(tx Tx) error { return tx.PutRevocation(third) }); err == nil {
+		t.Error("PutRevocation inside View succeeded")
+	}
+	if err := s.View(context.Background(), func(tx Tx) error { return tx.DeleteBinding(testKey(1)) }); err == nil {
+		t.Error("DeleteBinding inside View succeeded")
 	}
 }
 

@@ -131,6 +131,11 @@ type Status struct {
 	NodeDID          string  `json:"node_did"`
 	OperatorDID      *string `json:"operator_did"`
 	ExpiresAt        string  `json:"expires_at"`
+	// Of an ACTIVE session only (profile 10.6): whether its binding is the node's current
+	// one, and once it is not, when and why it ended.
+	Bound     *bool   `json:"bound,omitempty"`
+	UnboundAt *string `json:"unbound_at,omitempty"`
+	UnboundBy *string `json:"unbound_by,omitempty"`
 }
 
 // NodeCancelRequest is the body of the node form of POST /v1/bindings/{id}/cancel.

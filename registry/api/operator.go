@@ -57,13 +57,15 @@ func DecodeLogin(body []byte) (authn.Login, error) {
 
 // BoundNode is one entry of GET /v1/operator/me/nodes (profile 4.5).
 type BoundNode struct {
-	NodeDID       string     `json:"node_did"`
-	Online        bool       `json:"online"`
-	LastSeen      *string    `json:"last_seen"`
-	Endpoint      *string    `json:"endpoint"`
-	Region        *string    `json:"region"`
-	Capabilities  []string   `json:"capabilities"`
-	Authorization BoundTerms `json:"authorization"`
+	NodeDID string `json:"node_did"`
+	// BindingSessionID is the session that made the binding (ext): the id an unbind names.
+	BindingSessionID string     `json:"binding_session_id"`
+	Online           bool       `json:"online"`
+	LastSeen         *string    `json:"last_seen"`
+	Endpoint         *string    `json:"endpoint"`
+	Region           *string    `json:"region"`
+	Capabilities     []string   `json:"capabilities"`
+	Authorization    BoundTerms `json:"authorization"`
 }
 
 // BoundTerms are the limits agreed at binding time.

@@ -1,0 +1,43 @@
+package canonical
+
+// Domain suffixes of the messages of profile section 10 that undo things.
+const (
+	RevocationDomain = "-credential-revocation:v1"
+	UnbindDomain     = "-binding-unbind:v1"
+)
+
+// Revocation is message 11, signed by the operator's root key: the credentials of this
+// operator that carry this revocation_id are revoked from revoked_at on.
+type Revocation struct {
+	OperatorDID           string `json:"operator_did"`
+	OperatorRootPublicKey string `json:"operator_root_public_key"` // exactly as given, as in message 2
+	RevocationID          string `json:"revocation_id"`
+	RevokedAt             string `json:"revoked_at"`
+}
+
+// Bytes implements [Message].
+func (m Revocation) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, RevocationDomain, 192)
+	b.str("operator_did", m.OperatorDID)
+	b.str("operator_root_public_key", m.OperatorRootPublicKey)
+	b.str("revocation_id", m.RevocationID)
+	b.str("revoked_at", m.RevokedAt)
+	return b.done()
+}
+
+// Unbind is message 12, signed by the node key to end the active binding that one of its
+// binding sessions created.
+type Unbind struct {
+	BindingSessionID string `json:"binding_session_id"`
+	NodeDID          string `json:"node_did"`
+	TS               int64  `json:"ts"`
+}
+
+// Bytes implements [Message].
+func (m Unbind) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, UnbindDomain, 192)
+	b.str("binding_session_id", m.BindingSessionID)
+	b.str("node_did", m.NodeDID)
+	b.integer(m.TS)
+	return b.done()
+}

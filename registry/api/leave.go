@@ -1,0 +1,69 @@
+package api
+
+import "github.com/svrp/svrp/authn"
+
+// Leaving and revoking (profile 10.4–10.6).
+
+// OKResult is the answer of POST /v1/auth/logout.
+type OKResult struct {
+	OK bool `json:"ok"`
+}
+
+// DecodeRevocation reads the body of POST /v1/auth/revoke: {revocation: {operator_did,
+// operator_root_public_key, revocation_id, revoked_at}, signature}, every field a required
+// string. The values are judged by authn.VerifyRevocation.
+func DecodeRevocation(body []byte) (authn.SignedRevocation, error) {
+	return decodeWith(body, func(r *reader) authn.SignedRevocation {
+		ro := r.obj("revocation")
+		rev := reader{o: ro, err: r.err}
+		var sr authn.SignedRevocation
+		sr.Revocation.OperatorDID = rev.str("operator_did")
+		sr.Revocation.OperatorRootPublicKey = rev.str("operator_root_public_key")
+		sr.Revocation.RevocationID = rev.str("revocation_id")
+		sr.Revocation.RevokedAt = rev.str("revoked_at")
+		r.err = rev.err
+		sr.Signature = r.str("signature")
+		return sr
+	})
+}
+
+// EndedBinding names a binding that a revocation ended.
+type EndedBinding struct {
+	BindingSessionID string `json:"binding_session_id"`
+	NodeDID          string `json:"node_did"`
+}
+
+// RevokeResult is the answer to POST /v1/auth/revoke. EndedSessions and EndedBindings
+// (ext) say what this request ended; a revocation sent again ends nothing new.
+type RevokeResult struct {
+	OK            bool           `json:"ok"`
+	OperatorDID   string         `json:"operator_did"`
+	RevocationID  string         `json:"revocation_id"`
+	RevokedAt     string         `json:"revoked_at"`
+	EndedSessions int            `json:"ended_sessions"`
+	EndedBindings []EndedBinding `json:"ended_bindings"`
+}
+
+// UnbindResult is the answer to POST /v1/bindings/{id}/unbind.
+type UnbindResult struct {
+	BindingSessionID string `json:"binding_session_id"`
+	State            string `json:"state"`
+	Bound            bool   `json:"bound"`
+	UnboundAt        string `json:"unbound_at"`
+	UnboundBy        string `json:"unbound_by"`
+}
+
+// NodeUnbindRequest is the body of the node form of POST /v1/bindings/{id}/unbind: message
+// 12 signed by the node key.
+type NodeUnbindRequest struct {
+	NodeDID   string `json:"node_did"`
+	TS        int64  `json:"ts"`
+	Signature string `json:"signature"`
+}
+
+// DecodeNodeUnbind reads the body of the node form of POST /v1/bindings/{id}/unbind.
+func DecodeNodeUnbind(body []byte) (NodeUnbindRequest, error) {
+	return decodeWith(body, func(r *reader) NodeUnbindRequest {
+		return NodeUnbindRequest{NodeDID: r.str("node_did"), TS: r.integer("ts"), Signature: r.str("signature")}
+	})
+}

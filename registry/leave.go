@@ -1,0 +1,280 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
+)
+
+// Leaving and revoking (profile 10.4–10.6): logout ends one bearer session, a revocation
+// signed by the root key ends a credential everywhere, and unbind lets either side of a
+// binding leave it alone.
+
+// revocations is the revocation list as the pure checks of authn and binding read it: the
+// store's, inside the transaction that acts on the answer.
+func revocations(tx store.Tx) authn.Revocations {
+	return authn.RevocationFunc(func(operatorDID, revocationID string) (bool, error) {
+		_, err := tx.Revocation(operatorDID, revocationID)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// Logout deletes the bearer session of an Authorization header (profile 10.4); its token
+// then gets NO_SESSION everywhere. A missing, unknown or expired token fails as on every
+// bearer endpoint and changes nothing.
+func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, error) {
+	token, err := authn.ParseBearer(header)
+	if err != nil {
+		return api.OKResult{}, err
+	}
+	h := authn.HashToken(token)
+	now := s.now()
+	var op string
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		sess, err := tx.OperatorSession(h)
+		if errors.Is(err, store.ErrNotFound) {
+			return proto.New(proto.NoSession, "no session for this bearer token; log in")
+		}
+		if err != nil {
+			return err
+		}
+		if err := sess.Check(now); err != nil {
+			return err
+		}
+		op = sess.OperatorDID
+		return tx.DeleteOperatorSession(h)
+	})
+	if err != nil {
+		return api.OKResult{}, err
+	}
+	s.log.Info("operator logged out", "operator_did", op)
+	return api.OKResult{OK: true}, nil
+}
+
+// Revoke records a credential revocation signed by the operator's root key (profile 10.5)
+// and applies all its effects in one transaction: bearer sessions opened with a credential
+// of that operator carrying that revocation_id are deleted, and the active bindings that such
+// a device credential or authorization made end with unbound_by "revocation". From then on
+// login and authorize with such a credential fail with DC_REVOKED or AUTHZ_REVOKED.
+//
+// The signature is verified before the transaction. A revocation already recorded is
+// answered with its first revoked_at and changes nothing. New revocations are bounded per
+// client address and in total (see [DefaultRevokeAddressLimit], [DefaultMaxRevocations]).
+func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr string) (api.RevokeResult, error) {
+	now := s.now()
+	rv, err := authn.VerifyRevocation(r, s.prefix, now)
+	if err != nil {
+		return api.RevokeResult{}, err
+	}
+	counterKey := revokeCounterPrefix + addr
+	var out api.RevokeResult
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		out = api.RevokeResult{OK: true, OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID, EndedBindings: []api.EndedBinding{}}
+		old, err := tx.Revocation(rv.OperatorDID, rv.RevocationID)
+		if err == nil {
+			out.RevokedAt = canonical.FormatTime(old.RevokedAt)
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		c, err := tx.Counter(counterKey)
+		if err != nil {
+			return err
+		}
+		if c.Blocked(now, s.revokeAddressLimit, revokeWindow) {
+			return proto.New(proto.RateLimited, "too many new revocations from this address; wait and try again")
+		}
+		n, err := tx.RevocationCount()
+		if err != nil {
+			return err
+		}
+		if n >= s.maxRevocations {
+			return proto.New(proto.RateLimited, "the registry's revocation list is full; ask its operator")
+		}
+		if err := tx.PutCounter(counterKey, c.Fail(now, revokeWindow)); err != nil {
+			return err
+		}
+		if err := tx.PutRevocation(store.Revocation{
+			OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID, RevokedAt: rv.RevokedAt,
+			RootPublicKey: r.Revocation.OperatorRootPublicKey, Signature: r.Signature, RecordedAt: now,
+		}); err != nil {
+			return err
+		}
+		out.RevokedAt = canonical.FormatTime(rv.RevokedAt)
+		if out.EndedSessions, err = endSessions(tx, rv); err != nil {
+			return err
+		}
+		out.EndedBindings, err = endBindings(tx, rv, now)
+		return err
+	})
+	if err != nil {
+		return api.RevokeResult{}, err
+	}
+	s.log.Info("credential revoked", "operator_did", out.OperatorDID, "revocation_id", out.RevocationID,
+		"ended_sessions", out.EndedSessions, "ended_bindings", len(out.EndedBindings))
+	return out, nil
+}
+
+// endSessions deletes the bearer sessions opened with a revoked credential. A session stored
+// before sessions recorded their credential's revocation_id cannot be told apart, so every
+// such session of the operator ends too: a spare login is cheaper than a revoked device
+// keeping its session.
+func endSessions(tx store.Tx, rv authn.Revoked) (int, error) {
+	var dead [][32]byte
+	if err := tx.EachOperatorSession(func(h [32]byte, sess authn.Session) error {
+		if sess.OperatorDID == rv.OperatorDID && (sess.RevocationID == rv.RevocationID || sess.RevocationID == "") {
+			dead = append(dead, h)
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	for _, h := range dead {
+		if err := tx.DeleteOperatorSession(h); err != nil {
+			return 0, err
+		}
+	}
+	return len(dead), nil
+}
+
+// endBindings ends the operator's active bindings that the revoked pair made, as an unbind
+// would, with unbound_by "revocation".
+func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBinding, error) {
+	bs, err := tx.BindingsByOperator(rv.OperatorDID)
+	if err != nil {
+		return nil, err
+	}
+	list := authn.RevocationSet{{OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID}: true}
+	ended := []api.EndedBinding{}
+	for _, b := range bs {
+		sess, err := tx.Session(b.SessionID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		found := err == nil
+		if revoked, err := binding.BindingRevoked(b, sess, list); err != nil {
+			return nil, err
+		} else if !revoked {
+			continue
+		}
+		if err := tx.DeleteBinding(b.NodeKey); err != nil {
+			return nil, err
+		}
+		if found {
+			if next, err := binding.Unbind(sess, b, true, binding.UnboundByRevocation, now); err == nil {
+				if err := tx.PutSession(next); err != nil {
+					return nil, err
+				}
+			}
+		}
+		ended = append(ended, api.EndedBinding{BindingSessionID: b.SessionID, NodeDID: b.NodeDID})
+	}
+	return ended, nil
+}
+
+// UnbindByOperator ends the active binding that session id created, as the binding's
+// operator (profile 10.6): unknown id → NOT_FOUND, another operator → PERMISSION_DENIED, a
+// binding that is not the node's current one → BAD_STATE.
+func (s *Service) UnbindByOperator(ctx context.Context, id, operatorDID string) (api.UnbindResult, error) {
+	return s.unbind(ctx, id, binding.UnboundByOperator, func(sess binding.Session) error {
+		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
+			return proto.New(proto.PermissionDenied, "only the operator of this binding may unbind it")
+		}
+		return nil
+	})
+}
+
+// UnbindByNode ends the active binding that session id created, with the node's signature
+// over message 12 (profile 10.6). The signature is verified on a read of the session, before
+// the write transaction, which checks the state again.
+func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbindRequest) (api.UnbindResult, error) {
+	now := s.now()
+	sess, err := s.session(ctx, id)
+	if err != nil {
+		return api.UnbindResult{}, err
+	}
+	d, err := parseNodeDID(req.NodeDID)
+	if err != nil {
+		return api.UnbindResult{}, err
+	}
+	if !d.Matches(sess.NodeKey) {
+		return api.UnbindResult{}, proto.New(proto.PermissionDenied, "node_did does not name this session's node")
+	}
+	msg := canonical.Unbind{BindingSessionID: id, NodeDID: req.NodeDID, TS: req.TS}
+	if err := authn.VerifyNodeRequest(req.NodeDID, sess.NodeKey, req.TS, now, s.prefix, msg, req.Signature); err != nil {
+		return api.UnbindResult{}, err
+	}
+	key := sess.NodeKey
+	return s.unbind(ctx, id, binding.UnboundByNode, func(cur binding.Session) error {
+		if cur.NodeKey != key {
+			return proto.New(proto.PermissionDenied, "node_did does not name this session's node")
+		}
+		return nil
+	})
+}
+
+// session reads one binding session (NOT_FOUND when unknown).
+func (s *Service) session(ctx context.Context, id string) (binding.Session, error) {
+	var sess binding.Session
+	err := s.store.View(ctx, func(tx store.Tx) (err error) {
+		sess, err = tx.Session(id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return binding.Session{}, errSessionNotFound()
+	}
+	return sess, err
+}
+
+// unbind runs one unbind in a transaction: the session, the caller's check, then the state.
+func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, allowed func(binding.Session) error) (api.UnbindResult, error) {
+	now := s.now()
+	var out api.UnbindResult
+	var nodeKey didkey.PublicKey
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		sess, err := tx.Session(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return errSessionNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		if err := allowed(sess); err != nil {
+			return err
+		}
+		cur, err := tx.Binding(sess.NodeKey)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		next, err := binding.Unbind(sess, cur, err == nil, by, now)
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteBinding(sess.NodeKey); err != nil {
+			return err
+		}
+		nodeKey = sess.NodeKey
+		out = api.UnbindResult{
+			BindingSessionID: next.ID, State: next.State.String(), Bound: false,
+			UnboundAt: canonical.FormatTime(next.UnboundAt), UnboundBy: string(next.UnboundBy),
+		}
+		return tx.PutSession(next)
+	})
+	if err != nil {
+		return api.UnbindResult{}, err
+	}
+	s.log.Info("binding ended", "binding_session_id", id, "node_key", nodeKey.Hex(), "unbound_by", out.UnboundBy)
+	return out, nil
+}

@@ -83,7 +83,7 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 		out = api.RevokeResult{OK: true, OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID, EndedBindings: []api.EndedBinding{}}
 		old, err := tx.Revocation(rv.OperatorDID, rv.RevocationID)
 		if err == nil {
-			out.RevokedAt = canonical.FormatTime(old.RevokedAt)
+			out.RevokedAt, out.AlreadyRevoked = canonical.FormatTime(old.RevokedAt), true
 			return nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {

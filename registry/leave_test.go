@@ -99,7 +99,7 @@ func TestLoseADevice(t *testing.T) {
 	first := h.now()
 	var res api.RevokeResult
 	h.ok("POST", "/v1/auth/revoke", op.revocation(t, op.root, "rev-phone", first), "", &res)
-	if !res.OK || res.OperatorDID != op.did || res.RevocationID != "rev-phone" || res.RevokedAt != canonical.FormatTime(first) ||
+	if !res.OK || res.AlreadyRevoked || res.OperatorDID != op.did || res.RevocationID != "rev-phone" || res.RevokedAt != canonical.FormatTime(first) ||
 		res.EndedSessions != 2 || len(res.EndedBindings) != 1 || res.EndedBindings[0].BindingSessionID != "bs-lost" {
 		t.Fatalf("revoke answered %+v", res)
 	}
@@ -127,7 +127,7 @@ func TestLoseADevice(t *testing.T) {
 	h.clock.Advance(time.Hour)
 	var again api.RevokeResult
 	h.ok("POST", "/v1/auth/revoke", op.revocation(t, op.root, "rev-phone", h.now()), "", &again)
-	if again.RevokedAt != canonical.FormatTime(first) || again.EndedSessions != 0 || len(again.EndedBindings) != 0 {
+	if again.RevokedAt != canonical.FormatTime(first) || !again.AlreadyRevoked || again.EndedSessions != 0 || len(again.EndedBindings) != 0 {
 		t.Fatalf("second revoke answered %+v, want revoked_at %s and nothing ended", again, canonical.FormatTime(first))
 	}
 

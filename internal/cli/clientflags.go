@@ -241,6 +241,8 @@ var hints = map[proto.Code]string{
 	proto.DCBadSignature:    "{dir}/credential.json was altered, or was signed for another --prefix",
 	proto.DCExpired:         "the device credential is outside its validity (or this clock is wrong); issue a new one with svrpd operator init",
 	proto.AuthzExpired:      "the authorization is outside its validity; check this machine's clock",
+	proto.DCRevoked:         "this device credential was revoked with the root key; get a new one: svrpd operator init --dir NEWDIR --root ROOT.SEED",
+	proto.AuthzRevoked:      "the operator revoked this authorization's revocation_id; authorize again with a new one",
 	proto.BadChallenge:      "the login challenge was used or expired; run the login again",
 	proto.IDBindingFailed:   "the DID does not derive from the key; check the key file",
 	proto.IDBindingRequired: "only did:svrp identities are accepted",

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/svrpdtest"
 )
 
@@ -29,8 +31,14 @@ func TestCLIWalkthrough(t *testing.T) {
 	nodeKey := filepath.Join(work, "node.seed")
 
 	// Terminal 1, the operator: an identity, then a session.
-	out := cli.ok("operator", "init", "--dir", opDir)
+	prepared := filepath.Join(work, "revoke-laptop.json")
+	out := cli.ok("operator", "init", "--dir", opDir, "--prepare-revocation", prepared)
 	opDID := match(t, out, `operator DID:\s+(did:svrp:o:[0-9a-f]{8})`)
+	revocationID := match(t, out, `revocation_id: (\S+) \(revokes this device credential`)
+	if !strings.Contains(out, "NOT been sent") || !strings.Contains(out, "svrpd operator revoke --send "+prepared) {
+		t.Errorf("init does not say the prepared revocation is unsent and how to send it:\n%s", out)
+	}
+	wantMode(t, prepared, 0o600)
 	for _, f := range []string{"root.seed", "device.seed"} {
 		wantMode(t, filepath.Join(opDir, f), 0o600)
 	}
@@ -112,6 +120,87 @@ func TestCLIWalkthrough(t *testing.T) {
 		t.Errorf("resolving a used code: exit %d, stderr %q", exit, stderr)
 	}
 
+	// Leaving, from the node's side: node bind named the session to unbind.
+	session := match(t, bound, `svrpd node unbind (\S+) --key`)
+	out = cli.ok("node", "unbind", session, "--key", nodeKey)
+	if !strings.Contains(out, "unbound "+nodeDID+" from "+opDID) || !strings.Contains(out, "by the node") {
+		t.Errorf("node unbind output:\n%s", out)
+	}
+	if out = cli.ok("operator", "nodes", "--dir", opDir); !strings.Contains(out, "0 bound nodes") {
+		t.Errorf("after node unbind, operator nodes:\n%s", out)
+	}
+	if _, stderr, exit := cli.run(nil, "node", "unbind", session, "--key", nodeKey); exit != 1 || !strings.Contains(stderr, "BAD_STATE") {
+		t.Errorf("unbinding twice: exit %d, stderr %q", exit, stderr)
+	}
+
+	// bindAgain runs node bind and the operator's side once more, returning the node's output.
+	bindAgain := func() string {
+		t.Helper()
+		b := cli.start(nil, "node", "bind", "--key", nodeKey, "--yes", "--poll", "100ms", "--task-type", "inference")
+		c := b.stdout.waitFor(t, `short code:\s+([2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4})`)[1]
+		cli.ok("operator", "resolve", c, "--dir", opDir)
+		cli.ok("operator", "authorize", "--dir", opDir)
+		if exit := b.wait(t); exit != 0 {
+			t.Fatalf("node bind exited %d\n%s\n%s", exit, b.stdout, b.stderr)
+		}
+		return b.stdout.String()
+	}
+
+	// From the operator's side, by the node's DID in its full spelling.
+	bindAgain()
+	out = cli.ok("operator", "unbind", fullNodeDID(t, nodeKey), "--dir", opDir)
+	if !strings.Contains(out, "unbound "+nodeDID) || !strings.Contains(out, "by the operator") {
+		t.Errorf("operator unbind output:\n%s", out)
+	}
+	if out = cli.ok("operator", "nodes", "--dir", opDir); !strings.Contains(out, "0 bound nodes") {
+		t.Errorf("after operator unbind, operator nodes:\n%s", out)
+	}
+
+	// The laptop is lost: the revocation prepared at init is sent, no login needed.
+	third := match(t, bindAgain(), `svrpd node unbind (\S+) --key`)
+	out = cli.ok("operator", "revoke", "--send", prepared)
+	for _, want := range []string{"revoked: credentials of " + opDID + " carrying revocation_id " + revocationID, "can no longer log in (DC_REVOKED)",
+		"bearer sessions ended: 1", "bindings ended (1)", nodeDID + "  (binding session " + third + ")"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("revoke output lacks %q:\n%s", want, out)
+		}
+	}
+	if out = cli.ok("operator", "revoke", "--send", prepared); !strings.Contains(out, "already revoked") {
+		t.Errorf("revoking twice:\n%s", out)
+	}
+	if _, stderr, exit := cli.run(nil, "operator", "nodes", "--dir", opDir); exit != 1 || !strings.Contains(stderr, "NO_SESSION") {
+		t.Errorf("the revoked device's session: exit %d, stderr %q", exit, stderr)
+	}
+	if _, stderr, exit := cli.run(nil, "operator", "login", "--dir", opDir); exit != 1 || !strings.Contains(stderr, "DC_REVOKED") || !strings.Contains(stderr, "--root") {
+		t.Errorf("the revoked device's login: exit %d, stderr %q", exit, stderr)
+	}
+	// A new device of the same operator, vouched for by the same root key, works.
+	newDir := filepath.Join(work, "phone")
+	out = cli.ok("operator", "init", "--dir", newDir, "--root", filepath.Join(opDir, "root.seed"))
+	if got := match(t, out, `operator DID:\s+(\S+)`); got != opDID {
+		t.Fatalf("the new device is for %s, want %s", got, opDID)
+	}
+	if _, err := os.Stat(filepath.Join(newDir, "root.seed")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("init --root copied the root key: %v", err)
+	}
+	cli.ok("operator", "login", "--dir", newDir)
+	if out = cli.ok("operator", "nodes", "--dir", newDir); !strings.Contains(out, "0 bound nodes") {
+		t.Errorf("after the revocation, operator nodes:\n%s", out)
+	}
+	// A revocation prepared from the directory, without sending it.
+	out = cli.ok("operator", "revoke", "--dir", newDir, "--root", filepath.Join(opDir, "root.seed"), "--out", filepath.Join(work, "revoke-phone.json"))
+	if !strings.Contains(out, "NOT been sent") {
+		t.Errorf("revoke --out output:\n%s", out)
+	}
+	cli.ok("operator", "nodes", "--dir", newDir)
+	out = cli.ok("operator", "logout", "--dir", newDir)
+	if !strings.Contains(out, "logged out "+opDID) || !strings.Contains(out, "ended at the registry") {
+		t.Errorf("logout output:\n%s", out)
+	}
+	if _, stderr, exit := cli.run(nil, "operator", "nodes", "--dir", newDir); exit != 1 || !strings.Contains(stderr, "NO_SESSION") {
+		t.Errorf("after logout: exit %d, stderr %q", exit, stderr)
+	}
+
 	// Stopping: the node on SIGTERM, then the daemon, both cleanly.
 	if exit := runner.stop(t); exit != 0 || !strings.Contains(runner.stdout.String(), "stopped") {
 		t.Errorf("node run exited %d on SIGTERM\n%s", exit, runner.stdout)
@@ -143,6 +232,21 @@ func TestCLIWalkthrough(t *testing.T) {
 	if strings.Contains(daemon.stderr.String(), strings.ReplaceAll(code, "-", "")) {
 		t.Error("the short code appears in the daemon's log")
 	}
+}
+
+// fullNodeDID is the full spelling of the DID of the node whose seed file is path.
+func fullNodeDID(t *testing.T, path string) string {
+	t.Helper()
+	key, err := readSeed(path, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := didkey.KeyFromEd25519(key.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := didkey.NodeDID(k, didkey.FormFull)
+	return d.String()
 }
 
 // cleanEnv is the test's environment without SVRPD_ variables, plus extra.

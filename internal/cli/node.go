@@ -23,6 +23,7 @@ func Node(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 Commands:
   run    register the node, then send a heartbeat on an interval until stopped
   bind   bind the node to an operator: show a short code, wait, accept the terms
+  unbind end the node's binding made by a binding session, signed by the node key
 
 Run "svrpd node <command> -h" for a command's flags.
 `)
@@ -36,6 +37,8 @@ Run "svrpd node <command> -h" for a command's flags.
 		return runNodeRun(ctx, args[1:], stdout, stderr)
 	case "bind":
 		return runNodeBind(ctx, args[1:], stdin, stdout, stderr)
+	case "unbind":
+		return runNodeUnbind(ctx, args[1:], stdout, stderr)
 	}
 	return usageError(stderr, "node", "unknown command %q", args[0])
 }
@@ -318,4 +321,5 @@ Flags:`)
 func printBinding(w io.Writer, res api.AcceptResult) {
 	b := res.Binding
 	fmt.Fprintf(w, "binding %s: %s is bound to %s since %s\n", res.State, b.NodeDID, b.OperatorDID, b.ActivatedAt)
+	fmt.Fprintf(w, "to leave it later: svrpd node unbind %s --key FILE\n", res.BindingSessionID)
 }

@@ -42,10 +42,13 @@ func operatorCommands() []operatorCommand {
 	return []operatorCommand{
 		{"init", "create a root key, a device key and a device credential (offline)", runOperatorInit},
 		{"login", "log in with the device key; the session lasts one hour", runOperatorLogin},
+		{"logout", "end the session of the last login", runOperatorLogout},
+		{"revoke", "revoke a lost device's credential with the root key (or prepare the revocation)", runOperatorRevoke},
 		{"resolve", "show what a node's short code asks for, and its fingerprint", runOperatorResolve},
 		{"authorize", "grant the resolved request (by default exactly what the node asked)", runOperatorAuthorize},
 		{"reject", "refuse the resolved request", runOperatorReject},
 		{"cancel", "cancel a binding session this operator resolved", runOperatorCancel},
+		{"unbind", "end a binding of this operator, by node DID or binding session", runOperatorUnbind},
 		{"nodes", "list the nodes bound to this operator", runOperatorNodes},
 		{"credits", "show the credits view (a test unit; not yet wired)", runOperatorCredits},
 		{"evidence", "show the evidence view (not yet wired)", runOperatorEvidence},
@@ -170,15 +173,25 @@ func runOperatorInit(_ context.Context, args []string, _ io.Reader, stdout, stde
 	of := addOperatorFlags(fs, true)
 	validFor := fs.Duration("valid-for", client.DefaultCredentialValidity, "how long the device credential is valid")
 	force := fs.Bool("force", false, "replace existing keys (destroys the identity they held)")
-	_, code, ok := of.parse(fs, args, `Usage: svrpd operator init --dir DIR [--valid-for 8760h] [--force]
+	rootFile := fs.String("root", "", "use the root key in `FILE` instead of creating one: a new device for an existing operator")
+	prepare := fs.String("prepare-revocation", "", "also write to `FILE` the signed revocation of the new device credential, not sent")
+	_, code, ok := of.parse(fs, args, `Usage: svrpd operator init --dir DIR [--valid-for 8760h] [--root FILE] [--prepare-revocation FILE] [--force]
 
 Creates an operator identity, all offline: a root key (its DID is the operator's DID), a
 device key, and a DeviceCredential in which the root key lets the device key bind nodes
 (permission nodes.bind). Writes DIR/root.seed and DIR/device.seed (mode 0600) and
 DIR/credential.json. After this the root key can go offline.
 
-Example:
-  svrpd operator init --dir ~/.svrp-operator`, 0)
+With --root, the root key of an existing operator vouches for a new device key instead
+(after a device was lost and revoked, say); DIR/root.seed is then not written.
+
+--prepare-revocation FILE writes, now, the root key's revocation of the new device
+credential without sending it. Keep it with the root key: the day the device is lost,
+svrpd operator revoke --send FILE ends it without needing the root key at hand.
+
+Examples:
+  svrpd operator init --dir ~/.svrp-operator --prepare-revocation ~/revoke-laptop.json
+  svrpd operator init --dir ~/.svrp-phone --root /media/usb/root.seed`, 0)
 	if !ok {
 		return code
 	}
@@ -191,12 +204,20 @@ Example:
 	}
 	if !*force {
 		for _, f := range []string{rootSeedFile, deviceSeedFile, credentialFile} {
+			if f == rootSeedFile && *rootFile != "" {
+				continue
+			}
 			if _, err := os.Stat(of.path(f)); err == nil {
 				return fail(stderr, cmd, fmt.Errorf("%s already exists; this directory holds an operator (pass --force to replace it)", of.path(f)), of.hints())
 			}
 		}
 	}
 	rootPub, root, err := ed25519.GenerateKey(rand.Reader)
+	if *rootFile != "" {
+		if root, err = readSeed(*rootFile, stderr); err == nil {
+			rootPub = root.Public().(ed25519.PublicKey)
+		}
+	}
 	if err != nil {
 		return fail(stderr, cmd, err, of.hints())
 	}
@@ -209,9 +230,21 @@ Example:
 		return fail(stderr, cmd, err, of.hints())
 	}
 	for _, step := range []func() error{
-		func() error { return writeSeed(of.path(rootSeedFile), root.Seed(), *force) },
+		func() error {
+			if *rootFile != "" {
+				return nil
+			}
+			return writeSeed(of.path(rootSeedFile), root.Seed(), *force)
+		},
 		func() error { return writeSeed(of.path(deviceSeedFile), dev.Seed(), *force) },
 		func() error { return writeJSON(of.path(credentialFile), dc, 0o644) },
+		func() error {
+			if *prepare == "" {
+				return nil
+			}
+			_, err := prepareRevocation(*prepare, root, of.client.prefix, dc)
+			return err
+		},
 	} {
 		if err := step(); err != nil {
 			return fail(stderr, cmd, err, of.hints())
@@ -222,11 +255,27 @@ Example:
 	rk, _ := didkey.KeyFromEd25519(rootPub)
 	dk, _ := didkey.KeyFromEd25519(devPub)
 	fmt.Fprintf(stdout, "operator DID:  %s\n\n", dc.OperatorDID)
-	fmt.Fprintf(stdout, "wrote %s        root key (mode 0600), fingerprint %s\n", of.path(rootSeedFile), rk.Fingerprint())
+	if *rootFile == "" {
+		fmt.Fprintf(stdout, "wrote %s        root key (mode 0600), fingerprint %s\n", of.path(rootSeedFile), rk.Fingerprint())
+	} else {
+		fmt.Fprintf(stdout, "used  %s  root key, fingerprint %s (not copied)\n", *rootFile, rk.Fingerprint())
+	}
 	fmt.Fprintf(stdout, "wrote %s      device key (mode 0600), fingerprint %s\n", of.path(deviceSeedFile), dk.Fingerprint())
-	fmt.Fprintf(stdout, "wrote %s  device credential: %s, valid until %s\n\n", of.path(credentialFile), strings.Join(dc.Permissions, ","), dc.ExpiresAt)
-	fmt.Fprintf(stdout, "The root key is needed again only to issue a new device credential. Move\n")
-	fmt.Fprintf(stdout, "%s offline now (for example to a USB stick in a drawer) and delete it here.\n\n", of.path(rootSeedFile))
+	fmt.Fprintf(stdout, "wrote %s  device credential: %s, valid until %s\n", of.path(credentialFile), strings.Join(dc.Permissions, ","), dc.ExpiresAt)
+	fmt.Fprintf(stdout, "%s\n\n", revocationLine(dc))
+	if *prepare != "" {
+		printPrepared(stdout, *prepare, authn.SignedRevocation{Revocation: canonical.Revocation{OperatorDID: dc.OperatorDID, RevocationID: dc.RevocationID}})
+		fmt.Fprintln(stdout)
+	} else {
+		fmt.Fprintf(stdout, "To be ready for a lost device, prepare its revocation now and keep it with the root key:\n")
+		fmt.Fprintf(stdout, "  svrpd operator revoke --dir %s --out FILE   (or pass --prepare-revocation FILE to init)\n\n", of.dir)
+	}
+	fmt.Fprintf(stdout, "The root key is needed again only to issue a new device credential or to revoke one.\n")
+	if *rootFile == "" {
+		fmt.Fprintf(stdout, "Move %s offline now (for example to a USB stick in a drawer) and delete it here.\n\n", of.path(rootSeedFile))
+	} else {
+		fmt.Fprintf(stdout, "Put %s back offline.\n\n", *rootFile)
+	}
 	fmt.Fprintf(stdout, "next: svrpd operator login --dir %s\n", of.dir)
 	return 0
 }

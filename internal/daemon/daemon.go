@@ -33,6 +33,8 @@ type Config struct {
 	StrictSignatures     bool   // refuse registrations whose signature does not verify
 	ResolveAddressLimit  int
 	RegisterAddressLimit int
+	MaxRevocations       int
+	RevokeAddressLimit   int
 	SweepEvery           time.Duration
 	LogLevel             string
 	LogFormat            string
@@ -57,6 +59,14 @@ func (c Config) Validate() error {
 	}
 	if c.RegisterAddressLimit < 1 {
 		errs = append(errs, errors.New("--register-address-limit must be at least 1"))
+	}
+	// Zero takes the registry's default, so that a Config written before these bounds
+	// existed still validates.
+	if c.MaxRevocations < 0 {
+		errs = append(errs, errors.New("--max-revocations must be at least 1"))
+	}
+	if c.RevokeAddressLimit < 0 {
+		errs = append(errs, errors.New("--revoke-address-limit must be at least 1"))
 	}
 	if c.SweepEvery < time.Second {
 		errs = append(errs, errors.New("--sweep-every must be at least 1s"))
@@ -127,6 +137,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
 	fs.IntVar(&c.ResolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
 	fs.IntVar(&c.RegisterAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
+	fs.IntVar(&c.MaxRevocations, "max-revocations", registry.DefaultMaxRevocations, "credential revocations kept in all; when full, new ones get 429 (none is ever dropped)")
+	fs.IntVar(&c.RevokeAddressLimit, "revoke-address-limit", registry.DefaultRevokeAddressLimit, "new credential revocations one client address may record per hour before 429")
 	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
@@ -171,6 +183,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	svc, err := registry.New(registry.Config{
 		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
 		ResolveAddressLimit: c.ResolveAddressLimit, RegisterAddressLimit: c.RegisterAddressLimit,
+		MaxRevocations: c.MaxRevocations, RevokeAddressLimit: c.RevokeAddressLimit,
 	})
 	if err != nil {
 		return err

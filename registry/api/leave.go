@@ -33,15 +33,17 @@ type EndedBinding struct {
 	NodeDID          string `json:"node_did"`
 }
 
-// RevokeResult is the answer to POST /v1/auth/revoke. EndedSessions and EndedBindings
-// (ext) say what this request ended; a revocation sent again ends nothing new.
+// RevokeResult is the answer to POST /v1/auth/revoke. AlreadyRevoked, EndedSessions and
+// EndedBindings (ext) say what this request did: a revocation sent again is already
+// revoked, keeps its first revoked_at and ends nothing new.
 type RevokeResult struct {
-	OK            bool           `json:"ok"`
-	OperatorDID   string         `json:"operator_did"`
-	RevocationID  string         `json:"revocation_id"`
-	RevokedAt     string         `json:"revoked_at"`
-	EndedSessions int            `json:"ended_sessions"`
-	EndedBindings []EndedBinding `json:"ended_bindings"`
+	OK             bool           `json:"ok"`
+	OperatorDID    string         `json:"operator_did"`
+	RevocationID   string         `json:"revocation_id"`
+	RevokedAt      string         `json:"revoked_at"`
+	AlreadyRevoked bool           `json:"already_revoked"`
+	EndedSessions  int            `json:"ended_sessions"`
+	EndedBindings  []EndedBinding `json:"ended_bindings"`
 }
 
 // UnbindResult is the answer to POST /v1/bindings/{id}/unbind.

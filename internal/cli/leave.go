@@ -216,7 +216,7 @@ again to anyone. The session's history stays ACTIVE; its status shows bound fals
 	}
 	res, err := op.Unbind(ctx, id)
 	if err != nil {
-		return fail(stderr, cmd, err, of.hints())
+		return failUnbind(stderr, cmd, err, of.hints())
 	}
 	if node == "" {
 		node = "the node"
@@ -295,7 +295,7 @@ Flags:`)
 	}
 	res, err := node.Unbind(ctx, pos[0])
 	if err != nil {
-		return fail(stderr, cmd, err, hc)
+		return failUnbind(stderr, cmd, err, hc)
 	}
 	op := "its operator"
 	if st.OperatorDID != nil {
@@ -304,6 +304,21 @@ Flags:`)
 	fmt.Fprintf(stdout, "unbound %s from %s (binding session %s) at %s, by the node\n", node.DID, op, res.BindingSessionID, res.UnboundAt)
 	fmt.Fprintln(stdout, "the node has left the operator's list; bind again with: svrpd node bind --key FILE")
 	return 0
+}
+
+// failUnbind is fail with the hint BAD_STATE means for an unbind.
+func failUnbind(stderr io.Writer, cmd string, err error, hc hintContext) int {
+	if client.CodeOf(err) != proto.BadState {
+		return fail(stderr, cmd, err, hc)
+	}
+	var e *client.Error
+	msg := err.Error()
+	if errors.As(err, &e) {
+		msg = e.Message
+	}
+	fmt.Fprintf(stderr, "svrpd %s: BAD_STATE: %s\n", cmd, msg)
+	fmt.Fprintln(stderr, "hint: there is no binding to end: it already ended (unbound, revoked, or replaced by a newer binding of the node), or the session never became ACTIVE")
+	return 1
 }
 
 // revocationLine is the line operator init prints about the credential's revocation_id.

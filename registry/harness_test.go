@@ -136,19 +136,23 @@ func (h *harness) do(method, path string, body any, bearer string) (int, []byte)
 // headers that a bearer token alone cannot write.
 func (h *harness) request(method, path string, body any, auth string) (int, []byte) {
 	h.t.Helper()
-	var r io.Reader
+	var sent []byte
 	switch b := body.(type) {
 	case nil:
 	case []byte:
-		r = bytes.NewReader(b)
+		sent = b
 	case string:
-		r = bytes.NewReader([]byte(b))
+		sent = []byte(b)
 	default:
 		enc, err := json.Marshal(b)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		r = bytes.NewReader(enc)
+		sent = enc
+	}
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, h.srv.URL+path, r)
 	if err != nil {
@@ -166,6 +170,7 @@ func (h *harness) request(method, path string, body any, auth string) (int, []by
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	checkExchange(h.t, req, sent, resp, out)
 	return resp.StatusCode, out
 }
 

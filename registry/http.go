@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"io"
@@ -56,12 +57,85 @@ var statusOf = map[proto.Code]int{
 	proto.Internal:          http.StatusInternalServerError,
 }
 
-// NewHandler returns the whole HTTP API of the registry (profile section 5). Paths the
-// description marks Planned (/v1/oracle/*, /v1/dex/*) and every other unknown path answer
-// 404 with a JSON error; a known path with the wrong method answers 405.
+// openAPI is the OpenAPI 3.1 document of the API, served at GET /openapi.json. A test holds
+// it against the router and validates real requests and answers with it.
+//
+//go:embed openapi.json
+var openAPI []byte
+
+// endpoints is every endpoint of the API as method and path template ({id} stands for a
+// binding session id). knownPath reads it; the tests hold it against the router's routes
+// and the OpenAPI document, so a route that one of them lacks fails a test.
+var endpoints = []struct{ method, path string }{
+	{"GET", "/health"},
+	{"GET", "/nodes"},
+	{"GET", "/peers"},
+	{"GET", "/api/v1/peers"},
+	{"POST", "/api/v1/register"},
+	{"POST", "/api/v1/heartbeat"},
+	{"POST", "/v1/auth/challenge"},
+	{"POST", "/v1/auth/device-login"},
+	{"POST", "/v1/auth/logout"},
+	{"POST", "/v1/auth/revoke"},
+	{"GET", "/v1/operator/me/nodes"},
+	{"GET", "/v1/operator/me/credits"},
+	{"GET", "/v1/operator/me/evidence"},
+	{"POST", "/v1/bindings/initiate"},
+	{"POST", "/v1/bindings/resolve"},
+	{"POST", "/v1/bindings/authorize"},
+	{"GET", "/v1/bindings/{id}/status"},
+	{"POST", "/v1/bindings/{id}/cancel"},
+	{"POST", "/v1/bindings/{id}/reject"},
+	{"POST", "/v1/bindings/{id}/unbind"},
+	{"POST", "/v1/node/bindings/pending"},
+	{"POST", "/v1/node/bindings/{id}/accept"},
+	{"POST", "/v1/node/bindings/{id}/reject"},
+	{"GET", "/openapi.json"},
+}
+
+// NewHandler returns the whole HTTP API of the registry (docs/protocol.md section 5). Paths
+// the description marks Planned (/v1/oracle/*, /v1/dex/*) and every other unknown path
+// answer 404 with a JSON error; a known path with the wrong method answers 405.
 func NewHandler(s *Service) http.Handler {
 	h := &handler{s: s}
-	r := httprouter.New()
+	return h.logged(newRouter(h))
+}
+
+// router is httprouter's router remembering the method and pattern of every route, so that
+// a test can hold the routes against the endpoint table.
+type router struct {
+	*httprouter.Router
+	routes []route
+}
+
+type route struct{ method, pattern string }
+
+func (r *router) Handle(method, pattern string, handle httprouter.Handle) {
+	r.routes = append(r.routes, route{method, pattern})
+	r.Router.Handle(method, pattern, handle)
+}
+
+func (r *router) Handler(method, pattern string, handler http.Handler) {
+	r.routes = append(r.routes, route{method, pattern})
+	r.Router.Handler(method, pattern, handler)
+}
+
+func (r *router) HandlerFunc(method, pattern string, handler http.HandlerFunc) {
+	r.Handler(method, pattern, handler)
+}
+
+func (r *router) GET(pattern string, handle httprouter.Handle) {
+	r.Handle(http.MethodGet, pattern, handle)
+}
+
+func (r *router) POST(pattern string, handle httprouter.Handle) {
+	r.Handle(http.MethodPost, pattern, handle)
+}
+
+// newRouter routes every endpoint of the API to h.
+func newRouter(h *handler) *router {
+	s := h.s
+	r := &router{Router: httprouter.New()}
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false
@@ -105,7 +179,8 @@ func NewHandler(s *Service) http.Handler {
 	r.GET("/v1/bindings/:name/status", h.status)
 	r.POST("/v1/node/bindings/:name", h.nodeBindingsPost)
 	r.POST("/v1/node/bindings/:name/:action", h.nodeBindingPost)
-	return h.logged(r)
+	r.GET("/openapi.json", h.openapi)
+	return r
 }
 
 type handler struct{ s *Service }
@@ -115,23 +190,28 @@ type handler struct{ s *Service }
 // is one only for initiate, resolve and authorize), and those answer 404 to every method,
 // not 405.
 func knownPath(path string) bool {
-	switch path {
-	case "/health", "/nodes", "/peers", "/api/v1/peers", "/api/v1/register", "/api/v1/heartbeat",
-		"/v1/auth/challenge", "/v1/auth/device-login", "/v1/auth/logout", "/v1/auth/revoke",
-		"/v1/operator/me/nodes", "/v1/operator/me/credits", "/v1/operator/me/evidence",
-		"/v1/bindings/initiate", "/v1/bindings/resolve", "/v1/bindings/authorize",
-		"/v1/node/bindings/pending":
-		return true
-	}
-	if rest, ok := strings.CutPrefix(path, "/v1/node/bindings/"); ok {
-		id, action, _ := strings.Cut(rest, "/")
-		return id != "" && (action == "accept" || action == "reject")
-	}
-	if rest, ok := strings.CutPrefix(path, "/v1/bindings/"); ok {
-		id, action, _ := strings.Cut(rest, "/")
-		return id != "" && (action == "status" || action == "cancel" || action == "reject" || action == "unbind")
+	for _, e := range endpoints {
+		if matchTemplate(e.path, path) {
+			return true
+		}
 	}
 	return false
+}
+
+// matchTemplate reports whether path is an instance of the endpoint template tmpl, where
+// {id} matches one non-empty segment.
+func matchTemplate(tmpl, path string) bool {
+	for {
+		t, tRest, tMore := strings.Cut(tmpl, "/")
+		p, pRest, pMore := strings.Cut(path, "/")
+		if tMore != pMore || (t != p && (t != "{id}" || p == "")) {
+			return false
+		}
+		if !tMore {
+			return true
+		}
+		tmpl, path = tRest, pRest
+	}
 }
 
 // reply writes a successful answer, or the error.
@@ -206,6 +286,12 @@ func handle[T, R any](h *handler, w http.ResponseWriter, r *http.Request, dec fu
 		}
 	}
 	h.fail(w, err)
+}
+
+func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(openAPI)))
+	w.Write(openAPI)
 }
 
 func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -1,0 +1,23 @@
+package registry
+
+// Endpoints returns the endpoint table as method and path template.
+func Endpoints() [][2]string {
+	out := make([][2]string, len(endpoints))
+	for i, e := range endpoints {
+		out[i] = [2]string{e.method, e.path}
+	}
+	return out
+}
+
+// RoutePatterns returns the method and httprouter pattern of every route NewHandler serves.
+func RoutePatterns(s *Service) [][2]string {
+	r := newRouter(&handler{s: s})
+	out := make([][2]string, len(r.routes))
+	for i, rt := range r.routes {
+		out[i] = [2]string{rt.method, rt.pattern}
+	}
+	return out
+}
+
+// OpenAPI returns the OpenAPI document NewHandler serves.
+func OpenAPI() []byte { return openAPI }

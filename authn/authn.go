@@ -1,19 +1,19 @@
 // Package authn holds the rules that decide who is calling the svrp registry: operators, who
 // log in with a device key that their root key vouched for, and nodes, which sign each
-// request with their own key (wire profile sections 3, 5.2 and 7).
+// request with their own key (docs/protocol.md §3, §5.2 and §7).
 //
 // # What it does
 //
 //   - [VerifyCredential] checks a DeviceCredential: the root key derives the o-tagged operator
 //     DID (DC_ID_BINDING), the root key signed message 2 (DC_BAD_SIGNATURE), and the
 //     registry's clock lies in the credential's window with 5 s of skew (DC_EXPIRED).
-//   - [VerifyLogin] runs the six checks of POST /v1/auth/device-login in the profile's order
+//   - [VerifyLogin] runs the six checks of POST /v1/auth/device-login in the protocol's order
 //     and stops at the first failure, so the code returned is always that of the earliest
 //     failing step. The challenge is consumed at step 5, before the login signature is
 //     checked, so a failed attempt burns it.
 //   - [VerifyRevocation] checks a credential revocation signed by the root key, and
 //     [CheckCredentialRevoked] refuses a credential on a revocation list passed in
-//     (DC_REVOKED); [SignRevocation] makes one offline (profile 10.5).
+//     (DC_REVOKED); [SignRevocation] makes one offline (docs/protocol.md §10.5).
 //   - [Challenger] issues single-use login challenges in bounded memory, whatever the request
 //     rate (see its documentation for the bound and why it fails closed).
 //   - [NewToken], [HashToken], [NewSession], [Session.Check] and [ParseBearer] are the bearer
@@ -28,7 +28,7 @@
 // JSON shape of a request — fields present, of the right JSON type — is the HTTP layer's
 // check), and has no clock or randomness of its own: every function that needs the time takes
 // now, and everything that draws random bytes takes an io.Reader. Time comparisons truncate
-// now to whole seconds, as the profile asks.
+// now to whole seconds, as the protocol asks.
 //
 // # Errors
 //
@@ -58,7 +58,7 @@ var (
 	// credential timestamp is malformed (DC_EXPIRED).
 	ErrDCExpired = proto.New(proto.DCExpired, "authn: device credential outside its validity window")
 	// ErrDCRevoked: the credential's (operator_did, revocation_id) was revoked by the
-	// operator's root key (DC_REVOKED, profile 10.5).
+	// operator's root key (DC_REVOKED, docs/protocol.md §10.5).
 	ErrDCRevoked = proto.New(proto.DCRevoked, "authn: device credential revoked")
 	// ErrBadChallenge: the login challenge was not issued here, has expired, was already
 	// used, or cannot be recorded as used (BAD_CHALLENGE).
@@ -78,7 +78,7 @@ var (
 	ErrBadRequest = proto.New(proto.BadRequest, "authn: malformed request")
 )
 
-// Times fixed by the description and the profile.
+// Times fixed by the description and the protocol.
 const (
 	// ChallengeTTL is how long a login challenge can be used after it is issued
 	// (expires_in of POST /v1/auth/challenge).
@@ -95,7 +95,7 @@ const (
 // none.
 const NodesBind = "nodes.bind"
 
-// Field limits of profile section 8 that apply to a DeviceCredential. The body limit of
+// Field limits of docs/protocol.md §8 that apply to a DeviceCredential. The body limit of
 // 64 KiB already bounds the work; these keep stored credentials small and predictable.
 const (
 	// MaxIDLen bounds credential_id, device_id and revocation_id, in bytes (at least 1).

@@ -20,7 +20,7 @@ import (
 // beyond that costs memory no more than this.
 const DefaultMaxUsedChallenges = 1 << 20
 
-// Layout of a challenge: 24 bytes, sent as base58 like the profile's "24 random bytes".
+// Layout of a challenge: 24 bytes, sent as base58 like the protocol's "24 random bytes".
 const (
 	challengeNonceLen = 8
 	challengeIDLen    = challengeNonceLen + 4 // nonce || expiry, big-endian unix seconds
@@ -42,9 +42,9 @@ const (
 //
 // A challenge is base58 of 24 bytes: 8 random bytes, the expiry as 4 big-endian bytes of
 // unix seconds (issue time + ChallengeTTL), and the first 12 bytes of HMAC-SHA256 over them
-// under a secret key. Issue therefore stores nothing, and "known" in the profile's sense
+// under a secret key. Issue therefore stores nothing, and "known" in the protocol's sense
 // means "carries our MAC": no one without the key can produce a challenge that Consume
-// accepts (96-bit tag). The profile calls a challenge "base58 of 24 random bytes"; these 24
+// accepts (96-bit tag). The protocol calls a challenge "base58 of 24 random bytes"; these 24
 // bytes are as unpredictable to a client (64 random bits, a pseudorandom tag) and only the
 // expiry is readable. Clients treat the challenge as opaque and only sign it.
 //

@@ -12,7 +12,7 @@ import (
 // CheckCredentialShape applies login step 1 (and the first check of every endpoint that
 // carries a credential) to the credential's values: no string field holds a control
 // character or invalid UTF-8, no permission is empty or contains ",", and the field limits
-// of profile section 8 hold (credential_id, device_id and revocation_id 1–256 bytes; at most
+// of docs/protocol.md §8 hold (credential_id, device_id and revocation_id 1–256 bytes; at most
 // 64 permissions of 1–64 bytes). Failures are BAD_REQUEST and name the field.
 //
 // It judges no content: DIDs, keys and timestamps are left to the steps that use them
@@ -57,7 +57,7 @@ func CheckCredentialShape(dc DeviceCredential) error {
 	return nil
 }
 
-// VerifyCredential applies login steps 2–4 (profile 5.2) to a DeviceCredential, in order,
+// VerifyCredential applies login steps 2–4 (docs/protocol.md §5.2) to a DeviceCredential, in order,
 // stopping at the first failure:
 //
 //  2. operator_root_public_key decodes to a 32-byte key that derives operator_did, which is
@@ -91,7 +91,7 @@ func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device
 }
 
 // checkWindow is step 4. The skew is applied to the bounds rather than to now, so the test
-// reads as the profile writes it.
+// reads as the protocol writes it.
 func checkWindow(issuedAt, expiresAt string, now time.Time) error {
 	iss, err := canonical.ParseTime(issuedAt)
 	if err != nil {

@@ -105,7 +105,7 @@ func (w world) signCredential(f canonical.DeviceCredential) authn.DeviceCredenti
 
 func (w world) credential() authn.DeviceCredential { return w.signCredential(w.credentialFields()) }
 
-// loginBytes joins message 1 as the profile writes it, without canonical's checks, so a test
+// loginBytes joins message 1 as the protocol writes it, without canonical's checks, so a test
 // can sign fields "as given" even when canonical would refuse them.
 func loginBytes(p string, dc canonical.DeviceCredential, challenge, issuedAt string) []byte {
 	return []byte(strings.Join([]string{p + canonical.LoginDomain, dc.OperatorDID, dc.DevicePublicKey, challenge, issuedAt}, "\n"))

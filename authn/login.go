@@ -8,13 +8,14 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// VerifyLogin applies the checks of POST /v1/auth/device-login (profile 5.2) in order and
+// VerifyLogin applies the checks of POST /v1/auth/device-login (docs/protocol.md §5.2) in order and
 // stops at the first failure, so the error carries the code of the earliest failing step:
 //
 //  1. [CheckCredentialShape] (BAD_REQUEST);
 //  2. to 4. [VerifyCredential] (DC_ID_BINDING, DC_BAD_SIGNATURE, DC_EXPIRED);
 //     then the credential's (operator_did, revocation_id) must not be on rl (DC_REVOKED,
-//     profile 10.5), checked before the challenge so that a revoked device cannot burn one;
+//     docs/protocol.md §10.5), checked before the challenge so that a revoked device cannot
+//     burn one;
 //  5. ch.Consume(challenge): the challenge is consumed here, before step 6, so an attempt that
 //     fails at step 6 burns it (BAD_CHALLENGE); a failure at steps 1–4 leaves it usable;
 //  6. the login signature by device_public_key over message 1 {operator_did,
@@ -26,7 +27,7 @@ import (
 // step 5 if this registry issued it, and issued_at belongs to step 6 (description 5.2:
 // "Milliseconds or an offset fail verification").
 //
-// The login's issued_at is only signed, never compared with the clock: the profile sets no
+// The login's issued_at is only signed, never compared with the clock: the protocol sets no
 // window for it, and freshness is already the single-use challenge's job, which expires
 // ChallengeTTL after issue.
 //

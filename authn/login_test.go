@@ -18,9 +18,9 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// stepCode is the code of each step of device-login (profile 5.2), with the revocation check
-// of profile 10.5 as step 5, between the credential's window and the challenge. The steps
-// below keep that numbering: 6 is the challenge, 7 the login signature.
+// stepCode is the code of each step of device-login (docs/protocol.md §5.2), with the revocation
+// check of docs/protocol.md §10.5 as step 5, between the credential's window and the challenge. The
+// steps below keep that numbering: 6 is the challenge, 7 the login signature.
 var stepCode = [8]proto.Code{
 	1: proto.BadRequest,
 	2: proto.DCIDBinding,
@@ -293,7 +293,7 @@ func TestLoginEachStep(t *testing.T) {
 }
 
 // TestLoginOrderPairs breaks every pair of steps i < j together, in every combination of
-// ways, and requires step i's code: the profile's order, stopping at the first failure.
+// ways, and requires step i's code: the protocol's order, stopping at the first failure.
 func TestLoginOrderPairs(t *testing.T) {
 	w := newWorld(t)
 	other := seededKey(t, "other")

@@ -11,11 +11,11 @@ import (
 )
 
 // RevocationSkew is how far a revocation's revoked_at may lie ahead of the registry's clock
-// (profile 10.5). A revocation may lie in the past without limit: an operator may prepare
+// (docs/protocol.md §10.5). A revocation may lie in the past without limit: an operator may prepare
 // one the day the identity is made and send it years later.
 const RevocationSkew = 5 * time.Second
 
-// SignedRevocation is the body of POST /v1/auth/revoke (profile 10.5): message 11 and the
+// SignedRevocation is the body of POST /v1/auth/revoke (docs/protocol.md §10.5): message 11 and the
 // root key's base58 signature over it.
 type SignedRevocation struct {
 	Revocation canonical.Revocation `json:"revocation"`
@@ -57,8 +57,8 @@ func (s RevocationSet) Revoked(operatorDID, revocationID string) (bool, error) {
 	return s[RevocationKey{operatorDID, revocationID}], nil
 }
 
-// CheckRevocationShape applies the first check of POST /v1/auth/revoke (profile 10.5): every
-// field free of control characters and valid UTF-8, revocation_id 1–256 bytes, revoked_at in
+// CheckRevocationShape applies the first check of POST /v1/auth/revoke (docs/protocol.md §10.5):
+// every field free of control characters and valid UTF-8, revocation_id 1–256 bytes, revoked_at in
 // the 20-character form and not more than [RevocationSkew] ahead of now. Failures are
 // BAD_REQUEST naming the field. Whether each field was present as a string is the HTTP
 // layer's check.
@@ -87,7 +87,7 @@ func CheckRevocationShape(r SignedRevocation, now time.Time) error {
 	return nil
 }
 
-// VerifyRevocation applies the checks of POST /v1/auth/revoke (profile 10.5) in order,
+// VerifyRevocation applies the checks of POST /v1/auth/revoke (docs/protocol.md §10.5) in order,
 // stopping at the first failure:
 //
 //  1. [CheckRevocationShape] (BAD_REQUEST);
@@ -153,8 +153,8 @@ func SignRevocation(root ed25519.PrivateKey, prefix, operatorDID, rootKey, revoc
 	return SignedRevocation{Revocation: m, Signature: sig}, nil
 }
 
-// CheckCredentialRevoked is the revocation check of login and authorize (profile 10.5): the
-// credential's (operator_did, revocation_id) is on the list → DC_REVOKED. Callers run it
+// CheckCredentialRevoked is the revocation check of login and authorize (docs/protocol.md §10.5):
+// the credential's (operator_did, revocation_id) is on the list → DC_REVOKED. Callers run it
 // after [VerifyCredential], so the pair is one the root key vouched for.
 func CheckCredentialRevoked(dc DeviceCredential, rl Revocations) error {
 	if rl == nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// tokenLen is the number of random bytes in a session token (profile section 1).
+// tokenLen is the number of random bytes in a session token (docs/protocol.md §1).
 const tokenLen = 32
 
 // maxBearerToken bounds the token ParseBearer accepts; ours are at most 44 characters, and

@@ -6,7 +6,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 )
 
-// DeviceCredential is the wire form of a DeviceCredential (profile 4.2): the fields of
+// DeviceCredential is the wire form of a DeviceCredential (docs/protocol.md §4.2): the fields of
 // message 2 and the root key's base58 signature over them.
 type DeviceCredential struct {
 	canonical.DeviceCredential
@@ -18,7 +18,7 @@ type DeviceCredential struct {
 type Session struct {
 	OperatorDID string `json:"operator_did"`
 	// RevocationID is the revocation_id of the credential that logged in, so that revoking
-	// it ends the session (profile 10.5).
+	// it ends the session (docs/protocol.md §10.5).
 	RevocationID string    `json:"revocation_id,omitempty"`
 	IssuedAt     time.Time `json:"issued_at"`
 	ExpiresAt    time.Time `json:"expires_at"`

@@ -7,8 +7,8 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// CheckAcceptanceShape checks an acceptance's fields before anything else (profile 5,
-// preamble): binding_session_id 1–128 characters of [A-Za-z0-9._-]; node_did, operator_did and
+// CheckAcceptanceShape checks an acceptance's fields before anything else (docs/protocol.md
+// §5.0): binding_session_id 1–128 characters of [A-Za-z0-9._-]; node_did, operator_did and
 // authorization_digest free of control characters; issued_at in the 20-character form. Any
 // failure is BAD_REQUEST naming the field.
 func CheckAcceptanceShape(acc Acceptance) error {
@@ -23,8 +23,8 @@ func CheckAcceptanceShape(acc Acceptance) error {
 	return err
 }
 
-// CheckAcceptance checks that an acceptance answers this session's authorization (profile 5.4,
-// accept and node reject), after its shape: binding_session_id is the session's id, node_did
+// CheckAcceptance checks that an acceptance answers this session's authorization (docs/protocol.md
+// §5.4, accept and node reject), after its shape: binding_session_id is the session's id, node_did
 // is a node DID (any spelling) of the session's node key, operator_did is the authorizing
 // operator, authorization_digest is the digest of the stored authorization, and accepted is
 // the answer the endpoint expects (true to accept, false to reject). Any mismatch is

@@ -12,7 +12,7 @@ import (
 )
 
 // CheckAuthorizationShape checks an AuthorizationCredential's fields before anything else
-// (profile 5, preamble): binding_session_id 1–128 characters of [A-Za-z0-9._-]; node_did and
+// (docs/protocol.md §5.0): binding_session_id 1–128 characters of [A-Za-z0-9._-]; node_did and
 // operator_did free of control characters; task_types at most 64 items of 1–64 bytes, none
 // empty or with ','; limits finite in 0..2^53−1; revocation_id 1–256 bytes; issued_at and
 // expires_at in the 20-character form. Any failure is BAD_REQUEST naming the field.
@@ -47,8 +47,8 @@ func authorizationShape(m canonical.Authorization) (issued, expires time.Time, e
 	return
 }
 
-// VerifyAuthorization applies the authorize checks of profile 5.4 that follow the bearer, in
-// order, and returns the first failure:
+// VerifyAuthorization applies the authorize checks of docs/protocol.md §5.4 that follow the bearer,
+// in order, and returns the first failure:
 //
 //  1. the authorization's shape ([CheckAuthorizationShape], BAD_REQUEST);
 //  2. the session, expired if due, is PENDING_OPERATOR (BAD_STATE);
@@ -62,9 +62,10 @@ func authorizationShape(m canonical.Authorization) (issued, expires time.Time, e
 //  7. the authorization is signed over message 7 by the credential's device key
 //     (BAD_SIGNATURE);
 //  8. issued_at − 5 s ≤ now ≤ expires_at + 5 s (AUTHZ_EXPIRED);
-//  9. neither credential is on rl ([CheckRevoked]: DC_REVOKED, then AUTHZ_REVOKED; profile
-//     10.5 puts them after the chain's signature checks and before scope; like login, which
-//     checks revocation after the credential's window, they come after the authorization's);
+//  9. neither credential is on rl ([CheckRevoked]: DC_REVOKED, then AUTHZ_REVOKED;
+//     docs/protocol.md §10.5 puts them after the chain's signature checks and before scope;
+//     like login, which checks revocation after the credential's window, they come after the
+//     authorization's);
 //  10. the grant stays within the request ([CheckScope], SCOPE_EXCEEDED).
 //
 // Success means Apply(s, Authorize, now) may follow, with dc and az stored on the session.
@@ -113,7 +114,7 @@ func VerifyAuthorization(s Session, dc authn.DeviceCredential, az AuthorizationC
 	return CheckScope(s.Request, az.Authorization)
 }
 
-// CheckRevoked refuses a credential pair of which either is revoked (profile 10.5): the
+// CheckRevoked refuses a credential pair of which either is revoked (docs/protocol.md §10.5): the
 // device credential's (operator_did, revocation_id) on rl is DC_REVOKED, else the
 // authorization's (operator_did, revocation_id) on rl is AUTHZ_REVOKED. Authorize runs it
 // inside [VerifyAuthorization]; accept runs it on the stored pair after [VerifyChain], so a
@@ -137,7 +138,7 @@ func CheckRevoked(dc authn.DeviceCredential, az AuthorizationCredential, rl auth
 }
 
 // BindingRevoked reports whether an active binding must end because a credential that made
-// it is revoked (profile 10.5): its authorization's or its device credential's
+// it is revoked (docs/protocol.md §10.5): its authorization's or its device credential's
 // (operator_did, revocation_id) is on rl. s is the session that created b.
 func BindingRevoked(b Binding, s Session, rl authn.Revocations) (bool, error) {
 	if rl == nil {
@@ -167,8 +168,8 @@ func authorizationNames(s Session, dc authn.DeviceCredential, az canonical.Autho
 }
 
 // CheckScope reports whether an authorization grants no more than the node requested
-// (profile 5.4), else SCOPE_EXCEEDED: every granted task type is one the node requested; a
-// requested limit that is not null caps the grant, which must then be non-null and not above
+// (docs/protocol.md §5.4), else SCOPE_EXCEEDED: every granted task type is one the node requested;
+// a requested limit that is not null caps the grant, which must then be non-null and not above
 // it; a null requested limit means the node asked for no cap, so any value or null may be
 // granted. A limit that is not a number (NaN) never fits a cap.
 func CheckScope(requested canonical.BindingSession, granted canonical.Authorization) error {

@@ -125,7 +125,8 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 			f.az.TaskTypes = []string{"storage"}
 		}, want: proto.AuthzExpired},
 
-		// Revocation (profile 10.5): after the chain's signatures and the window, before scope.
+		// Revocation (docs/protocol.md §10.5): after the chain's signatures and the window, before
+		// scope.
 		{name: "another operator's pair revoked", revoke: "other"},
 		{name: "device credential revoked", revoke: "dc", want: proto.DCRevoked},
 		{name: "authorization revoked", revoke: "az", want: proto.AuthzRevoked},

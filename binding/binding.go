@@ -1,6 +1,6 @@
 // Package binding holds the rules of the node-to-operator binding handshake (description
-// 2.3–2.5, 3.1 and 4.4; profile 5.4, 6 and 8): the session state machine, the checks each
-// binding endpoint makes and their order, the re-verification of the four-signature chain,
+// 2.3–2.5, 3.1 and 4.4; docs/protocol.md §5.4, §6 and §8): the session state machine, the checks
+// each binding endpoint makes and their order, the re-verification of the four-signature chain,
 // short codes and binding tokens, and the resolve failure counters.
 //
 // # What it does not do
@@ -8,7 +8,7 @@
 // It keeps nothing and talks to nothing: no storage, no HTTP, no clock and no randomness of
 // its own, and no package state that changes. The registry reads the clock once per request,
 // loads a session in a store transaction, calls this package with that time (and a random
-// source where one is needed), and stores what comes back. Times are compared as the profile
+// source where one is needed), and stores what comes back. Times are compared as the protocol
 // says (section 1): the given now in UTC, truncated to whole seconds. Every function is total:
 // any input gives a result or an error, never a panic.
 //
@@ -76,7 +76,7 @@ var (
 	// ErrScopeExceeded: the authorization grants more than the node requested (403).
 	ErrScopeExceeded = proto.New(proto.ScopeExceeded, "binding: the authorization exceeds the request")
 	// ErrAuthzRevoked: the authorization's (operator_did, revocation_id) is revoked (401,
-	// profile 10.5).
+	// docs/protocol.md §10.5).
 	ErrAuthzRevoked = proto.New(proto.AuthzRevoked, "binding: the authorization is revoked")
 	// ErrAuthzExpired: the authorization is outside its own validity window (401).
 	ErrAuthzExpired = proto.New(proto.AuthzExpired, "binding: the authorization is outside its validity window")

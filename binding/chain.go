@@ -39,7 +39,7 @@ func (l Link) String() string {
 }
 
 // ChainError is a chain that does not verify: the first failing link and why. It carries the
-// code BAD_SIGNATURE (profile 5.4: any failure of the re-verification answers 401
+// code BAD_SIGNATURE (docs/protocol.md §5.4: any failure of the re-verification answers 401
 // BAD_SIGNATURE) and matches [ErrBadSignature] under errors.Is.
 type ChainError struct {
 	Link   Link
@@ -60,9 +60,9 @@ func (e *ChainError) Is(target error) bool {
 }
 
 // VerifyChain re-verifies, together, everything that makes a session's binding legitimate, as
-// an accept must before the session may become ACTIVE (description 5.3, profile 5.4). Each of
-// the binding messages (6, 7, 8) must also be well-formed, as its own shape check says, so a
-// chain that verifies is one the endpoints would have accepted:
+// an accept must before the session may become ACTIVE (description 5.3, docs/protocol.md §5.4).
+// Each of the binding messages (6, 7, 8) must also be well-formed, as its own shape check says, so
+// a chain that verifies is one the endpoints would have accepted:
 //
 //  1. node session: the request's node_did derives from the node key, and node_signature
 //     verifies over message 6 (the key in base58);

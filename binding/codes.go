@@ -54,10 +54,10 @@ func NewBindingToken(rand io.Reader) (string, error) {
 	return base58.Encode(b[:]), nil
 }
 
-// NormalizeCode maps a presented short code to the form that was hashed at initiate (profile
-// 1): ASCII a–z become A–Z, ASCII spaces (U+0020) and '-' are dropped, and every other byte
-// is kept as it is. The result may still not be a code ([ValidShortCode]); it then matches no
-// session. It is idempotent. Tokens are not normalised: see [NormalizePresented].
+// NormalizeCode maps a presented short code to the form that was hashed at initiate
+// (docs/protocol.md §1): ASCII a–z become A–Z, ASCII spaces (U+0020) and '-' are dropped, and every
+// other byte is kept as it is. The result may still not be a code ([ValidShortCode]); it then
+// matches no session. It is idempotent. Tokens are not normalised: see [NormalizePresented].
 func NormalizeCode(in string) string {
 	out := make([]byte, 0, len(in))
 	for i := 0; i < len(in); i++ {

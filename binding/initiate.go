@@ -17,7 +17,7 @@ type InitiateRequest struct {
 	NodeSignature string `json:"node_signature"`
 }
 
-// ValidateInitiate checks an initiate request in the order of profile 5.4 and returns the
+// ValidateInitiate checks an initiate request in the order of docs/protocol.md §5.4 and returns the
 // node's key. The first failing check decides the code:
 //
 //  1. well-formed (BAD_REQUEST): binding_session_id 1–128 characters of [A-Za-z0-9._-];

@@ -10,30 +10,30 @@ const (
 	// long as it lives.
 	MaxSessionTTL = 600 * time.Second
 
-	// MaxPostDating is how far created_at may lie ahead of the registry's clock (profile 5.4).
-	// It matches the node poll tolerance (description 8), so a node whose clock is as far off
-	// as a poll may be can still open a session, while a code issued now lives at most
+	// MaxPostDating is how far created_at may lie ahead of the registry's clock (docs/protocol.md
+	// §5.4). It matches the node poll tolerance (description 8), so a node whose clock is as far
+	// off as a poll may be can still open a session, while a code issued now lives at most
 	// MaxPostDating + MaxSessionTTL (15 minutes).
 	MaxPostDating = 300 * time.Second
 
 	// AuthorizationSkew is the clock skew allowed around an AuthorizationCredential's own
-	// validity window (profile 7, AUTHZ_EXPIRED); it is the DeviceCredential's skew
+	// validity window (docs/protocol.md §7, AUTHZ_EXPIRED); it is the DeviceCredential's skew
 	// (description 5.2), since both are signed on the operator's device.
 	AuthorizationSkew = 5 * time.Second
 
 	// MaxOpenSessionsPerNode is the number of non-terminal sessions one node key may hold
-	// (profile 8); the next initiate is RATE_LIMITED. It keeps one key from filling the store
-	// and the code space. The registry enforces it, as only the store can count.
+	// (docs/protocol.md §8); the next initiate is RATE_LIMITED. It keeps one key from filling the
+	// store and the code space. The registry enforces it, as only the store can count.
 	MaxOpenSessionsPerNode = 16
 
-	// MinTerminalRetention is how long a terminal session stays readable (profile 6), so a
-	// node or operator polling status after the fact still learns the outcome. Its id stays
+	// MinTerminalRetention is how long a terminal session stays readable (docs/protocol.md §6), so
+	// a node or operator polling status after the fact still learns the outcome. Its id stays
 	// reserved forever, whatever the registry removes.
 	MinTerminalRetention = 24 * time.Hour
 )
 
-// Field limits (profile 8). They bound what the registry stores and signs per session; with
-// the 64 KiB body limit they keep every check linear in a small input.
+// Field limits (docs/protocol.md §8). They bound what the registry stores and signs per session;
+// with the 64 KiB body limit they keep every check linear in a small input.
 const (
 	// MaxSessionIDLen bounds binding_session_id, which also names paths
 	// (/v1/bindings/{id}/...): hence its URL-safe alphabet [A-Za-z0-9._-].
@@ -46,7 +46,7 @@ const (
 	MaxListItemLen = 64
 )
 
-// Short codes and binding tokens (profile 1).
+// Short codes and binding tokens (docs/protocol.md §1).
 const (
 	// ShortCodeAlphabet is authoritative: 31 symbols, without 0, 1, I, O and also L, so a
 	// code read aloud or copied by hand has no look-alikes.
@@ -68,7 +68,7 @@ const (
 	codeReadSize = 16
 )
 
-// Resolve failure counting (description 4.4 and 8, profile 5.4).
+// Resolve failure counting (description 4.4 and 8, docs/protocol.md §5.4).
 const (
 	// ResolveFailureLimit failed resolves of one code or token within ResolveWindow block the
 	// next attempt (the 6th) with RATE_LIMITED, valid code or not.
@@ -81,5 +81,5 @@ const (
 	DefaultAddressResolveLimit = 30
 )
 
-// PermissionBind is the DeviceCredential permission that binding requires (profile 4.2).
+// PermissionBind is the DeviceCredential permission that binding requires (docs/protocol.md §4.2).
 const PermissionBind = "nodes.bind"

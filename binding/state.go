@@ -47,8 +47,8 @@ func (e Event) String() string {
 
 const numStates = int(Cancelled) + 1
 
-// table is the state machine (description 3.1, profile 6): table[from][event] is the state the
-// event leads to, and the zero State means the event does not fit. Nothing else decides a
+// table is the state machine (description 3.1, docs/protocol.md §6): table[from][event] is the
+// state the event leads to, and the zero State means the event does not fit. Nothing else decides a
 // transition; Apply only adds expiry and the error codes.
 var table = [numStates][numEvents]State{
 	Initiated: {
@@ -78,8 +78,8 @@ var table = [numStates][numEvents]State{
 
 // activeAnswers lists the events that, on an ACTIVE session, are the binding's success
 // arriving a second time (or a request to undo it), answered ALREADY_ACTIVE rather than
-// BAD_STATE (description 3.1, profile 5.4): a client that lost the first answer can tell it
-// succeeded.
+// BAD_STATE (description 3.1, docs/protocol.md §5.4): a client that lost the first answer can tell
+// it succeeded.
 var activeAnswers = [numEvents]bool{
 	Accept:         true,
 	VerifyOK:       true,
@@ -174,8 +174,8 @@ func expireIfDue(s Session, now time.Time) (Session, bool) {
 
 // RepairAtStart returns the state a stored session must be read in when the registry starts.
 // VERIFYING is held only inside one accept; a session found in it was being verified when the
-// process stopped, and goes back to PENDING_NODE_ACCEPTANCE (profile 6), or to EXPIRED if its
-// time ran out meanwhile. Other sessions are returned as they are, expired if due.
+// process stopped, and goes back to PENDING_NODE_ACCEPTANCE (docs/protocol.md §6), or to EXPIRED if
+// its time ran out meanwhile. Other sessions are returned as they are, expired if due.
 func RepairAtStart(s Session, now time.Time) Session {
 	s = ExpireIfDue(s, now)
 	if s.State == Verifying {
@@ -184,6 +184,7 @@ func RepairAtStart(s Session, now time.Time) Session {
 	return s
 }
 
-// clock is the registry's time as the profile compares it: UTC, truncated to whole seconds
-// (profile 1), and without a monotonic reading, so that stored times compare as they read.
+// clock is the registry's time as the protocol compares it: UTC, truncated to whole seconds
+// (docs/protocol.md §1), and without a monotonic reading, so that stored times compare as they
+// read.
 func clock(now time.Time) time.Time { return now.UTC().Truncate(time.Second) }

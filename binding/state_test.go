@@ -15,7 +15,7 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// The state machine as description 3.1 and profile 6 write it, listed by hand so that the
+// The state machine as description 3.1 and docs/protocol.md §6 write it, listed by hand so that the
 // table in state.go is checked against the text rather than against itself.
 var wantTransitions = []binding.Transition{
 	{From: binding.Initiated, On: binding.Resolve, To: binding.PendingOperator},

@@ -79,15 +79,15 @@ func (s *State) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// AuthorizationCredential is the wire form of an AuthorizationCredential (profile 4.3): the
-// fields of message 7 and the device key's base58 signature.
+// AuthorizationCredential is the wire form of an AuthorizationCredential (docs/protocol.md §4.3):
+// the fields of message 7 and the device key's base58 signature.
 type AuthorizationCredential struct {
 	canonical.Authorization
 	Signature string `json:"signature"`
 }
 
-// Acceptance is the wire form of an acceptance (profile 4.4): the fields of message 8 and the
-// node key's base58 signature.
+// Acceptance is the wire form of an acceptance (docs/protocol.md §4.4): the fields of message 8 and
+// the node key's base58 signature.
 type Acceptance struct {
 	canonical.Acceptance
 	Signature string `json:"signature"`
@@ -116,12 +116,12 @@ type Session struct {
 	ActivatedAt time.Time   `json:"activated_at,omitzero"`
 	UpdatedAt   time.Time   `json:"updated_at"`
 	// Set when the binding this ACTIVE session created stopped being the node's current one
-	// (profile 10.6): when, and why. The state stays ACTIVE.
+	// (docs/protocol.md §10.6): when, and why. The state stays ACTIVE.
 	UnboundAt time.Time `json:"unbound_at,omitzero"`
 	UnboundBy UnboundBy `json:"unbound_by,omitempty"`
 }
 
-// UnboundBy says why a binding ended (profile 10.6).
+// UnboundBy says why a binding ended (docs/protocol.md §10.6).
 type UnboundBy string
 
 // Reasons a binding ends.

@@ -8,13 +8,13 @@ import (
 
 // Bound reports whether the binding session s created is still its node's current binding:
 // s is ACTIVE, has not been marked unbound, and current — the node key's active binding, if
-// found — is the one s created. Status shows it as bound (profile 10.6).
+// found — is the one s created. Status shows it as bound (docs/protocol.md §10.6).
 func Bound(s Session, current Binding, found bool) bool {
 	return s.State == Active && s.UnboundBy == "" && found && current.SessionID == s.ID
 }
 
-// Unbind ends the binding that s created (profile 10.6): s must be ACTIVE and its binding the
-// node's current one ([Bound]), else BAD_STATE. The result is s, still ACTIVE (terminal states
+// Unbind ends the binding that s created (docs/protocol.md §10.6): s must be ACTIVE and its binding
+// the node's current one ([Bound]), else BAD_STATE. The result is s, still ACTIVE (terminal states
 // never move), marked unbound by by at now; the caller removes the node key's binding in the
 // same transaction. Checking who may unbind — the binding's operator or its node — is the
 // caller's, and comes before this.

@@ -1,4 +1,4 @@
-// Package canonical builds the exact bytes that svrp signs (section 3 of the wire profile),
+// Package canonical builds the exact bytes that svrp signs (docs/protocol.md §3),
 // and signs and verifies them with Ed25519.
 //
 // # Which bytes are signed
@@ -16,7 +16,7 @@
 //
 // The prefix is "service" by default ([DefaultPrefix]); the live network uses "libertynet".
 // Each message type ([Login], [DeviceCredential], [Register], [Heartbeat], [Poll],
-// [BindingSession], [Authorization], [Acceptance], [Cancel], and those of profile section 10:
+// [BindingSession], [Authorization], [Acceptance], [Cancel], and those of docs/protocol.md §10:
 // [Revocation], [Unbind]) has one Bytes method, which both
 // [Sign] and [Verify] use, so signer and verifier cannot disagree.
 //
@@ -62,7 +62,7 @@ var (
 	ErrBadSignature = proto.New(proto.BadSignature, "canonical: signature does not verify")
 )
 
-// Message is one of the nine signed messages of the profile.
+// Message is one of the nine signed messages of the protocol.
 type Message interface {
 	// Bytes returns the exact signed bytes under the given domain prefix.
 	Bytes(prefix string) ([]byte, error)
@@ -403,7 +403,7 @@ func appendNumber(dst []byte, v float64) []byte {
 }
 
 // builder joins the fields of one message. The first failing field sets err and later calls
-// do nothing, so a Bytes method reads as the field list of the profile.
+// do nothing, so a Bytes method reads as the field list of the protocol.
 type builder struct {
 	buf []byte
 	err error

@@ -29,7 +29,7 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// kind ties a profile message number to its Go type and domain suffix. The field order is
+// kind ties a protocol message number to its Go type and domain suffix. The field order is
 // not restated here: it comes from the vectors' "messages" table.
 type kind struct {
 	num    int
@@ -133,7 +133,7 @@ func loadCanon(t testing.TB) canonVectors {
 }
 
 // decodeMessage turns a vector's field object into the message type, refusing unknown
-// fields so that a JSON tag that drifts from the profile's name cannot pass unnoticed.
+// fields so that a JSON tag that drifts from the protocol's name cannot pass unnoticed.
 func decodeMessage(t testing.TB, num int, raw json.RawMessage) canonical.Message {
 	t.Helper()
 	p := reflect.New(kindOf(t, num).typ())
@@ -179,7 +179,7 @@ func pubOf(t testing.TB, priv ed25519.PrivateKey) didkey.PublicKey {
 	return k
 }
 
-// jsonName returns the profile's name of a struct field, from its JSON tag.
+// jsonName returns the protocol's name of a struct field, from its JSON tag.
 func jsonName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 	return name
@@ -200,7 +200,7 @@ func TestVectorMessageTable(t *testing.T) {
 			names = append(names, jsonName(k.typ().Field(i)))
 		}
 		// The struct lists the fields in signing order, so its JSON names must be the
-		// profile's field list exactly.
+		// protocol's field list exactly.
 		if diff := cmp.Diff(spec.Fields, names); diff != "" {
 			t.Errorf("message %d (%s) fields (-vectors +struct):\n%s", k.num, k.typ().Name(), diff)
 		}
@@ -313,7 +313,7 @@ func setLimit(t testing.TB, m canonical.Message, name string, v float64) canonic
 }
 
 // TestVectorRejects covers the cases of rejects.json that this package decides: the
-// injectivity, number and timestamp rules of profile section 3. The other stages (JSON shape,
+// injectivity, number and timestamp rules of docs/protocol.md §3. The other stages (JSON shape,
 // field limits, login and credential checks) belong to the HTTP layer and are counted here
 // only so that a new stage in the file cannot go untested silently.
 func TestVectorRejects(t *testing.T) {
@@ -853,7 +853,7 @@ func cleanString(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// valid is the profile's rule for which messages have bytes, written independently of the
+// valid is the protocol's rule for which messages have bytes, written independently of the
 // package's checks.
 func valid(prefix string, m canonical.Message) bool {
 	if !prefixRE.MatchString(prefix) {
@@ -882,7 +882,7 @@ func valid(prefix string, m canonical.Message) bool {
 }
 
 // parseBytes is a left inverse of Bytes: it rebuilds the normalized message from its bytes,
-// using only the profile's rendering rules. Its existence is what makes Bytes injective.
+// using only the protocol's rendering rules. Its existence is what makes Bytes injective.
 func parseBytes(b []byte, prefix string, k kind) (canonical.Message, error) {
 	parts := strings.Split(string(b), "\n")
 	p := reflect.New(k.typ()).Elem()
@@ -911,7 +911,7 @@ func parseBytes(b []byte, prefix string, k kind) (canonical.Message, error) {
 				continue
 			}
 			if strings.ContainsAny(s, "eE") || strings.HasSuffix(s, ".0") {
-				return nil, fmt.Errorf("number %q is not in the profile's form", s)
+				return nil, fmt.Errorf("number %q is not in the protocol's form", s)
 			}
 			v, err := strconv.ParseFloat(s, 64)
 			if err != nil {
@@ -946,7 +946,7 @@ func TestPropBytesInvertible(t *testing.T) {
 				m := g.message(t, k)
 				b, err := m.Bytes(prefix)
 				if want := valid(prefix, m); want != (err == nil) {
-					t.Fatalf("Bytes(%q, %#v) error %v; the profile says valid=%v", prefix, m, err, want)
+					t.Fatalf("Bytes(%q, %#v) error %v; the protocol says valid=%v", prefix, m, err, want)
 				}
 				if err != nil {
 					if proto.CodeOf(err) != proto.BadRequest || b != nil {

@@ -1,6 +1,6 @@
 package canonical
 
-// Domain suffixes of the messages of profile section 10 that undo things.
+// Domain suffixes of the messages of docs/protocol.md §10 that undo things.
 const (
 	RevocationDomain = "-credential-revocation:v1"
 	UnbindDomain     = "-binding-unbind:v1"

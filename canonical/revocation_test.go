@@ -15,7 +15,7 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// extKinds are the messages of profile section 10 that this package builds. Message 10
+// extKinds are the messages of docs/protocol.md §10 that this package builds. Message 10
 // (register v2) belongs to the registration work of issue 11 and is skipped here.
 var extKinds = map[int]kind{
 	11: {11, canonical.RevocationDomain, canonical.Revocation{}},

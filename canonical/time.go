@@ -7,7 +7,7 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// TimeLayout is the one timestamp form of the profile: 20 characters, UTC, second precision.
+// TimeLayout is the one timestamp form of the protocol: 20 characters, UTC, second precision.
 const TimeLayout = "2006-01-02T15:04:05Z"
 
 // ParseTime parses a timestamp in exactly the form YYYY-MM-DDTHH:MM:SSZ naming a real

@@ -1,5 +1,5 @@
 // Package didkey turns Ed25519 public keys into svrp DIDs and checks that a DID belongs to a
-// key (id-binding), following section 2 of the svrp wire profile.
+// key (id-binding), following section 2 of the svrp wire protocol (docs/protocol.md).
 //
 // # Identities
 //

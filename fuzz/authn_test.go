@@ -200,7 +200,7 @@ var loginStep = map[proto.Code]int{
 
 // FuzzVerifyLogin decodes arbitrary JSON as a login body and verifies it against a
 // challenge store that accepts every non-empty challenge. Beyond no panic and a protocol
-// code, it checks the order of the profile: the challenge is offered to the store exactly
+// code, it checks the order of the protocol: the challenge is offered to the store exactly
 // when steps 1–4 pass, and is consumed only then; the credential steps agree with
 // VerifyCredential; and the answer is the same twice.
 func FuzzVerifyLogin(f *testing.F) {

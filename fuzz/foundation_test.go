@@ -419,8 +419,8 @@ func FuzzParseTime(f *testing.F) {
 	})
 }
 
-// signedField is one signed field: the value's rendering as the profile writes it, and whether
-// the profile lets the value be signed at all. The rules are restated here, apart from the
+// signedField is one signed field: the value's rendering as the protocol writes it, and whether
+// the protocol lets the value be signed at all. The rules are restated here, apart from the
 // package's own checks.
 type signedField struct {
 	name  string
@@ -479,9 +479,9 @@ func intField(name string, v int64) signedField {
 }
 
 // checkSignedMessage is the common oracle of the message targets. Bytes must be deterministic; it
-// must refuse exactly the inputs the profile refuses, with BAD_REQUEST naming the first bad
+// must refuse exactly the inputs the protocol refuses, with BAD_REQUEST naming the first bad
 // field and no bytes; and what it accepts must split on LF into the domain line and exactly
-// the fields, each rendered by the profile's rule. That last property is what makes the
+// the fields, each rendered by the protocol's rule. That last property is what makes the
 // encoding injective. It returns the bytes, nil when refused.
 func checkSignedMessage(t *testing.T, prefix, domain string, m canonical.Message, fields ...signedField) []byte {
 	t.Helper()
@@ -507,7 +507,7 @@ func checkSignedMessage(t *testing.T, prefix, domain string, m canonical.Message
 			t.Fatalf("Bytes returned %q with an error", b)
 		}
 		if firstBad == "" {
-			t.Fatalf("Bytes refused a message the profile accepts: %v", err)
+			t.Fatalf("Bytes refused a message the protocol accepts: %v", err)
 		}
 		if !strings.Contains(err.Error(), firstBad) {
 			t.Fatalf("error %q does not name %s, the first bad field", err, firstBad)

@@ -418,7 +418,7 @@ func TestFuzzHTTPSeedsAccepted(t *testing.T) {
 
 // FuzzHTTP serves any bytes to any endpoint of the registry's HTTP API: no input may
 // panic the handler or get a 5xx, and every refusal is exactly {"code","error"} with a code
-// the profile defines, sent with that code's status.
+// the protocol defines, sent with that code's status.
 func FuzzHTTP(f *testing.F) {
 	fx := httpGetFixture(f)
 	for i, s := range fx.seeds {

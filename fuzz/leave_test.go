@@ -51,7 +51,7 @@ var revocationNow = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC).Unix()
 
 var revocationCodes = map[proto.Code]bool{proto.BadRequest: true, proto.DCIDBinding: true, proto.DCBadSignature: true}
 
-// FuzzVerifyRevocation: VerifyRevocation (POST /v1/auth/revoke, profile 10.5) is
+// FuzzVerifyRevocation: VerifyRevocation (POST /v1/auth/revoke, docs/protocol.md §10.5) is
 // deterministic and never panics; it fails only with BAD_REQUEST, DC_ID_BINDING or
 // DC_BAD_SIGNATURE and returns nothing then; BAD_REQUEST exactly when the shape check
 // fails; and what it accepts has a revocation_id of 1–256 bytes, a revoked_at in the

@@ -1,6 +1,6 @@
-// Package proto holds the protocol error codes of the svrp wire profile and the one error type
-// that carries them. Every package of the module returns errors of this type, so a caller —
-// the HTTP layer above all — can branch on the code with [CodeOf] or errors.Is against a
+// Package proto holds the protocol error codes of the svrp wire protocol (docs/protocol.md) and the
+// one error type that carries them. Every package of the module returns errors of this type, so a
+// caller — the HTTP layer above all — can branch on the code with [CodeOf] or errors.Is against a
 // package's sentinel, and map it to a status in exactly one place.
 //
 // It is public and imports nothing but the standard library, so that a program using only
@@ -12,7 +12,7 @@ import "errors"
 // Code is a stable protocol error code, as sent in the `code` field of an error body.
 type Code string
 
-// Codes of the service description (section 7) and of the profile's extensions.
+// Codes of the service description (section 7) and of the protocol's extensions.
 const (
 	IDBindingFailed   Code = "ID_BINDING_FAILED"
 	IDBindingRequired Code = "ID_BINDING_REQUIRED"
@@ -44,7 +44,7 @@ const (
 	PayloadTooLarge  Code = "PAYLOAD_TOO_LARGE"
 	Internal         Code = "INTERNAL"
 
-	// Client-side codes (profile section 9): raised by the client, never sent by the server.
+	// Client-side codes (docs/protocol.md §9): raised by the client, never sent by the server.
 	NotYetWired    Code = "NOT_YET_WIRED"
 	TransportError Code = "TRANSPORT_ERROR"
 )

@@ -23,7 +23,7 @@ func errSessionNotFound() error {
 	return proto.New(proto.NotFound, "no binding session with this id")
 }
 
-// Initiate opens a binding session from a node's signed description (profile 5.4).
+// Initiate opens a binding session from a node's signed description (docs/protocol.md §5.4).
 func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest) (api.InitiateResult, error) {
 	now := s.now()
 	key, err := binding.ValidateInitiate(req, s.prefix, now)
@@ -159,7 +159,7 @@ func resolveView(s binding.Session) api.ResolveView {
 	}
 }
 
-// Authorize records an operator's signed grant (profile 5.4): PENDING_OPERATOR →
+// Authorize records an operator's signed grant (docs/protocol.md §5.4): PENDING_OPERATOR →
 // PENDING_NODE_ACCEPTANCE.
 func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.AuthorizeRequest) (api.StateResult, error) {
 	now := s.now()
@@ -352,7 +352,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 			return err
 		}
 		// A credential revoked while the session waited for the node must not make a
-		// binding (profile 10.5); the session stays PENDING_NODE_ACCEPTANCE.
+		// binding (docs/protocol.md §10.5); the session stays PENDING_NODE_ACCEPTANCE.
 		if err := binding.CheckRevoked(*verifying.DeviceCredential, *verifying.Authorization, revocations(tx)); err != nil {
 			return err
 		}
@@ -379,7 +379,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 }
 
 // supersede marks the session whose binding the activation of active replaces, so that its
-// status reads unbound_by "superseded" from this moment (profile 10.6).
+// status reads unbound_by "superseded" from this moment (docs/protocol.md §10.6).
 func (s *Service) supersede(tx store.Tx, active binding.Session, now time.Time) error {
 	old, err := tx.Binding(active.NodeKey)
 	if errors.Is(err, store.ErrNotFound) {

@@ -196,7 +196,7 @@ func (ep *hostileEndpoint) generated(t *testing.T) []hostileCase {
 		hostileCase{name: "body/empty-object", want: refused.badRequest, body: func() []byte { return []byte("{}") }},
 	)
 	if ep.bearer != "" {
-		// The body's shape is checked before the bearer (profile 5, preamble).
+		// The body's shape is checked before the bearer (docs/protocol.md §5.0).
 		for _, name := range []string{"text", "array", "trailing"} {
 			raw := notObjects[name]
 			cs = append(cs, hostileCase{name: "no-bearer/body/" + name, noBearer: true, want: refused.badRequest, body: func() []byte { return []byte(raw) }})

@@ -21,11 +21,11 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-// MaxBodyBytes is the largest request body the API reads (profile section 8).
+// MaxBodyBytes is the largest request body the API reads (docs/protocol.md §8).
 const MaxBodyBytes = 64 << 10
 
-// statusOf maps every protocol code to its HTTP status (description 7, profile 7). It is the
-// only place where errors meet HTTP.
+// statusOf maps every protocol code to its HTTP status (description 7, docs/protocol.md §7). It is
+// the only place where errors meet HTTP.
 var statusOf = map[proto.Code]int{
 	proto.BadRequest:        http.StatusBadRequest,
 	proto.TTLTooLong:        http.StatusBadRequest,
@@ -271,7 +271,7 @@ func clientAddr(r *http.Request) string {
 }
 
 // handle answers a request with a JSON body: it reads the body and decodes it with dec,
-// before any other check (profile 5, preamble), then runs use and replies with its result or
+// before any other check (docs/protocol.md §5.0), then runs use and replies with its result or
 // its error.
 func handle[T, R any](h *handler, w http.ResponseWriter, r *http.Request, dec func([]byte) (T, error), use func(context.Context, T) (R, error)) {
 	b, err := body(w, r)
@@ -525,7 +525,7 @@ func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprout
 	}
 }
 
-// asResolver runs an operator's action on a session in the profile's order: unknown id,
+// asResolver runs an operator's action on a session in the protocol's order: unknown id,
 // then the bearer, then the action's own checks.
 func (h *handler) asResolver(w http.ResponseWriter, r *http.Request, id string, act func(ctx context.Context, id, operatorDID string) (api.StateResult, error)) {
 	if _, err := h.s.SessionStatus(r.Context(), id); err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-// Leaving and revoking (profile 10.4–10.6): logout ends one bearer session, a revocation
+// Leaving and revoking (docs/protocol.md §10.4–10.6): logout ends one bearer session, a revocation
 // signed by the root key ends a credential everywhere, and unbind lets either side of a
 // binding leave it alone.
 
@@ -30,7 +30,7 @@ func revocations(tx store.Tx) authn.Revocations {
 	})
 }
 
-// Logout deletes the bearer session of an Authorization header (profile 10.4); its token
+// Logout deletes the bearer session of an Authorization header (docs/protocol.md §10.4); its token
 // then gets NO_SESSION everywhere. A missing, unknown or expired token fails as on every
 // bearer endpoint and changes nothing.
 func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, error) {
@@ -62,7 +62,7 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 	return api.OKResult{OK: true}, nil
 }
 
-// Revoke records a credential revocation signed by the operator's root key (profile 10.5)
+// Revoke records a credential revocation signed by the operator's root key (docs/protocol.md §10.5)
 // and applies all its effects in one transaction: bearer sessions opened with a credential
 // of that operator carrying that revocation_id are deleted, and the active bindings that such
 // a device credential or authorization made end with unbound_by "revocation". From then on
@@ -185,8 +185,8 @@ func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBindi
 }
 
 // UnbindByOperator ends the active binding that session id created, as the binding's
-// operator (profile 10.6): unknown id → NOT_FOUND, another operator → PERMISSION_DENIED, a
-// binding that is not the node's current one → BAD_STATE.
+// operator (docs/protocol.md §10.6): unknown id → NOT_FOUND, another operator → PERMISSION_DENIED,
+// a binding that is not the node's current one → BAD_STATE.
 func (s *Service) UnbindByOperator(ctx context.Context, id, operatorDID string) (api.UnbindResult, error) {
 	return s.unbind(ctx, id, binding.UnboundByOperator, func(sess binding.Session) error {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
@@ -197,8 +197,8 @@ func (s *Service) UnbindByOperator(ctx context.Context, id, operatorDID string) 
 }
 
 // UnbindByNode ends the active binding that session id created, with the node's signature
-// over message 12 (profile 10.6). The signature is verified on a read of the session, before
-// the write transaction, which checks the state again.
+// over message 12 (docs/protocol.md §10.6). The signature is verified on a read of the session,
+// before the write transaction, which checks the state again.
 func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbindRequest) (api.UnbindResult, error) {
 	now := s.now()
 	sess, err := s.session(ctx, id)

@@ -15,7 +15,7 @@ import (
 	"github.com/svrp/svrp/registry/api"
 )
 
-// Leaving and revoking (profile 10.4–10.7), over real HTTP on Badger.
+// Leaving and revoking (docs/protocol.md §10.4–10.7), over real HTTP on Badger.
 
 // device returns another device of o's operator: the same root key vouches for a new device
 // key, with its own revocation_id.

@@ -132,8 +132,8 @@ func TestDeviceLoginSuccess(t *testing.T) {
 	}
 }
 
-// TestDeviceLoginCodes walks the checks of profile 5.2 in order. Each case says whether it
-// burns the challenge: only steps 5 and 6 do.
+// TestDeviceLoginCodes walks the checks of docs/protocol.md §5.2 in order. Each case says whether
+// it burns the challenge: only steps 5 and 6 do.
 func TestDeviceLoginCodes(t *testing.T) {
 	h := newHarness(t)
 	op := newOperator(t, "op", h.now(), "nodes.bind")

@@ -22,14 +22,14 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-// Field limits of profile section 8.
+// Field limits of docs/protocol.md §8.
 const (
 	maxTextBytes = 256 // endpoint, device_summary, os, region, ids, nonce
 	maxListItems = 64  // capabilities, task types, permissions
 	maxItemBytes = 64
 )
 
-// Register records a node's announcement (profile 5.1). addr is the client address, used
+// Register records a node's announcement (docs/protocol.md §5.1). addr is the client address, used
 // only for the limit on new keys per address.
 func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr string) (api.RegisterResult, error) {
 	did, key, err := didkey.CheckNode(req.DID, req.PublicKey)
@@ -112,7 +112,7 @@ func checkRegisterFields(req api.RegisterRequest) error {
 	return checkList("capabilities", req.Capabilities)
 }
 
-// isSpace is the profile's whitespace for endpoints: U+0020, U+0085, U+00A0 and the
+// isSpace is the protocol's whitespace for endpoints: U+0020, U+0085, U+00A0 and the
 // categories Zs, Zl and Zp.
 func isSpace(r rune) bool {
 	return r == ' ' || r == '\u0085' || r == '\u00a0' || unicode.In(r, unicode.Zs, unicode.Zl, unicode.Zp)
@@ -145,7 +145,7 @@ func checkList(field string, items []string) error {
 	return nil
 }
 
-// Heartbeat refreshes a registered node's last_seen (profile 5.1).
+// Heartbeat refreshes a registered node's last_seen (docs/protocol.md §5.1).
 func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResult, error) {
 	did, err := parseNodeDID(req.DID)
 	if err != nil {
@@ -203,9 +203,9 @@ func (s *Service) touch(ctx context.Context, key didkey.PublicKey, now time.Time
 	return err
 }
 
-// parseNodeDID checks the grammar of a node DID (profile section 2 codes). A DID with a
+// parseNodeDID checks the grammar of a node DID (docs/protocol.md §2 codes). A DID with a
 // control character fails the grammar and gets ID_BINDING_FAILED, not the 400 that the
-// profile's injectivity preamble could be read to ask for: heartbeat, poll and node cancel
+// protocol's injectivity preamble could be read to ask for: heartbeat, poll and node cancel
 // list the DID check first, as register does (dids.json, trailing-lf), and a DID refused
 // here is never signed over, so no two messages can share bytes through it.
 func parseNodeDID(s string) (didkey.DID, error) {
@@ -219,7 +219,7 @@ func parseNodeDID(s string) (didkey.DID, error) {
 	return d, nil
 }
 
-// lookupNode finds the record a DID spelling names (profile section 2): the full form names
+// lookupNode finds the record a DID spelling names (docs/protocol.md §2): the full form names
 // its key; a shorter form names the record registered under exactly that DID or, failing
 // that, the one key it binds to among the records sharing its short body.
 func lookupNode(tx store.Tx, d didkey.DID) (store.Node, error) {
@@ -333,7 +333,7 @@ func nodeView(n store.Node) api.NodeView {
 	return v
 }
 
-// Reachability classes of an endpoint (profile 4.1).
+// Reachability classes of an endpoint (docs/protocol.md §4.1).
 const (
 	ReachPublic     = "public"
 	ReachPrivate    = "private"

@@ -23,7 +23,7 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 	return api.ChallengeResult{Challenge: c, ExpiresIn: int(authn.ChallengeTTL / time.Second)}, nil
 }
 
-// Login verifies a device login (profile 5.2) and opens a one-hour bearer session.
+// Login verifies a device login (docs/protocol.md §5.2) and opens a one-hour bearer session.
 func (s *Service) Login(ctx context.Context, l authn.Login) (api.LoginResult, error) {
 	now := s.now()
 	var dev authn.Device

@@ -5,9 +5,9 @@
 // # What it does
 //
 // A [Service] turns requests into checks from the pure packages (didkey, canonical, authn,
-// binding) and transactions on the store. Every check runs in the order that the wire profile
-// gives for its endpoint, and a failed request changes nothing, except where the profile says
-// otherwise: a consumed login challenge and a counted resolve failure.
+// binding) and transactions on the store. Every check runs in the order that the wire protocol
+// (docs/protocol.md) gives for its endpoint, and a failed request changes nothing, except where the
+// protocol says otherwise: a consumed login challenge and a counted resolve failure.
 //
 // # What it does not do
 //
@@ -31,15 +31,15 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-// Defaults of the limits a daemon flag can change (profile section 8).
+// Defaults of the limits a daemon flag can change (docs/protocol.md §8).
 const (
 	DefaultResolveAddressLimit  = 30  // failed resolves per client address per 10 minutes
 	DefaultRegisterAddressLimit = 600 // new node keys per client address per hour
 	DefaultOnlineWindow         = 600 * time.Second
 	registerWindow              = time.Hour
 
-	// DefaultMaxRevocations bounds the revocation list (profile 10.5). Anyone can make a root
-	// key and sign revocations for it, so the list is a table a stranger can grow; entries are
+	// DefaultMaxRevocations bounds the revocation list (docs/protocol.md §10.5). Anyone can make a
+	// root key and sign revocations for it, so the list is a table a stranger can grow; entries are
 	// never dropped, since dropping one would quietly un-revoke a credential, so when it is
 	// full new revocations get 429 and the daemon's operator must raise the bound. A record is
 	// a few hundred bytes: a million is a few hundred MB at most.
@@ -172,5 +172,5 @@ func (s *Service) listVersion() listVersion {
 }
 
 // now is the registry's clock truncated to whole seconds: every time comparison of the
-// profile uses it.
+// protocol uses it.
 func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Second) }

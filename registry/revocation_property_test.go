@@ -18,8 +18,8 @@ import (
 )
 
 // TestRevocationProperty: after a revocation, no sequence of requests with the revoked
-// credential logs in, authorizes, or leaves a binding it made active (profile 10.5). Random
-// interleavings of logins, handshakes cut at any step, unbinds, revocations of device and
+// credential logs in, authorizes, or leaves a binding it made active (docs/protocol.md §10.5).
+// Random interleavings of logins, handshakes cut at any step, unbinds, revocations of device and
 // authorization ids, and time passing run against the service; after every step the store
 // holds no bearer session of a revoked credential and no binding that a revoked credential
 // made, and every login or authorize with one was refused with its code.

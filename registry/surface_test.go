@@ -15,7 +15,7 @@ import (
 type endpoint struct{ method, path string }
 
 // implemented lists every endpoint the description marks Implemented or Not yet wired, plus
-// the operator reject of the profile; "{id}" is replaced by an existing session id.
+// the operator reject of the protocol; "{id}" is replaced by an existing session id.
 var implemented = []endpoint{
 	{"GET", "/health"},
 	{"GET", "/nodes"},

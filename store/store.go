@@ -61,7 +61,7 @@ type Store interface {
 	Close() error
 }
 
-// Node is a node record as registered (profile 4.1), keyed by its public key.
+// Node is a node record as registered (docs/protocol.md §4.1), keyed by its public key.
 type Node struct {
 	Key          didkey.PublicKey `json:"key"`
 	DID          string           `json:"did"` // the spelling last registered
@@ -75,7 +75,7 @@ type Node struct {
 	LastSeen          time.Time `json:"last_seen"`
 }
 
-// Revocation is a credential revocation as verified and recorded (profile 10.5): the pair
+// Revocation is a credential revocation as verified and recorded (docs/protocol.md §10.5): the pair
 // (OperatorDID, RevocationID) is revoked for good. The signed message and signature are kept
 // so that anyone can verify the record again.
 type Revocation struct {

@@ -265,7 +265,7 @@ func restartKey(i int) didkey.PublicKey {
 }
 
 // shortCollisions finds the nodes among n whose short DID another node below them already
-// has; they register in the 10-hex fallback form, as the profile tells a colliding node to
+// has; they register in the 10-hex fallback form, as the protocol tells a colliding node to
 // (a million keys share about a hundred 8-hex bodies).
 func shortCollisions(n int) map[int]bool {
 	packed := make([]uint64, n)

@@ -102,7 +102,7 @@ func (r *benchRun) register(w *worker, nd *benchNode, i int) error {
 			return nil
 		case code == "409 DID_COLLISION" && attempt == 0:
 			// Another key holds this short body: the node takes its 10-hex form, as the
-			// profile tells a colliding node to.
+			// protocol tells a colliding node to.
 			d, err := didkey.NodeDID(nd.key, didkey.FormFallback)
 			if err != nil {
 				return err

@@ -63,7 +63,7 @@ type Requested struct {
 	DailyLimit  *float64 `json:"daily_limit"`
 }
 
-// ResolveView is what an operator sees for a code (profile 5.4, description 2.5).
+// ResolveView is what an operator sees for a code (docs/protocol.md §5.4, description 2.5).
 type ResolveView struct {
 	BindingSessionID         string    `json:"binding_session_id"`
 	State                    string    `json:"state"`
@@ -131,7 +131,7 @@ type Status struct {
 	NodeDID          string  `json:"node_did"`
 	OperatorDID      *string `json:"operator_did"`
 	ExpiresAt        string  `json:"expires_at"`
-	// Of an ACTIVE session only (profile 10.6): whether its binding is the node's current
+	// Of an ACTIVE session only (docs/protocol.md §10.6): whether its binding is the node's current
 	// one, and once it is not, when and why it ended.
 	Bound     *bool   `json:"bound,omitempty"`
 	UnboundAt *string `json:"unbound_at,omitempty"`

@@ -9,7 +9,7 @@ import (
 )
 
 // object is a JSON object whose fields are read one by one, so that the first missing field
-// or wrong JSON type is reported by name (profile 5, preamble) and nothing is guessed.
+// or wrong JSON type is reported by name (docs/protocol.md §5.0) and nothing is guessed.
 type object struct {
 	name   string // the path of this object in the body, "" at the top
 	fields map[string]json.RawMessage

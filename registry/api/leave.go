@@ -2,7 +2,7 @@ package api
 
 import "github.com/svrp/svrp/authn"
 
-// Leaving and revoking (profile 10.4–10.6).
+// Leaving and revoking (docs/protocol.md §10.4–10.6).
 
 // OKResult is the answer of POST /v1/auth/logout.
 type OKResult struct {

@@ -28,7 +28,7 @@ type RegisterResult struct {
 	Data       NodeView `json:"data"`
 }
 
-// NodeView is a node record as GET /nodes serves it (profile 4.1).
+// NodeView is a node record as GET /nodes serves it (docs/protocol.md §4.1).
 type NodeView struct {
 	DID               string   `json:"did"`
 	PublicKey         string   `json:"public_key"`
@@ -86,7 +86,7 @@ func DecodeHeartbeat(body []byte) (HeartbeatRequest, error) {
 	})
 }
 
-// NodeFilter selects node records (profile 5.1, the query of GET /nodes and /peers).
+// NodeFilter selects node records (docs/protocol.md §5.1, the query of GET /nodes and /peers).
 type NodeFilter struct {
 	// OnlineWithin keeps nodes seen within this long; 0 keeps all, unless OnlineSet.
 	OnlineWithin time.Duration
@@ -98,8 +98,8 @@ type NodeFilter struct {
 	Callable bool
 
 	// OnlineSet applies OnlineWithin even when it is 0: the query named online_within, and
-	// an explicit 0 is the window "now − last_seen ≤ 0" of profile 5.1 (the nodes seen in the
-	// current second), not "no filter".
+	// an explicit 0 is the window "now − last_seen ≤ 0" of docs/protocol.md §5.1 (the nodes seen in
+	// the current second), not "no filter".
 	OnlineSet bool
 }
 

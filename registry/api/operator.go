@@ -18,7 +18,7 @@ type LoginResult struct {
 }
 
 // decodeCredential reads a DeviceCredential object: every field a required string but
-// permissions, an optional array of strings (profile 5.2 step 1).
+// permissions, an optional array of strings (docs/protocol.md §5.2 step 1).
 func decodeCredential(o object) (authn.DeviceCredential, error) {
 	r := reader{o: o}
 	var dc authn.DeviceCredential
@@ -55,7 +55,7 @@ func DecodeLogin(body []byte) (authn.Login, error) {
 	})
 }
 
-// BoundNode is one entry of GET /v1/operator/me/nodes (profile 4.5).
+// BoundNode is one entry of GET /v1/operator/me/nodes (docs/protocol.md §4.5).
 type BoundNode struct {
 	NodeDID string `json:"node_did"`
 	// BindingSessionID is the session that made the binding (ext): the id an unbind names.
@@ -90,7 +90,7 @@ type Amount struct {
 	Meaning string  `json:"meaning"`
 }
 
-// Credits is the credits view (profile 5.3). Its three buckets are never summed.
+// Credits is the credits view (docs/protocol.md §5.3). Its three buckets are never summed.
 type Credits struct {
 	OperatorDID string `json:"operator_did"`
 	Unit        string `json:"unit"`
@@ -101,7 +101,7 @@ type Credits struct {
 	Source      string `json:"source"`
 }
 
-// Evidence is the evidence view (profile 5.3).
+// Evidence is the evidence view (docs/protocol.md §5.3).
 type Evidence struct {
 	OperatorDID string `json:"operator_did"`
 	Count       int    `json:"count"`

@@ -200,7 +200,7 @@ func (c *Client) once(ctx context.Context, req request, raw []byte) ([]byte, err
 	return nil, e
 }
 
-// retrying runs attempt until it succeeds, fails in a way the profile does not retry, the
+// retrying runs attempt until it succeeds, fails in a way the protocol does not retry, the
 // retries are spent, or ctx is done. Sleeps follow the policy's backoff.
 func (c *Client) retrying(ctx context.Context, attempt func() error) error {
 	for n := 0; ; n++ {
@@ -215,7 +215,7 @@ func (c *Client) retrying(ctx context.Context, attempt func() error) error {
 	}
 }
 
-// retryable reports whether the profile lets the client try err again: HTTP 429, 5xx and
+// retryable reports whether the protocol lets the client try err again: HTTP 429, 5xx and
 // network errors. A cancelled or expired ctx is the caller's decision, and a certificate
 // that does not verify will not verify on the next attempt either.
 func retryable(ctx context.Context, err error) bool {

@@ -1,5 +1,5 @@
 // Package client is the reference Go client of an svrp registry: every endpoint of the wire
-// profile (section 5), the client-side behaviour of section 9, and the signing steps of both
+// protocol (docs/protocol.md §5), the client-side behaviour of §9, and the signing steps of both
 // sides of the binding handshake, so that no caller rebuilds canonical bytes by hand.
 //
 // It imports the wire types (registry/api) and the protocol codes (proto), never the server

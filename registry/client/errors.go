@@ -46,7 +46,7 @@ func (e *Error) Is(target error) bool {
 	return ok && t.ErrorCode == e.ErrorCode && (t.Status == 0 || t.Status == e.Status)
 }
 
-// Temporary reports whether the profile lets a client try again: HTTP 429 and 5xx.
+// Temporary reports whether the protocol lets a client try again: HTTP 429 and 5xx.
 func (e *Error) Temporary() bool {
 	return e.Status == http.StatusTooManyRequests || e.Status >= 500
 }

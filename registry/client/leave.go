@@ -11,7 +11,7 @@ import (
 	"github.com/svrp/svrp/registry/api"
 )
 
-// Leaving and revoking (profile 10.4–10.6).
+// Leaving and revoking (docs/protocol.md §10.4–10.6).
 
 // Logout sends POST /v1/auth/logout: the session of token ends, and the token gets
 // NO_SESSION from then on.

@@ -133,7 +133,7 @@ func (o Operator) String() string { return "svrp operator " + o.DID }
 func (o Operator) GoString() string { return o.String() }
 
 // Login logs an operator in: a fresh challenge, signed by the device key (message 1), sent with
-// the credential. On a failure that the profile retries, the whole login is retried with a new
+// the credential. On a failure that the protocol retries, the whole login is retried with a new
 // challenge, since the registry consumes a challenge even when the login fails.
 func (c *Client) Login(ctx context.Context, deviceKey ed25519.PrivateKey, dc authn.DeviceCredential) (*Operator, error) {
 	pub, err := publicKey(deviceKey)

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Retry defaults of profile section 9.
+// Retry defaults of docs/protocol.md §9.
 const (
 	DefaultRetries      = 2
 	DefaultBackoffBase  = 250 * time.Millisecond

@@ -38,8 +38,8 @@
 //	           Apply(NodeReject)                                                       → REJECTED_BY_NODE
 //
 // Operator reject and cancel are Apply(OperatorReject) and Apply(Cancel) once the registry has
-// checked the caller. Leaving (profile 10.5, 10.6) does not move a state: [Unbind] marks an
-// ACTIVE session's binding ended, [Supersede] marks the one a newer activation replaces,
+// checked the caller. Leaving (docs/protocol.md §10.5, §10.6) does not move a state: [Unbind] marks
+// an ACTIVE session's binding ended, [Supersede] marks the one a newer activation replaces,
 // [CheckRevoked] refuses revoked credentials at authorize and accept, and [BindingRevoked]
 // finds the bindings a revocation ends. [RepairAtStart] returns a session left VERIFYING by a stopped process to
 // PENDING_NODE_ACCEPTANCE.

@@ -18,7 +18,8 @@ import (
 	"github.com/svrp/svrp/registry/client"
 )
 
-// Leaving and revoking: operator logout, revoke and unbind, node unbind (profile 10.4–10.6).
+// Leaving and revoking: operator logout, revoke and unbind, node unbind (docs/protocol.md
+// §10.4–10.6).
 
 func runOperatorLogout(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cmdflag.New("operator logout", stderr)

@@ -123,6 +123,8 @@ func buildHTTPFixture() (*httpFixture, error) {
 		// The fuzzer sends many failing resolves from one address; the limit is not what
 		// this target is about.
 		ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30, RevokeAddressLimit: 1 << 30,
+		ResolveOperatorLimit: 1 << 30, ResolveGlobalLimit: 1 << 30, InitiateAddressLimit: 1 << 30,
+		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30,
 	})
 	if err != nil {
 		return nil, err

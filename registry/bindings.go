@@ -23,8 +23,9 @@ func errSessionNotFound() error {
 	return proto.New(proto.NotFound, "no binding session with this id")
 }
 
-// Initiate opens a binding session from a node's signed description (docs/protocol.md §5.4).
-func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest) (api.InitiateResult, error) {
+// Initiate opens a binding session from a node's signed description (docs/protocol.md §5.4). addr is
+// the client address (limits.go): its initiates are counted per initiateWindow.
+func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, addr string) (api.InitiateResult, error) {
 	now := s.now()
 	key, err := binding.ValidateInitiate(req, s.prefix, now)
 	if err != nil {
@@ -39,28 +40,54 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest) (ap
 		return api.InitiateResult{}, err
 	}
 	sess := binding.NewSession(req, key, binding.HashSecret(code), binding.HashSecret(token), now)
+	// The global cap is held in memory: a slot is taken before the write and given back if
+	// the write does not happen, so concurrent initiates cannot overshoot it.
+	if !s.openSessions.reserve(sess.ID, sess.ExpiresAt, s.limits.MaxOpenBindingSessions, now) {
+		s.capReached(&s.warnSessions, "open binding sessions", s.limits.MaxOpenBindingSessions)
+		return api.InitiateResult{}, proto.New(proto.RateLimited, "the registry holds too many open binding sessions; try again later")
+	}
+	addrKey := "initiate-addr/" + addr
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.Session(req.BindingSessionID); err == nil {
+		if used, err := tx.SessionIDUsed(req.BindingSessionID); err != nil {
+			return err
+		} else if used {
 			return proto.New(proto.SessionExists, "this binding_session_id was already used")
-		} else if !errors.Is(err, store.ErrNotFound) {
+		}
+		byAddr, err := tx.Counter(addrKey)
+		if err != nil {
 			return err
 		}
-		mine, err := tx.SessionsByNode(key)
+		if byAddr.Blocked(now, s.limits.InitiateAddressLimit, initiateWindow) {
+			return proto.New(proto.RateLimited, "too many binding initiates from this address; wait and try again")
+		}
+		// The index holds only sessions not stored as terminal, at most
+		// MaxOpenSessionsPerNode of them plus those expired since the key's last initiate,
+		// which are stored as EXPIRED here and so leave it: the key's history is never read.
+		mine, err := tx.OpenSessionsByNode(key)
 		if err != nil {
 			return err
 		}
 		open := 0
 		for _, m := range mine {
-			if !binding.ExpireIfDue(m, now).State.Terminal() {
+			next := binding.ExpireIfDue(m, now)
+			if !next.State.Terminal() {
 				open++
+				continue
+			}
+			if err := tx.PutSession(next); err != nil {
+				return err
 			}
 		}
 		if open >= binding.MaxOpenSessionsPerNode {
 			return proto.New(proto.RateLimited, "this node has too many open binding sessions; cancel one or let it expire")
 		}
+		if err := tx.PutCounter(addrKey, byAddr.Fail(now, initiateWindow)); err != nil {
+			return err
+		}
 		return tx.PutSession(sess)
 	})
 	if err != nil {
+		s.openSessions.remove(sess.ID)
 		return api.InitiateResult{}, err
 	}
 	s.log.Info("binding initiated", "binding_session_id", sess.ID, "node_did", req.NodeDID)
@@ -81,23 +108,34 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 	// Look up by hash, never by string, so the time a failure takes says nothing about
 	// whether the code ever existed.
 	h := binding.HashSecret(presented)
-	codeKey := "resolve-code/" + hex.EncodeToString(h[:])
-	addrKey := "resolve-addr/" + addr
+	// Failures are counted per code, per client address, per operator and over all
+	// clients (limits.go): a guesser gains nothing from many addresses or many sessions.
+	budgets := []struct {
+		key   string
+		limit int
+	}{
+		{"resolve-code/" + hex.EncodeToString(h[:]), binding.ResolveFailureLimit},
+		{"resolve-addr/" + addr, s.resolveAddressLimit},
+		{"resolve-op/" + operatorDID, s.limits.ResolveOperatorLimit},
+		{"resolve-all", s.limits.ResolveGlobalLimit},
+	}
+	codeKey := budgets[0].key
 	now := s.now()
 	var view api.ResolveView
 	var outcome error
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		outcome = nil
-		byCode, err := tx.Counter(codeKey)
-		if err != nil {
-			return err
+		counters := make([]binding.Counter, len(budgets))
+		blocked := false
+		for i, b := range budgets {
+			c, err := tx.Counter(b.key)
+			if err != nil {
+				return err
+			}
+			counters[i] = c
+			blocked = blocked || c.Blocked(now, b.limit, binding.ResolveWindow)
 		}
-		byAddr, err := tx.Counter(addrKey)
-		if err != nil {
-			return err
-		}
-		if byCode.Blocked(now, binding.ResolveFailureLimit, binding.ResolveWindow) ||
-			byAddr.Blocked(now, s.resolveAddressLimit, binding.ResolveWindow) {
+		if blocked {
 			outcome = proto.New(proto.RateLimited, "too many failed resolves; wait and try again")
 			return nil
 		}
@@ -111,10 +149,12 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 		}
 		if !found || err != nil {
 			outcome = errCodeNotFound
-			if err := tx.PutCounter(codeKey, byCode.Fail(now, binding.ResolveWindow)); err != nil {
-				return err
+			for i, b := range budgets {
+				if err := tx.PutCounter(b.key, counters[i].Fail(now, binding.ResolveWindow)); err != nil {
+					return err
+				}
 			}
-			return tx.PutCounter(addrKey, byAddr.Fail(now, binding.ResolveWindow))
+			return nil
 		}
 		next.OperatorDID = operatorDID
 		view = resolveView(next)
@@ -202,6 +242,9 @@ func (s *Service) transition(ctx context.Context, id string, change func(store.T
 	})
 	if err != nil {
 		return api.StateResult{}, err
+	}
+	if st, _ := binding.ParseState(out.State); st.Terminal() {
+		s.openSessions.remove(out.BindingSessionID)
 	}
 	s.log.Info("binding moved", "binding_session_id", out.BindingSessionID, "state", out.State)
 	return out, nil
@@ -311,7 +354,7 @@ func (s *Service) Pending(ctx context.Context, req api.PendingRequest) (api.Pend
 	}
 	out := api.PendingResult{Pending: []api.PendingAuthorization{}}
 	err = s.store.View(ctx, func(tx store.Tx) error {
-		mine, err := tx.SessionsByNode(key)
+		mine, err := tx.OpenSessionsByNode(key)
 		if err != nil {
 			return err
 		}
@@ -374,6 +417,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 	if err != nil {
 		return api.AcceptResult{}, err
 	}
+	s.openSessions.remove(id)
 	s.log.Info("binding active", "binding_session_id", id, "node_did", out.Binding.NodeDID, "operator_did", out.Binding.OperatorDID)
 	return out, nil
 }
@@ -421,6 +465,7 @@ func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Accep
 	if err != nil {
 		return api.StateResult{}, err
 	}
+	s.openSessions.remove(id)
 	s.log.Info("binding rejected by node", "binding_session_id", id)
 	return out, nil
 }

@@ -286,13 +286,21 @@ func (t recordingTx) PutSession(s binding.Session) error {
 	t.r.record("PutSession(%+v)", s)
 	return t.tx.PutSession(s)
 }
+func (t recordingTx) DeleteSession(id string) error {
+	t.r.record("DeleteSession(%q)", id)
+	return t.tx.DeleteSession(id)
+}
+func (t recordingTx) SessionIDUsed(id string) (bool, error) {
+	t.r.record("SessionIDUsed(%q)", id)
+	return t.tx.SessionIDUsed(id)
+}
 func (t recordingTx) SessionIDBySecret(h [32]byte) (string, error) {
 	t.r.record("SessionIDBySecret(%x)", h)
 	return t.tx.SessionIDBySecret(h)
 }
-func (t recordingTx) SessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
-	t.r.record("SessionsByNode(%s)", k.Hex())
-	return t.tx.SessionsByNode(k)
+func (t recordingTx) OpenSessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
+	t.r.record("OpenSessionsByNode(%s)", k.Hex())
+	return t.tx.OpenSessionsByNode(k)
 }
 func (t recordingTx) EachSession(fn func(binding.Session) error) error {
 	t.r.record("EachSession")

@@ -205,7 +205,7 @@ func TestExhaustionInitiateHeap(t *testing.T) {
 	n := newNode(t, "node")
 	ctx := context.Background()
 	for i := range binding.MaxOpenSessionsPerNode {
-		if _, err := svc.Initiate(ctx, n.initiate(t, fmt.Sprintf("bs-%02d", i), c.Now(), nil, nil)); err != nil {
+		if _, err := svc.Initiate(ctx, n.initiate(t, fmt.Sprintf("bs-%02d", i), c.Now(), nil, nil), "192.0.2.1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,7 +218,7 @@ func TestExhaustionInitiateHeap(t *testing.T) {
 	}
 	before := liveHeap()
 	for i, req := range reqs {
-		if _, err := svc.Initiate(ctx, req); proto.CodeOf(err) != proto.RateLimited {
+		if _, err := svc.Initiate(ctx, req, "192.0.2.1"); proto.CodeOf(err) != proto.RateLimited {
 			t.Fatalf("initiate %d: %v", i, err)
 		}
 	}

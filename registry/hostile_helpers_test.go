@@ -100,7 +100,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 			}
 		}
 		for k := range keys {
-			mine, err := tx.SessionsByNode(k)
+			mine, err := tx.OpenSessionsByNode(k)
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -260,16 +259,6 @@ func body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// clientAddr is the address per-address limits count against: the peer's IP. A proxy in
-// front of the registry makes every client one address.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // handle answers a request with a JSON body: it reads the body and decodes it with dec,
 // before any other check (docs/protocol.md §5.0), then runs use and replies with its result or
 // its error.
@@ -382,7 +371,7 @@ func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	handle(h, w, r, api.DecodeRegister, func(ctx context.Context, req api.RegisterRequest) (api.RegisterResult, error) {
-		return h.s.Register(ctx, req, clientAddr(r))
+		return h.s.Register(ctx, req, h.s.clientAddr(r))
 	})
 }
 
@@ -401,7 +390,9 @@ func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ httprouter
 }
 
 func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	handle(h, w, r, api.DecodeLogin, h.s.Login)
+	handle(h, w, r, api.DecodeLogin, func(ctx context.Context, l authn.Login) (api.LoginResult, error) {
+		return h.s.Login(ctx, l, h.s.clientAddr(r))
+	})
 }
 
 func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -416,7 +407,7 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 
 func (h *handler) revoke(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	handle(h, w, r, api.DecodeRevocation, func(ctx context.Context, rev authn.SignedRevocation) (api.RevokeResult, error) {
-		return h.s.Revoke(ctx, rev, clientAddr(r))
+		return h.s.Revoke(ctx, rev, h.s.clientAddr(r))
 	})
 }
 
@@ -465,14 +456,16 @@ func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ httprouter.
 func (h *handler) bindingsPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	switch p.ByName("name") {
 	case "initiate":
-		handle(h, w, r, api.DecodeInitiate, h.s.Initiate)
+		handle(h, w, r, api.DecodeInitiate, func(ctx context.Context, req binding.InitiateRequest) (api.InitiateResult, error) {
+			return h.s.Initiate(ctx, req, h.s.clientAddr(r))
+		})
 	case "resolve":
 		handle(h, w, r, api.DecodeResolve, func(ctx context.Context, req api.ResolveRequest) (api.ResolveView, error) {
 			op, err := h.operator(r)
 			if err != nil {
 				return api.ResolveView{}, err
 			}
-			return h.s.Resolve(ctx, op, req, clientAddr(r))
+			return h.s.Resolve(ctx, op, req, h.s.clientAddr(r))
 		})
 	case "authorize":
 		handle(h, w, r, api.DecodeAuthorize, func(ctx context.Context, req api.AuthorizeRequest) (api.StateResult, error) {

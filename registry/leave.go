@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"time"
 
@@ -58,6 +59,7 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 	if err != nil {
 		return api.OKResult{}, err
 	}
+	s.bearers.remove(hex.EncodeToString(h[:]))
 	s.log.Info("operator logged out", "operator_did", op)
 	return api.OKResult{OK: true}, nil
 }

@@ -2,7 +2,11 @@ package registry
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -10,17 +14,27 @@ import (
 )
 
 // Sweep makes durable what time has already decided: non-terminal binding sessions past
-// expires_at become EXPIRED, and bearer sessions and counters whose windows are over are
-// removed. Reads apply expiry on their own, so Sweep only keeps the store tidy; call it
-// periodically (svrpd does, every minute).
+// expires_at become EXPIRED, sessions terminal for binding.MinTerminalRetention are deleted
+// (their ids stay reserved), and bearer sessions and counters whose windows are over are
+// removed. Reads apply expiry on their own, so Sweep only keeps the store tidy and bounded;
+// call it periodically (svrpd does, every minute).
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	var expired []binding.Session
+	var retired []string
 	var deadTokens [][32]byte
 	var deadCounters []string
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		if err := tx.EachSession(func(sess binding.Session) error {
-			if next := binding.ExpireIfDue(sess, now); next.State != sess.State {
+			next := binding.ExpireIfDue(sess, now)
+			due, err := retirable(tx, next, now)
+			if err != nil {
+				return err
+			}
+			switch {
+			case due:
+				retired = append(retired, sess.ID)
+			case next.State != sess.State:
 				expired = append(expired, next)
 			}
 			return nil
@@ -36,14 +50,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return err
 		}
 		return tx.EachCounter(func(key string, c binding.Counter) error {
-			window := binding.ResolveWindow
-			switch {
-			case strings.HasPrefix(key, "register/"):
-				window = registerWindow
-			case strings.HasPrefix(key, revokeCounterPrefix):
-				window = revokeWindow
-			}
-			if now.Sub(c.Start) >= window {
+			if now.Sub(c.Start) >= counterWindow(key) {
 				deadCounters = append(deadCounters, key)
 			}
 			return nil
@@ -55,11 +62,41 @@ func (s *Service) Sweep(ctx context.Context) error {
 	for _, sess := range expired {
 		err := s.store.Update(ctx, func(tx store.Tx) error {
 			cur, err := tx.Session(sess.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
 			if next := binding.ExpireIfDue(cur, now); next.State != cur.State {
 				return tx.PutSession(next)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// Deletions go in batches, so a backlog (a first sweep after an upgrade) neither makes
+	// one huge transaction nor one per session.
+	for batch := range slices.Chunk(retired, sweepBatch) {
+		err := s.store.Update(ctx, func(tx store.Tx) error {
+			for _, id := range batch {
+				cur, err := tx.Session(id)
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if due, err := retirable(tx, binding.ExpireIfDue(cur, now), now); err != nil {
+					return err
+				} else if !due {
+					continue
+				}
+				if err := tx.DeleteSession(id); err != nil {
+					return err
+				}
 			}
 			return nil
 		})
@@ -80,22 +117,71 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 		return nil
 	})
-	if n := len(expired) + len(deadTokens) + len(deadCounters); n > 0 && err == nil {
-		s.log.Debug("sweep", "expired_sessions", len(expired), "ended_bearer_sessions", len(deadTokens), "ended_counters", len(deadCounters))
+	if n := len(expired) + len(retired) + len(deadTokens) + len(deadCounters); n > 0 && err == nil {
+		s.log.Debug("sweep", "expired_sessions", len(expired), "deleted_sessions", len(retired), "ended_bearer_sessions", len(deadTokens), "ended_counters", len(deadCounters))
 	}
 	return err
 }
 
+// retirable reports whether a session may be deleted: it has been terminal for
+// binding.MinTerminalRetention, and it is not the session that made its node's active
+// binding, whose credentials a revocation must still be able to read (profile 10.5). Those
+// are at most one per node key, and become retirable when the binding ends.
+func retirable(tx store.Tx, sess binding.Session, now time.Time) (bool, error) {
+	if !sess.State.Terminal() || now.Before(sess.UpdatedAt.Add(binding.MinTerminalRetention)) {
+		return false, nil
+	}
+	if sess.State != binding.Active {
+		return true, nil
+	}
+	b, err := tx.Binding(sess.NodeKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return b.SessionID != sess.ID, nil
+}
+
+// sweepBatch is how many binding sessions one sweep transaction deletes.
+const sweepBatch = 256
+
+// counterWindow is the window of the counter stored under key, by its prefix.
+func counterWindow(key string) time.Duration {
+	switch {
+	case strings.HasPrefix(key, "register/"):
+		return registerWindow
+	case strings.HasPrefix(key, "initiate-addr/"):
+		return initiateWindow
+	case strings.HasPrefix(key, revokeCounterPrefix):
+		return revokeWindow
+	}
+	return binding.ResolveWindow
+}
+
 // RepairAtStart returns every session found VERIFYING to PENDING_NODE_ACCEPTANCE: VERIFYING
-// is held only inside one accept, so a session left in it was cut off by a stop. Call it
+// is held only inside one accept, so a session left in it was cut off by a stop. It also
+// counts the open binding sessions and live bearer sessions for the global caps. Call it
 // once, before serving.
 func (s *Service) RepairAtStart(ctx context.Context) (int, error) {
 	now := s.now()
 	var stuck []string
 	err := s.store.View(ctx, func(tx store.Tx) error {
-		return tx.EachSession(func(sess binding.Session) error {
+		if err := tx.EachSession(func(sess binding.Session) error {
 			if sess.State == binding.Verifying {
 				stuck = append(stuck, sess.ID)
+			}
+			if !binding.ExpireIfDue(sess, now).State.Terminal() {
+				s.openSessions.add(sess.ID, sess.ExpiresAt)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.EachOperatorSession(func(h [32]byte, sess authn.Session) error {
+			if sess.Check(now) == nil {
+				s.bearers.add(hex.EncodeToString(h[:]), sess.ExpiresAt)
 			}
 			return nil
 		})

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"time"
@@ -23,15 +24,36 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 	return api.ChallengeResult{Challenge: c, ExpiresIn: int(authn.ChallengeTTL / time.Second)}, nil
 }
 
-// Login verifies a device login (docs/protocol.md §5.2) and opens a one-hour bearer session.
-func (s *Service) Login(ctx context.Context, l authn.Login) (api.LoginResult, error) {
+// Login verifies a device login (docs/protocol.md §5.2) and opens a one-hour bearer session. addr is
+// the client address: failed logins are counted per address and per operator DID, and the
+// attempts of one address per challenge lifetime are bounded, so that no one party can fill
+// the used-challenge set (limits.go).
+func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.LoginResult, error) {
 	now := s.now()
+	did := l.DeviceCredential.OperatorDID
+	pair := did + "\x00" + addr
+	switch {
+	case s.loginFailAddr.count(addr, now) >= s.limits.LoginFailureAddressLimit:
+		return api.LoginResult{}, proto.New(proto.RateLimited, "too many failed logins from this address; wait and try again")
+	case s.loginFailDID.count(did, now) >= s.limits.LoginFailureOperatorLimit && s.loginFailPair.count(pair, now) > 0:
+		return api.LoginResult{}, proto.New(proto.RateLimited, "too many failed logins for this operator; wait and try again")
+	case s.bearers.live(now) >= s.limits.MaxBearerSessions:
+		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
+		return api.LoginResult{}, proto.New(proto.RateLimited, "the registry holds too many sessions; try again later")
+	case !s.loginAttempts.takeBelow(addr, loginAttemptsPerAddress, now):
+		return api.LoginResult{}, proto.New(proto.RateLimited, "too many logins from this address; wait and try again")
+	}
 	var dev authn.Device
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
 		dev, err = authn.VerifyLogin(l, s.prefix, now, s.challenges, revocations(tx))
 		return err
 	})
 	if err != nil {
+		if proto.CodeOf(err) != proto.Internal {
+			s.loginFailAddr.add(addr, now)
+			s.loginFailDID.add(did, now)
+			s.loginFailPair.add(pair, now)
+		}
 		return api.LoginResult{}, err
 	}
 	token, hash, err := authn.NewToken(s.rand)
@@ -40,6 +62,11 @@ func (s *Service) Login(ctx context.Context, l authn.Login) (api.LoginResult, er
 	}
 	sess := authn.NewSession(dev.OperatorDID.String(), now)
 	sess.RevocationID = dev.Credential.RevocationID
+	id := hex.EncodeToString(hash[:])
+	if !s.bearers.reserve(id, sess.ExpiresAt, s.limits.MaxBearerSessions, now) {
+		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
+		return api.LoginResult{}, proto.New(proto.RateLimited, "the registry holds too many sessions; try again later")
+	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		// A revocation may have landed since the check above; the session must not outlive
 		// it, so the check is made again where the session is written.
@@ -49,6 +76,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login) (api.LoginResult, er
 		return tx.PutOperatorSession(hash, sess)
 	})
 	if err != nil {
+		s.bearers.remove(id)
 		return api.LoginResult{}, err
 	}
 	s.log.Info("operator logged in", "operator_did", sess.OperatorDID)

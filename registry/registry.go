@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +84,18 @@ type Config struct {
 	// RevokeAddressLimit is the number of new revocations a client address may record per
 	// hour; default DefaultRevokeAddressLimit.
 	RevokeAddressLimit int
+
+	// The bounds of limits.go that a daemon may change; zero takes the default.
+	InitiateAddressLimit      int // DefaultInitiateAddressLimit
+	MaxOpenBindingSessions    int // DefaultMaxOpenBindingSessions
+	MaxBearerSessions         int // DefaultMaxBearerSessions
+	LoginFailureAddressLimit  int // DefaultLoginFailureAddressLimit
+	LoginFailureOperatorLimit int // DefaultLoginFailureOperatorLimit
+	ResolveOperatorLimit      int // DefaultResolveOperatorLimit
+	ResolveGlobalLimit        int // DefaultResolveGlobalLimit
+	// TrustedProxies are the peers whose X-Forwarded-For or Forwarded header names the
+	// client; for any other peer those headers are ignored. Empty trusts none.
+	TrustedProxies []netip.Prefix
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -97,6 +111,19 @@ type Service struct {
 	registerLimit       int
 	maxRevocations      int
 	revokeAddressLimit  int
+	limits              Config // the limits.go bounds, defaults applied
+	trustedProxies      []netip.Prefix
+
+	// In-memory state of the global caps and login budgets (limits.go). The open binding
+	// sessions are loaded by RepairAtStart; bearer sessions likewise.
+	openSessions  *expirySet
+	bearers       *expirySet
+	loginAttempts *windowCounts // per client address, per challenge lifetime
+	loginFailAddr *windowCounts // per client address
+	loginFailDID  *windowCounts // per operator DID
+	loginFailPair *windowCounts // per operator DID and client address
+	warnSessions  rareWarning
+	warnBearers   rareWarning
 
 	// registrations and touches count the node table's changes, so that a cached listing is
 	// rebuilt only when the table changed (see listCache).
@@ -122,6 +149,30 @@ func New(cfg Config) (*Service, error) {
 		registerLimit:       cfg.RegisterAddressLimit,
 		maxRevocations:      cfg.MaxRevocations,
 		revokeAddressLimit:  cfg.RevokeAddressLimit,
+		limits:              cfg,
+		trustedProxies:      slices.Clone(cfg.TrustedProxies),
+		openSessions:        newExpirySet(),
+		bearers:             newExpirySet(),
+		loginAttempts:       newWindowCounts(authn.ChallengeTTL),
+		loginFailAddr:       newWindowCounts(loginWindow),
+		loginFailDID:        newWindowCounts(loginWindow),
+		loginFailPair:       newWindowCounts(loginWindow),
+	}
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{
+		{&s.limits.InitiateAddressLimit, DefaultInitiateAddressLimit},
+		{&s.limits.MaxOpenBindingSessions, DefaultMaxOpenBindingSessions},
+		{&s.limits.MaxBearerSessions, DefaultMaxBearerSessions},
+		{&s.limits.LoginFailureAddressLimit, DefaultLoginFailureAddressLimit},
+		{&s.limits.LoginFailureOperatorLimit, DefaultLoginFailureOperatorLimit},
+		{&s.limits.ResolveOperatorLimit, DefaultResolveOperatorLimit},
+		{&s.limits.ResolveGlobalLimit, DefaultResolveGlobalLimit},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix

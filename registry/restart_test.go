@@ -258,7 +258,8 @@ func TestSweep(t *testing.T) {
 	h.drive(m, op, second, "bs-young", "INITIATED")
 
 	s := h.storeState()
-	if len(s.counters) != 3 || s.bearers != 2 {
+	// register, initiate-addr, and the four resolve budgets: code, address, operator, all.
+	if len(s.counters) != 6 || s.bearers != 2 {
 		t.Fatalf("before sweeping: %+v", s)
 	}
 	if err := h.svc.Sweep(ctx); err != nil {
@@ -320,5 +321,22 @@ func TestSweep(t *testing.T) {
 	h.ok("GET", "/v1/operator/me/nodes", nil, second, &mine)
 	if mine.Count != 1 {
 		t.Fatalf("sweep removed a binding: %+v", mine)
+	}
+
+	// A day after they ended, sessions are deleted and their ids stay reserved; the session
+	// that made the active binding stays with it, for a revocation to read.
+	h.clock.Advance(binding.MinTerminalRetention)
+	if err := h.svc.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s = h.storeState(); !cmp.Equal(s.states, map[string]binding.State{"bs-active": binding.Active}) {
+		t.Fatalf("sessions a day after they ended: %+v", s.states)
+	}
+	h.fails("GET", "/v1/bindings/bs-cancelled/status", nil, "", http.StatusNotFound, "NOT_FOUND")
+	h.fails("POST", "/v1/bindings/initiate", n.initiate(t, "bs-cancelled", h.now(), nil, nil), "", http.StatusConflict, "SESSION_EXISTS")
+	third := op.login(h)
+	h.ok("GET", "/v1/operator/me/nodes", nil, third, &mine)
+	if mine.Count != 1 {
+		t.Fatalf("deleting sessions removed a binding: %+v", mine)
 	}
 }

@@ -35,7 +35,7 @@ func TestRevocationProperty(t *testing.T) {
 		c := &clock{now: epoch}
 		st := store.NewMemory()
 		defer st.Close()
-		svc, err := registry.New(registry.Config{Store: st, Clock: c.Now})
+		svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, InitiateAddressLimit: 1 << 30, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30})
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestRevocationProperty(t *testing.T) {
 			if err != nil {
 				return "", err
 			}
-			res, err := svc.Login(ctx, devices[d].loginRequest(t, ch.Challenge, c.Now()))
+			res, err := svc.Login(ctx, devices[d].loginRequest(t, ch.Challenge, c.Now()), "192.0.2.1")
 			if err == nil {
 				tokens[d] = res.SessionToken
 			}
@@ -133,7 +133,7 @@ func TestRevocationProperty(t *testing.T) {
 				}
 				seq++
 				id := fmt.Sprintf("bs-%d", seq)
-				ini, err := svc.Initiate(ctx, nodes[n].initiate(t, id, c.Now(), num(10), nil))
+				ini, err := svc.Initiate(ctx, nodes[n].initiate(t, id, c.Now(), num(10), nil), "192.0.2.1")
 				if err != nil {
 					return // e.g. too many open sessions for the node
 				}

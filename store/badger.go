@@ -35,7 +35,8 @@ import (
 //	s/<short body>/<node key>     empty; every key with a record, by ShortBody
 //	b/<session id>                binding.Session
 //	h/<secret hash>               session id whose CodeHash or TokenHash this is
-//	k/<node key>/<session id>     empty; the sessions of a node key
+//	k/<node key>/<session id>     empty; the sessions of a node key not stored as terminal
+//	u/<sha256 of session id>      empty; the id of a deleted session, reserved forever
 //	a/<node key>                  binding.Binding, the active binding of the node key
 //	o/<operator did>/<node key>   empty; the active bindings of an operator
 //	t/<token hash>                authn.Session, a bearer session
@@ -58,6 +59,7 @@ const (
 	pSession   = "b/"
 	pSecret    = "h/"
 	pByNode    = "k/"
+	pUsedID    = "u/"
 	pBinding   = "a/"
 	pOperator  = "o/"
 	pOpSession = "t/"
@@ -753,12 +755,69 @@ func (t *badgerTx) PutSession(s binding.Session) error {
 			}
 		}
 	}
-	if !had || old.NodeKey != s.NodeKey {
+	open := !s.State.Terminal()
+	switch {
+	case open && (!had || old.NodeKey != s.NodeKey || old.State.Terminal()):
 		if err := t.setRaw(key(pByNode, s.NodeKey.Hex(), s.ID), nil); err != nil {
+			return err
+		}
+	case !open && had:
+		// Also when old was terminal: a store written before the index held only open
+		// sessions loses a stale entry the first time the session is put again.
+		if err := t.del(key(pByNode, s.NodeKey.Hex(), s.ID)); err != nil {
 			return err
 		}
 	}
 	return t.put(key(pSession, s.ID), s)
+}
+
+func (t *badgerTx) DeleteSession(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	var old binding.Session
+	err := t.get(key(pSession, id), &old)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, h := range secretHashes(old) {
+		hk := key(pSecret, hex.EncodeToString(h[:]))
+		owner, err := t.getRaw(hk)
+		switch {
+		case err == nil && string(owner) == id:
+			if err := t.del(hk); err != nil {
+				return err
+			}
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
+	if err := t.del(key(pByNode, old.NodeKey.Hex(), id)); err != nil {
+		return err
+	}
+	if err := t.setRaw(key(pUsedID, usedIDHash(id)), nil); err != nil {
+		return err
+	}
+	return t.del(key(pSession, id))
+}
+
+func (t *badgerTx) SessionIDUsed(id string) (bool, error) {
+	if err := t.readable(); err != nil {
+		return false, err
+	}
+	for _, k := range [][]byte{key(pSession, id), key(pUsedID, usedIDHash(id))} {
+		_, err := t.getRaw(k)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 func (t *badgerTx) SessionIDBySecret(h [32]byte) (string, error) {
@@ -769,7 +828,7 @@ func (t *badgerTx) SessionIDBySecret(h [32]byte) (string, error) {
 	return string(id), err
 }
 
-func (t *badgerTx) SessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
+func (t *badgerTx) OpenSessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
 	var ids []string
 	if err := t.scan(key(pByNode, k.Hex(), ""), true, func(rest, _ []byte) error {
 		ids = append(ids, string(rest))

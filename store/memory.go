@@ -31,6 +31,7 @@ func NewMemory() Store {
 		opSessions: make(map[[32]byte]authn.Session),
 		counters:   make(map[string]binding.Counter),
 		revoked:    make(map[[2]string]Revocation),
+		usedIDs:    make(map[string]struct{}),
 	}}
 }
 
@@ -56,6 +57,7 @@ type memData struct {
 	opSessions map[[32]byte]authn.Session
 	counters   map[string]binding.Counter
 	revoked    map[[2]string]Revocation
+	usedIDs    map[string]struct{} // usedIDHash of deleted sessions
 }
 
 func (m *memStore) View(ctx context.Context, fn func(Tx) error) error {
@@ -293,11 +295,41 @@ func (t *memTx) PutSession(s binding.Session) error {
 			mapSet(&t.undo, t.d.bySecret, h, s.ID)
 		}
 	}
-	if !had || old.NodeKey != s.NodeKey {
+	if open := !s.State.Terminal(); open {
 		setAdd(&t.undo, t.d.byNode, s.NodeKey, s.ID)
+	} else {
+		setRemove(&t.undo, t.d.byNode, s.NodeKey, s.ID)
 	}
 	mapSet(&t.undo, t.d.sessions, s.ID, cloneSession(s))
 	return nil
+}
+
+func (t *memTx) DeleteSession(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	old, had := t.d.sessions[id]
+	if !had {
+		return nil
+	}
+	for _, h := range secretHashes(old) {
+		if t.d.bySecret[h] == id {
+			mapDelete(&t.undo, t.d.bySecret, h)
+		}
+	}
+	setRemove(&t.undo, t.d.byNode, old.NodeKey, id)
+	mapSet(&t.undo, t.d.usedIDs, usedIDHash(id), struct{}{})
+	mapDelete(&t.undo, t.d.sessions, id)
+	return nil
+}
+
+func (t *memTx) SessionIDUsed(id string) (bool, error) {
+	if err := t.readable(); err != nil {
+		return false, err
+	}
+	_, live := t.d.sessions[id]
+	_, gone := t.d.usedIDs[usedIDHash(id)]
+	return live || gone, nil
 }
 
 func (t *memTx) SessionIDBySecret(h [32]byte) (string, error) {
@@ -311,7 +343,7 @@ func (t *memTx) SessionIDBySecret(h [32]byte) (string, error) {
 	return id, nil
 }
 
-func (t *memTx) SessionsByNode(key didkey.PublicKey) ([]binding.Session, error) {
+func (t *memTx) OpenSessionsByNode(key didkey.PublicKey) ([]binding.Session, error) {
 	if err := t.readable(); err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ type model struct {
 	opSessions map[[32]byte]authn.Session
 	counters   map[string]binding.Counter
 	revoked    map[[2]string]Revocation
+	deleted    map[string]bool // ids of deleted sessions, which stay used
 }
 
 func newModel() *model {
@@ -37,6 +38,7 @@ func newModel() *model {
 		opSessions: map[[32]byte]authn.Session{},
 		counters:   map[string]binding.Counter{},
 		revoked:    map[[2]string]Revocation{},
+		deleted:    map[string]bool{},
 	}
 }
 
@@ -88,11 +90,11 @@ func genLimit(t *rapid.T, label string) *float64 {
 }
 
 func genOp(t *rapid.T) modelOp {
-	switch rapid.IntRange(0, 9).Draw(t, "op") {
-	case 8:
+	switch rapid.IntRange(0, 10).Draw(t, "op") {
+	case 9:
 		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
 		return modelOp{"DeleteBinding", func(tx Tx) error { return tx.DeleteBinding(k) }, func(m *model) { delete(m.bindings, k) }}
-	case 9:
+	case 10:
 		r := Revocation{
 			OperatorDID:  rapid.SampledFrom(modelOperators).Draw(t, "operator"),
 			RevocationID: rapid.SampledFrom(modelRevocationIDs).Draw(t, "revocation_id"),
@@ -145,6 +147,14 @@ func genOp(t *rapid.T) modelOp {
 		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
 		c := binding.Counter{Count: rapid.IntRange(0, 100).Draw(t, "count"), Start: genTime(t, "start")}
 		return modelOp{"PutCounter", func(tx Tx) error { return tx.PutCounter(k, c) }, func(m *model) { m.counters[k] = c }}
+	case 7:
+		id := rapid.SampledFrom(modelSessions).Draw(t, "id")
+		return modelOp{"DeleteSession", func(tx Tx) error { return tx.DeleteSession(id) }, func(m *model) {
+			if _, ok := m.sessions[id]; ok {
+				m.deleted[id] = true
+			}
+			delete(m.sessions, id)
+		}}
 	default:
 		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
 		return modelOp{"DeleteCounter", func(tx Tx) error { return tx.DeleteCounter(k) }, func(m *model) { delete(m.counters, k) }}
@@ -252,6 +262,9 @@ func checkModel(t *rapid.T, s Store, m *model) {
 			s, ok := m.sessions[id]
 			got, err := tx.Session(id)
 			lookup("Session", s, ok, got, err)
+			if used, err := tx.SessionIDUsed(id); err != nil || used != (ok || m.deleted[id]) {
+				t.Fatalf("SessionIDUsed(%s) = %v, %v; want %v", id, used, err, ok || m.deleted[id])
+			}
 			for _, h := range modelHashes(id) {
 				got, err := tx.SessionIDBySecret(h)
 				lookup("SessionIDBySecret", id, ok && h != ([32]byte{}) && (s.CodeHash == h || s.TokenHash == h), got, err)
@@ -260,15 +273,15 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		for _, k := range modelKeys {
 			var want []binding.Session
 			for _, id := range sortedKeys(m.sessions, strings.Compare) {
-				if m.sessions[id].NodeKey == k {
+				if m.sessions[id].NodeKey == k && !m.sessions[id].State.Terminal() {
 					want = append(want, m.sessions[id])
 				}
 			}
-			got, err := tx.SessionsByNode(k)
+			got, err := tx.OpenSessionsByNode(k)
 			if err != nil {
 				return err
 			}
-			modelDiff("SessionsByNode", want, got)
+			modelDiff("OpenSessionsByNode", want, got)
 		}
 		var sessions []binding.Session
 		if err := tx.EachSession(func(s binding.Session) error { sessions = append(sessions, s); return nil }); err != nil {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,6 +36,13 @@ func checkSession(s binding.Session) error {
 		return fmt.Errorf("store: binding session with state %d: %w", uint8(s.State), err)
 	}
 	return nil
+}
+
+// usedIDHash is what a store keeps of a deleted session's id: enough to refuse the id again,
+// in a fixed 64 bytes whatever the id's length.
+func usedIDHash(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(h[:])
 }
 
 // secretHashes returns the hashes of s worth indexing: a zero hash means "no such secret"

@@ -20,9 +20,10 @@
 // registry does all that inside its transactions, where it can read what it is about to
 // change. The store only keeps its indexes in step with the records it is given, so a lookup
 // by DID, short body, secret hash, node key or operator always agrees with the records.
-// Nothing is ever removed except bearer sessions, counters and active bindings (which an
-// unbind or a revocation ends); node records, binding sessions and revocations are replaced,
-// not deleted.
+// Nothing is ever removed except bearer sessions, counters, active bindings (which an unbind
+// or a revocation ends) and binding sessions the registry deletes after their retention
+// (whose ids stay reserved as hashes); node records and revocations are replaced, not
+// deleted.
 //
 // # Implementations
 //
@@ -114,12 +115,19 @@ type Tx interface {
 	// Session returns the binding session with this binding_session_id.
 	Session(id string) (binding.Session, error)
 	// PutSession creates or replaces a binding session and keeps its indexes (secret hashes,
-	// node key) in step.
+	// node key) in step. The node-key index holds only sessions whose stored state is not
+	// terminal, so a key's open sessions are found without reading its history.
 	PutSession(s binding.Session) error
+	// DeleteSession removes a binding session and its index entries, keeping only a hash of
+	// its id so that SessionIDUsed still reports the id as taken; absent is not an error.
+	DeleteSession(id string) error
+	// SessionIDUsed reports whether a session with this id exists or ever existed.
+	SessionIDUsed(id string) (bool, error)
 	// SessionIDBySecret returns the id of the session whose CodeHash or TokenHash is h.
 	SessionIDBySecret(h [32]byte) (string, error)
-	// SessionsByNode returns every session of a node key.
-	SessionsByNode(key didkey.PublicKey) ([]binding.Session, error)
+	// OpenSessionsByNode returns the sessions of a node key whose stored state is not
+	// terminal (one whose expiry has passed but was not yet stored as EXPIRED included).
+	OpenSessionsByNode(key didkey.PublicKey) ([]binding.Session, error)
 	// EachSession calls fn for every binding session until fn returns an error.
 	EachSession(fn func(binding.Session) error) error
 

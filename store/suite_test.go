@@ -41,7 +41,8 @@ func runSuite(t *testing.T, open func(t *testing.T) Store) {
 		{"DIDIndex", testDIDIndex},
 		{"ShortBodyIndex", testShortBodyIndex},
 		{"SecretIndex", testSecretIndex},
-		{"SessionsByNode", testSessionsByNode},
+		{"OpenSessionsByNode", testSessionsByNode},
+		{"DeleteSession", testDeleteSession},
 		{"BindingSupersede", testBindingSupersede},
 		{"DeleteBinding", testDeleteBinding},
 		{"Revocations", testRevocations},
@@ -238,9 +239,9 @@ func testNotFound(t *testing.T, s Store) {
 		if err != nil || len(keys) != 0 {
 			t.Errorf("NodeKeysByShortBody = %v, %v; want empty, nil", keys, err)
 		}
-		ss, err := tx.SessionsByNode(k)
+		ss, err := tx.OpenSessionsByNode(k)
 		if err != nil || len(ss) != 0 {
-			t.Errorf("SessionsByNode = %v, %v; want empty, nil", ss, err)
+			t.Errorf("OpenSessionsByNode = %v, %v; want empty, nil", ss, err)
 		}
 		bs, err := tx.BindingsByOperator("did:svrp:o:0a1b2c3d")
 		if err != nil || len(bs) != 0 {
@@ -411,7 +412,7 @@ func testIsolation(t *testing.T, s Store) {
 		if err := tx.EachSession(func(s binding.Session) error { mutSession(s); return nil }); err != nil {
 			return err
 		}
-		ss, err := tx.SessionsByNode(k)
+		ss, err := tx.OpenSessionsByNode(k)
 		if err != nil {
 			return err
 		}
@@ -595,10 +596,10 @@ func testSessionsByNode(t *testing.T, s Store) {
 	ids := func(k didkey.PublicKey) []string {
 		var out []string
 		view(t, s, func(tx Tx) error {
-			ss, err := tx.SessionsByNode(k)
+			ss, err := tx.OpenSessionsByNode(k)
 			for _, s := range ss {
 				if s.NodeKey != k {
-					t.Errorf("SessionsByNode(%v) returned a session of %v", k, s.NodeKey)
+					t.Errorf("OpenSessionsByNode(%v) returned a session of %v", k, s.NodeKey)
 				}
 				out = append(out, s.ID)
 			}
@@ -606,24 +607,55 @@ func testSessionsByNode(t *testing.T, s Store) {
 		})
 		return out
 	}
-	diff(t, "SessionsByNode(k1)", []string{"s1", "s3"}, ids(k1))
-	diff(t, "SessionsByNode(k2)", []string{"s2"}, ids(k2))
+	diff(t, "OpenSessionsByNode(k1)", []string{"s1", "s3"}, ids(k1))
+	diff(t, "OpenSessionsByNode(k2)", []string{"s2"}, ids(k2))
 
-	// A state change keeps the index; a session put under another key moves.
+	// A session put under another key moves; a terminal state leaves the index, and only
+	// the index: the session itself stays readable.
+	s3 := testSession("s3", k2)
+	update(t, s, func(tx Tx) error { return tx.PutSession(s3) })
+	diff(t, "OpenSessionsByNode(k1) after a move", []string{"s1"}, ids(k1))
+	diff(t, "OpenSessionsByNode(k2) after a move", []string{"s2", "s3"}, ids(k2))
 	s1 := testSession("s1", k1)
 	s1.State = binding.Active
 	update(t, s, func(tx Tx) error { return tx.PutSession(s1) })
-	diff(t, "SessionsByNode(k1) after a state change", []string{"s1", "s3"}, ids(k1))
-	s3 := testSession("s3", k2)
-	update(t, s, func(tx Tx) error { return tx.PutSession(s3) })
-	diff(t, "SessionsByNode(k1) after a move", []string{"s1"}, ids(k1))
-	diff(t, "SessionsByNode(k2) after a move", []string{"s2", "s3"}, ids(k2))
+	diff(t, "OpenSessionsByNode(k1) after a terminal state", []string(nil), ids(k1))
 
 	var all []string
 	view(t, s, func(tx Tx) error {
 		return tx.EachSession(func(s binding.Session) error { all = append(all, s.ID); return nil })
 	})
 	diff(t, "EachSession", []string{"s1", "s2", "s3"}, all)
+}
+
+func testDeleteSession(t *testing.T, s Store) {
+	k := testKey(1)
+	a := testSession("a", k)
+	update(t, s, func(tx Tx) error { return tx.PutSession(a) })
+	used := func(id string) bool {
+		var u bool
+		view(t, s, func(tx Tx) (err error) { u, err = tx.SessionIDUsed(id); return err })
+		return u
+	}
+	if !used("a") || used("b") {
+		t.Fatalf("SessionIDUsed(a, b) = %v, %v; want true, false", used("a"), used("b"))
+	}
+	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteSession("a"), tx.DeleteSession("never")) })
+	view(t, s, func(tx Tx) error {
+		if _, err := tx.Session("a"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Session(deleted) err = %v; want ErrNotFound", err)
+		}
+		if id, err := tx.SessionIDBySecret(a.CodeHash); !errors.Is(err, ErrNotFound) {
+			t.Errorf("SessionIDBySecret(deleted code) = %q, %v; want ErrNotFound", id, err)
+		}
+		if ss, err := tx.OpenSessionsByNode(k); len(ss) != 0 || err != nil {
+			t.Errorf("OpenSessionsByNode after delete = %v, %v; want empty", ss, err)
+		}
+		return nil
+	})
+	if !used("a") || used("never") {
+		t.Errorf("after delete SessionIDUsed(a, never) = %v, %v; want true, false", used("a"), used("never"))
+	}
 }
 
 func testBindingSupersede(t *testing.T, s Store) {
@@ -939,7 +971,7 @@ func snapshot(t *testing.T, s Store, keys []didkey.PublicKey, dids, ops []string
 		for _, k := range keys {
 			add(tx.Node(k))
 			add(tx.NodeKeysByShortBody(k.ShortBody()))
-			add(tx.SessionsByNode(k))
+			add(tx.OpenSessionsByNode(k))
 			add(tx.Binding(k))
 		}
 		for _, d := range dids {
@@ -1079,7 +1111,7 @@ func testMisuse(t *testing.T, s Store) {
 				t.Errorf("write during EachNode: %v, want errWriteInEach", err)
 			}
 			// Reads, including scans, are allowed.
-			_, err := tx.SessionsByNode(n.Key)
+			_, err := tx.OpenSessionsByNode(n.Key)
 			return err
 		})
 	})
@@ -1168,8 +1200,8 @@ func testNoPhantoms(t *testing.T, s Store) {
 		size  func(Tx) (int, error)
 		write func(tx Tx, i int) error
 	}{
-		{"SessionsByNode", func(tx Tx) (int, error) {
-			ss, err := tx.SessionsByNode(k)
+		{"OpenSessionsByNode", func(tx Tx) (int, error) {
+			ss, err := tx.OpenSessionsByNode(k)
 			return len(ss), err
 		}, func(tx Tx, i int) error {
 			return tx.PutSession(testSession(fmt.Sprint("phantom-", i), k))

@@ -1,0 +1,303 @@
+package registry
+
+import (
+	"container/heap"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// windowCounts counts events per key in fixed windows that start at a key's first event, in
+// memory and for at most maxTrackedClients keys: a key met when the table is full shares the
+// overflow key's count. It is for budgets that need not survive a restart (login attempts and
+// failures); budgets that guard a secret's guessing live in the store's counters.
+type windowCounts struct {
+	mu     sync.Mutex
+	window time.Duration
+	m      map[string]windowCount
+}
+
+type windowCount struct {
+	start time.Time
+	n     int
+}
+
+const overflowKey = "\x00overflow"
+
+func newWindowCounts(window time.Duration) *windowCounts {
+	return &windowCounts{window: window, m: make(map[string]windowCount)}
+}
+
+// slot returns the key to count k under at now, dropping ended windows when the table is
+// full. The caller holds mu.
+func (w *windowCounts) slot(k string, now time.Time) string {
+	if _, ok := w.m[k]; ok || len(w.m) < maxTrackedClients {
+		return k
+	}
+	for key, c := range w.m {
+		if !now.Before(c.start.Add(w.window)) {
+			delete(w.m, key)
+		}
+	}
+	if len(w.m) < maxTrackedClients {
+		return k
+	}
+	return overflowKey
+}
+
+// count returns the events of k in its running window.
+func (w *windowCounts) count(k string, now time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.m[k]
+	if !ok {
+		c = w.m[overflowKey]
+		if len(w.m) < maxTrackedClients {
+			return 0
+		}
+	}
+	if !now.Before(c.start.Add(w.window)) {
+		return 0
+	}
+	return c.n
+}
+
+// add counts one event of k at now and returns the count in its window.
+func (w *windowCounts) add(k string, now time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k = w.slot(k, now)
+	c := w.m[k]
+	if c.n == 0 || !now.Before(c.start.Add(w.window)) {
+		c = windowCount{start: now}
+	}
+	c.n++
+	w.m[k] = c
+	return c.n
+}
+
+// takeBelow counts one event of k at now if k has fewer than limit in its window, and
+// reports whether it did.
+func (w *windowCounts) takeBelow(k string, limit int, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k = w.slot(k, now)
+	c := w.m[k]
+	if c.n == 0 || !now.Before(c.start.Add(w.window)) {
+		c = windowCount{start: now}
+	}
+	if c.n >= limit {
+		return false
+	}
+	c.n++
+	w.m[k] = c
+	return true
+}
+
+// expirySet holds the ids of things that end at a known time (open binding sessions, bearer
+// sessions), so that a global cap can count the live ones without reading the store: ids
+// leave it when they end early (remove) or when their time passes.
+type expirySet struct {
+	mu    sync.Mutex
+	m     map[string]time.Time
+	order expiryHeap // may hold ids already removed; compacted when mostly stale
+}
+
+type expiryEntry struct {
+	at time.Time
+	id string
+}
+
+type expiryHeap []expiryEntry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryEntry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+func newExpirySet() *expirySet { return &expirySet{m: make(map[string]time.Time)} }
+
+// forget drops what ended by now. The caller holds mu.
+func (s *expirySet) forget(now time.Time) {
+	for len(s.order) > 0 && !now.Before(s.order[0].at) {
+		e := heap.Pop(&s.order).(expiryEntry)
+		if at, ok := s.m[e.id]; ok && at.Equal(e.at) {
+			delete(s.m, e.id)
+		}
+	}
+}
+
+// reserve adds id, ending at end, unless limit ids are live at now; it reports whether it
+// did.
+func (s *expirySet) reserve(id string, end time.Time, limit int, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget(now)
+	if _, ok := s.m[id]; !ok && len(s.m) >= limit {
+		return false
+	}
+	s.put(id, end)
+	return true
+}
+
+// put adds id, ending at end, whatever the count. The caller holds mu.
+func (s *expirySet) put(id string, end time.Time) {
+	s.m[id] = end
+	heap.Push(&s.order, expiryEntry{at: end, id: id})
+	if len(s.order) > 2*len(s.m)+1024 {
+		s.order = s.order[:0]
+		for id, at := range s.m {
+			s.order = append(s.order, expiryEntry{at: at, id: id})
+		}
+		heap.Init(&s.order)
+	}
+}
+
+// add adds id whatever the count (for what a start finds in the store).
+func (s *expirySet) add(id string, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.put(id, end)
+}
+
+func (s *expirySet) remove(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+}
+
+func (s *expirySet) live(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget(now)
+	return len(s.m)
+}
+
+// rareWarning logs one warning per capWarnEvery at most.
+type rareWarning struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (r *rareWarning) due(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.last.IsZero() && now.Sub(r.last) < capWarnEvery {
+		return false
+	}
+	r.last = now
+	return true
+}
+
+// capReached logs, at most once a minute per cap, that a global cap refused a request.
+func (s *Service) capReached(w *rareWarning, what string, limit int) {
+	if w.due(s.clock()) {
+		s.log.Warn("global cap reached; refusing with RATE_LIMITED", "cap", what, "limit", limit)
+	}
+}
+
+// ClientGroup is the key per-address budgets count against: an IPv4 address as itself, an
+// IPv6 address as its /64 ("2001:db8:1:2::/64"), and an IPv4-mapped IPv6 address as the IPv4
+// address. Anything unparsable is returned as is.
+func ClientGroup(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64)
+	return p.String()
+}
+
+// clientAddr is the client address of r (see limits.go): the TCP peer, or, when the peer is
+// one of the trusted proxies, the nearest address that the proxies report and that is not
+// itself a trusted proxy. X-Forwarded-For is read first, then Forwarded; a peer that is not
+// trusted cannot choose its address with either.
+func (s *Service) clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil || !s.trusted(peer) {
+		return ClientGroup(host)
+	}
+	hops := forwardedFor(r.Header)
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(hops[i])
+		if err != nil {
+			// A hop the proxies wrote that is no address (an obfuscated name): the client
+			// is unknown beyond the last trusted proxy, so count against that proxy.
+			break
+		}
+		if !s.trusted(a) {
+			return ClientGroup(a.String())
+		}
+		peer = a
+	}
+	return ClientGroup(peer.String())
+}
+
+func (s *Service) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range s.trustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedFor returns the client addresses that proxies appended, nearest last: every
+// X-Forwarded-For entry, or when there is none, the for= parameters of Forwarded (RFC 7239),
+// without brackets or ports.
+func forwardedFor(h http.Header) []string {
+	var out []string
+	for _, line := range h.Values("X-Forwarded-For") {
+		for _, part := range strings.Split(line, ",") {
+			out = append(out, strings.TrimSpace(part))
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, line := range h.Values("Forwarded") {
+		for _, elem := range strings.Split(line, ",") {
+			for _, pair := range strings.Split(elem, ";") {
+				name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+				if !ok || !strings.EqualFold(name, "for") {
+					continue
+				}
+				out = append(out, forwardedNode(value))
+			}
+		}
+	}
+	return out
+}
+
+// forwardedNode turns a Forwarded for= value ("192.0.2.1", "\"[2001:db8::1]:4711\"") into
+// an address text.
+func forwardedNode(v string) string {
+	v = strings.Trim(v, `"`)
+	if strings.HasPrefix(v, "[") {
+		if end := strings.Index(v, "]"); end > 0 {
+			return v[1:end]
+		}
+	}
+	if host, _, err := net.SplitHostPort(v); err == nil {
+		return host
+	}
+	return v
+}

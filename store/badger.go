@@ -126,6 +126,10 @@ func OpenBadger(dir string, opts ...Option) (Store, error) {
 		WithNumMemtables(badgerNumMemtables).
 		WithBlockCacheSize(badgerBlockCacheSize).
 		WithValueLogFileSize(badgerValueLogFileSize).
+		WithNumLevelZeroTables(badgerL0Tables).
+		WithNumLevelZeroTablesStall(badgerL0TablesStall).
+		// The store compacts on demand (badger_compact.go) instead of by polling.
+		WithNumCompactors(0).
 		// A restart reads every node record; compacting level 0 at close hands it a settled
 		// tree instead of a stack of overlapping tables to merge.
 		WithCompactL0OnClose(true)
@@ -140,8 +144,13 @@ func OpenBadger(dir string, opts ...Option) (Store, error) {
 		db.Close()
 		return nil, err
 	}
-	b := &badgerStore{db: db, updates: make(chan *pendingUpdate, updateQueue), stopped: make(chan struct{})}
+	b := &badgerStore{
+		db: db, updates: make(chan *pendingUpdate, updateQueue), stopped: make(chan struct{}),
+		wake: make(chan struct{}, 1), stopCompact: make(chan struct{}), compacted: make(chan struct{}),
+	}
 	go b.commitLoop()
+	go b.compactLoop(cfg.logger)
+	b.wakeCompactor() // level 0 may hold what the last run left
 	return b, nil
 }
 
@@ -192,6 +201,11 @@ type badgerStore struct {
 	// and both add one.
 	updates chan *pendingUpdate
 	stopped chan struct{}
+	// The on-demand compactor (badger_compact.go): commits send on wake; Close closes
+	// stopCompact and waits for compacted.
+	wake        chan struct{}
+	stopCompact chan struct{}
+	compacted   chan struct{}
 }
 
 // pendingUpdate is one Update waiting for its function to run and its group to commit.
@@ -299,6 +313,7 @@ func (b *badgerStore) commitLoop() {
 		}
 		gather.Stop()
 		busy = len(group) > 1
+		b.wakeCompactor()
 		b.commitGroup(group)
 	}
 }
@@ -379,6 +394,8 @@ func (b *badgerStore) Close() error {
 	close(b.updates)
 	b.closing.Unlock()
 	<-b.stopped
+	close(b.stopCompact)
+	<-b.compacted
 	return b.db.Close()
 }
 

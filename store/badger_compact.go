@@ -1,0 +1,60 @@
+package store
+
+import "log/slog"
+
+// Badger's compactors are goroutines that each wake every 50 ms to look for work, whether or
+// not anything was written: four of them cost an idle daemon about 1 % of a core. The store
+// opens Badger with none and compacts when writes give it reason to, from one goroutine
+// that sleeps until a commit wakes it. An idle store therefore does no compaction work at
+// all, and a written one compacts as Badger's own level-0 compactor would: when level 0
+// holds more tables than badgerL0Tables. Level 0 stalls writes only at
+// badgerL0TablesStall tables, and every commit wakes the compactor first, so it runs long
+// before a stall and a stalled write cannot wait on a compactor that is asleep.
+const (
+	badgerL0Tables      = 5  // Badger's default NumLevelZeroTables
+	badgerL0TablesStall = 15 // Badger's default NumLevelZeroTablesStall
+)
+
+// wakeCompactor tells the compactor that a write is coming; it never blocks.
+func (b *badgerStore) wakeCompactor() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// compactLoop compacts whenever woken and level 0 needs it, until stop is closed.
+func (b *badgerStore) compactLoop(log *slog.Logger) {
+	defer close(b.compacted)
+	for {
+		select {
+		case <-b.stopCompact:
+			return
+		case <-b.wake:
+		}
+		for b.needsCompaction() {
+			// Flatten compacts level by level until one level holds everything; with one
+			// worker it is what a single compactor does, run on demand.
+			if err := b.db.Flatten(1); err != nil {
+				if log != nil {
+					log.Warn("badger compaction failed", "err", err)
+				}
+				break
+			}
+			select {
+			case <-b.stopCompact:
+				return
+			default:
+			}
+		}
+	}
+}
+
+func (b *badgerStore) needsCompaction() bool {
+	for _, l := range b.db.Levels() {
+		if l.Level == 0 && l.NumTables > badgerL0Tables {
+			return true
+		}
+	}
+	return false
+}

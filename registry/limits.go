@@ -46,14 +46,14 @@ const (
 	DefaultLoginFailureOperatorLimit = 60
 	loginWindow                      = 10 * time.Minute
 
-	// loginAttemptsPerAddress bounds the login attempts (successful or not) one client
+	// DefaultLoginAddressLimit bounds the login attempts (successful or not) one client
 	// address may make per challenge lifetime (authn.ChallengeTTL, 300 s). Every attempt that
 	// reaches the challenge check consumes a challenge, and consumed challenges are kept for
 	// their lifetime in a set of authn.DefaultMaxUsedChallenges (about a million) entries: so
 	// one address holds at most this many entries of it, and filling it takes some 4,000
 	// addresses logging in at full rate (30,000 if they fail, which the failure limit stops
 	// sooner). 256 logins in five minutes is far more than an operator's devices make.
-	loginAttemptsPerAddress = 256
+	DefaultLoginAddressLimit = 256
 
 	// DefaultResolveOperatorLimit is the number of failed resolves one operator DID (all its
 	// bearer sessions together) may make per binding.ResolveWindow: the per-address budget

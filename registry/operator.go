@@ -40,7 +40,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	case s.bearers.live(now) >= s.limits.MaxBearerSessions:
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
 		return api.LoginResult{}, proto.New(proto.RateLimited, "the registry holds too many sessions; try again later")
-	case !s.loginAttempts.takeBelow(addr, loginAttemptsPerAddress, now):
+	case !s.loginAttempts.takeBelow(addr, s.limits.LoginAddressLimit, now):
 		return api.LoginResult{}, proto.New(proto.RateLimited, "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device

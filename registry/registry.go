@@ -89,6 +89,7 @@ type Config struct {
 	InitiateAddressLimit      int // DefaultInitiateAddressLimit
 	MaxOpenBindingSessions    int // DefaultMaxOpenBindingSessions
 	MaxBearerSessions         int // DefaultMaxBearerSessions
+	LoginAddressLimit         int // DefaultLoginAddressLimit
 	LoginFailureAddressLimit  int // DefaultLoginFailureAddressLimit
 	LoginFailureOperatorLimit int // DefaultLoginFailureOperatorLimit
 	ResolveOperatorLimit      int // DefaultResolveOperatorLimit
@@ -165,6 +166,7 @@ func New(cfg Config) (*Service, error) {
 		{&s.limits.InitiateAddressLimit, DefaultInitiateAddressLimit},
 		{&s.limits.MaxOpenBindingSessions, DefaultMaxOpenBindingSessions},
 		{&s.limits.MaxBearerSessions, DefaultMaxBearerSessions},
+		{&s.limits.LoginAddressLimit, DefaultLoginAddressLimit},
 		{&s.limits.LoginFailureAddressLimit, DefaultLoginFailureAddressLimit},
 		{&s.limits.LoginFailureOperatorLimit, DefaultLoginFailureOperatorLimit},
 		{&s.limits.ResolveOperatorLimit, DefaultResolveOperatorLimit},

@@ -400,14 +400,24 @@ func loopbackHost(h string) bool {
 }
 
 // benchServeConfig is svrpd serve's configuration for an in-process registry: a free
-// loopback port, and limits raised so that setup can register every node from one address.
+// loopback port, and limits raised so that setup can register every node, and the load can
+// log in and bind, from one address.
 func benchServeConfig(memory bool, dataDir, prefix, logLevel string) daemon.Config {
+	const unbounded = 1 << 30
 	return daemon.Config{
 		Listen: "127.0.0.1:0", DataDir: dataDir, Memory: memory, Prefix: prefix,
-		ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30,
+		ResolveAddressLimit: unbounded, RegisterAddressLimit: unbounded,
+		InitiateAddressLimit: unbounded, MaxBindingSessions: unbounded, MaxBearerSessions: unbounded,
+		LoginAddressLimit: unbounded, LoginFailureAddressLimit: unbounded, LoginFailureOperatorLimit: unbounded,
+		ResolveOperatorLimit: unbounded, ResolveGlobalLimit: unbounded,
+		MaxConnections: DefaultBenchMaxConnections, MaxConnectionsPerAddress: DefaultBenchMaxConnections,
 		SweepEvery: time.Minute, LogLevel: logLevel, LogFormat: "text",
 	}
 }
+
+// DefaultBenchMaxConnections is the connection cap of a registry the bench starts: all of
+// the bench's clients share one address.
+const DefaultBenchMaxConnections = 1 << 16
 
 // startSelf runs serve in this process until the returned target's stop is called.
 func startSelf(ctx context.Context, memory bool, prefix, logLevel string, stderr io.Writer) (*benchTarget, error) {

@@ -65,7 +65,17 @@ func daemonArgs(memory bool, dataDir, prefix string) []string {
 	} else {
 		args = append(args, "--data", dataDir)
 	}
-	return append(args, "--register-address-limit", "1073741824", "--resolve-address-limit", "1073741824",
+	const unbounded = "1073741824"
+	for _, f := range []string{
+		"register-address-limit", "resolve-address-limit", "initiate-address-limit",
+		"max-binding-sessions", "max-bearer-sessions", "login-address-limit",
+		"login-failure-address-limit", "login-failure-operator-limit",
+		"resolve-operator-limit", "resolve-global-limit",
+	} {
+		args = append(args, "--"+f, unbounded)
+	}
+	conns := strconv.Itoa(DefaultBenchMaxConnections)
+	return append(args, "--max-connections", conns, "--max-connections-per-address", conns,
 		"--prefix", prefix, "--log-level", "info", "--log-format", "text")
 }
 

@@ -64,7 +64,8 @@ var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0
 func crashStart(t *testing.T, bin, data string, log *crashLog) *crashDaemon {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", data,
-		"--log-level", "debug", "--register-address-limit", "1000000")
+		"--log-level", "debug", "--register-address-limit", "1000000",
+		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000")
 	// The daemon reads SVRPD_ variables for flags it was not given; the test's own must not
 	// reach it.
 	for _, kv := range os.Environ() {

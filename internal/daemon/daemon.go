@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -35,12 +36,49 @@ type Config struct {
 	RegisterAddressLimit int
 	MaxRevocations       int
 	RevokeAddressLimit   int
-	SweepEvery           time.Duration
-	LogLevel             string
-	LogFormat            string
+	// The abuse bounds of registry/limits.go and connlimit.go.
+	InitiateAddressLimit      int
+	MaxBindingSessions        int
+	MaxBearerSessions         int
+	LoginAddressLimit         int
+	LoginFailureAddressLimit  int
+	LoginFailureOperatorLimit int
+	ResolveOperatorLimit      int
+	ResolveGlobalLimit        int
+	MaxConnections            int
+	MaxConnectionsPerAddress  int
+	TrustedProxies            []netip.Prefix
+	SweepEvery                time.Duration
+	LogLevel                  string
+	LogFormat                 string
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
 	// being cut off; zero fields take the defaults below.
 	Timeouts Timeouts
+}
+
+// WithDefaults returns c with every zero abuse bound set to its default, as the flags
+// default them.
+func (c Config) WithDefaults() Config {
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{
+		{&c.InitiateAddressLimit, registry.DefaultInitiateAddressLimit},
+		{&c.MaxBindingSessions, registry.DefaultMaxOpenBindingSessions},
+		{&c.MaxBearerSessions, registry.DefaultMaxBearerSessions},
+		{&c.LoginAddressLimit, registry.DefaultLoginAddressLimit},
+		{&c.LoginFailureAddressLimit, registry.DefaultLoginFailureAddressLimit},
+		{&c.LoginFailureOperatorLimit, registry.DefaultLoginFailureOperatorLimit},
+		{&c.ResolveOperatorLimit, registry.DefaultResolveOperatorLimit},
+		{&c.ResolveGlobalLimit, registry.DefaultResolveGlobalLimit},
+		{&c.MaxConnections, DefaultMaxConnections},
+		{&c.MaxConnectionsPerAddress, DefaultMaxConnectionsPerAddress},
+	} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	return c
 }
 
 func (c Config) Validate() error {
@@ -68,6 +106,25 @@ func (c Config) Validate() error {
 	if c.RevokeAddressLimit < 0 {
 		errs = append(errs, errors.New("--revoke-address-limit must be at least 1"))
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"initiate-address-limit", c.InitiateAddressLimit},
+		{"max-binding-sessions", c.MaxBindingSessions},
+		{"max-bearer-sessions", c.MaxBearerSessions},
+		{"login-address-limit", c.LoginAddressLimit},
+		{"login-failure-address-limit", c.LoginFailureAddressLimit},
+		{"login-failure-operator-limit", c.LoginFailureOperatorLimit},
+		{"resolve-operator-limit", c.ResolveOperatorLimit},
+		{"resolve-global-limit", c.ResolveGlobalLimit},
+		{"max-connections", c.MaxConnections},
+		{"max-connections-per-address", c.MaxConnectionsPerAddress},
+	} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("--%s must be at least 1", f.name))
+		}
+	}
 	if c.SweepEvery < time.Second {
 		errs = append(errs, errors.New("--sweep-every must be at least 1s"))
 	}
@@ -78,6 +135,37 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// prefixList is a repeatable flag of CIDR ranges; one value may also list several, separated
+// by commas (as SVRPD_TRUSTED_PROXY does).
+type prefixList struct{ p *[]netip.Prefix }
+
+func (l prefixList) String() string {
+	if l.p == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range *l.p {
+		parts = append(parts, p.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l prefixList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return fmt.Errorf("%q is not an address range (CIDR) or an address", part)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		*l.p = append(*l.p, p.Masked())
+	}
+	return nil
 }
 
 func ParseLevel(s string) (slog.Level, error) {
@@ -102,9 +190,12 @@ const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 15 * time.Second
 	writeTimeout      = 60 * time.Second
-	idleTimeout       = 120 * time.Second
-	shutdownTimeout   = 15 * time.Second
-	maxHeaderBytes    = 16 << 10
+	// idleTimeout is how long a keep-alive connection may wait for its next request: long
+	// enough for a client's next call in a sequence (login, then resolve), short enough
+	// that idle connections do not pile up against the connection cap.
+	idleTimeout     = 30 * time.Second
+	shutdownTimeout = 15 * time.Second
+	maxHeaderBytes  = 16 << 10
 )
 
 // Timeouts are the HTTP server's bounds on a client.
@@ -139,13 +230,24 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.RegisterAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
 	fs.IntVar(&c.MaxRevocations, "max-revocations", registry.DefaultMaxRevocations, "credential revocations kept in all; when full, new ones get 429 (none is ever dropped)")
 	fs.IntVar(&c.RevokeAddressLimit, "revoke-address-limit", registry.DefaultRevokeAddressLimit, "new credential revocations one client address may record per hour before 429")
+	fs.IntVar(&c.InitiateAddressLimit, "initiate-address-limit", registry.DefaultInitiateAddressLimit, "binding initiates per client address per 10 minutes before 429")
+	fs.IntVar(&c.MaxBindingSessions, "max-binding-sessions", registry.DefaultMaxOpenBindingSessions, "open binding sessions over all nodes before initiates get 429")
+	fs.IntVar(&c.MaxBearerSessions, "max-bearer-sessions", registry.DefaultMaxBearerSessions, "live operator sessions over all operators before logins get 429")
+	fs.IntVar(&c.LoginAddressLimit, "login-address-limit", registry.DefaultLoginAddressLimit, "login attempts per client address per 5 minutes before 429")
+	fs.IntVar(&c.LoginFailureAddressLimit, "login-failure-address-limit", registry.DefaultLoginFailureAddressLimit, "failed logins per client address per 10 minutes before 429")
+	fs.IntVar(&c.LoginFailureOperatorLimit, "login-failure-operator-limit", registry.DefaultLoginFailureOperatorLimit, "failed logins per operator DID per 10 minutes before 429 (for addresses that failed)")
+	fs.IntVar(&c.ResolveOperatorLimit, "resolve-operator-limit", registry.DefaultResolveOperatorLimit, "failed binding resolves per operator per 10 minutes before 429")
+	fs.IntVar(&c.ResolveGlobalLimit, "resolve-global-limit", registry.DefaultResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429")
+	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
+	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
+	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose X-Forwarded-For / Forwarded names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
 	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
 		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
-		fmt.Fprintln(fs.Output(), "\nFixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key.")
+		fmt.Fprintln(fs.Output(), "\nFixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key; keep-alive connections idle 30 s.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -168,6 +270,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // drain requests, stop the sweeper, close the store. ready, when not nil, receives the
 // listening address once requests can be served.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) error {
+	c = c.WithDefaults()
 	st, err := openStore(ctx, c, log)
 	if err != nil {
 		return err
@@ -184,6 +287,10 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
 		ResolveAddressLimit: c.ResolveAddressLimit, RegisterAddressLimit: c.RegisterAddressLimit,
 		MaxRevocations: c.MaxRevocations, RevokeAddressLimit: c.RevokeAddressLimit,
+		InitiateAddressLimit: c.InitiateAddressLimit, MaxOpenBindingSessions: c.MaxBindingSessions,
+		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
+		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
+		ResolveGlobalLimit: c.ResolveGlobalLimit, TrustedProxies: c.TrustedProxies,
 	})
 	if err != nil {
 		return err
@@ -192,12 +299,23 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		return fmt.Errorf("repairing sessions at start: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", c.Listen)
+	maxConns, perAddr := c.MaxConnections, c.MaxConnectionsPerAddress
+	files, err := raiseFileLimit()
+	if err != nil {
+		log.Warn("could not raise the open-file limit", "err", err, "limit", files)
+	}
+	if files > 0 && uint64(maxConns)+fdReserve > files {
+		maxConns = max(1, int(files)-fdReserve)
+		log.Warn("connection cap lowered to fit the open-file limit", "max_connections", maxConns, "file_limit", files)
+	}
+	tcp, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
 	}
+	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	timeouts := c.Timeouts.orDefaults()
 	srv := &http.Server{
+		ConnState:         ln.connState,
 		Handler:           registry.NewHandler(svc),
 		ReadHeaderTimeout: timeouts.ReadHeader,
 		ReadTimeout:       timeouts.Read,
@@ -220,7 +338,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if c.Memory {
 		where = "memory"
 	}
-	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures)
+	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

@@ -23,7 +23,7 @@ func slowServe(t *testing.T, timeouts Timeouts) string {
 		Listen: "127.0.0.1:0", Memory: true, Prefix: canonical.DefaultPrefix,
 		ResolveAddressLimit: registry.DefaultResolveAddressLimit, RegisterAddressLimit: registry.DefaultRegisterAddressLimit,
 		SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", Timeouts: timeouts,
-	}
+	}.WithDefaults()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -21,3 +21,12 @@ func RoutePatterns(s *Service) [][2]string {
 
 // OpenAPI returns the OpenAPI document NewHandler serves.
 func OpenAPI() []byte { return openAPI }
+
+// Statuses returns the HTTP status of every protocol code the API sends.
+func Statuses() map[string]int {
+	out := make(map[string]int, len(statusOf))
+	for c, s := range statusOf {
+		out[string(c)] = s
+	}
+	return out
+}

@@ -1,0 +1,44 @@
+package registry_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/svrp/svrp/registry"
+)
+
+// TestProtocolDocCovers: docs/protocol.md names every endpoint the registry serves, and its
+// table of codes (section 7) gives every code the registry sends with the status it is sent
+// with, so the document cannot fall behind the code unnoticed.
+func TestProtocolDocCovers(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	for _, e := range registry.Endpoints() {
+		if name := "`" + e[0] + " " + e[1] + "`"; !strings.Contains(doc, name) {
+			t.Errorf("docs/protocol.md does not name %s", name)
+		}
+	}
+	start, end := strings.Index(doc, "\n## 7. "), strings.Index(doc, "\n## 8. ")
+	if start < 0 || end < start {
+		t.Fatal("docs/protocol.md has no section 7")
+	}
+	codes := doc[start:end]
+	for code, status := range registry.Statuses() {
+		row := "\n| `" + code + "`"
+		i := strings.Index(codes, row)
+		if i < 0 {
+			t.Errorf("section 7 of docs/protocol.md has no row for %s", code)
+			continue
+		}
+		line, _, _ := strings.Cut(codes[i+1:], "\n")
+		if !strings.Contains(line, fmt.Sprintf("| %d |", status)) {
+			t.Errorf("section 7 of docs/protocol.md gives %s another status than %d: %s", code, status, line)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/internal/hints"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -221,38 +221,6 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// hints says, for a protocol code, what the person can do next. {dir} and {registry} stand for
-// the command's --dir and --registry.
-var hints = map[proto.Code]string{
-	proto.TransportError:    "is a registry running at {registry}? start one with: svrpd serve (or set --registry / SVRPD_REGISTRY)",
-	proto.NoSession:         "run: svrpd operator login --dir {dir}",
-	proto.SessionExpired:    "sessions last one hour; run: svrpd operator login --dir {dir}",
-	proto.NotFound:          "check the code on the node's screen: a code works once and for at most 10 minutes; if it expired, run svrpd node bind again",
-	proto.RateLimited:       "too many attempts; wait up to 10 minutes and try again",
-	proto.DIDCollision:      "another key holds this short DID; run again with --did-form fallback",
-	proto.BadSignature:      "is --prefix the registry's (default service)? the key file may also not match what the registry has",
-	proto.StaleTS:           "this machine's clock is more than 5 minutes off the registry's; fix the clock",
-	proto.UnknownDID:        "the registry does not know this node; run: svrpd node run --key FILE --endpoint HOST:PORT",
-	proto.BadState:          "the binding session has moved on (expired, rejected or cancelled); start again with: svrpd node bind",
-	proto.AlreadyActive:     "the binding is already active: nothing to do",
-	proto.PermissionDenied:  "only the operator that resolved the session may do this, with a credential that grants nodes.bind",
-	proto.ScopeExceeded:     "grant no more than the node asked for: see svrpd operator resolve",
-	proto.DCIDBinding:       "{dir}/credential.json does not belong to its root key; run svrpd operator init again",
-	proto.DCBadSignature:    "{dir}/credential.json was altered, or was signed for another --prefix",
-	proto.DCExpired:         "the device credential is outside its validity (or this clock is wrong); issue a new one with svrpd operator init",
-	proto.AuthzExpired:      "the authorization is outside its validity; check this machine's clock",
-	proto.DCRevoked:         "this device credential was revoked with the root key; get a new one: svrpd operator init --dir NEWDIR --root ROOT.SEED",
-	proto.AuthzRevoked:      "the operator revoked this authorization's revocation_id; authorize again with a new one",
-	proto.BadChallenge:      "the login challenge was used or expired; run the login again",
-	proto.IDBindingFailed:   "the DID does not derive from the key; check the key file",
-	proto.IDBindingRequired: "only did:svrp identities are accepted",
-	proto.TTLTooLong:        "--ttl must be more than 0 and at most 600s",
-	proto.AlreadyExpired:    "this machine's clock is behind the registry's; fix the clock",
-	proto.SessionExists:     "that binding session id was used before; leave it out to draw a new one",
-	proto.BadRequest:        "the registry refused a value; the message names it",
-	proto.Internal:          "the registry failed; its log says why",
-}
-
 // hintContext fills the placeholders of a hint.
 type hintContext struct {
 	dir      string
@@ -272,11 +240,7 @@ func fail(stderr io.Writer, cmd string, err error, hc hintContext) int {
 		msg = string(code) + ": " + msg
 	}
 	fmt.Fprintf(stderr, "svrpd %s: %s\n", cmd, msg)
-	if h, ok := hints[code]; ok {
-		if hc.dir == "" {
-			hc.dir = "DIR"
-		}
-		h = strings.NewReplacer("{dir}", hc.dir, "{registry}", hc.registry).Replace(h)
+	if h, ok := hints.For(code, hc.dir, hc.registry); ok {
 		fmt.Fprintf(stderr, "hint: %s\n", h)
 	}
 	return 1

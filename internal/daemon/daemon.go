@@ -21,6 +21,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/cmdflag"
+	"github.com/svrp/svrp/internal/console"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
 )
@@ -51,6 +52,8 @@ type Config struct {
 	SweepEvery                time.Duration
 	LogLevel                  string
 	LogFormat                 string
+	// Console serves the operator console under /console/ (Main turns it on by default).
+	Console bool
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
 	// being cut off; zero fields take the defaults below.
 	Timeouts Timeouts
@@ -244,6 +247,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&c.Console, "console", true, "serve the operator console in the browser under /console/ (--console=false turns it off)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
 		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
@@ -314,9 +318,13 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	timeouts := c.Timeouts.orDefaults()
+	handler := registry.NewHandler(svc)
+	if c.Console {
+		handler = console.Mount(handler, c.Prefix)
+	}
 	srv := &http.Server{
 		ConnState:         ln.connState,
-		Handler:           registry.NewHandler(svc),
+		Handler:           handler,
 		ReadHeaderTimeout: timeouts.ReadHeader,
 		ReadTimeout:       timeouts.Read,
 		WriteTimeout:      timeouts.Write,
@@ -338,7 +346,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if c.Memory {
 		where = "memory"
 	}
-	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files)
+	consoleURL := "off"
+	if c.Console {
+		consoleURL = "http://" + ln.Addr().String() + console.Path
+	}
+	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

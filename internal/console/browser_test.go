@@ -77,12 +77,21 @@ func startSvrpd(t *testing.T) string {
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	bin := findChromium()
+	if bin == "" && os.Getenv("SVRPD_CHROMIUM_REQUIRED") != "" {
+		t.Fatal("no Chromium found, and SVRPD_CHROMIUM_REQUIRED is set: install one (Debian: apt-get install chromium) or set SVRPD_CHROMIUM")
+	}
 	if bin == "" {
 		t.Skip("no Chromium found: the console's browser tests need one (Debian: apt-get install chromium; or set SVRPD_CHROMIUM to a Chromium binary)")
 	}
+	// A fresh profile, removed by hand: Chromium's helper processes may still write to it for
+	// a moment after the browser is gone, which t.TempDir's cleanup would report.
+	profile, err := os.MkdirTemp("", "svrpd-console-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true), // root in a container has no user namespace for the sandbox
 		chromedp.Flag("disable-gpu", true),
@@ -122,6 +131,7 @@ func browser(t *testing.T) context.Context {
 		cancelTimeout()
 		cancelCtx()
 		cancelAlloc()
+		os.RemoveAll(profile)
 		t.Fatalf("starting %s: %v", bin, err)
 	}
 	t.Cleanup(func() {
@@ -133,6 +143,9 @@ func browser(t *testing.T) context.Context {
 		cancelTimeout()
 		cancelCtx()
 		cancelAlloc()
+		for i := 0; i < 50 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
 	return ctx
 }
@@ -172,7 +185,7 @@ func screenshots(t *testing.T, ctx context.Context, dir, view string) {
 		var overflow bool
 		if err := chromedp.Run(ctx, emulate, chromedp.Sleep(150*time.Millisecond),
 			chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth`, &overflow),
-			chromedp.FullScreenshot(&png, 90)); err != nil {
+			chromedp.FullScreenshot(&png, 100)); err != nil {
 			t.Fatalf("screenshot %s %s: %v", view, s.name, err)
 		}
 		if overflow {

@@ -155,7 +155,8 @@ async function logout() {
     await call('POST', '/v1/auth/logout', { token: s.token });
     info('Logged out. The registry ended the session; the device key and the session token are gone from this page.');
   } catch (e) {
-    showError(e);
+    // A registry without POST /v1/auth/logout answers NOT_FOUND: nothing to show but that.
+    if (e.code !== 'NOT_FOUND') showError(e);
     info('The device key and the session token are gone from this page, but the registry did not confirm the logout: the session ends by itself within the hour.');
   }
 }
@@ -404,9 +405,18 @@ async function loadNodes() {
         el('span', { class: n.online ? 'badge online' : 'badge offline', textContent: n.online ? 'online' : 'offline' })),
       dl);
     if (n.binding_session_id) {
-      const b = el('button', { type: 'button', class: 'danger', textContent: 'Unbind' });
+      // Two presses, so that one stray key or tap unbinds nothing; no modal dialog.
+      const b = el('button', { type: 'button', class: 'danger unbind', textContent: 'Unbind' });
       b.setAttribute('aria-label', 'Unbind ' + n.node_did);
-      b.addEventListener('click', () => guarded(b, () => unbind(n)));
+      b.addEventListener('click', () => {
+        if (b.dataset.armed !== 'yes') {
+          b.dataset.armed = 'yes';
+          b.textContent = 'Press again to unbind';
+          info(`Unbinding ${n.node_did} ends its binding; binding it again takes a new code from the node.`);
+          return;
+        }
+        guarded(b, () => unbind(n));
+      });
       card.append(el('div', { class: 'actions' }, b));
     }
     list.append(card);
@@ -415,7 +425,6 @@ async function loadNodes() {
 
 async function unbind(n) {
   const s = requireSession();
-  if (!confirm(`Unbind ${n.node_did}? The node leaves your list; binding it again takes a new code.`)) return;
   await call('POST', `/v1/bindings/${encodeURIComponent(n.binding_session_id)}/unbind`, { token: s.token });
   await loadNodes();
   info(`${n.node_did} is no longer bound to you.`);

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -113,6 +114,12 @@ func browser(t *testing.T) context.Context {
 		mu.Lock()
 		defer mu.Unlock()
 		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if a, ok := e.Request.Headers["Authorization"].(string); ok {
+				bearerMu.Lock()
+				lastBearer = strings.TrimPrefix(a, "Bearer ")
+				bearerMu.Unlock()
+			}
 		case *runtime.EventExceptionThrown:
 			problems = append(problems, "exception: "+e.ExceptionDetails.Error())
 		case *runtime.EventConsoleAPICalled:
@@ -127,7 +134,7 @@ func browser(t *testing.T) context.Context {
 			}
 		}
 	})
-	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable()); err != nil {
+	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable(), network.Enable()); err != nil {
 		cancelTimeout()
 		cancelCtx()
 		cancelAlloc()
@@ -148,6 +155,19 @@ func browser(t *testing.T) context.Context {
 		}
 	})
 	return ctx
+}
+
+// lastBearer is the last bearer token the page sent, read off the wire so the test can check
+// that logout ended the session at the registry.
+var (
+	bearerMu   sync.Mutex
+	lastBearer string
+)
+
+func bearer() string {
+	bearerMu.Lock()
+	defer bearerMu.Unlock()
+	return lastBearer
 }
 
 // shotsDir is where the screenshots go: $SVRPD_CONSOLE_SHOTS, else a temporary directory.
@@ -282,7 +302,7 @@ func newNode(t *testing.T, ctx context.Context, c *client.Client) *client.Node {
 // TestConsoleBindsANode walks the console's whole journey in a real browser against a real
 // svrpd: log in with a device key made here, resolve a code a node opened, compare the
 // fingerprint, authorize, let the node accept, and see it listed online; then a wrong code,
-// a rejected request, the credits view and logout.
+// a rejected and a cancelled request, the credits view, unbind and logout.
 func TestConsoleBindsANode(t *testing.T) {
 	ctx := browser(t)
 	base := startSvrpd(t)
@@ -485,7 +505,31 @@ func TestConsoleBindsANode(t *testing.T) {
 		t.Errorf("storage after login (localStorage, sessionStorage, cookies): %q", stored)
 	}
 
-	// Log out: back to the login view, with the forms empty.
+	// Unbind from My nodes: two presses, then the node leaves the list and the registry
+	// records the operator as the side that left.
+	if err := run(ctx,
+		chromedp.Click("#nav-nodes", chromedp.ByQuery),
+		chromedp.WaitVisible(`#nodes-list[aria-busy="false"] `+card[len("#nodes-list "):]+" button.unbind", chromedp.ByQuery),
+		chromedp.Click(card+" button.unbind", chromedp.ByQuery),
+		chromedp.Click(card+" button.unbind", chromedp.ByQuery),
+		chromedp.WaitNotPresent(card, chromedp.ByQuery),
+	); err != nil {
+		t.Fatalf("unbinding: %v (error shown: %q)", err, textNow(ctx, "#error"))
+	}
+	if got := textOf(t, ctx, "#nodes-summary"); !strings.HasPrefix(got, "0 bound nodes") {
+		t.Errorf("after unbind: %q", got)
+	}
+	st, err := c.Status(nctx, ini.BindingSessionID)
+	if err != nil || st.Bound == nil || *st.Bound || st.UnboundBy == nil || *st.UnboundBy != "operator" {
+		t.Errorf("after unbind the registry says %+v, %v; want bound false, unbound_by operator", st, err)
+	}
+
+	// Log out: back to the login view, with the forms empty, and the token dead at the
+	// registry.
+	token := bearer()
+	if token == "" {
+		t.Fatal("the page sent no bearer token")
+	}
 	if err := run(ctx,
 		chromedp.Click("#logout-button", chromedp.ByQuery),
 		chromedp.WaitVisible("#view-login", chromedp.ByQuery),
@@ -502,6 +546,9 @@ func TestConsoleBindsANode(t *testing.T) {
 	}
 	if nav := textNow(ctx, "#nav"); !strings.Contains(nav, "Log out") {
 		t.Errorf("nav text %q", nav)
+	}
+	if _, err := c.OperatorNodes(nctx, token, 0); client.CodeOf(err) != "NO_SESSION" {
+		t.Errorf("the session token after logout: %v, want NO_SESSION", err)
 	}
 	var navHidden bool
 	if err := run(ctx, chromedp.Evaluate(`document.getElementById('nav').hidden`, &navHidden)); err != nil || !navHidden {

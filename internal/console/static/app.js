@@ -385,10 +385,16 @@ async function loadNodes() {
   if (!Number.isInteger(minutes) || minutes < 1 || minutes > 10080) {
     throw new keys.KeyError('the online window must be a whole number of minutes from 1 to 10080 (a week)');
   }
-  const res = await call('GET', `/v1/operator/me/nodes?online_within=${minutes * 60}`, { token: s.token });
+  const list = $('nodes-list');
+  list.setAttribute('aria-busy', 'true');
+  let res;
+  try {
+    res = await call('GET', `/v1/operator/me/nodes?online_within=${minutes * 60}`, { token: s.token });
+  } finally {
+    list.setAttribute('aria-busy', 'false');
+  }
   const online = res.nodes.filter((n) => n.online).length;
   $('nodes-summary').textContent = `${res.count} bound node${res.count === 1 ? '' : 's'}, ${online} online (seen within ${minutes} min).`;
-  const list = $('nodes-list');
   list.replaceChildren();
   for (const n of res.nodes) {
     const dl = el('dl');

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -75,7 +77,7 @@ func startSvrpd(t *testing.T) string {
 // browser starts a headless Chromium with a fresh profile and returns its context. Every
 // console error, uncaught exception and browser log entry of level error (a Content
 // Security Policy violation among them) is collected; the test fails on any at its end.
-func browser(t *testing.T) context.Context {
+func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
 	bin := findChromium()
 	if bin == "" && os.Getenv("SVRPD_CHROMIUM_REQUIRED") != "" {
@@ -141,6 +143,14 @@ func browser(t *testing.T) context.Context {
 		os.RemoveAll(profile)
 		t.Fatalf("starting %s: %v", bin, err)
 	}
+	// take hands the reports so far to a test that expects some, and forgets them.
+	take := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		p := problems
+		problems = nil
+		return p
+	}
 	t.Cleanup(func() {
 		mu.Lock()
 		for _, p := range problems {
@@ -154,7 +164,7 @@ func browser(t *testing.T) context.Context {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
-	return ctx
+	return ctx, take
 }
 
 // lastBearer is the last bearer token the page sent, read off the wire so the test can check
@@ -304,7 +314,7 @@ func newNode(t *testing.T, ctx context.Context, c *client.Client) *client.Node {
 // fingerprint, authorize, let the node accept, and see it listed online; then a wrong code,
 // a rejected and a cancelled request, the credits view, unbind and logout.
 func TestConsoleBindsANode(t *testing.T) {
-	ctx := browser(t)
+	ctx, _ := browser(t)
 	base := startSvrpd(t)
 	shots := shotsDir(t)
 	opDir, opDID := operatorFiles(t)
@@ -560,7 +570,7 @@ func TestConsoleBindsANode(t *testing.T) {
 // repository's canonical vectors with the console's own module, and signs each with the
 // case's seed through WebCrypto: bytes and signatures must match the Go package's exactly.
 func TestConsoleCanonicalVectors(t *testing.T) {
-	ctx := browser(t)
+	ctx, _ := browser(t)
 	base := startSvrpd(t)
 	raw, err := os.ReadFile("../../testdata/vectors/canonical.json")
 	if err != nil {
@@ -645,5 +655,133 @@ func TestConsoleCanonicalVectors(t *testing.T) {
 	}
 	if !seen[1] || !seen[7] {
 		t.Errorf("messages checked %v: 1 (login) and 7 (authorization) are the ones the console signs", seen)
+	}
+}
+
+// TestConsolePolicyIsEnforced checks that the browser applies the console's policy: script
+// text cannot even be written into the page (Trusted Types), an inline style is refused, and
+// the browser reports the violations, so the collector the other tests rely on sees them.
+func TestConsolePolicyIsEnforced(t *testing.T) {
+	ctx, take := browser(t)
+	base := startSvrpd(t)
+	var res struct {
+		ScriptRefused string   `json:"scriptRefused"`
+		Directives    []string `json:"directives"`
+		Color         string   `json:"color"`
+	}
+	script := `new Promise((resolve) => {
+	  const out = { scriptRefused: '', directives: [], color: '' };
+	  document.addEventListener('securitypolicyviolation', (e) => out.directives.push(e.effectiveDirective));
+	  try {
+	    const s = document.createElement('script');
+	    s.textContent = 'window.inlineRan = true';
+	    document.body.append(s);
+	  } catch (e) {
+	    out.scriptRefused = e.name;
+	  }
+	  const st = document.createElement('style');
+	  st.textContent = 'body { color: rgb(1, 2, 3) !important; }';
+	  document.head.append(st);
+	  setTimeout(() => { out.color = getComputedStyle(document.body).color; resolve(out); }, 200);
+	})`
+	if err := run(ctx,
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(`body[data-ready="yes"]`, chromedp.ByQuery),
+		chromedp.Evaluate(script, &res, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if res.ScriptRefused != "TypeError" {
+		t.Errorf("writing script text into the page was not refused (%q)", res.ScriptRefused)
+	}
+	if res.Color == "rgb(1, 2, 3)" || !slices.Contains(res.Directives, "style-src-elem") {
+		t.Errorf("inline style: color %s, violations %v; want refused by style-src", res.Color, res.Directives)
+	}
+	reports := take()
+	if len(reports) == 0 {
+		t.Error("the browser reported no violation: the collector would miss one in the other tests")
+	}
+	t.Logf("the browser reported: %q", reports)
+}
+
+// TestConsoleSaysWhenEd25519IsMissing hides WebCrypto Ed25519 from the page, as in a browser
+// without it: the page says so plainly and offers no login.
+func TestConsoleSaysWhenEd25519IsMissing(t *testing.T) {
+	ctx, _ := browser(t)
+	base := startSvrpd(t)
+	hide := `(() => {
+	  const importKey = crypto.subtle.importKey.bind(crypto.subtle);
+	  crypto.subtle.importKey = (format, data, alg, ...rest) =>
+	    (alg && (alg === 'Ed25519' || alg.name === 'Ed25519'))
+	      ? Promise.reject(new DOMException('Unrecognized algorithm name', 'NotSupportedError'))
+	      : importKey(format, data, alg, ...rest);
+	})()`
+	var disabled bool
+	if err := run(ctx,
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := page.AddScriptToEvaluateOnNewDocument(hide).Do(ctx)
+			return err
+		}),
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(`body[data-ready="unsupported"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.getElementById('login-button').disabled`, &disabled),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#unsupported"); !strings.Contains(got, "This browser has no WebCrypto Ed25519") {
+		t.Errorf("notice %q", got)
+	}
+	if !disabled {
+		t.Error("the login button is enabled in a browser that cannot sign")
+	}
+}
+
+// TestConsoleLoginByPasting logs in with the seed and the credential pasted rather than
+// loaded, shows a wrong seed refused, and logs out.
+func TestConsoleLoginByPasting(t *testing.T) {
+	ctx, _ := browser(t)
+	base := startSvrpd(t)
+	opDir, opDID := operatorFiles(t)
+	seed, err := os.ReadFile(filepath.Join(opDir, "device.seed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := os.ReadFile(filepath.Join(opDir, "credential.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Repeat("ab", 32) // a valid seed of another key
+	if err := run(ctx,
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(`body[data-ready="yes"]`, chromedp.ByQuery),
+		chromedp.SetValue("#seed-text", other, chromedp.ByQuery),
+		chromedp.SetValue("#cred-text", string(cred), chromedp.ByQuery),
+		chromedp.Click("#login-button", chromedp.ByQuery),
+		chromedp.WaitVisible("#error", chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#error-text"); got != "the device key is not the one the credential names" {
+		t.Errorf("another key's seed: %q", got)
+	}
+	if err := run(ctx,
+		chromedp.SetValue("#seed-text", string(seed), chromedp.ByQuery),
+		chromedp.SetValue("#cred-text", string(cred), chromedp.ByQuery),
+		chromedp.Click("#login-button", chromedp.ByQuery),
+		chromedp.WaitVisible("#view-bind", chromedp.ByQuery),
+	); err != nil {
+		t.Fatalf("logging in: %v (error shown: %q)", err, textNow(ctx, "#error"))
+	}
+	if who := textOf(t, ctx, "#who"); !strings.Contains(who, opDID) {
+		t.Errorf("logged in as %q, want %s", who, opDID)
+	}
+	if err := run(ctx,
+		chromedp.Click("#logout-button", chromedp.ByQuery),
+		chromedp.WaitVisible("#view-login", chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#info"); !strings.HasPrefix(got, "Logged out. The registry ended the session") {
+		t.Errorf("after logout: %q", got)
 	}
 }

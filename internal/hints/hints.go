@@ -31,8 +31,6 @@ var text = map[proto.Code]string{
 	proto.DCRevoked:         "this device credential was revoked with the root key; get a new one: svrpd operator init --dir NEWDIR --root ROOT.SEED",
 	proto.AuthzRevoked:      "the operator revoked this authorization's revocation_id; authorize again with a new one",
 	proto.BadChallenge:      "the login challenge was used or expired; run the login again",
-	proto.DCRevoked:         "this device credential was revoked: it can no longer log in or authorize; issue a new one with the root key",
-	proto.AuthzRevoked:      "this authorization was revoked; the node must be bound again with a new code",
 	proto.IDBindingFailed:   "the DID does not derive from the key; check the key file",
 	proto.IDBindingRequired: "only did:svrp identities are accepted",
 	proto.TTLTooLong:        "--ttl must be more than 0 and at most 600s",

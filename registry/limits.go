@@ -4,9 +4,9 @@ import "time"
 
 // Every bound the registry applies to what strangers send, with the reason it has the value
 // it has. Bounds that a daemon flag may change are Default*; the flag's value arrives in
-// [Config]. The wire profile's own bounds (field lengths, per-code and per-node limits) are
-// in package binding and authn; these are the ones a public service adds where the profile
-// is silent.
+// [Config]. The protocol's own bounds (docs/protocol.md §8: field lengths, per-code and per-node
+// limits) are in package binding and authn; these are the ones a public service adds where the
+// protocol is silent.
 
 // Sessions, logins, resolves and client addresses.
 //

@@ -125,8 +125,8 @@ func (s *Service) Sweep(ctx context.Context) error {
 
 // retirable reports whether a session may be deleted: it has been terminal for
 // binding.MinTerminalRetention, and it is not the session that made its node's active
-// binding, whose credentials a revocation must still be able to read (profile 10.5). Those
-// are at most one per node key, and become retirable when the binding ends.
+// binding, whose credentials a revocation must still be able to read (docs/protocol.md §10.5).
+// Those are at most one per node key, and become retirable when the binding ends.
 func retirable(tx store.Tx, sess binding.Session, now time.Time) (bool, error) {
 	if !sess.State.Terminal() || now.Before(sess.UpdatedAt.Add(binding.MinTerminalRetention)) {
 		return false, nil

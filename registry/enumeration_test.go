@@ -346,6 +346,10 @@ func (t recordingTx) DeleteOperatorSession(h [32]byte) error {
 	t.r.record("DeleteOperatorSession(%x)", h)
 	return t.tx.DeleteOperatorSession(h)
 }
+func (t recordingTx) OperatorSessionsOf(op string) ([][32]byte, error) {
+	t.r.record("OperatorSessionsOf(%q)", op)
+	return t.tx.OperatorSessionsOf(op)
+}
 func (t recordingTx) EachOperatorSession(fn func([32]byte, authn.Session) error) error {
 	t.r.record("EachOperatorSession")
 	return t.tx.EachOperatorSession(fn)

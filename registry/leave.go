@@ -134,21 +134,28 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 // such session of the operator ends too: a spare login is cheaper than a revoked device
 // keeping its session.
 func endSessions(tx store.Tx, rv authn.Revoked) (int, error) {
-	var dead [][32]byte
-	if err := tx.EachOperatorSession(func(h [32]byte, sess authn.Session) error {
-		if sess.OperatorDID == rv.OperatorDID && (sess.RevocationID == rv.RevocationID || sess.RevocationID == "") {
-			dead = append(dead, h)
-		}
-		return nil
-	}); err != nil {
+	hashes, err := tx.OperatorSessionsOf(rv.OperatorDID)
+	if err != nil {
 		return 0, err
 	}
-	for _, h := range dead {
+	ended := 0
+	for _, h := range hashes {
+		sess, err := tx.OperatorSession(h)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if sess.RevocationID != rv.RevocationID && sess.RevocationID != "" {
+			continue
+		}
 		if err := tx.DeleteOperatorSession(h); err != nil {
 			return 0, err
 		}
+		ended++
 	}
-	return len(dead), nil
+	return ended, nil
 }
 
 // endBindings ends the operator's active bindings that the revoked pair made, as an unbind

@@ -40,6 +40,8 @@ import (
 //	a/<node key>                  binding.Binding, the active binding of the node key
 //	o/<operator did>/<node key>   empty; the active bindings of an operator
 //	t/<token hash>                authn.Session, a bearer session
+//	u/<operator did>/<token hash> empty; the bearer sessions of an operator
+//	m/opsession-index             "1" once every t/ record has its u/ entry
 //	c/<counter key>               binding.Counter
 //	r/<hex operator did>/<hex id> Revocation
 //	m/revocations                 the number of r/ records, decimal
@@ -65,6 +67,10 @@ const (
 	pOpSession = "t/"
 	pCounter   = "c/"
 	pRevoked   = "r/"
+	pOpByOp    = "u/"
+	// kOpIndexed marks a database whose bearer sessions all have their u/ entries: one
+	// written before the index existed gets them at open (indexOperatorSessions).
+	kOpIndexed = "m/opsession-index"
 	// kRevokedCount holds the number of revocations, kept with each new one, so that the
 	// bound on the list is one Get rather than a scan of it.
 	kRevokedCount = "m/revocations"
@@ -144,6 +150,10 @@ func OpenBadger(dir string, opts ...Option) (Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := indexOperatorSessions(db); err != nil {
+		db.Close()
+		return nil, err
+	}
 	b := &badgerStore{
 		db: db, updates: make(chan *pendingUpdate, updateQueue), stopped: make(chan struct{}),
 		wake: make(chan struct{}, 1), stopCompact: make(chan struct{}), compacted: make(chan struct{}),
@@ -172,6 +182,54 @@ func checkVersion(db *badger.DB) error {
 		}
 		return nil
 	})
+}
+
+// indexOperatorSessions gives every bearer session of a database written before the u/
+// index existed its entry, in transactions of a bounded size, then marks the database.
+func indexOperatorSessions(db *badger.DB) error {
+	if err := db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get([]byte(kOpIndexed))
+		return err
+	}); err == nil {
+		return nil
+	} else if !errors.Is(err, badger.ErrKeyNotFound) {
+		return fmt.Errorf("store: failed to read the session index mark: %w", err)
+	}
+	var entries [][]byte
+	err := db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = []byte(pOpSession)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			h := it.Item().Key()[len(pOpSession):]
+			var s authn.Session
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &s) }); err != nil {
+				return fmt.Errorf("store: failed to read a bearer session: %w", err)
+			}
+			entries = append(entries, key(pOpByOp, s.OperatorDID, string(h)))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	const chunk = 1000
+	for len(entries) > 0 {
+		n := min(chunk, len(entries))
+		if err := db.Update(func(txn *badger.Txn) error {
+			for _, k := range entries[:n] {
+				if err := txn.Set(k, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("store: failed to index bearer sessions: %w", err)
+		}
+		entries = entries[n:]
+	}
+	return db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kOpIndexed), []byte("1")) })
 }
 
 type slogBadger struct{ l *slog.Logger }
@@ -1015,14 +1073,49 @@ func (t *badgerTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error
 	if err := t.writable(); err != nil {
 		return err
 	}
-	return t.put(key(pOpSession, hex.EncodeToString(tokenHash[:])), s)
+	h := hex.EncodeToString(tokenHash[:])
+	var old authn.Session
+	if err := t.get(key(pOpSession, h), &old); err == nil && old.OperatorDID != s.OperatorDID {
+		if err := t.del(key(pOpByOp, old.OperatorDID, h)); err != nil {
+			return err
+		}
+	} else if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if err := t.setRaw(key(pOpByOp, s.OperatorDID, h), nil); err != nil {
+		return err
+	}
+	return t.put(key(pOpSession, h), s)
 }
 
 func (t *badgerTx) DeleteOperatorSession(tokenHash [32]byte) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	return t.del(key(pOpSession, hex.EncodeToString(tokenHash[:])))
+	h := hex.EncodeToString(tokenHash[:])
+	var old authn.Session
+	if err := t.get(key(pOpSession, h), &old); errors.Is(err, ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if err := t.del(key(pOpByOp, old.OperatorDID, h)); err != nil {
+		return err
+	}
+	return t.del(key(pOpSession, h))
+}
+
+func (t *badgerTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
+	var out [][32]byte
+	err := t.scan(key(pOpByOp, operatorDID, ""), true, func(rest, _ []byte) error {
+		// Exactly one 64-hex hash after the prefix: a DID with '/' in it cannot reach
+		// another DID's entries.
+		if h, ok := decodeKey(rest); ok {
+			out = append(out, h)
+		}
+		return nil
+	})
+	return out, err
 }
 
 func (t *badgerTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error {

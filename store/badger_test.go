@@ -357,3 +357,56 @@ func BenchmarkBadgerPutNodeParallel(b *testing.B) {
 		}
 	})
 }
+
+// A database written before bearer sessions were indexed by operator gets the index when
+// it is opened.
+func TestBadgerIndexesOldSessions(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := testHash("t1"), testHash("t2")
+	op := "did:svrp:o:aaaaaaaa"
+	update(t, s, func(tx Tx) error {
+		return errors.Join(tx.PutOperatorSession(h1, testOpSession(op)), tx.PutOperatorSession(h2, testOpSession("did:svrp:o:bbbbbbbb")))
+	})
+	// Take the index away, as an older build would have left the database.
+	db := s.(*badgerStore).db
+	if err := db.Update(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pOpByOp)})
+		var keys [][]byte
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		it.Close()
+		for _, k := range append(keys, []byte(kOpIndexed)) {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	view(t, s, func(tx Tx) error {
+		got, err := tx.OperatorSessionsOf(op)
+		if len(got) != 0 {
+			t.Fatalf("index still present: %v", got)
+		}
+		return err
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	view(t, s, func(tx Tx) error {
+		got, err := tx.OperatorSessionsOf(op)
+		diff(t, "OperatorSessionsOf after reopening", [][32]byte{h1}, got)
+		return err
+	})
+}

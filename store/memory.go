@@ -29,6 +29,7 @@ func NewMemory() Store {
 		bindings:   make(map[didkey.PublicKey]binding.Binding),
 		byOperator: make(map[string]map[didkey.PublicKey]struct{}),
 		opSessions: make(map[[32]byte]authn.Session),
+		byOpSess:   make(map[string]map[[32]byte]struct{}),
 		counters:   make(map[string]binding.Counter),
 		revoked:    make(map[[2]string]Revocation),
 		usedIDs:    make(map[string]struct{}),
@@ -55,6 +56,7 @@ type memData struct {
 	bindings   map[didkey.PublicKey]binding.Binding
 	byOperator map[string]map[didkey.PublicKey]struct{}
 	opSessions map[[32]byte]authn.Session
+	byOpSess   map[string]map[[32]byte]struct{}
 	counters   map[string]binding.Counter
 	revoked    map[[2]string]Revocation
 	usedIDs    map[string]struct{} // usedIDHash of deleted sessions
@@ -461,6 +463,10 @@ func (t *memTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
+	if old, had := t.d.opSessions[tokenHash]; had && old.OperatorDID != s.OperatorDID {
+		setRemove(&t.undo, t.d.byOpSess, old.OperatorDID, tokenHash)
+	}
+	setAdd(&t.undo, t.d.byOpSess, s.OperatorDID, tokenHash)
 	mapSet(&t.undo, t.d.opSessions, tokenHash, cloneOperatorSession(s))
 	return nil
 }
@@ -469,8 +475,22 @@ func (t *memTx) DeleteOperatorSession(tokenHash [32]byte) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
+	if old, had := t.d.opSessions[tokenHash]; had {
+		setRemove(&t.undo, t.d.byOpSess, old.OperatorDID, tokenHash)
+	}
 	mapDelete(&t.undo, t.d.opSessions, tokenHash)
 	return nil
+}
+
+func (t *memTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	hs := t.d.byOpSess[operatorDID]
+	if len(hs) == 0 {
+		return nil, nil
+	}
+	return sortedKeys(hs, cmpHash), nil
 }
 
 func (t *memTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error {

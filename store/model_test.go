@@ -326,6 +326,19 @@ func checkModel(t *rapid.T, s Store, m *model) {
 			return err
 		}
 		modelDiff("EachOperatorSession keys", nilIfEmpty(sortedKeys(m.opSessions, cmpHash)), hashes)
+		for _, op := range append(modelOperators, "did:svrp:o:") {
+			var want [][32]byte
+			for _, h := range sortedKeys(m.opSessions, cmpHash) {
+				if m.opSessions[h].OperatorDID == op {
+					want = append(want, h)
+				}
+			}
+			got, err := tx.OperatorSessionsOf(op)
+			if err != nil {
+				return err
+			}
+			modelDiff(fmt.Sprintf("OperatorSessionsOf(%q)", op), want, got)
+		}
 		for _, k := range modelCounters {
 			got, err := tx.Counter(k)
 			if err != nil {

@@ -156,6 +156,8 @@ type Tx interface {
 	PutOperatorSession(tokenHash [32]byte, s authn.Session) error
 	// DeleteOperatorSession removes a bearer session; absent is not an error.
 	DeleteOperatorSession(tokenHash [32]byte) error
+	// OperatorSessionsOf returns the token hashes of the bearer sessions of operatorDID.
+	OperatorSessionsOf(operatorDID string) ([][32]byte, error)
 	// EachOperatorSession calls fn for every bearer session until fn returns an error.
 	EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error
 

@@ -848,6 +848,32 @@ func testOperatorSessions(t *testing.T, s Store) {
 		wantNotFound(t, "OperatorSession after delete", err)
 		return nil
 	})
+
+	// The operator index follows puts, replacements by another operator, and deletes.
+	of := func(op string) [][32]byte {
+		var out [][32]byte
+		view(t, s, func(tx Tx) (err error) {
+			out, err = tx.OperatorSessionsOf(op)
+			return err
+		})
+		return out
+	}
+	diff(t, "OperatorSessionsOf(A) after delete", [][32]byte(nil), of(s1.OperatorDID))
+	diff(t, "OperatorSessionsOf(B)", [][32]byte{h2}, of(s2.OperatorDID))
+	update(t, s, func(tx Tx) error { return errors.Join(tx.PutOperatorSession(h2, s1), tx.PutOperatorSession(h1, s1)) })
+	diff(t, "OperatorSessionsOf(B) after h2 moved to A", [][32]byte(nil), of(s2.OperatorDID))
+	diff(t, "OperatorSessionsOf(A)", sortHashes(h1, h2), of(s1.OperatorDID))
+	for _, q := range []string{"did:svrp:o:", "did:svrp:o:aaaaaaa", s1.OperatorDID + "/"} {
+		diff(t, "OperatorSessionsOf of a prefix", [][32]byte(nil), of(q))
+	}
+	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteOperatorSession(h1), tx.DeleteOperatorSession(h1)) })
+	diff(t, "OperatorSessionsOf(A) after deleting h1", [][32]byte{h2}, of(s1.OperatorDID))
+}
+
+func sortHashes(hs ...[32]byte) [][32]byte {
+	out := slices.Clone(hs)
+	slices.SortFunc(out, cmpHash)
+	return out
 }
 
 func testCounters(t *testing.T, s Store) {

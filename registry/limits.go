@@ -75,3 +75,19 @@ const (
 	// exactly this many, and the limiter's memory stays under some 10 MiB.
 	maxTrackedClients = 1 << 16
 )
+
+// The credential revocation list (docs/protocol.md §10.5). Anyone can make a root key and
+// sign revocations for it, so the list is a table a stranger can grow.
+const (
+	// DefaultMaxRevocations bounds the list. Entries are never dropped, since dropping one
+	// would quietly un-revoke a credential: when the list is full, new revocations get
+	// RATE_LIMITED and the daemon's operator must raise the bound. A record is a few hundred
+	// bytes, so a million is a few hundred MB at most.
+	DefaultMaxRevocations = 1_000_000
+	// DefaultRevokeAddressLimit is the number of new revocations one client address may
+	// record per revokeWindow. An operator revokes a handful of devices on a bad day; this
+	// keeps one address from filling the list. Repeats of a recorded revocation do not count.
+	DefaultRevokeAddressLimit = 60
+	revokeWindow              = time.Hour
+	revokeCounterPrefix       = "revoke/"
+)

@@ -39,19 +39,6 @@ const (
 	DefaultRegisterAddressLimit = 600 // new node keys per client address per hour
 	DefaultOnlineWindow         = 600 * time.Second
 	registerWindow              = time.Hour
-
-	// DefaultMaxRevocations bounds the revocation list (docs/protocol.md §10.5). Anyone can make a
-	// root key and sign revocations for it, so the list is a table a stranger can grow; entries are
-	// never dropped, since dropping one would quietly un-revoke a credential, so when it is
-	// full new revocations get 429 and the daemon's operator must raise the bound. A record is
-	// a few hundred bytes: a million is a few hundred MB at most.
-	DefaultMaxRevocations = 1_000_000
-	// DefaultRevokeAddressLimit is the number of new revocations one client address may record
-	// per hour. An operator revokes a handful of devices in a bad day; this keeps one address
-	// from filling the list, and repeats of a recorded revocation do not count.
-	DefaultRevokeAddressLimit = 60
-	revokeWindow              = time.Hour
-	revokeCounterPrefix       = "revoke/"
 )
 
 // Config wires a Service. Store is required; every other field has a default.

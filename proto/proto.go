@@ -43,6 +43,10 @@ const (
 	AuthzRevoked     Code = "AUTHZ_REVOKED"
 	PayloadTooLarge  Code = "PAYLOAD_TOO_LARGE"
 	Internal         Code = "INTERNAL"
+	// StoreUnavailable refuses a write while the store cannot safely take one: its disk is
+	// below the free-space reserve, or its data directory is gone, replaced or read-only.
+	// Reads keep working; the write changed nothing and may be retried later.
+	StoreUnavailable Code = "STORE_UNAVAILABLE"
 
 	// Client-side codes (docs/protocol.md §9): raised by the client, never sent by the server.
 	NotYetWired    Code = "NOT_YET_WIRED"

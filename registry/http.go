@@ -54,6 +54,7 @@ var statusOf = map[proto.Code]int{
 	proto.PayloadTooLarge:   http.StatusRequestEntityTooLarge,
 	proto.RateLimited:       http.StatusTooManyRequests,
 	proto.Internal:          http.StatusInternalServerError,
+	proto.StoreUnavailable:  http.StatusServiceUnavailable,
 }
 
 // openAPI is the OpenAPI 3.1 document of the API, served at GET /openapi.json. A test holds
@@ -283,13 +284,23 @@ func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 	w.Write(openAPI)
 }
 
+// health keeps the profile's shape ({status, service, count}) and adds `store` when the
+// store watches a disk. A store that refuses writes turns status to "degraded": reads are
+// still served, so the answer stays 200 and a client reading only status and count still
+// parses it.
 func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	n, err := h.s.NodeCount(r.Context())
+	st := h.s.StoreHealth()
+	status := "ok"
+	if st.State != "" && st.State != store.HealthOK {
+		status = "degraded"
+	}
 	h.reply(w, struct {
 		Status  string `json:"status"`
 		Service string `json:"service"`
 		Count   int    `json:"count"`
-	}{"ok", "svrpd", n}, err)
+		Store   string `json:"store,omitempty"`
+	}{status, "svrpd", n, st.State}, err)
 }
 
 // listing answers one of the three node listings from the list cache, building it with

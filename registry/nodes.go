@@ -319,6 +319,15 @@ func (s *Service) NodeCount(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// StoreHealth returns what the store says about its disk: the zero Health when it watches
+// none (a memory store).
+func (s *Service) StoreHealth() store.Health {
+	if h, ok := s.store.(store.HealthReporter); ok {
+		return h.Health()
+	}
+	return store.Health{}
+}
+
 func nodeView(n store.Node) api.NodeView {
 	v := api.NodeView{
 		DID: n.DID, PublicKey: n.Key.Hex(), Endpoint: n.Endpoint,

@@ -94,15 +94,23 @@ const (
 type Option func(*badgerConfig)
 
 type badgerConfig struct {
-	logger *slog.Logger
+	logger  *slog.Logger
+	reserve DiskReserve
 }
 
-// WithLogger sends Badger's own messages to l: errors and warnings at their level, the rest
-// at debug, since Badger reports every compaction and file replay. Without it Badger logs
-// nothing. Badger's messages name files and keys; the store's keys hold hashes and DIDs,
-// never a secret.
+// WithLogger sends Badger's own messages to l, with component=badger: errors and warnings
+// at their level, at most a few a minute (a failing flush retries every second, and would
+// otherwise fill the log), and the rest at [LevelTrace], since Badger reports every
+// compaction and file replay. The store's own changes of state (writes refused, writes
+// resumed) go to l once each. Without it nothing is logged. Badger's messages name files
+// and keys; the store's keys hold hashes and DIDs, never a secret.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *badgerConfig) { c.logger = l }
+}
+
+// WithDiskReserve sets the free space kept on the store's volume (see [DiskReserve]).
+func WithDiskReserve(r DiskReserve) Option {
+	return func(c *badgerConfig) { c.reserve = r }
 }
 
 // OpenBadger opens, or creates, a Badger database in dir. A nil return from Update means
@@ -116,13 +124,26 @@ func WithLogger(l *slog.Logger) Option {
 // written share the next transaction and its one disk sync, each with its own undo log so
 // that a function that fails leaves nothing behind while the others in its group commit.
 // Under load this turns one sync per write into one sync per group.
-func OpenBadger(dir string, opts ...Option) (Store, error) {
+//
+// The store watches its disk (see [Health]): it refuses writes with [ErrUnavailable] while
+// the volume's free space is below the reserve ([WithDiskReserve]) or below what Badger
+// needs to write out what it holds, and once the directory is removed, replaced or can no
+// longer take new files. Badger writes its files through memory maps of sparse files, and
+// a page that finds no room on a full volume kills the process with SIGBUS; no Badger
+// option preallocates them or writes them otherwise, so the reserve is what keeps Badger's
+// writes off a volume that cannot hold them. OpenBadger fails with [ErrNoSpace],
+// [ErrReadOnly], [ErrLocked] or [ErrNotDataDir] on a directory it cannot open safely.
+func OpenBadger(dir string, opts ...Option) (s Store, err error) {
 	if dir == "" {
 		return nil, errors.New("store: empty Badger directory")
 	}
 	var cfg badgerConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	id, total, err := preflight(dir)
+	if err != nil {
+		return nil, err
 	}
 	bo := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
@@ -140,10 +161,18 @@ func OpenBadger(dir string, opts ...Option) (Store, error) {
 		// tree instead of a stack of overlapping tables to merge.
 		WithCompactL0OnClose(true)
 	if cfg.logger != nil {
-		bo = bo.WithLogger(slogBadger{cfg.logger.With("component", "badger")})
+		bo = bo.WithLogger(newSlogBadger(cfg.logger.With("component", "badger")))
 	}
-	db, err := badger.Open(bo)
+	db, err := openBadgerDB(bo)
 	if err != nil {
+		switch {
+		case isLocked(err):
+			return nil, fmt.Errorf("%s: %w", dir, ErrLocked)
+		case isNoSpace(err):
+			return nil, fmt.Errorf("%s: %w: %v", dir, ErrNoSpace, err)
+		case isReadOnly(err):
+			return nil, fmt.Errorf("%s: %w: %v", dir, ErrReadOnly, err)
+		}
 		return nil, fmt.Errorf("store: failed to open Badger database: %w", err)
 	}
 	if err := checkVersion(db); err != nil {
@@ -154,14 +183,73 @@ func OpenBadger(dir string, opts ...Option) (Store, error) {
 		db.Close()
 		return nil, err
 	}
+	var log *slog.Logger
+	if cfg.logger != nil {
+		log = cfg.logger.With("component", "store")
+	}
 	b := &badgerStore{
 		db: db, updates: make(chan *pendingUpdate, updateQueue), stopped: make(chan struct{}),
 		wake: make(chan struct{}, 1), stopCompact: make(chan struct{}), compacted: make(chan struct{}),
+		guard: newDiskGuard(dir, id, cfg.reserve.resolve(total), log), dir: dir,
+		unwatch: make(chan struct{}), unwatched: make(chan struct{}),
 	}
+	b.guard.needed.Store(b.roomNeeded())
+	b.guard.refresh(0)
 	go b.commitLoop()
 	go b.compactLoop(cfg.logger)
 	b.wakeCompactor() // level 0 may hold what the last run left
+	go b.watch()
 	return b, nil
+}
+
+// openBadgerDB opens Badger, turning a panic in it into an error: a start-up on a damaged
+// directory ends with one line, not a trace.
+func openBadgerDB(bo badger.Options) (db *badger.DB, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			db, err = nil, fmt.Errorf("badger panicked while opening: %v", v)
+		}
+	}()
+	return badger.Open(bo)
+}
+
+// roomNeeded is the free space Badger needs to write out what it holds in memory and to
+// compact the tree: twice the write-ahead logs (the flush, then the level-0 compaction that
+// rewrites it, which Close also forces), the whole tree (the compactor flattens it level by
+// level, and a step writes its levels anew before it deletes them), and a margin for the
+// manifest and new logs.
+func (b *badgerStore) roomNeeded() uint64 {
+	var tree int64
+	for _, l := range b.db.Levels() {
+		tree += max(l.Size, 0)
+	}
+	return 2*memFilesAllocated(b.dir) + uint64(tree) + openRoom
+}
+
+// watch looks at the disk every diskCheckEvery until Close, so that a fault is noticed and
+// logged on an idle registry too.
+func (b *badgerStore) watch() {
+	defer close(b.unwatched)
+	t := time.NewTicker(diskCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.unwatch:
+			return
+		case <-t.C:
+		}
+		if b.guard.cur.Load().state != HealthGone {
+			b.guard.needed.Store(b.roomNeeded())
+		}
+		b.guard.refresh(0)
+	}
+}
+
+// Health implements [HealthReporter].
+func (b *badgerStore) Health() Health { return b.guard.health() }
+
+func (b *badgerStore) checkWrite() error {
+	return b.guard.allow(b.guard.refresh(touchCheckAge), false)
 }
 
 func checkVersion(db *badger.DB) error {
@@ -232,19 +320,72 @@ func indexOperatorSessions(db *badger.DB) error {
 	return db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kOpIndexed), []byte("1")) })
 }
 
-type slogBadger struct{ l *slog.Logger }
+// LevelTrace is the level of Badger's informational and debug messages: below debug, so
+// that svrpd's --log-level debug shows requests without Badger's compactions.
+const LevelTrace = slog.LevelDebug - 4
 
-func (s slogBadger) log(level slog.Level, format string, args []any) {
+// Badger's errors and warnings pass at badgerBurst lines at once and then one per
+// badgerEvery: a flush that fails and retries every second writes four lines a minute, not
+// sixty, and the lines it could not write are counted on the next.
+const (
+	badgerBurst = 5
+	badgerEvery = 15 * time.Second
+)
+
+type slogBadger struct {
+	l *slog.Logger
+
+	mu         sync.Mutex
+	tokens     float64
+	last       time.Time
+	suppressed int
+}
+
+func newSlogBadger(l *slog.Logger) *slogBadger {
+	return &slogBadger{l: l, tokens: badgerBurst, last: time.Now()}
+}
+
+// admit takes a token for one line, or counts the line as suppressed. It returns how many
+// lines were suppressed since the last one admitted.
+func (s *slogBadger) admit(now time.Time) (ok bool, suppressed int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens = min(badgerBurst, s.tokens+now.Sub(s.last).Seconds()/badgerEvery.Seconds())
+	s.last = now
+	if s.tokens < 1 {
+		s.suppressed++
+		return false, 0
+	}
+	s.tokens--
+	n := s.suppressed
+	s.suppressed = 0
+	return true, n
+}
+
+func (s *slogBadger) log(level slog.Level, format string, args []any) {
 	ctx := context.Background()
-	if s.l.Enabled(ctx, level) {
-		s.l.Log(ctx, level, strings.TrimSpace(fmt.Sprintf(format, args...)))
+	if !s.l.Enabled(ctx, level) {
+		return
+	}
+	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
+	if level < slog.LevelWarn {
+		s.l.Log(ctx, level, msg)
+		return
+	}
+	ok, n := s.admit(time.Now())
+	switch {
+	case !ok:
+	case n > 0:
+		s.l.Log(ctx, level, msg, "suppressed", n)
+	default:
+		s.l.Log(ctx, level, msg)
 	}
 }
 
-func (s slogBadger) Errorf(f string, a ...any)   { s.log(slog.LevelError, f, a) }
-func (s slogBadger) Warningf(f string, a ...any) { s.log(slog.LevelWarn, f, a) }
-func (s slogBadger) Infof(f string, a ...any)    { s.log(slog.LevelDebug, f, a) }
-func (s slogBadger) Debugf(f string, a ...any)   { s.log(slog.LevelDebug, f, a) }
+func (s *slogBadger) Errorf(f string, a ...any)   { s.log(slog.LevelError, f, a) }
+func (s *slogBadger) Warningf(f string, a ...any) { s.log(slog.LevelWarn, f, a) }
+func (s *slogBadger) Infof(f string, a ...any)    { s.log(LevelTrace, f, a) }
+func (s *slogBadger) Debugf(f string, a ...any)   { s.log(LevelTrace, f, a) }
 
 type badgerStore struct {
 	db     *badger.DB
@@ -264,12 +405,18 @@ type badgerStore struct {
 	wake        chan struct{}
 	stopCompact chan struct{}
 	compacted   chan struct{}
+
+	dir       string
+	guard     *diskGuard
+	unwatch   chan struct{}
+	unwatched chan struct{}
 }
 
 // pendingUpdate is one Update waiting for its function to run and its group to commit.
 type pendingUpdate struct {
-	fn   func(Tx) error
-	done chan error
+	fn      func(Tx) error
+	done    chan error
+	reserve bool // it makes acknowledged state durable and may use the reserve
 }
 
 const (
@@ -312,7 +459,7 @@ func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	u := &pendingUpdate{fn: fn, done: make(chan error, 1)}
+	u := &pendingUpdate{fn: fn, done: make(chan error, 1), reserve: mayUseReserve(ctx)}
 	b.closing.RLock()
 	if b.closed.Load() {
 		b.closing.RUnlock()
@@ -380,7 +527,24 @@ func (b *badgerStore) commitLoop() {
 // transaction once. A function that fails has its own writes undone and gets its error;
 // the others share the commit's result. Each function sees the writes of the functions
 // before it, exactly as if they had committed one by one.
+//
+// The disk is looked at before the group runs, and the directory again after it committed:
+// a function is refused while the store cannot take writes, and a commit into a directory
+// removed meanwhile is reported as refused, never acknowledged.
 func (b *badgerStore) commitGroup(group []*pendingUpdate) {
+	disk := b.guard.refresh(0)
+	allowed := group[:0]
+	for _, u := range group {
+		if err := b.guard.allow(disk, u.reserve); err != nil {
+			u.done <- err
+			continue
+		}
+		allowed = append(allowed, u)
+	}
+	if len(allowed) == 0 {
+		return
+	}
+	group = allowed
 	txn := b.db.NewTransaction(true)
 	defer txn.Discard()
 	results := make([]error, len(group))
@@ -398,7 +562,12 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 			// function to run more than once.
 			txn.Discard()
 			for _, u := range group {
-				u.done <- b.commitAlone(u.fn)
+				err := b.commitAlone(u.fn)
+				if err == nil && !b.guard.sameDir() {
+					b.guard.refresh(0)
+					err = ErrUnavailable
+				}
+				u.done <- err
 			}
 			return
 		}
@@ -408,6 +577,9 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 		var err error
 		if cerr := txn.Commit(); cerr != nil {
 			err = fmt.Errorf("store: failed to commit: %w", cerr)
+		} else if !b.guard.sameDir() {
+			b.guard.refresh(0)
+			err = ErrUnavailable
 		}
 		for _, i := range kept {
 			results[i] = err
@@ -443,6 +615,11 @@ func runUpdate(fn func(Tx) error, tx *badgerTx) (err error) {
 	return fn(tx)
 }
 
+// Close closes Badger, which writes its memtables out as tables. When that cannot succeed
+// it leaves Badger open and returns [ErrNotClosed] with what was not written out: Badger
+// would otherwise retry forever on a directory that is gone or read-only, or die of SIGBUS
+// on a volume without room. Every acknowledged write is also in Badger's write-ahead log,
+// which the next open replays, unless the directory itself is gone.
 func (b *badgerStore) Close() error {
 	b.closing.Lock()
 	if b.closed.Swap(true) {
@@ -454,6 +631,18 @@ func (b *badgerStore) Close() error {
 	<-b.stopped
 	close(b.stopCompact)
 	<-b.compacted
+	close(b.unwatch)
+	<-b.unwatched
+	disk := b.guard.refresh(0)
+	switch disk.state {
+	case HealthGone:
+		return fmt.Errorf("%w: %s; the writes Badger held in memory went with it", ErrNotClosed, disk.detail)
+	case HealthReadOnly:
+		return fmt.Errorf("%w: %s; Badger's memtables were not written out as tables, and its write-ahead log, which holds every acknowledged write, is replayed at the next start", ErrNotClosed, disk.detail)
+	}
+	if need := b.roomNeeded(); disk.free < need {
+		return fmt.Errorf("%w: %s free on the volume, %s needed to write out Badger's memtables; its write-ahead log, which holds every acknowledged write, is replayed at the next start", ErrNotClosed, mib(disk.free), mib(need))
+	}
 	return b.db.Close()
 }
 
@@ -466,6 +655,10 @@ func (b *badgerStore) Maintain(ctx context.Context) error {
 		}
 		if b.closed.Load() {
 			return errClosed
+		}
+		// Garbage collection rewrites value-log files: not on a volume short of room.
+		if b.guard.cur.Load().state != HealthOK {
+			return nil
 		}
 		err := b.db.RunValueLogGC(gcDiscardRatio)
 		switch {

@@ -32,7 +32,9 @@ func (b *badgerStore) compactLoop(log *slog.Logger) {
 			return
 		case <-b.wake:
 		}
-		for b.needsCompaction() {
+		// Not on a faulted disk: compaction writes the tree anew, and a volume below the
+		// reserve may not hold it. Writes are refused meanwhile, so level 0 cannot grow.
+		for b.guard.cur.Load().state == HealthOK && b.needsCompaction() {
 			// Flatten compacts level by level until one level holds everything; with one
 			// worker it is what a single compactor does, run on demand.
 			if err := b.db.Flatten(1); err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -92,10 +93,11 @@ type cachedNode struct {
 }
 
 var (
-	_ Store       = (*nodeCache)(nil)
-	_ NodeToucher = (*nodeCache)(nil)
-	_ Maintainer  = (*nodeCache)(nil)
-	_ NodeScanner = (*nodeCache)(nil)
+	_ Store          = (*nodeCache)(nil)
+	_ NodeToucher    = (*nodeCache)(nil)
+	_ Maintainer     = (*nodeCache)(nil)
+	_ NodeScanner    = (*nodeCache)(nil)
+	_ HealthReporter = (*nodeCache)(nil)
 )
 
 // A cachedNode never changes once it is in the maps: a write or a touch replaces it. That is
@@ -153,7 +155,14 @@ func (c *nodeCache) apply(n Node, seq uint64) {
 	c.nodes[n.Key] = &cachedNode{n: n, seq: seq}
 }
 
+// TouchNode refuses a touch while inner refuses writes: the touch would be acknowledged
+// in memory and then never made durable.
 func (c *nodeCache) TouchNode(key didkey.PublicKey, seen time.Time) error {
+	if w, ok := c.inner.(writeChecker); ok {
+		if err := w.checkWrite(); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur, ok := c.nodes[key]
@@ -199,8 +208,9 @@ func (c *nodeCache) Flush(ctx context.Context) error {
 	}
 	for chunk := range slices.Chunk(keys, flushChunk) {
 		// Straight to inner: memory already holds these times. Each record is read back
-		// from inner so that a registration committed since the touch is kept whole.
-		err := c.inner.Update(ctx, func(tx Tx) error {
+		// from inner so that a registration committed since the touch is kept whole. The
+		// touches were acknowledged, so the flush may use the disk's reserve.
+		err := c.inner.Update(withReserve(ctx), func(tx Tx) error {
 			for _, k := range chunk {
 				n, err := tx.Node(k)
 				if errors.Is(err, ErrNotFound) {
@@ -239,9 +249,25 @@ func (c *nodeCache) Maintain(ctx context.Context) error {
 	return nil
 }
 
-// Close makes the last touches durable, then closes inner.
+// Health implements [HealthReporter] with inner's report; the zero Health when inner
+// watches no disk.
+func (c *nodeCache) Health() Health {
+	if h, ok := c.inner.(HealthReporter); ok {
+		return h.Health()
+	}
+	return Health{}
+}
+
+// Close makes the last touches durable, then closes inner. When the touches cannot be made
+// durable the error says how many nodes' last_seen was lost.
 func (c *nodeCache) Close() error {
 	ferr := c.Flush(context.Background())
+	if ferr != nil {
+		c.mu.Lock()
+		n := len(c.dirty)
+		c.mu.Unlock()
+		ferr = fmt.Errorf("the last_seen of %d nodes was not made durable: %w", n, ferr)
+	}
 	return errors.Join(ferr, c.inner.Close())
 }
 

@@ -21,10 +21,21 @@ import (
 	"github.com/svrp/svrp/internal/daemon"
 )
 
+// main turns the first SIGINT or SIGTERM into a cancelled context, which a command answers
+// by shutting down within its bound, and a second one into an immediate exit with status 1:
+// an operator who signals twice is not kept waiting by a shutdown that hangs.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "svrpd: second signal (%v): exiting now, without finishing the shutdown\n", s)
+		os.Exit(1)
+	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
 	os.Exit(code)
 }
 

@@ -51,21 +51,38 @@ func (l *crashLog) String() string {
 
 // crashDaemon is one run of svrpd serve.
 type crashDaemon struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-	exit int
+	cmd     *exec.Cmd
+	url     string
+	serving <-chan string // the address, once it serves
+	done    chan struct{}
+	exit    int
 }
 
 var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+)`)
 
 // crashStart runs svrpd serve on a free loopback port over data, logging at debug level
-// into log, and returns once it serves.
-func crashStart(t *testing.T, bin, data string, log *crashLog) *crashDaemon {
+// into log, with any extra flags, and returns once it serves.
+func crashStart(t *testing.T, bin, data string, log *crashLog, extra ...string) *crashDaemon {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", data,
+	d := crashSpawn(t, bin, data, log, extra...)
+	select {
+	case d.url = <-d.serving:
+		return d
+	case <-d.done:
+		t.Fatalf("svrpd exited %d before serving:\n%s", d.exit, log)
+	case <-time.After(crashStepTimeout):
+		t.Fatalf("svrpd did not serve within %v:\n%s", crashStepTimeout, log)
+	}
+	return nil
+}
+
+// crashSpawn starts svrpd serve as crashStart does, without waiting for it to serve.
+func crashSpawn(t *testing.T, bin, data string, log *crashLog, extra ...string) *crashDaemon {
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", data,
 		"--log-level", "debug", "--register-address-limit", "1000000",
-		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000")
+		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000"}, extra...)
+	cmd := exec.Command(bin, args...)
 	// The daemon reads SVRPD_ variables for flags it was not given; the test's own must not
 	// reach it.
 	for _, kv := range os.Environ() {
@@ -80,8 +97,8 @@ func crashStart(t *testing.T, bin, data string, log *crashLog) *crashDaemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &crashDaemon{cmd: cmd, done: make(chan struct{})}
 	found := make(chan string, 1)
+	d := &crashDaemon{cmd: cmd, done: make(chan struct{}), serving: found}
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
@@ -118,15 +135,7 @@ func crashStart(t *testing.T, bin, data string, log *crashLog) *crashDaemon {
 			<-d.done
 		}
 	})
-	select {
-	case d.url = <-found:
-		return d
-	case <-d.done:
-		t.Fatalf("svrpd exited %d before serving:\n%s", d.exit, log)
-	case <-time.After(crashStepTimeout):
-		t.Fatalf("svrpd did not serve within %v:\n%s", crashStepTimeout, log)
-	}
-	return nil
+	return d
 }
 
 // signal sends sig and waits for the process to end; it returns the exit code, -1 when a

@@ -13,9 +13,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +52,12 @@ type Config struct {
 	SweepEvery                time.Duration
 	LogLevel                  string
 	LogFormat                 string
+	// DiskReserve is the free space kept on the data directory's volume; the zero value is
+	// the store's default.
+	DiskReserve store.DiskReserve
+	// ShutdownTimeout bounds the shutdown after the first signal: draining requests and
+	// closing the store. Zero is DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 	// Console serves the operator console under /console/ (Main turns it on by default).
 	Console bool
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
@@ -137,6 +143,12 @@ func (c Config) Validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must not be negative"))
+	}
+	if c.DiskReserve.Percent < 0 || c.DiskReserve.Percent >= 100 {
+		errs = append(errs, errors.New("--disk-reserve: a percentage must be below 100%"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -171,21 +183,63 @@ func (l prefixList) Set(v string) error {
 	return nil
 }
 
+// ParseLevel reads --log-level: trace (Badger's own debug messages too), debug (one line
+// per request), info, warn or error.
 func ParseLevel(s string) (slog.Level, error) {
+	if strings.EqualFold(s, "trace") {
+		return store.LevelTrace, nil
+	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+		return 0, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", s)
 	}
 	return l, nil
 }
 
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	l, _ := ParseLevel(level)
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.LevelKey && a.Value.Any() == store.LevelTrace {
+			a.Value = slog.StringValue("TRACE")
+		}
+		return a
+	}}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// ParseDiskReserve reads --disk-reserve: "auto" (or empty) for the default, a size such as
+// 512MiB, 2GiB or 300MB (a bare number is bytes), or a percentage of the volume such as 10%.
+func ParseDiskReserve(s string) (store.DiskReserve, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "auto" {
+		return store.DiskReserve{}, nil
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil || f <= 0 || f >= 100 {
+			return store.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want a percentage above 0 and below 100", s)
+		}
+		return store.DiskReserve{Percent: f}, nil
+	}
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	num, mult := s, uint64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n == 0 || n > (1<<62)/mult {
+		return store.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want auto, a size such as 512MiB or 2GiB, or a percentage such as 10%%", s)
+	}
+	return store.DiskReserve{Bytes: n * mult}, nil
 }
 
 // HTTP server timeouts: a client that trickles its headers or body is cut off.
@@ -196,9 +250,14 @@ const (
 	// idleTimeout is how long a keep-alive connection may wait for its next request: long
 	// enough for a client's next call in a sequence (login, then resolve), short enough
 	// that idle connections do not pile up against the connection cap.
-	idleTimeout     = 30 * time.Second
-	shutdownTimeout = 15 * time.Second
-	maxHeaderBytes  = 16 << 10
+	idleTimeout    = 30 * time.Second
+	maxHeaderBytes = 16 << 10
+	// DefaultShutdownTimeout bounds a shutdown: long enough to drain requests (bounded by
+	// the write timeout's order of magnitude) and to let Badger write out its memtables.
+	DefaultShutdownTimeout = 30 * time.Second
+	// drainShare is the part of the shutdown bound given to draining requests; the rest is
+	// the store's.
+	drainShare = 2
 )
 
 // Timeouts are the HTTP server's bounds on a client.
@@ -245,8 +304,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
 	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose X-Forwarded-For / Forwarded names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
 	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (debug logs every request)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error (debug logs every request; trace adds Badger's own messages)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
+	reserve := fs.String("disk-reserve", "auto", "free space kept on the data volume; writes answer 503 STORE_UNAVAILABLE below it (auto: the larger of 256MiB and 5% of the volume; or a size such as 1GiB, or a percentage such as 10%)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "bound on a shutdown (draining requests, closing the store); past it, or if the store cannot close, svrpd exits 1")
 	fs.BoolVar(&c.Console, "console", true, "serve the operator console in the browser under /console/ (--console=false turns it off)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
@@ -258,51 +319,44 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}
+	var err error
+	if c.DiskReserve, err = ParseDiskReserve(*reserve); err != nil {
+		fmt.Fprintf(stderr, "svrpd: %v\n", err)
+		return 2
+	}
 	if err := c.Validate(); err != nil {
 		fmt.Fprintf(stderr, "svrpd: %v\n", strings.ReplaceAll(err.Error(), "\n", "\nsvrpd: "))
 		return 2
 	}
 	log := NewLogger(stderr, c.LogLevel, c.LogFormat)
 	if err := Run(ctx, c, log, nil); err != nil {
-		log.Error("svrpd stopped", "err", err)
+		var se startError
+		if errors.As(err, &se) {
+			log.Error("svrpd cannot start", "err", se.err)
+		} else {
+			log.Error("svrpd stopped", "err", err)
+		}
 		return 1
 	}
 	return 0
 }
 
-// Run runs the registry until ctx is done, then shuts down in order: stop accepting,
-// drain requests, stop the sweeper, close the store. ready, when not nil, receives the
-// listening address once requests can be served.
+// startError is a failure before serving: the address or the data directory.
+type startError struct{ err error }
+
+func (e startError) Error() string { return e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
+
+// Run runs the registry until ctx is done, then shuts down in order, within
+// c.ShutdownTimeout: stop accepting, drain requests, stop the sweeper, close the store. It
+// binds the listener before it touches the disk, so that a daemon that cannot listen leaves
+// no directory behind. ready, when not nil, receives the listening address once requests
+// can be served.
+//
+// It returns an error when the shutdown overran its bound or the store could not close;
+// what could not be made durable is in the error, and was logged.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) error {
 	c = c.WithDefaults()
-	st, err := openStore(ctx, c, log)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Error("closing the store", "err", err)
-		} else {
-			log.Info("store closed")
-		}
-	}()
-
-	svc, err := registry.New(registry.Config{
-		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
-		ResolveAddressLimit: c.ResolveAddressLimit, RegisterAddressLimit: c.RegisterAddressLimit,
-		MaxRevocations: c.MaxRevocations, RevokeAddressLimit: c.RevokeAddressLimit,
-		InitiateAddressLimit: c.InitiateAddressLimit, MaxOpenBindingSessions: c.MaxBindingSessions,
-		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
-		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
-		ResolveGlobalLimit: c.ResolveGlobalLimit, TrustedProxies: c.TrustedProxies,
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := svc.RepairAtStart(ctx); err != nil {
-		return fmt.Errorf("repairing sessions at start: %w", err)
-	}
-
 	maxConns, perAddr := c.MaxConnections, c.MaxConnectionsPerAddress
 	files, err := raiseFileLimit()
 	if err != nil {
@@ -314,8 +368,41 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 	tcp, err := net.Listen("tcp", c.Listen)
 	if err != nil {
-		return err
+		return startError{err}
 	}
+	defer tcp.Close()
+	st, err := openStore(ctx, c, log)
+	if err != nil {
+		return startError{err}
+	}
+	closeStore := func() error {
+		if err := st.Close(); err != nil {
+			return err
+		}
+		log.Info("store closed")
+		return nil
+	}
+
+	svc, err := registry.New(registry.Config{
+		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
+		ResolveAddressLimit: c.ResolveAddressLimit, RegisterAddressLimit: c.RegisterAddressLimit,
+		MaxRevocations: c.MaxRevocations, RevokeAddressLimit: c.RevokeAddressLimit,
+		InitiateAddressLimit: c.InitiateAddressLimit, MaxOpenBindingSessions: c.MaxBindingSessions,
+		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
+		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
+		ResolveGlobalLimit: c.ResolveGlobalLimit, TrustedProxies: c.TrustedProxies,
+	})
+	if err != nil {
+		return errors.Join(err, closeStore())
+	}
+	if _, err := svc.RepairAtStart(ctx); errors.Is(err, store.ErrUnavailable) {
+		// The store refuses writes (it said why, once); the sessions left VERIFYING are
+		// repaired at the next start with room.
+		log.Warn("sessions left verifying were not repaired: the store refuses writes")
+	} else if err != nil {
+		return errors.Join(fmt.Errorf("repairing sessions at start: %w", err), closeStore())
+	}
+
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	timeouts := c.Timeouts.orDefaults()
 	handler := registry.NewHandler(svc)
@@ -362,15 +449,38 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	case serveErr = <-served:
 		log.Error("http server failed", "err", serveErr)
 	}
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	bound := c.ShutdownTimeout
+	if bound <= 0 {
+		bound = DefaultShutdownTimeout
+	}
+	deadline := time.Now().Add(bound)
+	drainCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), time.Now().Add(bound/drainShare))
 	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		log.Warn("requests still open at the shutdown deadline", "err", err)
+	if err := srv.Shutdown(drainCtx); err != nil {
+		log.Warn("requests still open at the drain deadline", "err", err)
+		srv.Close()
 	}
 	stopSweep()
-	<-swept
-	log.Info("sweeper stopped")
-	return serveErr
+	// The sweeper may be inside a write that a failing disk holds up; it gets the rest of
+	// the bound, shared with closing the store.
+	closed := make(chan error, 1)
+	go func() {
+		<-swept
+		log.Info("sweeper stopped")
+		closed <- closeStore()
+	}()
+	select {
+	case err := <-closed:
+		if err != nil {
+			log.Error("the store could not close", "err", err)
+			return errors.Join(serveErr, fmt.Errorf("closing the store: %w", err))
+		}
+		return serveErr
+	case <-time.After(time.Until(deadline)):
+		err := fmt.Errorf("the store did not close within the %v shutdown bound: Badger's memtables were not written out as tables, and the last_seen of heartbeats since the last flush (at most %v) may be lost; every other acknowledged write is in Badger's write-ahead log, replayed at the next start", bound, flushEvery)
+		log.Error("shutdown overran", "err", err)
+		return errors.Join(serveErr, err)
+	}
 }
 
 // openStore opens the configured store and puts the node table in memory in front of it, so
@@ -380,12 +490,16 @@ func openStore(ctx context.Context, c Config, log *slog.Logger) (store.Store, er
 	if c.Memory {
 		inner = store.NewMemory()
 	} else {
-		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		abs, err := filepath.Abs(c.DataDir)
+		if err != nil {
 			return nil, err
 		}
-		abs, _ := filepath.Abs(c.DataDir)
-		st, err := store.OpenBadger(c.DataDir, store.WithLogger(log))
-		if err != nil {
+		st, err := store.OpenBadger(abs, store.WithLogger(log), store.WithDiskReserve(c.DiskReserve))
+		switch {
+		case errors.Is(err, store.ErrNoSpace), errors.Is(err, store.ErrReadOnly),
+			errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrNotDataDir):
+			return nil, fmt.Errorf("data directory %w", err)
+		case err != nil:
 			return nil, fmt.Errorf("opening the store in %s: %w", abs, err)
 		}
 		inner = st
@@ -422,14 +536,16 @@ func sweep(ctx context.Context, svc *registry.Service, st store.Store, every tim
 			return
 		case <-flush.C:
 			if f, ok := st.(store.NodeToucher); ok {
-				if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
+				// A store that refuses writes has said so once; it is not said again
+				// every second.
+				if err := f.Flush(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
 					log.Error("making heartbeat times durable failed", "err", err)
 				}
 			}
 			continue
 		case <-t.C:
 		}
-		if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil {
+		if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
 			log.Error("sweep failed", "err", err)
 		}
 		if m, ok := st.(store.Maintainer); ok {

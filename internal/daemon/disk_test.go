@@ -20,6 +20,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/svrpdtest"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
 )
 
 // The disk tests run svrpd as a process over a data directory that fails under it: a small
@@ -199,7 +200,7 @@ func countLines(log, substr string) int {
 // checkNoCrash fails when the daemon's log shows a panic or a fatal signal.
 func checkNoCrash(t *testing.T, log string) {
 	t.Helper()
-	for _, bad := range []string{"SIGBUS", "panic:", "fatal error:", "goroutine "} {
+	for _, bad := range []string{"SIGBUS", "panic:", "fatal error:", "goroutine ", `msg="internal error"`} {
 		if strings.Contains(log, bad) {
 			t.Errorf("the daemon's log contains %q", bad)
 		}
@@ -303,7 +304,7 @@ func TestDataDirRemoved(t *testing.T) {
 	c := newCrashClient(d.url)
 
 	var removed atomic.Int64 // unix nanoseconds when RemoveAll returned
-	var lateAcks, refused atomic.Int64
+	var lateAcks, refused, firstRefused atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
@@ -325,6 +326,7 @@ func TestDataDirRemoved(t *testing.T) {
 					}
 				case status == http.StatusServiceUnavailable && code == "STORE_UNAVAILABLE":
 					refused.Add(1)
+					firstRefused.CompareAndSwap(0, time.Now().UnixNano())
 				default:
 					t.Errorf("register: %d %s", status, code)
 				}
@@ -345,7 +347,8 @@ func TestDataDirRemoved(t *testing.T) {
 	if refused.Load() == 0 {
 		t.Errorf("no write was refused after the directory was removed")
 	}
-	t.Logf("directory removed: %d writes refused, %d acknowledged after the removal", refused.Load(), lateAcks.Load())
+	t.Logf("directory removed: first write refused %v after the removal returned; %d writes refused, %d acknowledged after the removal",
+		time.Duration(firstRefused.Load()-removed.Load()), refused.Load(), lateAcks.Load())
 	checkReadsServe(t, c, l, "gone")
 
 	code, took := timedSignal(t, d, syscall.SIGTERM)
@@ -544,9 +547,15 @@ func TestStartOnBadDisk(t *testing.T) {
 			return dir
 		}, "read-only"},
 		{"no space", func(t *testing.T) string {
-			tmp := mountTmpfs(t, "16m")
+			// A data directory that served before, on a volume filled since.
+			tmp := mountTmpfs(t, "32m")
+			dir := filepath.Join(tmp, "data")
+			d := crashStart(t, bin, dir, &crashLog{}, "--disk-reserve", "1MiB")
+			if code := d.signal(t, syscall.SIGTERM); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
 			fillTo(t, filepath.Join(tmp, "filler"), 0)
-			return tmp
+			return dir
 		}, "no space left"},
 	}
 	for _, tc := range cases {
@@ -579,5 +588,44 @@ func TestNothingOnDiskBeforeListening(t *testing.T) {
 	}
 	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the data directory exists after a failed listen: %v", err)
+	}
+}
+
+func TestParseDiskReserve(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		bytes   uint64
+		percent float64
+		bad     bool
+	}{
+		{in: "auto"}, {in: ""},
+		{in: "512MiB", bytes: 512 << 20}, {in: "2GiB", bytes: 2 << 30}, {in: "300MB", bytes: 300e6},
+		{in: "4096", bytes: 4096}, {in: "10 MiB", bytes: 10 << 20},
+		{in: "10%", percent: 10}, {in: "2.5%", percent: 2.5},
+		{in: "0", bad: true}, {in: "0%", bad: true}, {in: "100%", bad: true}, {in: "-1GiB", bad: true},
+		{in: "lots", bad: true}, {in: "1.5GiB", bad: true}, {in: "99999999999TiB", bad: true},
+	} {
+		r, err := ParseDiskReserve(tc.in)
+		switch {
+		case tc.bad && err == nil:
+			t.Errorf("%q: accepted as %+v", tc.in, r)
+		case !tc.bad && err != nil:
+			t.Errorf("%q: %v", tc.in, err)
+		case !tc.bad && (r.Bytes != tc.bytes || r.Percent != tc.percent):
+			t.Errorf("%q: %+v, want %d bytes, %v%%", tc.in, r, tc.bytes, tc.percent)
+		}
+	}
+}
+
+// TestTraceLevel checks that --log-level trace exists, shows Badger's own messages under a
+// TRACE label, and that debug does not.
+func TestTraceLevel(t *testing.T) {
+	for _, level := range []string{"trace", "debug"} {
+		var out bytes.Buffer
+		NewLogger(&out, level, "text").With("component", "badger").Log(t.Context(), store.LevelTrace, "compaction")
+		shown := strings.Contains(out.String(), "level=TRACE msg=compaction component=badger")
+		if shown != (level == "trace") {
+			t.Errorf("--log-level %s: %q", level, out.String())
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,7 +26,7 @@ import (
 func TestHealth(t *testing.T) {
 	h := newHarness(t)
 	status, raw := h.do("GET", "/health", nil, "")
-	if status != http.StatusOK || string(raw) != `{"status":"ok","service":"svrpd","count":0}`+"\n" {
+	if status != http.StatusOK || string(raw) != `{"status":"ok","service":"svrpd","count":0,"store":"ok"}`+"\n" {
 		t.Fatalf("empty registry: %d %s", status, raw)
 	}
 	h.ok("POST", "/api/v1/register", newNode(t, "a").registration(t, "203.0.113.7:7000"), "", nil)
@@ -32,8 +34,33 @@ func TestHealth(t *testing.T) {
 	// A re-registration is the same node, not a new one.
 	h.ok("POST", "/api/v1/register", newNode(t, "a").registration(t, "203.0.113.9:7000"), "", nil)
 	status, raw = h.do("GET", "/health", nil, "")
-	if status != http.StatusOK || string(raw) != `{"status":"ok","service":"svrpd","count":2}`+"\n" {
+	if status != http.StatusOK || string(raw) != `{"status":"ok","service":"svrpd","count":2,"store":"ok"}`+"\n" {
 		t.Fatalf("two nodes: %d %s", status, raw)
+	}
+}
+
+// TestHealthStoreFault removes the store's directory under the registry: /health still
+// answers 200 with its count, turns status to degraded and names the fault in store, reads
+// keep working, and writes answer 503 STORE_UNAVAILABLE.
+func TestHealthStoreFault(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the disk is watched on Linux only")
+	}
+	h := newHarness(t)
+	h.ok("POST", "/api/v1/register", newNode(t, "a").registration(t, "203.0.113.7:7000"), "", nil)
+	if err := os.RemoveAll(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	status, raw := h.do("POST", "/api/v1/register", newNode(t, "b").registration(t, "203.0.113.8:7000"), "")
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(raw), `"code":"STORE_UNAVAILABLE"`) {
+		t.Errorf("register with the directory gone: %d %s", status, raw)
+	}
+	status, raw = h.do("GET", "/health", nil, "")
+	if status != http.StatusOK || string(raw) != `{"status":"degraded","service":"svrpd","count":1,"store":"gone"}`+"\n" {
+		t.Errorf("health with the directory gone: %d %s", status, raw)
+	}
+	if status, raw = h.do("GET", "/nodes", nil, ""); status != http.StatusOK {
+		t.Errorf("GET /nodes with the directory gone: %d %s", status, raw)
 	}
 }
 

@@ -196,6 +196,7 @@ func resolveView(s binding.Session) api.ResolveView {
 		DeviceSummary: optional(r.DeviceSummary), OS: optional(r.OS), Region: optional(r.Region),
 		Requested: api.Requested{TaskTypes: nonNil(r.RequestedTaskTypes), SingleLimit: r.RequestedSingleLimit, DailyLimit: r.RequestedDailyLimit},
 		Nonce:     r.Nonce, ExpiresAt: canonical.FormatTime(s.ExpiresAt),
+		CreatedAt: r.CreatedAt, NodeSignature: s.NodeSignature,
 	}
 }
 

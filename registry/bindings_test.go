@@ -297,7 +297,7 @@ func TestResolveSuccess(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("%d %s", status, raw)
 	}
-	want := []string{"binding_session_id", "device_summary", "expires_at", "node_did", "node_public_key", "node_public_key_fingerprint", "nonce", "os", "region", "requested", "state"}
+	want := []string{"binding_session_id", "created_at", "device_summary", "expires_at", "node_did", "node_public_key", "node_public_key_fingerprint", "node_signature", "nonce", "os", "region", "requested", "state"}
 	if d := cmp.Diff(want, jsonKeys(t, raw)); d != "" {
 		t.Fatalf("fields (-want +got):\n%s", d)
 	}
@@ -312,6 +312,7 @@ func TestResolveSuccess(t *testing.T) {
 		DeviceSummary: sptr("8 vCPU"), OS: sptr("linux"), Region: sptr("eu-west"),
 		Requested: api.Requested{TaskTypes: []string{"inference", "embedding"}, SingleLimit: num(10), DailyLimit: nil},
 		Nonce:     "nonce-bs-code", ExpiresAt: stamp(h.now().Add(10 * time.Minute)),
+		CreatedAt: stamp(h.now()), NodeSignature: n.initiate(t, "bs-code", h.now(), num(10), nil).NodeSignature,
 	}
 	if d := cmp.Diff(wantView, view); d != "" {
 		t.Fatalf("view (-want +got):\n%s", d)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,8 +65,10 @@ var statusOf = map[proto.Code]int{
 var openAPI []byte
 
 // endpoints is every endpoint of the API as method and path template ({id} stands for a
-// binding session id). knownPath reads it; the tests hold it against the router's routes
-// and the OpenAPI document, so a route that one of them lacks fails a test.
+// binding session id). knownPath, routeOf and allowOf read it, so the Allow header, the
+// 404-or-405 choice and the route a request is counted under come from one table; the tests
+// hold it against the router's routes and the OpenAPI document, so a route that one of them
+// lacks fails a test.
 var endpoints = []struct{ method, path string }{
 	{"GET", "/health"},
 	{"GET", "/nodes"},
@@ -91,14 +94,23 @@ var endpoints = []struct{ method, path string }{
 	{"POST", "/v1/node/bindings/{id}/accept"},
 	{"POST", "/v1/node/bindings/{id}/reject"},
 	{"GET", "/openapi.json"},
+	// The live network's node script posts to the unversioned paths.
+	{"POST", "/register"},
+	{"POST", "/heartbeat"},
+	{"GET", "/metrics"},
 }
 
 // NewHandler returns the whole HTTP API of the registry (docs/protocol.md section 5). Paths
 // the description marks Planned (/v1/oracle/*, /v1/dex/*) and every other unknown path
-// answer 404 with a JSON error; a known path with the wrong method answers 405.
-func NewHandler(s *Service) http.Handler {
+// answer 404 with a JSON error; a known path with the wrong method answers 405, and OPTIONS
+// on a known path answers 204 with its Allow header (and the CORS headers of
+// [WithCORSOrigins]).
+func NewHandler(s *Service, opts ...Option) http.Handler {
 	h := &handler{s: s}
-	return h.logged(newRouter(h))
+	for _, o := range opts {
+		o(&h.opts)
+	}
+	return h.logged(h.cors(newRouter(h)))
 }
 
 // router is httprouter's router remembering the method and pattern of every route, so that
@@ -148,6 +160,7 @@ func newRouter(h *handler) *router {
 			h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
 			return
 		}
+		w.Header().Set("Allow", allowOf(req.URL.Path))
 		h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
@@ -161,6 +174,8 @@ func newRouter(h *handler) *router {
 	r.GET("/api/v1/peers", h.apiPeers)
 	r.POST("/api/v1/register", h.register)
 	r.POST("/api/v1/heartbeat", h.heartbeat)
+	r.POST("/register", h.register)
+	r.POST("/heartbeat", h.heartbeat)
 
 	r.POST("/v1/auth/challenge", h.challenge)
 	r.POST("/v1/auth/device-login", h.deviceLogin)
@@ -180,22 +195,40 @@ func newRouter(h *handler) *router {
 	r.POST("/v1/node/bindings/:name", h.nodeBindingsPost)
 	r.POST("/v1/node/bindings/:name/:action", h.nodeBindingPost)
 	r.GET("/openapi.json", h.openapi)
+	r.GET("/metrics", h.metrics)
 	return r
 }
 
-type handler struct{ s *Service }
+type handler struct {
+	s    *Service
+	opts handlerOptions
+}
 
 // knownPath reports whether path is an endpoint of the API, whatever the method. The
 // router's parameter routes also match paths that are no endpoint (POST /v1/bindings/{name}
 // is one only for initiate, resolve and authorize), and those answer 404 to every method,
 // not 405.
-func knownPath(path string) bool {
+func knownPath(path string) bool { return routeOf(path) != "" }
+
+// routeOf returns the template of the endpoint path is an instance of, or "".
+func routeOf(path string) string {
 	for _, e := range endpoints {
 		if matchTemplate(e.path, path) {
-			return true
+			return e.path
 		}
 	}
-	return false
+	return ""
+}
+
+// allowOf returns the Allow header of a known path: its methods, and OPTIONS.
+func allowOf(path string) string {
+	var methods []string
+	for _, e := range endpoints {
+		if matchTemplate(e.path, path) && !slices.Contains(methods, e.method) {
+			methods = append(methods, e.method)
+		}
+	}
+	return strings.Join(append(methods, http.MethodOptions), ", ")
 }
 
 // matchTemplate reports whether path is an instance of the endpoint template tmpl, where
@@ -232,6 +265,9 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 	if !ok || code == proto.Internal {
 		h.s.log.Error("internal error", "err", err)
 		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"
+	}
+	if sw, ok := w.(*statusWriter); ok {
+		sw.code = code
 	}
 	writeJSON(w, status, api.ErrorBody{Code: string(code), Error: msg})
 }
@@ -523,6 +559,7 @@ func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprout
 		res, err := h.s.UnbindByOperator(r.Context(), id, op)
 		h.reply(w, res, err)
 	case "status":
+		w.Header().Set("Allow", allowOf(r.URL.Path))
 		h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
 	default:
 		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
@@ -575,10 +612,12 @@ func (h *handler) nodeBindingPost(w http.ResponseWriter, r *http.Request, p http
 	})
 }
 
-// statusWriter remembers the status a handler wrote, for the request log.
+// statusWriter remembers the status a handler wrote, and the protocol code of an error
+// answer, for the request log and the observer.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	code   proto.Code
 }
 
 func (w *statusWriter) WriteHeader(status int) {
@@ -586,13 +625,22 @@ func (w *statusWriter) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
-// logged logs one line per request: method, path, status and duration. It logs no header,
-// query or body, so no token or code can reach the log.
+// logged logs one line per request: method, path, status and duration, and hands the
+// exchange to the observer. It logs no header, query or body, so no token or code can reach
+// the log.
 func (h *handler) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
-		h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", time.Since(start))
+		took := time.Since(start)
+		h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", took)
+		if h.opts.observe != nil {
+			route := routeOf(r.URL.Path)
+			if route == "" {
+				route = RouteUnknown
+			}
+			h.opts.observe(Exchange{Method: r.Method, Route: route, Status: sw.status, Code: sw.code, Duration: took})
+		}
 	})
 }

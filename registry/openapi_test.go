@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
@@ -427,6 +428,20 @@ func TestOpenAPIExchanges(t *testing.T) {
 	h.ok("POST", "/v1/auth/logout", nil, token, nil)
 	h.fails("POST", "/v1/auth/logout", nil, token, http.StatusUnauthorized, "NO_SESSION")
 	h.ok("GET", "/openapi.json", nil, "", nil)
+
+	// The unversioned aliases, and /metrics where a daemon serves it and where it does not.
+	h.ok("POST", "/register", n.registration(t, "203.0.113.7:7001"), "", nil)
+	h.fails("POST", "/register", bad, "", http.StatusBadRequest, "BAD_REQUEST")
+	h.ok("POST", "/heartbeat", n.heartbeat(t, n.did, h.now()), "", nil)
+	h.fails("POST", "/heartbeat", stray.heartbeat(t, stray.did, h.now()), "", http.StatusNotFound, "UNKNOWN_DID")
+	h.fails("GET", "/metrics", nil, "", http.StatusNotFound, "NOT_FOUND")
+	withMetrics := *h
+	withMetrics.srv = httptest.NewServer(registry.NewHandler(h.svc, registry.WithMetrics(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Write([]byte("# HELP svrpd_nodes Registered node records.\n# TYPE svrpd_nodes gauge\nsvrpd_nodes 2\n"))
+	}))))
+	defer withMetrics.srv.Close()
+	withMetrics.ok("GET", "/metrics", nil, "", nil)
 
 	// Wrong methods and unknown paths answer the error body too.
 	h.fails("GET", "/api/v1/register", nil, "", http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")

@@ -37,6 +37,9 @@ var implemented = []endpoint{
 	{"POST", "/v1/node/bindings/pending"},
 	{"POST", "/v1/node/bindings/{id}/accept"},
 	{"POST", "/v1/node/bindings/{id}/reject"},
+	// Aliases the live network's node script uses.
+	{"POST", "/register"},
+	{"POST", "/heartbeat"},
 }
 
 // planned lists the paths the description marks Planned: nothing stands behind them.
@@ -74,8 +77,8 @@ func wantError(t *testing.T, what string, status int, contentType string, raw []
 
 func surfacePath(path string) string { return strings.ReplaceAll(path, "{id}", "bs-surface") }
 
-// TestSurface: every implemented endpoint answers its method, every other method gets 405,
-// and the Planned paths and other unknown routes get 404, all with JSON error bodies.
+// TestSurface: every implemented endpoint answers its method and OPTIONS, every other
+// method gets 405, and the Planned paths and other unknown routes get 404, all with JSON error bodies.
 func TestSurface(t *testing.T) {
 	h := newHarness(t)
 	n := newNode(t, "n")
@@ -93,7 +96,10 @@ func TestSurface(t *testing.T) {
 			if status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status >= 500 {
 				t.Fatalf("%s %s: %d %s", e.method, path, status, raw)
 			}
-			for _, m := range []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"} {
+			if status, _, _ := h.send("OPTIONS", path, nil); status != http.StatusNoContent {
+				t.Errorf("OPTIONS %s: %d, want 204", path, status)
+			}
+			for _, m := range []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"} {
 				if m == e.method {
 					continue
 				}

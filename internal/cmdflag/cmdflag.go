@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // New returns a flag set for the command "svrpd name" that reports errors to stderr instead
@@ -40,8 +41,9 @@ func Parse(fs *flag.FlagSet, args []string) (int, bool) {
 		}
 		env := EnvName(f.Name)
 		if v, ok := os.LookupEnv(env); ok {
-			if err := f.Value.Set(v); err != nil {
-				bad = append(bad, fmt.Sprintf("%s=%q: %v", env, v, err))
+			// fs.Set, not f.Value.Set: a flag the environment set counts as set (IsSet).
+			if err := fs.Set(f.Name, v); err != nil {
+				bad = append(bad, fmt.Sprintf("%s=%q: %s", env, v, want(f, err)))
 			}
 		}
 	})
@@ -59,4 +61,32 @@ func Parse(fs *flag.FlagSet, args []string) (int, bool) {
 // EnvName is the environment variable that sets the flag flagName.
 func EnvName(flagName string) string {
 	return "SVRPD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// want says what a flag's value must look like, where the flag package's own error ("parse
+// error") would not.
+func want(f *flag.Flag, err error) string {
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return "want true or false (also 1 or 0)"
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "want a duration with its unit, such as 10s, 5m or 1h"
+	case int, int64, uint, uint64:
+		return "want a whole number"
+	case float64:
+		return "want a number"
+	}
+	return err.Error()
+}
+
+// IsSet reports whether the command line or the environment set the flag name.
+func IsSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -60,6 +61,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Console serves the operator console under /console/ (Main turns it on by default).
 	Console bool
+	// CORSOrigins are the browser origins allowed to call the API (--cors-origin).
+	CORSOrigins []string
+	// dataGiven records that --data was set explicitly, which --memory contradicts.
+	dataGiven bool
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
 	// being cut off; zero fields take the defaults below.
 	Timeouts Timeouts
@@ -97,6 +102,14 @@ func (c Config) Validate() error {
 	}
 	if !c.Memory && c.DataDir == "" {
 		errs = append(errs, errors.New("--data must name a directory (or use --memory)"))
+	}
+	if c.Memory && c.dataGiven {
+		errs = append(errs, errors.New("--memory keeps nothing on disk, so --data cannot be used with it: give one or the other"))
+	}
+	for _, o := range c.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := canonical.CheckPrefix(c.Prefix); err != nil {
 		errs = append(errs, fmt.Errorf("--prefix: %w", err))
@@ -179,6 +192,17 @@ func (l prefixList) Set(v string) error {
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		*l.p = append(*l.p, p.Masked())
+	}
+	return nil
+}
+
+// checkOrigin accepts an origin as browsers send it: http or https, a host, an optional
+// port, and nothing else.
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("--cors-origin %q: want scheme://host[:port], such as https://console.example.net", o)
 	}
 	return nil
 }
@@ -309,6 +333,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	reserve := fs.String("disk-reserve", "auto", "free space kept on the data volume; writes answer 503 STORE_UNAVAILABLE below it (auto: the larger of 256MiB and 5% of the volume; or a size such as 1GiB, or a percentage such as 10%)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "bound on a shutdown (draining requests, closing the store); past it, or if the store cannot close, svrpd exits 1")
 	fs.BoolVar(&c.Console, "console", true, "serve the operator console in the browser under /console/ (--console=false turns it off)")
+	fs.Func("cors-origin", "let browser pages of this `origin` (scheme://host[:port]) call the API; repeatable or comma-separated (default none)", func(v string) error {
+		for _, o := range strings.Split(v, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				c.CORSOrigins = append(c.CORSOrigins, o)
+			}
+		}
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
 		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
@@ -324,6 +356,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "svrpd: %v\n", err)
 		return 2
 	}
+	c.dataGiven = cmdflag.IsSet(fs, "data")
 	if err := c.Validate(); err != nil {
 		fmt.Fprintf(stderr, "svrpd: %v\n", strings.ReplaceAll(err.Error(), "\n", "\nsvrpd: "))
 		return 2
@@ -405,7 +438,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	timeouts := c.Timeouts.orDefaults()
-	handler := registry.NewHandler(svc)
+	handler := registry.NewHandler(svc, registry.WithCORSOrigins(c.CORSOrigins...))
 	if c.Console {
 		handler = console.Mount(handler, c.Prefix)
 	}

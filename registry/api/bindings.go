@@ -76,6 +76,10 @@ type ResolveView struct {
 	Requested                Requested `json:"requested"`
 	Nonce                    string    `json:"nonce"`
 	ExpiresAt                string    `json:"expires_at"`
+	// CreatedAt and NodeSignature complete message 6 (the node's description) as the node
+	// signed it, so that an operator's client can verify the description itself.
+	CreatedAt     string `json:"created_at"`
+	NodeSignature string `json:"node_signature"`
 }
 
 // AuthorizeRequest is the body of POST /v1/bindings/authorize.

@@ -189,7 +189,45 @@ func (o *Operator) resolve(ctx context.Context, req api.ResolveRequest) (api.Res
 	if err := CheckView(v); err != nil {
 		return api.ResolveView{}, err
 	}
+	if v.NodeSignature != "" {
+		if err := VerifyDescription(v, o.Client.prefix); err != nil {
+			return api.ResolveView{}, err
+		}
+	}
 	return v, nil
+}
+
+// VerifyDescription checks the node's own signature over its description (message 6), as the
+// resolve view carries it: what the operator is shown is then what the node key signed, not
+// only what the registry says. A view without node_signature (a registry from before it was
+// sent) cannot be checked and fails with BAD_SIGNATURE; [Operator.Resolve] checks it only
+// when present.
+func VerifyDescription(v api.ResolveView, prefix string) error {
+	_, k, err := didkey.CheckNode(v.NodeDID, v.NodePublicKey)
+	if err != nil {
+		return err
+	}
+	if prefix == "" {
+		prefix = canonical.DefaultPrefix
+	}
+	msg := canonical.BindingSession{
+		BindingSessionID: v.BindingSessionID, NodeDID: v.NodeDID, NodePublicKey: k.Base58(),
+		DeviceSummary: deref(v.DeviceSummary), OS: deref(v.OS), Region: deref(v.Region),
+		RequestedTaskTypes:   v.Requested.TaskTypes,
+		RequestedSingleLimit: v.Requested.SingleLimit, RequestedDailyLimit: v.Requested.DailyLimit,
+		Nonce: v.Nonce, CreatedAt: v.CreatedAt, ExpiresAt: v.ExpiresAt,
+	}
+	if v.NodeSignature == "" || canonical.Verify(k, prefix, msg, v.NodeSignature) != nil {
+		return localError(proto.BadSignature, "the node's signature does not cover the description shown")
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // CheckView checks that a resolve view is self-consistent: the node DID derives from the key

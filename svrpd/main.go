@@ -1,10 +1,11 @@
 // Command svrpd is the svrp registry daemon and its command-line tools.
 //
 //	svrpd [serve] [flags]     serve the registry (the default command)
+//	svrpd <command> [flags]   keygen, node, operator, bench, version, help
 //
-// Run "svrpd help" for every command and "svrpd serve -h" for the flags. The daemon, the
-// client commands and the load tool live in internal/daemon, internal/cli and internal/bench;
-// this file only picks the command.
+// Run "svrpd help" (or -h, --help) for every command and "svrpd <command> -h" for its flags.
+// The daemon, the client commands and the load tool live in internal/daemon, internal/cli
+// and internal/bench; this file only picks the command.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -53,6 +55,8 @@ func commands() []command {
 		{"node", "run a node (node run) or bind it to an operator (node bind)", cli.Node},
 		{"operator", "operator identity, login, binding and views (operator init, login, resolve, ...)", cli.Operator},
 		{"bench", "measure a registry: ops/s and latency per scenario against the Ed25519 verify ceiling", withoutStdin(bench.Main)},
+		{"version", "print the version, VCS revision and build time (also --version)", withoutStdin(version)},
+		{"help", `list the commands; "svrpd help COMMAND" shows a command's flags`, withoutStdin(help)},
 	}
 }
 
@@ -65,12 +69,17 @@ func withoutStdin(f func(ctx context.Context, args []string, stdout, stderr io.W
 // run dispatches to a subcommand and returns the process exit code: 0 success, 1 failure,
 // 2 bad usage.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			usage(stdout)
+			return 0
+		case "-version", "--version":
+			return version(ctx, nil, stdout, stderr)
+		}
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return daemon.Main(ctx, args, stdout, stderr)
-	}
-	if args[0] == "help" || args[0] == "--help" {
-		usage(stdout)
-		return 0
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -86,11 +95,66 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "svrpd is the svrp registry daemon and its command-line tools.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: svrpd <command> [flags]")
+	fmt.Fprintln(w, "       svrpd [flags]             the same as svrpd serve [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-18s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "svrpd <command> -h" for a command's flags.`)
+	fmt.Fprintln(w, `Run "svrpd <command> -h" for a command's flags, for example "svrpd serve -h".`)
+	fmt.Fprintln(w, "Every flag can also be set by an environment variable: SVRPD_ and its name in upper case.")
+}
+
+// help is "svrpd help [COMMAND]": the command list, or a command's own help.
+func help(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] && c.name != "help" && c.name != "version" {
+			return c.run(ctx, []string{"-h"}, nil, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "svrpd: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// version is "svrpd version": what the Go toolchain recorded in the binary. A build from a
+// module version (go install github.com/svrp/svrp/svrpd@v1.2.3) names it; a build from a
+// checkout says (devel) and names the VCS revision and its time instead.
+func version(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "svrpd version: unexpected argument %q\n", args[0])
+		return 2
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		fmt.Fprintln(stdout, "svrpd (no build information)")
+		return 0
+	}
+	printVersion(stdout, bi)
+	return 0
+}
+
+// printVersion writes the version lines of a binary's build information.
+func printVersion(w io.Writer, bi *debug.BuildInfo) {
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	fmt.Fprintf(w, "svrpd %s\n", bi.Main.Version)
+	if rev := settings["vcs.revision"]; rev != "" {
+		if settings["vcs.modified"] == "true" {
+			rev += " (with uncommitted changes)"
+		}
+		fmt.Fprintf(w, "  revision  %s\n", rev)
+	}
+	if t := settings["vcs.time"]; t != "" {
+		fmt.Fprintf(w, "  time      %s\n", t)
+	}
+	fmt.Fprintf(w, "  module    %s\n", bi.Main.Path)
+	fmt.Fprintf(w, "  go        %s\n", bi.GoVersion)
 }

@@ -203,6 +203,14 @@ func (c *Challenger) Consume(challenge string, now time.Time) error {
 	return nil
 }
 
+// Capacity returns the bound of the used-set: how many consumed challenges it can remember.
+func (c *Challenger) Capacity() int {
+	if c == nil {
+		return 0
+	}
+	return c.maxUsed
+}
+
 // Used returns the number of consumed challenges the Challenger currently remembers: those
 // consumed and not yet forgotten at their expiry. It never exceeds the bound.
 func (c *Challenger) Used() int {

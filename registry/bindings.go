@@ -44,7 +44,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	// the write does not happen, so concurrent initiates cannot overshoot it.
 	if !s.openSessions.reserve(sess.ID, sess.ExpiresAt, s.limits.MaxOpenBindingSessions, now) {
 		s.capReached(&s.warnSessions, "open binding sessions", s.limits.MaxOpenBindingSessions)
-		return api.InitiateResult{}, proto.New(proto.RateLimited, "the registry holds too many open binding sessions; try again later")
+		return api.InitiateResult{}, rateLimited(LimitOpenSessions, "the registry holds too many open binding sessions; try again later")
 	}
 	addrKey := "initiate-addr/" + addr
 	err = s.store.Update(ctx, func(tx store.Tx) error {
@@ -58,7 +58,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 			return err
 		}
 		if byAddr.Blocked(now, s.limits.InitiateAddressLimit, initiateWindow) {
-			return proto.New(proto.RateLimited, "too many binding initiates from this address; wait and try again")
+			return rateLimited(LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
 		}
 		// The index holds only sessions not stored as terminal, at most
 		// MaxOpenSessionsPerNode of them plus those expired since the key's last initiate,
@@ -79,7 +79,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 			}
 		}
 		if open >= binding.MaxOpenSessionsPerNode {
-			return proto.New(proto.RateLimited, "this node has too many open binding sessions; cancel one or let it expire")
+			return rateLimited(LimitOpenSessionsPerNode, "this node has too many open binding sessions; cancel one or let it expire")
 		}
 		if err := tx.PutCounter(addrKey, byAddr.Fail(now, initiateWindow)); err != nil {
 			return err
@@ -113,11 +113,12 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 	budgets := []struct {
 		key   string
 		limit int
+		name  string // the limit's name in a refusal (LimitResolvePerCode, ...)
 	}{
-		{"resolve-code/" + hex.EncodeToString(h[:]), binding.ResolveFailureLimit},
-		{"resolve-addr/" + addr, s.resolveAddressLimit},
-		{"resolve-op/" + operatorDID, s.limits.ResolveOperatorLimit},
-		{"resolve-all", s.limits.ResolveGlobalLimit},
+		{"resolve-code/" + hex.EncodeToString(h[:]), binding.ResolveFailureLimit, LimitResolvePerCode},
+		{"resolve-addr/" + addr, s.resolveAddressLimit, LimitResolvePerAddress},
+		{"resolve-op/" + operatorDID, s.limits.ResolveOperatorLimit, LimitResolvePerOperator},
+		{"resolve-all", s.limits.ResolveGlobalLimit, LimitResolveGlobal},
 	}
 	codeKey := budgets[0].key
 	now := s.now()
@@ -126,17 +127,19 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		outcome = nil
 		counters := make([]binding.Counter, len(budgets))
-		blocked := false
+		blocked := ""
 		for i, b := range budgets {
 			c, err := tx.Counter(b.key)
 			if err != nil {
 				return err
 			}
 			counters[i] = c
-			blocked = blocked || c.Blocked(now, b.limit, binding.ResolveWindow)
+			if blocked == "" && c.Blocked(now, b.limit, binding.ResolveWindow) {
+				blocked = b.name
+			}
 		}
-		if blocked {
-			outcome = proto.New(proto.RateLimited, "too many failed resolves; wait and try again")
+		if blocked != "" {
+			outcome = rateLimited(blocked, "too many failed resolves; wait and try again")
 			return nil
 		}
 		sess, found, err := s.sessionBySecret(tx, h, now)

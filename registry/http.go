@@ -267,7 +267,7 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"
 	}
 	if sw, ok := w.(*statusWriter); ok {
-		sw.code = code
+		sw.code, sw.limit = code, LimitOf(err)
 	}
 	writeJSON(w, status, api.ErrorBody{Code: string(code), Error: msg})
 }
@@ -618,6 +618,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	code   proto.Code
+	limit  string
 }
 
 func (w *statusWriter) WriteHeader(status int) {
@@ -640,7 +641,7 @@ func (h *handler) logged(next http.Handler) http.Handler {
 			if route == "" {
 				route = RouteUnknown
 			}
-			h.opts.observe(Exchange{Method: r.Method, Route: route, Status: sw.status, Code: sw.code, Duration: took})
+			h.opts.observe(Exchange{Method: r.Method, Route: route, Status: sw.status, Code: sw.code, Limit: sw.limit, Duration: took})
 		}
 	})
 }

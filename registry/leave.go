@@ -96,14 +96,14 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 			return err
 		}
 		if c.Blocked(now, s.revokeAddressLimit, revokeWindow) {
-			return proto.New(proto.RateLimited, "too many new revocations from this address; wait and try again")
+			return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
 		}
 		n, err := tx.RevocationCount()
 		if err != nil {
 			return err
 		}
 		if n >= s.maxRevocations {
-			return proto.New(proto.RateLimited, "the registry's revocation list is full; ask its operator")
+			return rateLimited(LimitRevocationList, "the registry's revocation list is full; ask its operator")
 		}
 		if err := tx.PutCounter(counterKey, c.Fail(now, revokeWindow)); err != nil {
 			return err

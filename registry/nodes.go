@@ -73,7 +73,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 				return err
 			}
 			if c.Blocked(now, s.registerLimit, registerWindow) {
-				return proto.New(proto.RateLimited, "too many new node keys from this address; try again later")
+				return rateLimited(LimitRegisterPerAddress, "too many new node keys from this address; try again later")
 			}
 		}
 		rec = store.Node{

@@ -34,14 +34,14 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	pair := did + "\x00" + addr
 	switch {
 	case s.loginFailAddr.count(addr, now) >= s.limits.LoginFailureAddressLimit:
-		return api.LoginResult{}, proto.New(proto.RateLimited, "too many failed logins from this address; wait and try again")
+		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
 	case s.loginFailDID.count(did, now) >= s.limits.LoginFailureOperatorLimit && s.loginFailPair.count(pair, now) > 0:
-		return api.LoginResult{}, proto.New(proto.RateLimited, "too many failed logins for this operator; wait and try again")
+		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator; wait and try again")
 	case s.bearers.live(now) >= s.limits.MaxBearerSessions:
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
-		return api.LoginResult{}, proto.New(proto.RateLimited, "the registry holds too many sessions; try again later")
+		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
 	case !s.loginAttempts.takeBelow(addr, s.limits.LoginAddressLimit, now):
-		return api.LoginResult{}, proto.New(proto.RateLimited, "too many logins from this address; wait and try again")
+		return api.LoginResult{}, rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
@@ -65,7 +65,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	id := hex.EncodeToString(hash[:])
 	if !s.bearers.reserve(id, sess.ExpiresAt, s.limits.MaxBearerSessions, now) {
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
-		return api.LoginResult{}, proto.New(proto.RateLimited, "the registry holds too many sessions; try again later")
+		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
 	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		// A revocation may have landed since the check above; the session must not outlive

@@ -59,7 +59,10 @@ type Exchange struct {
 	// Status is the HTTP status of the answer.
 	Status int
 	// Code is the protocol code of an error answer; "" for a success.
-	Code     proto.Code
+	Code proto.Code
+	// Limit names the rate limit that refused a RATE_LIMITED answer (LimitResolvePerCode,
+	// ...); "" for any other answer.
+	Limit    string
 	Duration time.Duration
 }
 

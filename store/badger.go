@@ -96,6 +96,14 @@ type Option func(*badgerConfig)
 type badgerConfig struct {
 	logger  *slog.Logger
 	reserve DiskReserve
+	commit  func(updates int, took time.Duration, err error)
+}
+
+// WithCommitObserver calls fn after every commit with the number of Update functions the
+// commit carried (the group's size), how long running them, committing and syncing took,
+// and the commit's error. fn runs on the commit goroutine, so it must be quick.
+func WithCommitObserver(fn func(updates int, took time.Duration, err error)) Option {
+	return func(c *badgerConfig) { c.commit = fn }
 }
 
 // WithLogger sends Badger's own messages to l, with component=badger: errors and warnings
@@ -192,6 +200,10 @@ func OpenBadger(dir string, opts ...Option) (s Store, err error) {
 		wake: make(chan struct{}, 1), stopCompact: make(chan struct{}), compacted: make(chan struct{}),
 		guard: newDiskGuard(dir, id, cfg.reserve.resolve(total), log), dir: dir,
 		unwatch: make(chan struct{}), unwatched: make(chan struct{}),
+		observe: cfg.commit,
+	}
+	if b.observe == nil {
+		b.observe = func(int, time.Duration, error) {}
 	}
 	b.guard.needed.Store(b.roomNeeded())
 	b.guard.refresh(0)
@@ -410,6 +422,9 @@ type badgerStore struct {
 	guard     *diskGuard
 	unwatch   chan struct{}
 	unwatched chan struct{}
+
+	// observe is WithCommitObserver's function, or a no-op.
+	observe func(updates int, took time.Duration, err error)
 }
 
 // pendingUpdate is one Update waiting for its function to run and its group to commit.
@@ -532,6 +547,7 @@ func (b *badgerStore) commitLoop() {
 // a function is refused while the store cannot take writes, and a commit into a directory
 // removed meanwhile is reported as refused, never acknowledged.
 func (b *badgerStore) commitGroup(group []*pendingUpdate) {
+	start := time.Now()
 	disk := b.guard.refresh(0)
 	allowed := group[:0]
 	for _, u := range group {
@@ -581,6 +597,7 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 			b.guard.refresh(0)
 			err = ErrUnavailable
 		}
+		b.observe(len(group), time.Since(start), err)
 		for _, i := range kept {
 			results[i] = err
 		}
@@ -592,15 +609,18 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 
 // commitAlone runs one function in a transaction of its own.
 func (b *badgerStore) commitAlone(fn func(Tx) error) error {
+	start := time.Now()
 	txn := b.db.NewTransaction(true)
 	defer txn.Discard()
 	if err := runUpdate(fn, &badgerTx{txn: txn, txState: txState{write: true}}); err != nil {
 		return err
 	}
-	if err := txn.Commit(); err != nil {
-		return fmt.Errorf("store: failed to commit: %w", err)
+	var err error
+	if cerr := txn.Commit(); cerr != nil {
+		err = fmt.Errorf("store: failed to commit: %w", cerr)
 	}
-	return nil
+	b.observe(1, time.Since(start), err)
+	return err
 }
 
 // runUpdate calls fn, turning a panic into a panicked error for the caller to re-raise, and

@@ -40,7 +40,7 @@ func TestTopLevelHelp(t *testing.T) {
 	}
 	// A command's own help is one step away.
 	out, err := exec.Command(bin, "help", "serve").CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("-listen")) {
+	if err != nil || !bytes.Contains(out, []byte("-listen")) || !bytes.Contains(out, []byte("-metrics-listen")) {
 		t.Errorf("svrpd help serve: %v\n%s", err, out)
 	}
 	if out, err := exec.Command(bin, "help", "nonsense").CombinedOutput(); exitCode(err) != 2 || !bytes.Contains(out, []byte(`unknown command "nonsense"`)) {

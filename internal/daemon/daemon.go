@@ -20,9 +20,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/internal/console"
+	"github.com/svrp/svrp/internal/metrics"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
 )
@@ -63,6 +66,9 @@ type Config struct {
 	Console bool
 	// CORSOrigins are the browser origins allowed to call the API (--cors-origin).
 	CORSOrigins []string
+	// MetricsListen is where GET /metrics is served: MetricsOnMain (on Listen's
+	// listener), a host:port of its own, or "" for nowhere.
+	MetricsListen string
 	// dataGiven records that --data was set explicitly, which --memory contradicts.
 	dataGiven bool
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
@@ -105,6 +111,11 @@ func (c Config) Validate() error {
 	}
 	if c.Memory && c.dataGiven {
 		errs = append(errs, errors.New("--memory keeps nothing on disk, so --data cannot be used with it: give one or the other"))
+	}
+	if c.MetricsListen != "" && c.MetricsListen != MetricsOnMain {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-listen %q: want host:port, %q (on --listen's address) or empty (no metrics)", c.MetricsListen, MetricsOnMain))
+		}
 	}
 	for _, o := range c.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
@@ -266,6 +277,11 @@ func ParseDiskReserve(s string) (store.DiskReserve, error) {
 	return store.DiskReserve{Bytes: n * mult}, nil
 }
 
+// MetricsOnMain is the --metrics-listen value that serves GET /metrics on the API's own
+// listener, the default: a registry's operator can scrape it with nothing more to open.
+// An address of its own keeps the metrics off a public listener.
+const MetricsOnMain = "main"
+
 // HTTP server timeouts: a client that trickles its headers or body is cut off.
 const (
 	readHeaderTimeout = 5 * time.Second
@@ -333,6 +349,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	reserve := fs.String("disk-reserve", "auto", "free space kept on the data volume; writes answer 503 STORE_UNAVAILABLE below it (auto: the larger of 256MiB and 5% of the volume; or a size such as 1GiB, or a percentage such as 10%)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "bound on a shutdown (draining requests, closing the store); past it, or if the store cannot close, svrpd exits 1")
 	fs.BoolVar(&c.Console, "console", true, "serve the operator console in the browser under /console/ (--console=false turns it off)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", MetricsOnMain, `where to serve GET /metrics (Prometheus): "main" on --listen's address, a host:port of its own, or "" for nowhere`)
 	fs.Func("cors-origin", "let browser pages of this `origin` (scheme://host[:port]) call the API; repeatable or comma-separated (default none)", func(v string) error {
 		for _, o := range strings.Split(v, ",") {
 			if o = strings.TrimSpace(o); o != "" {
@@ -404,7 +421,21 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		return startError{err}
 	}
 	defer tcp.Close()
-	st, err := openStore(ctx, c, log)
+	var m *metrics.Metrics
+	var metricsLn net.Listener
+	metricsOnMain := c.MetricsListen == MetricsOnMain || c.MetricsListen == c.Listen
+	if c.MetricsListen != "" {
+		// A registry of its own, not Prometheus's global one: nothing outside this daemon
+		// registers on it, and two daemons in one process count apart.
+		m = metrics.New(prometheus.NewRegistry())
+		if !metricsOnMain {
+			if metricsLn, err = net.Listen("tcp", c.MetricsListen); err != nil {
+				return startError{fmt.Errorf("--metrics-listen: %w", err)}
+			}
+			defer metricsLn.Close()
+		}
+	}
+	st, err := openStore(ctx, c, log, m)
 	if err != nil {
 		return startError{err}
 	}
@@ -438,28 +469,51 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	timeouts := c.Timeouts.orDefaults()
-	handler := registry.NewHandler(svc, registry.WithCORSOrigins(c.CORSOrigins...))
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: timeouts.ReadHeader,
+			ReadTimeout:       timeouts.Read,
+			WriteTimeout:      timeouts.Write,
+			IdleTimeout:       timeouts.Idle,
+			MaxHeaderBytes:    maxHeaderBytes,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		}
+	}
+	opts := []registry.Option{registry.WithCORSOrigins(c.CORSOrigins...)}
+	if m != nil {
+		m.WatchService(svc)
+		opts = append(opts, registry.WithObserver(m.Observe))
+		if metricsOnMain {
+			opts = append(opts, registry.WithMetrics(m.Handler()))
+		}
+	}
+	handler := registry.NewHandler(svc, opts...)
 	if c.Console {
 		handler = console.Mount(handler, c.Prefix)
 	}
-	srv := &http.Server{
-		ConnState:         ln.connState,
-		Handler:           handler,
-		ReadHeaderTimeout: timeouts.ReadHeader,
-		ReadTimeout:       timeouts.Read,
-		WriteTimeout:      timeouts.Write,
-		IdleTimeout:       timeouts.Idle,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	served := make(chan error, 1)
+	srv := newServer(handler)
+	srv.ConnState = ln.connState
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	metricsAt := ""
+	var metricsSrv *http.Server
+	switch {
+	case metricsLn != nil:
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		metricsSrv = newServer(mux)
+		go func() { served <- metricsSrv.Serve(metricsLn) }()
+		metricsAt = "http://" + metricsLn.Addr().String() + "/metrics"
+	case m != nil:
+		metricsAt = "http://" + ln.Addr().String() + "/metrics"
+	}
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	swept := make(chan struct{})
 	go func() {
 		defer close(swept)
-		sweep(sweepCtx, svc, st, c.SweepEvery, log)
+		sweep(sweepCtx, svc, st, c.SweepEvery, log, m)
 	}()
 
 	where := "badger " + c.DataDir
@@ -470,7 +524,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if c.Console {
 		consoleURL = "http://" + ln.Addr().String() + console.Path
 	}
-	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL)
+	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -492,6 +546,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if err := srv.Shutdown(drainCtx); err != nil {
 		log.Warn("requests still open at the drain deadline", "err", err)
 		srv.Close()
+	}
+	if metricsSrv != nil {
+		metricsSrv.Close()
 	}
 	stopSweep()
 	// The sweeper may be inside a write that a failing disk holds up; it gets the rest of
@@ -518,7 +575,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 // openStore opens the configured store and puts the node table in memory in front of it, so
 // that heartbeats and node listings are served from memory with the store as the durable copy.
-func openStore(ctx context.Context, c Config, log *slog.Logger) (store.Store, error) {
+func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, error) {
 	var inner store.Store
 	if c.Memory {
 		inner = store.NewMemory()
@@ -527,7 +584,11 @@ func openStore(ctx context.Context, c Config, log *slog.Logger) (store.Store, er
 		if err != nil {
 			return nil, err
 		}
-		st, err := store.OpenBadger(abs, store.WithLogger(log), store.WithDiskReserve(c.DiskReserve))
+		opts := []store.Option{store.WithLogger(log), store.WithDiskReserve(c.DiskReserve)}
+		if m != nil {
+			opts = append(opts, store.WithCommitObserver(m.Commit))
+		}
+		st, err := store.OpenBadger(abs, opts...)
 		switch {
 		case errors.Is(err, store.ErrNoSpace), errors.Is(err, store.ErrReadOnly),
 			errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrNotDataDir):
@@ -558,7 +619,7 @@ const flushEvery = time.Second
 
 // sweep runs the registry's sweep, and the store's own maintenance when it has any, every
 // interval until ctx is done.
-func sweep(ctx context.Context, svc *registry.Service, st store.Store, every time.Duration, log *slog.Logger) {
+func sweep(ctx context.Context, svc *registry.Service, st store.Store, every time.Duration, log *slog.Logger, m *metrics.Metrics) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	flush := time.NewTicker(flushEvery)
@@ -569,9 +630,17 @@ func sweep(ctx context.Context, svc *registry.Service, st store.Store, every tim
 			return
 		case <-flush.C:
 			if f, ok := st.(store.NodeToucher); ok {
+				start := time.Now()
+				err := f.Flush(ctx)
+				if ctx.Err() != nil {
+					continue
+				}
+				if m != nil {
+					m.Flush(time.Since(start), err)
+				}
 				// A store that refuses writes has said so once; it is not said again
 				// every second.
-				if err := f.Flush(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
+				if err != nil && !errors.Is(err, store.ErrUnavailable) {
 					log.Error("making heartbeat times durable failed", "err", err)
 				}
 			}
@@ -581,8 +650,8 @@ func sweep(ctx context.Context, svc *registry.Service, st store.Store, every tim
 		if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
 			log.Error("sweep failed", "err", err)
 		}
-		if m, ok := st.(store.Maintainer); ok {
-			if err := m.Maintain(ctx); err != nil {
+		if mt, ok := st.(store.Maintainer); ok {
+			if err := mt.Maintain(ctx); err != nil {
 				log.Warn("store maintenance failed", "err", err)
 			}
 		}

@@ -240,6 +240,7 @@ var volatile = regexp.MustCompile(strings.Join([]string{
 	`[0-9a-f]{4}(?::[0-9a-f]{4}){3}`,
 	shortCode,
 	`bs-[0-9a-f]{8,}`,
+	`rev-[0-9a-f]{8,}`,
 	`[0-9a-f]{32,}`,
 	`[1-9A-HJ-NP-Za-km-z]{32,}`,
 	`127\.0\.0\.1:8080`,

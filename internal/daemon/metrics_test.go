@@ -24,7 +24,7 @@ func serveConfig(t *testing.T) Config {
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Prefix: canonical.DefaultPrefix,
 		ResolveAddressLimit: registry.DefaultResolveAddressLimit, RegisterAddressLimit: registry.DefaultRegisterAddressLimit,
 		SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", MetricsListen: MetricsOnMain,
-	}
+	}.WithDefaults()
 }
 
 // serve runs the daemon with c until the test ends and returns its base URL.

@@ -146,6 +146,8 @@ func TestMetricsCount(t *testing.T) {
 		{"svrpd_bearer_sessions", nil, 0},
 		{"svrpd_login_challenges_used", nil, 0},
 		{"svrpd_store_healthy", nil, 1},
+		{"svrpd_store_state", map[string]string{"state": "ok"}, 1},
+		{"svrpd_store_state", map[string]string{"state": "low_space"}, 0},
 		{"svrpd_census_ok", nil, 1},
 	} {
 		got, ok := sample(text, w.name, w.labels)

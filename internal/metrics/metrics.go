@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/store"
 )
 
 const namespace = "svrpd"
@@ -39,8 +40,10 @@ type Metrics struct {
 	flushes    prometheus.Histogram
 	flushErrs  prometheus.Counter
 
-	// storeOK is 1 while the last commit and the last heartbeat flush succeeded.
+	// lastCommitOK and lastFlushOK record whether the last commit and the last heartbeat
+	// flush succeeded; with the store's own disk state they make svrpd_store_healthy.
 	lastCommitOK, lastFlushOK atomic.Bool
+	svc                       atomic.Pointer[registry.Service]
 }
 
 // New registers svrpd's collectors on reg. The gauges that describe the registry's state
@@ -100,9 +103,14 @@ func New(reg *prometheus.Registry) *Metrics {
 	reg.MustRegister(m.requests, m.latency, m.codes, m.refusals, m.commits, m.groupSize, m.commitErrs, m.flushes, m.flushErrs,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "store_healthy",
-			Help: "1 while the last store commit and the last heartbeat flush succeeded, else 0.",
+			Help: "1 while the store's disk state is ok and the last store commit and the last heartbeat flush succeeded, else 0.",
 		}, func() float64 {
-			if m.lastCommitOK.Load() && m.lastFlushOK.Load() {
+			ok := m.lastCommitOK.Load() && m.lastFlushOK.Load()
+			if svc := m.svc.Load(); svc != nil {
+				st := svc.StoreHealth().State
+				ok = ok && (st == "" || st == store.HealthOK)
+			}
+			if ok {
 				return 1
 			}
 			return 0
@@ -151,6 +159,7 @@ func (m *Metrics) Flush(took time.Duration, err error) {
 
 // WatchService registers the gauges read from svc at each scrape.
 func (m *Metrics) WatchService(svc *registry.Service) {
+	m.svc.Store(svc)
 	m.reg.MustRegister(&census{svc: svc})
 }
 
@@ -169,17 +178,30 @@ var (
 		"Consumed login challenges the registry remembers until they expire (the used-set).", nil, nil)
 	descChallengeCap = prometheus.NewDesc(namespace+"_login_challenges_used_capacity",
 		"The used-set's bound: at this fill, logins are refused until entries expire.", nil, nil)
+	descStoreState = prometheus.NewDesc(namespace+"_store_state",
+		"The store's disk state: 1 for the current one of ok, low_space, gone and read_only (every state but ok refuses writes with STORE_UNAVAILABLE).", []string{"state"}, nil)
 	descCensusOK = prometheus.NewDesc(namespace+"_census_ok",
 		"1 when this scrape could read the registry's state from the store, else 0 (the state gauges are then absent).", nil, nil)
 )
 
 func (c *census) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descNodes, descOnline, descSessions, descBearer, descChallenges, descChallengeCap, descCensusOK} {
+	for _, d := range []*prometheus.Desc{descNodes, descOnline, descSessions, descBearer, descChallenges, descChallengeCap, descStoreState, descCensusOK} {
 		ch <- d
 	}
 }
 
 func (c *census) Collect(ch chan<- prometheus.Metric) {
+	state := c.svc.StoreHealth().State
+	if state == "" {
+		state = store.HealthOK // a store that watches no disk (memory)
+	}
+	for _, s := range []string{store.HealthOK, store.HealthLowSpace, store.HealthGone, store.HealthReadOnly} {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descStoreState, prometheus.GaugeValue, v, s)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), censusTimeout)
 	defer cancel()
 	s, err := c.svc.Census(ctx)

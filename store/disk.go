@@ -231,7 +231,7 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// badgerFileSuffixes are the names Badger gives its files; memFiles are its write-ahead logs.
+// memFileSuffix ends the names of Badger's write-ahead logs, one per memtable.
 const memFileSuffix = ".mem"
 
 // memFilesAllocated returns the disk space the write-ahead logs in dir actually occupy

@@ -1,3 +1,5 @@
+//go:build linux
+
 package daemon
 
 import (
@@ -5,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -20,7 +23,6 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/svrpdtest"
 	"github.com/svrp/svrp/registry/api"
-	"github.com/svrp/svrp/store"
 )
 
 // The disk tests run svrpd as a process over a data directory that fails under it: a small
@@ -591,41 +593,82 @@ func TestNothingOnDiskBeforeListening(t *testing.T) {
 	}
 }
 
-func TestParseDiskReserve(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		bytes   uint64
-		percent float64
-		bad     bool
-	}{
-		{in: "auto"}, {in: ""},
-		{in: "512MiB", bytes: 512 << 20}, {in: "2GiB", bytes: 2 << 30}, {in: "300MB", bytes: 300e6},
-		{in: "4096", bytes: 4096}, {in: "10 MiB", bytes: 10 << 20},
-		{in: "10%", percent: 10}, {in: "2.5%", percent: 2.5},
-		{in: "0", bad: true}, {in: "0%", bad: true}, {in: "100%", bad: true}, {in: "-1GiB", bad: true},
-		{in: "lots", bad: true}, {in: "1.5GiB", bad: true}, {in: "99999999999TiB", bad: true},
-	} {
-		r, err := ParseDiskReserve(tc.in)
-		switch {
-		case tc.bad && err == nil:
-			t.Errorf("%q: accepted as %+v", tc.in, r)
-		case !tc.bad && err != nil:
-			t.Errorf("%q: %v", tc.in, err)
-		case !tc.bad && (r.Bytes != tc.bytes || r.Percent != tc.percent):
-			t.Errorf("%q: %+v, want %d bytes, %v%%", tc.in, r, tc.bytes, tc.percent)
+// TestCrashSafetyDiskFilling is TestCrashSafety with the data directory on a small tmpfs
+// that fills up during each round: at a random moment a filler takes the volume below the
+// reserve, the workers' writes are refused with 503 STORE_UNAVAILABLE (and retried), and a
+// moment later the daemon is killed with SIGKILL. The filler is removed, the daemon
+// restarted, and every write acknowledged before the volume filled must be there. It needs
+// root for the mount.
+func TestCrashSafetyDiskFilling(t *testing.T) {
+	tmp := mountTmpfs(t, "96m")
+	bin := svrpdtest.Binary(t)
+	data := filepath.Join(tmp, "data")
+	filler := filepath.Join(tmp, "filler")
+	flags := []string{"--disk-reserve", "24MiB"}
+	log := &crashLog{}
+	ledger := newCrashLedger()
+	d := crashStart(t, bin, data, log, flags...)
+	var refusedTotal int64
+	for round := 1; round <= 3; round++ {
+		c := newCrashClient(d.url)
+		stop := make(chan struct{})
+		var killed atomic.Bool
+		var refused atomic.Int64
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for w := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// A refusal ends a worker's journey; it starts a new one (a new login, new
+				// nodes) until the round stops.
+				for attempt := 0; ; attempt++ {
+					err := crashWorker(c, ledger, fmt.Sprintf("f%d-w%d-a%d", round, w, attempt), stop)
+					if err == nil || killed.Load() {
+						return
+					}
+					if !strings.Contains(err.Error(), "503 STORE_UNAVAILABLE") {
+						errs[w] = err
+						return
+					}
+					refused.Add(1)
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
+		fillTo(t, filler, 20<<20)
+		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+		killed.Store(true)
+		before := ledger.acknowledged()
+		d.signal(t, syscall.SIGKILL)
+		close(stop)
+		wg.Wait()
+		for w, err := range errs {
+			if err != nil {
+				t.Errorf("round %d worker %d failed before the kill: %v", round, w, err)
+			}
+		}
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+		d = crashStart(t, bin, data, log, flags...)
+		ledger.verify(t, newCrashClient(d.url))
+		refusedTotal += refused.Load()
+		t.Logf("round %d: volume filled, %d journeys refused, SIGKILL with %d writes acknowledged so far; after restart every one is there", round, refused.Load(), before)
+		if t.Failed() {
+			break
 		}
 	}
-}
-
-// TestTraceLevel checks that --log-level trace exists, shows Badger's own messages under a
-// TRACE label, and that debug does not.
-func TestTraceLevel(t *testing.T) {
-	for _, level := range []string{"trace", "debug"} {
-		var out bytes.Buffer
-		NewLogger(&out, level, "text").With("component", "badger").Log(t.Context(), store.LevelTrace, "compaction")
-		shown := strings.Contains(out.String(), "level=TRACE msg=compaction component=badger")
-		if shown != (level == "trace") {
-			t.Errorf("--log-level %s: %q", level, out.String())
-		}
+	if refusedTotal == 0 {
+		t.Errorf("no write was refused: the volume never went below the reserve")
 	}
+	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("svrpd exited %d on SIGTERM", code)
+	}
+	checkNoCrash(t, log.String())
 }

@@ -1,0 +1,271 @@
+// Package abuse holds the abuse suite: one test per way a stranger could try to exhaust the
+// registry, each against a real svrpd process on Badger in a temporary directory, sending from
+// many loopback source addresses (Linux routes all of 127.0.0.0/8 to lo). Each test is
+// bounded in requests and time and asserts that the bound holds: the documented answer beyond
+// a limit, nothing changed by a refused request, resources within bounds, and honest requests
+// made during the attack answered.
+package abuse
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/registry/client"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	svrpdtest.Cleanup()
+	os.Exit(code)
+}
+
+// daemon is a running svrpd serve.
+type daemon struct {
+	t    *testing.T
+	url  string
+	pid  int
+	data string
+
+	mu  sync.Mutex
+	log []string
+}
+
+var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+)`)
+
+// start runs svrpd serve on Badger in a temporary directory with the given extra flags and
+// returns once it serves; the test's end stops it.
+func start(t *testing.T, flags ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, data: filepath.Join(t.TempDir(), "data")}
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", d.data, "--log-level", "info", "--log-format", "text"}, flags...)
+	cmd := exec.Command(svrpdtest.Binary(t), args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SVRPD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.pid = cmd.Process.Pid
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.log = append(d.log, sc.Text())
+			d.mu.Unlock()
+			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	select {
+	case d.url = <-found:
+	case <-exited:
+		t.Fatalf("svrpd exited before serving:\n%s", strings.Join(d.lines(""), "\n"))
+	case <-time.After(30 * time.Second):
+		t.Fatal("svrpd did not serve within 30 s")
+	}
+	return d
+}
+
+// lines returns the log lines that contain sub.
+func (d *daemon) lines(sub string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, l := range d.log {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// from returns an HTTP client whose connections leave from the loopback address ip.
+func from(ip string) *http.Client {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return &http.Client{
+		Timeout:   20 * time.Second,
+		Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 16},
+	}
+}
+
+// addr is the i-th attacker address, 127.1.x.y; honest clients use 127.0.0.x.
+func addr(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
+
+// api returns a registry client that sends from ip and never retries.
+func (d *daemon) api(ip string) *client.Client {
+	d.t.Helper()
+	c, err := client.New(d.url, client.WithHTTPClient(from(ip)), client.WithRetry(client.RetryPolicy{}))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
+}
+
+// post sends body as JSON and returns the status and the error code of the answer.
+func (d *daemon) post(hc *http.Client, path string, body any, header http.Header) (int, string) {
+	d.t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, d.url+path, bytes.NewReader(b))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := hc.Do(req)
+	if err != nil {
+		d.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	var e struct{ Code string }
+	json.NewDecoder(res.Body).Decode(&e)
+	return res.StatusCode, e.Code
+}
+
+// rssKiB is the daemon's resident set.
+func (d *daemon) rssKiB() int {
+	d.t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.pid))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	d.t.Fatal("no VmRSS")
+	return 0
+}
+
+// diskBytes is what the data directory occupies on disk (allocated blocks, so that
+// Badger's sparse preallocated files count for what they hold).
+func (d *daemon) diskBytes() int64 {
+	d.t.Helper()
+	var n int64
+	filepath.Walk(d.data, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// operator is an operator identity with a device credential, made up on the spot: anyone can
+// make one.
+type operator struct {
+	root, device ed25519.PrivateKey
+	cred         authn.DeviceCredential
+}
+
+func newOperator(t *testing.T) operator {
+	t.Helper()
+	_, root, _ := ed25519.GenerateKey(rand.Reader)
+	dpub, device, _ := ed25519.GenerateKey(rand.Reader)
+	cred, err := client.IssueDeviceCredential(root, dpub, client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return operator{root: root, device: device, cred: cred}
+}
+
+// login logs o in through c.
+func (o operator) login(t *testing.T, c *client.Client) (*client.Operator, error) {
+	t.Helper()
+	return c.Login(context.Background(), o.device, o.cred)
+}
+
+// newNode is a fresh node key on c.
+func newNode(t *testing.T, c *client.Client) *client.Node {
+	t.Helper()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	n, err := client.NewNode(c, key, didkey.FormShort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// honest runs fn every interval until stop is closed and returns how many runs failed and
+// how many ran; it is the honest client making requests while an attack runs.
+func honest(interval time.Duration, stop <-chan struct{}, fn func() error) func() (failed, ran int, first error) {
+	var mu sync.Mutex
+	var f, r int
+	var firstErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			err := fn()
+			mu.Lock()
+			r++
+			if err != nil {
+				f++
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+	return func() (int, int, error) {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return f, r, firstErr
+	}
+}

@@ -1,0 +1,160 @@
+package abuse
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/client"
+)
+
+// TestRow2InitiateFlood: fresh node keys initiating from one address stop at the address's
+// budget, and from many addresses at the global cap of open sessions; refused sessions leave
+// nothing behind, the data directory stays small, and honest logins and heartbeats during
+// the flood succeed.
+func TestRow2InitiateFlood(t *testing.T) {
+	const perAddr, global = 40, 200
+	d := start(t, "--initiate-address-limit", fmt.Sprint(perAddr), "--max-binding-sessions", fmt.Sprint(global))
+	ctx := context.Background()
+
+	good := newNode(t, d.api("127.0.0.2"))
+	if _, err := good.Register(ctx, "203.0.113.9:7000", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	op := newOperator(t)
+	stop := make(chan struct{})
+	wait := honest(50*time.Millisecond, stop, func() error {
+		if _, err := good.Heartbeat(ctx); err != nil {
+			return err
+		}
+		_, err := op.login(t, d.api("127.0.0.3"))
+		return err
+	})
+
+	// One address: its budget, then 429.
+	one := d.api(addr(0))
+	var refusedID string
+	codes := map[proto.Code]int{}
+	for i := range perAddr + 20 {
+		id := fmt.Sprintf("bs-one-%03d", i)
+		_, err := newNode(t, one).Initiate(ctx, client.InitiateOptions{SessionID: id})
+		codes[client.CodeOf(err)]++
+		if client.CodeOf(err) == proto.RateLimited {
+			refusedID = id
+		}
+	}
+	if codes[""] != perAddr || codes[proto.RateLimited] != 20 {
+		t.Fatalf("one address, %d initiates: answers %v; want %d accepted, 20 RATE_LIMITED", perAddr+20, codes, perAddr)
+	}
+	// A refused initiate opened nothing: its id is unknown.
+	if _, err := one.Status(ctx, refusedID); client.CodeOf(err) != proto.NotFound {
+		t.Fatalf("status of a refused initiate: %v; want NOT_FOUND", err)
+	}
+
+	// Many addresses: the global cap of open sessions.
+	var mu sync.Mutex
+	accepted, limited := perAddr, 0
+	var wg sync.WaitGroup
+	for a := 1; a <= 8; a++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := d.api(addr(a))
+			for range perAddr {
+				_, err := newNode(t, c).Initiate(ctx, client.InitiateOptions{})
+				mu.Lock()
+				switch code := client.CodeOf(err); code {
+				case "":
+					accepted++
+				case proto.RateLimited:
+					limited++
+				default:
+					t.Errorf("initiate: %v", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if accepted != global || limited != 8*perAddr+perAddr-global {
+		t.Fatalf("open sessions accepted %d, refused %d; want exactly the cap %d accepted", accepted, limited, global)
+	}
+	if failed, ran, first := wait(); failed > 0 {
+		t.Fatalf("%d of %d honest heartbeat+login rounds failed during the flood; first: %v", failed, ran, first)
+	}
+	if warns := d.lines("global cap reached"); len(warns) != 1 {
+		t.Fatalf("the reached cap was logged %d times; want once a minute: %q", len(warns), warns)
+	}
+	// Some 250 sessions of about 2 KiB: the store holds a few MiB whatever the flood.
+	if n := d.diskBytes(); n > 64<<20 {
+		t.Fatalf("data directory %d bytes after the flood", n)
+	}
+	t.Logf("accepted %d, refused %d; data directory %d KiB, RSS %d KiB", accepted, limited, d.diskBytes()>>10, d.rssKiB())
+}
+
+// TestRow3FinishedHistory: a key with a long history of finished sessions initiates as fast
+// as a fresh one, because its history is never read; its open sessions are still capped at
+// 16, and honest logins during 8 concurrent initiators succeed.
+func TestRow3FinishedHistory(t *testing.T) {
+	d := start(t, "--initiate-address-limit", "100000")
+	ctx := context.Background()
+	c := d.api(addr(0))
+	n := newNode(t, c)
+	const history = 300
+	for i := range history {
+		s, err := n.Initiate(ctx, client.InitiateOptions{SessionID: fmt.Sprintf("old-%03d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Cancel(ctx, s.BindingSessionID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := newOperator(t)
+	stop := make(chan struct{})
+	wait := honest(25*time.Millisecond, stop, func() error {
+		_, err := op.login(t, d.api("127.0.0.3"))
+		return err
+	})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open, limited := 0, 0
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := d.api(addr(w + 1))
+			me := &client.Node{Client: c, Key: n.Key, DID: n.DID}
+			for range 10 {
+				_, err := me.Initiate(ctx, client.InitiateOptions{})
+				mu.Lock()
+				switch code := client.CodeOf(err); {
+				case err == nil:
+					open++
+				case code == proto.RateLimited:
+					limited++
+				default:
+					t.Errorf("initiate: %v", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if open != 16 || limited != 80-16 {
+		t.Fatalf("a key with %d finished sessions: %d opened, %d refused; want 16 opened (its cap), the rest RATE_LIMITED", history, open, limited)
+	}
+	if failed, ran, first := wait(); failed > 0 {
+		t.Fatalf("%d of %d honest logins failed; first: %v", failed, ran, first)
+	}
+	// A finished session's id is still refused.
+	_, err := n.Initiate(ctx, client.InitiateOptions{SessionID: "old-000"})
+	if client.CodeOf(err) != proto.SessionExists {
+		t.Fatalf("reusing a finished session's id: %v; want SESSION_EXISTS", err)
+	}
+}

@@ -231,3 +231,50 @@ func TestExhaustionInitiateHeap(t *testing.T) {
 		t.Fatalf("the heap grew by %d bytes", growth)
 	}
 }
+
+// TestExhaustionHistoryNotRead: a key's finished and expired sessions leave the index that
+// initiate and pending read, so a long history costs those paths nothing; the sessions
+// themselves stay readable until the sweep retires them.
+func TestExhaustionHistoryNotRead(t *testing.T) {
+	c := &clock{now: epoch}
+	st := store.NewMemory()
+	svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, InitiateAddressLimit: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, "node")
+	ctx := context.Background()
+	for i := range 50 {
+		id := fmt.Sprintf("bs-%02d", i)
+		if _, err := svc.Initiate(ctx, n.initiate(t, id, c.Now(), nil, nil), "192.0.2.1"); err != nil {
+			t.Fatal(err)
+		}
+		if i%5 != 0 {
+			if _, err := svc.CancelByNode(ctx, id, n.cancelRequest(t, id, n.did, c.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The 10 not cancelled expire; the next initiate stores them as EXPIRED on its way.
+	c.Advance(binding.MaxSessionTTL)
+	if _, err := svc.Initiate(ctx, n.initiate(t, "bs-new", c.Now(), nil, nil), "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(ctx, func(tx store.Tx) error {
+		open, err := tx.OpenSessionsByNode(n.key)
+		if err != nil {
+			return err
+		}
+		if len(open) != 1 || open[0].ID != "bs-new" {
+			t.Errorf("the index initiate reads holds %d sessions; want only the open one", len(open))
+		}
+		old, err := tx.Session("bs-01")
+		if err != nil || old.State != binding.Cancelled {
+			t.Errorf("a finished session: %v, %v; want it kept, CANCELLED", old.State, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

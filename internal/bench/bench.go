@@ -98,7 +98,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.spawnMemory, "spawn-memory", false, "like --spawn with the memory store")
 	fs.StringVar(&c.spawnBinary, "spawn-binary", "", "the svrpd binary that --spawn and the restart scenario start (default: this executable)")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow a --url that is not loopback (127.0.0.0/8, ::1, localhost)")
-	fs.StringVar(&c.scenario, "scenario", "all", "heartbeat, login, nodes, peers, journey, all (those five in turn) or restart (slow; run only when named)")
+	fs.StringVar(&c.scenario, "scenario", "all", "heartbeat, login, nodes, peers, journey, all (those five in turn), restart or abuse (slow; run only when named)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "timed window of each scenario, at most "+benchMaxDuration.String())
 	fs.Int64Var(&c.requests, "requests", 1_000_000, "most operations per scenario (journeys for journey); the window ends at whichever bound comes first")
 	fs.IntVar(&c.clients, "clients", 0, "concurrent connections (default per scenario: 64 heartbeat and login, 16 nodes, peers and journey)")
@@ -122,7 +122,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c.jsonOnly {
 		b.text = io.Discard
 	}
-	if c.spawn || c.spawnMemory || c.scenario == "restart" {
+	if c.spawn || c.spawnMemory || c.scenario == "restart" || c.scenario == "abuse" {
 		b.daemonBin = c.spawnBinary
 		if b.daemonBin == "" {
 			exe, err := os.Executable()
@@ -136,6 +136,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case c.scenario == "restart":
 		fmt.Fprintf(b.text, "target: svrpd serve (%s) as a child process, on a Badger store that bench fills first\n", b.daemonBin)
+	case c.scenario == "abuse":
+		fmt.Fprintf(b.text, "target: svrpd serve (%s) as a child process with its default limits, Badger in a temporary directory, a fresh one per row\n", b.daemonBin)
 	case c.url != "":
 		t, err := remoteTarget(c.url, c.allowRemote)
 		if err != nil {
@@ -172,6 +174,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "svrpd bench: restart: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if c.scenario == "abuse" {
+		if _, err := b.runAbuse(ctx); err != nil {
+			fmt.Fprintf(stderr, "svrpd bench: abuse: %v\n", err)
+			return 1
+		}
+		if b.stopFailed {
 			return 1
 		}
 		return 0
@@ -275,6 +287,19 @@ the registry for CPU while it is measured:
              health_s, daemon_rss_mb, daemon_hwm_mb, first_list_s, list_bytes,
              daemon_hwm_after_list_mb, ...) and removes the directory. It measures no
              verify ceiling and takes no --url or --self.
+  abuse      not part of all: for each row of the abuse suite (1 huge-signature
+             registrations and many-valued listings, 2 initiate floods, 3 a key with a long
+             history, 4 idle connections, 5 garbage logins, 6 resolve guessing, 7 copied
+             registrations, 8 replayed heartbeats, 9 many registrations, 10 nothing), starts
+             svrpd serve with its default limits as with --spawn, and measures honest logins
+             and heartbeats (4 clients, from many 127.2.x.y addresses) for 5 s alone and 5 s
+             while the row's attack runs from 127.1.x.y addresses, with the daemon's peak RSS
+             during the attack. For rows 1, 2 and 9 a second daemon then holds as many honest
+             records as the attack got accepted, and its peak is the reference. Row 10 also
+             measures the idle daemon's CPU over 10 s. Requests are signed as they are sent,
+             by the Go client. One JSON line per row (login_*/heartbeat_* p50/p99 without and
+             under attack, their p99 ratios, attack_answers, daemon_rss_peak_mb,
+             reference_rss_peak_mb, idle_cpu_percent).
 Login and journey first run short calibration batches to size what they prepare; if the
 prepared requests run out before --duration, the window ends there and says so. Signed
 timestamps and challenges are valid for 300 s, hence the limit on --duration. A window ends
@@ -319,12 +344,15 @@ func (c benchConfig) validate() error {
 	} else if c.spawnBinary != "" && !c.spawn && !c.spawnMemory {
 		errs = append(errs, errors.New("--spawn-binary is for --spawn, --spawn-memory and the restart scenario"))
 	}
-	known := c.scenario == "all" || c.scenario == "restart"
+	if c.scenario == "abuse" && (c.url != "" || c.self || c.selfMemory || c.spawnMemory) {
+		errs = append(errs, errors.New("--scenario abuse starts its own daemons with their default limits; it takes no --url, --self, --self-memory or --spawn-memory"))
+	}
+	known := c.scenario == "all" || c.scenario == "restart" || c.scenario == "abuse"
 	for _, sc := range benchScenarios {
 		known = known || c.scenario == sc.name
 	}
 	if !known {
-		errs = append(errs, fmt.Errorf("--scenario %q: want heartbeat, login, nodes, peers, journey, all or restart", c.scenario))
+		errs = append(errs, fmt.Errorf("--scenario %q: want heartbeat, login, nodes, peers, journey, all, restart or abuse", c.scenario))
 	}
 	if c.duration <= 0 || c.duration > benchMaxDuration {
 		errs = append(errs, fmt.Errorf("--duration must be more than 0 and at most %s (signed timestamps last 300 s)", benchMaxDuration))

@@ -159,6 +159,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{"--scenario", "restart", "--nodes", "5000001"},
 		{"--scenario", "restart", "--spawn-memory"},
 		{"--scenario", "restart", "--url", "http://127.0.0.1:8080"},
+		{"--scenario", "abuse", "--url", "http://127.0.0.1:8080"},
+		{"--scenario", "abuse", "--self-memory"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := Main(t.Context(), args, &stdout, &stderr); code != 2 {

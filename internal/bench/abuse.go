@@ -433,12 +433,9 @@ func abuseRows() []abuseRow {
 	registerHonest := func(a *abuseRun, count int) error {
 		var next atomic.Int64
 		return parallelN(8, func(w int) error {
-			c := a.client(abuseAddr(3, w*1000))
 			for i := next.Add(1); i <= int64(count); i = next.Add(1) {
-				if i%500 == 0 {
-					c = a.client(abuseAddr(3, int(i/500)))
-				}
-				n := a.newNode(c)
+				// 500 keys per address, under the 600 an address may register per hour.
+				n := a.newNode(a.client(abuseAddr(3, int(i/500))))
 				if _, err := n.Register(a.ctx, "203.0.113.1:7000", []string{"inference"}, ""); err != nil {
 					return err
 				}

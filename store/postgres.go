@@ -1,0 +1,811 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+)
+
+// Postgres is the store on a PostgreSQL server, shared by any number of daemons. Open it
+// with [OpenPostgres].
+//
+// # Schema
+//
+// One table per kind of record. Each row keeps the record in the encoding the Badger store
+// uses (nodes in their binary form, everything else as JSON) beside the columns the lookups
+// need, each with its index: nodes by DID and short body, binding sessions by node key and
+// secret hash, bindings by operator. Strings that are keys are bytea, so that any byte
+// string is kept and rows sort as Go compares strings. Node rows also carry what other
+// daemons need to follow the table ([Postgres.NodeChanges]): a revision, the id of the
+// transaction that last wrote the row, and the latest coalesced heartbeat, kept apart from
+// the record so that a batch of heartbeats is one UPDATE.
+//
+// # Isolation
+//
+// Every Update runs SERIALIZABLE, which covers ranges scanned as well as rows read, so a
+// decision taken on what a lookup did not find (no other key on a short body, a session
+// cap) still holds at commit, as the Store contract asks. A transaction that loses a
+// conflict (40001) or a deadlock (40P01) is rolled back and its function run again, at most
+// maxPostgresAttempts times, after a short random pause. Views run REPEATABLE READ READ
+// ONLY: one snapshot, no locks.
+type Postgres struct {
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+	// statements counts the statements sent, for the daemon's and the load tool's figures.
+	statements atomic.Uint64
+}
+
+// Bounds of the PostgreSQL store, with their reasons.
+const (
+	// maxPostgresAttempts bounds the runs of one Update function. Under the store suite's
+	// worst case (32 writers on one row) every round commits at least one of them, so a
+	// bound above that count never fails a transaction that contention alone delays.
+	maxPostgresAttempts = 64
+	// maxRetryPause is the longest pause before a retry; pauses are random up to a bound
+	// that doubles from 1 ms, so that writers who collided do not collide again at once.
+	maxRetryPause = 64 * time.Millisecond
+	// pgPage is the rows an Each method reads per statement: a full-table scan never holds
+	// the whole table in memory, and a page costs one round trip.
+	pgPage = 1000
+	// migrationLock is the advisory lock key daemons take while migrating, so that two
+	// daemons starting at once do not both apply a migration.
+	migrationLock = 0x73767270_0001
+)
+
+// migrations are the schema's versions: migrations[i] takes the schema from version i to
+// i+1. A migration is never edited once released; a change is a new one.
+var migrations = []string{
+	`CREATE TABLE svrp_schema (version integer NOT NULL);
+	INSERT INTO svrp_schema VALUES (0);
+	CREATE SEQUENCE svrp_put_seq;
+	CREATE TABLE svrp_nodes (
+		key bytea PRIMARY KEY,
+		did bytea NOT NULL,
+		did_seq bigint NOT NULL,
+		short_body text NOT NULL,
+		rec bytea NOT NULL,
+		touched bigint,
+		rev bigint NOT NULL,
+		xid bigint NOT NULL
+	);
+	CREATE INDEX svrp_nodes_did ON svrp_nodes (did, did_seq);
+	CREATE INDEX svrp_nodes_short_body ON svrp_nodes (short_body);
+	CREATE INDEX svrp_nodes_xid ON svrp_nodes (xid);
+	CREATE TABLE svrp_binding_sessions (
+		id bytea PRIMARY KEY,
+		node_key bytea NOT NULL,
+		code_hash bytea,
+		token_hash bytea,
+		put_seq bigint NOT NULL,
+		rec bytea NOT NULL
+	);
+	CREATE INDEX svrp_binding_sessions_node ON svrp_binding_sessions (node_key, id);
+	CREATE INDEX svrp_binding_sessions_code ON svrp_binding_sessions (code_hash);
+	CREATE INDEX svrp_binding_sessions_token ON svrp_binding_sessions (token_hash);
+	CREATE TABLE svrp_bindings (
+		node_key bytea PRIMARY KEY,
+		operator_did bytea NOT NULL,
+		rec bytea NOT NULL
+	);
+	CREATE INDEX svrp_bindings_operator ON svrp_bindings (operator_did, node_key);
+	CREATE TABLE svrp_operator_sessions (token_hash bytea PRIMARY KEY, rec bytea NOT NULL);
+	CREATE TABLE svrp_counters (key bytea PRIMARY KEY, rec bytea NOT NULL);
+	CREATE TABLE svrp_used_challenges (id bytea PRIMARY KEY, expires_at bigint NOT NULL);
+	CREATE INDEX svrp_used_challenges_expiry ON svrp_used_challenges (expires_at);
+	CREATE TABLE svrp_secrets (name text PRIMARY KEY, value bytea NOT NULL);`,
+}
+
+// PostgresSchemaVersion is the schema version this build migrates to.
+var PostgresSchemaVersion = len(migrations)
+
+// OpenPostgres connects to the PostgreSQL server at url (a postgres:// URL or a keyword/value
+// string, as libpq takes) and migrates its schema to [PostgresSchemaVersion], refusing a
+// database whose schema is newer than this build knows. Tables go into the first schema of
+// the connection's search_path.
+func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's parse errors may quote the URL, password included.
+		return nil, errors.New("store: the PostgreSQL URL does not parse")
+	}
+	p := &Postgres{}
+	cfg.ConnConfig.Tracer = statementCounter{&p.statements}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connecting to PostgreSQL: %w", err)
+	}
+	p.pool = pool
+	if err := p.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// statementCounter counts statements as pgx sends them.
+type statementCounter struct{ n *atomic.Uint64 }
+
+func (c statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Statements returns the number of statements this store has sent since it was opened,
+// transaction control included.
+func (p *Postgres) Statements() uint64 { return p.statements.Load() }
+
+func (p *Postgres) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+			return fmt.Errorf("store: locking the schema for migration: %w", err)
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('svrp_schema') IS NOT NULL`).Scan(&exists); err != nil {
+			return fmt.Errorf("store: reading the schema version: %w", err)
+		}
+		version := 0
+		if exists {
+			if err := tx.QueryRow(ctx, `SELECT version FROM svrp_schema`).Scan(&version); err != nil {
+				return fmt.Errorf("store: reading the schema version: %w", err)
+			}
+		}
+		if version > len(migrations) {
+			return fmt.Errorf("store: the database has schema version %d, newer than this build's %d; run a newer svrpd", version, len(migrations))
+		}
+		for v := version; v < len(migrations); v++ {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("store: migrating the schema to version %d: %w", v+1, err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE svrp_schema SET version = $1`, v+1); err != nil {
+				return fmt.Errorf("store: migrating the schema to version %d: %w", v+1, err)
+			}
+		}
+		return nil
+	})
+}
+
+var (
+	_ Store       = (*Postgres)(nil)
+	_ Maintainer  = (*Postgres)(nil)
+	_ NodeToucher = (*Postgres)(nil)
+)
+
+func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.closed.Load() {
+		return errClosed
+	}
+	ptx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	tx := &pgTx{ctx: ctx, tx: ptx}
+	defer func() {
+		tx.done = true
+		ptx.Rollback(context.WithoutCancel(ctx))
+	}()
+	return fn(tx)
+}
+
+func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.closed.Load() {
+		return errClosed
+	}
+	pause := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := p.updateOnce(ctx, fn)
+		if !retryable(err) || attempt == maxPostgresAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(mrand.N(pause)):
+		}
+		pause = min(2*pause, maxRetryPause)
+	}
+}
+
+// updateOnce runs fn in one SERIALIZABLE transaction. A conflict reported to fn by any
+// statement makes the whole attempt retryable, whatever fn returned after seeing it.
+func (p *Postgres) updateOnce(ctx context.Context, fn func(Tx) error) (err error) {
+	ptx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	tx := &pgTx{ctx: ctx, tx: ptx, txState: txState{write: true}}
+	committed := false
+	defer func() {
+		tx.done = true
+		if !committed {
+			ptx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	err = fn(tx)
+	if tx.conflict != nil {
+		return tx.conflict
+	}
+	if err != nil {
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	committed = true
+	return nil
+}
+
+// retryable reports a serialization failure or a deadlock: the transaction did nothing and
+// may be run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+func (p *Postgres) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	p.pool.Close()
+	return nil
+}
+
+// Maintain forgets consumed login challenges that have expired, in batches.
+func (p *Postgres) Maintain(ctx context.Context) error {
+	for {
+		tag, err := p.pool.Exec(ctx, `DELETE FROM svrp_used_challenges WHERE id IN
+			(SELECT id FROM svrp_used_challenges WHERE expires_at <= $1 LIMIT $2)`, time.Now().Unix(), pgPage)
+		if err != nil {
+			return fmt.Errorf("store: forgetting used challenges: %w", err)
+		}
+		if tag.RowsAffected() < pgPage {
+			return nil
+		}
+	}
+}
+
+// Secret returns the 32-byte secret kept under name, creating it from crypto/rand when the
+// database has none, so that every daemon on the database gets the same one.
+func (p *Postgres) Secret(ctx context.Context, name string) ([32]byte, error) {
+	var fresh [32]byte
+	if _, err := rand.Read(fresh[:]); err != nil {
+		return fresh, err
+	}
+	var got []byte
+	err := p.pool.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO svrp_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING value)
+		SELECT value FROM ins UNION ALL SELECT value FROM svrp_secrets WHERE name = $1 LIMIT 1`, name, fresh[:]).Scan(&got)
+	if err != nil || len(got) != 32 {
+		return [32]byte{}, fmt.Errorf("store: reading the shared secret %q: %w", name, err)
+	}
+	return [32]byte(got), nil
+}
+
+// Exclusive runs fn if no other holder of the same lock name is running, on this database,
+// and reports whether it ran. The lock is a session advisory lock, held on one connection
+// for fn's duration and released when fn returns or the connection drops, so a daemon
+// killed mid-sweep never blocks the others.
+func (p *Postgres) Exclusive(ctx context.Context, lock int64, fn func(context.Context) error) (bool, error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("store: %w", err)
+	}
+	defer conn.Release()
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lock).Scan(&got); err != nil {
+		return false, fmt.Errorf("store: %w", err)
+	}
+	if !got {
+		return false, nil
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lock)
+	return true, fn(ctx)
+}
+
+// TouchNode moves the node's last_seen forward now, in one statement of its own. The
+// daemon batches heartbeats in front of this (see [WithSharedNodeCache]).
+func (p *Postgres) TouchNode(key didkey.PublicKey, seen time.Time) error {
+	n, err := p.touch(context.Background(), [][]byte{key[:]}, []int64{seen.UnixNano()})
+	if err == nil && n == 0 {
+		return ErrNotFound
+	}
+	return err
+}
+
+// Flush does nothing: TouchNode writes at once.
+func (p *Postgres) Flush(context.Context) error { return nil }
+
+// touch moves last_seen of keys[i] forward to seen[i] (unix nanoseconds) in one statement,
+// and returns the rows it found. Moving forward only makes the order in which daemons'
+// batches land irrelevant, and makes one statement outside any SERIALIZABLE transaction
+// enough.
+func (p *Postgres) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, error) {
+	for attempt := 1; ; attempt++ {
+		tag, err := p.pool.Exec(ctx, `UPDATE svrp_nodes AS n
+			SET touched = GREATEST(n.touched, u.seen), rev = n.rev + 1, xid = pg_current_xact_id()::text::bigint
+			FROM unnest($1::bytea[], $2::bigint[]) AS u(key, seen)
+			WHERE n.key = u.key`, keys, seen)
+		if err == nil {
+			return tag.RowsAffected(), nil
+		}
+		if !retryable(err) || attempt == maxPostgresAttempts {
+			return 0, fmt.Errorf("store: recording heartbeats: %w", err)
+		}
+	}
+}
+
+// pgTx is one transaction. conflict keeps the first serialization failure or deadlock a
+// statement met: after it the transaction can only be retried.
+type pgTx struct {
+	txState
+	ctx      context.Context
+	tx       pgx.Tx
+	conflict error
+}
+
+var _ Tx = (*pgTx)(nil)
+
+// check turns a statement's error into the store's: no rows is ErrNotFound, a conflict is
+// remembered for Update.
+func (t *pgTx) check(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return ErrNotFound
+	case retryable(err):
+		if t.conflict == nil {
+			t.conflict = err
+		}
+	}
+	return fmt.Errorf("store: %w", err)
+}
+
+func (t *pgTx) exec(sql string, args ...any) error {
+	_, err := t.tx.Exec(t.ctx, sql, args...)
+	return t.check(err)
+}
+
+// nodeFrom decodes a node row: the record, and last_seen moved to the latest coalesced
+// heartbeat when that is later.
+func nodeFrom(rec []byte, touched *int64) (Node, error) {
+	n, err := decodeNode(rec)
+	if err != nil {
+		return Node{}, fmt.Errorf("store: failed to decode a node record: %w", err)
+	}
+	if touched != nil {
+		if seen := time.Unix(0, *touched).UTC(); seen.After(n.LastSeen) {
+			n.LastSeen = seen
+		}
+	}
+	return n, nil
+}
+
+func (t *pgTx) Node(k didkey.PublicKey) (Node, error) {
+	if err := t.readable(); err != nil {
+		return Node{}, err
+	}
+	var rec []byte
+	var touched *int64
+	err := t.tx.QueryRow(t.ctx, `SELECT rec, touched FROM svrp_nodes WHERE key = $1`, k[:]).Scan(&rec, &touched)
+	if err := t.check(err); err != nil {
+		return Node{}, err
+	}
+	return nodeFrom(rec, touched)
+}
+
+func (t *pgTx) PutNode(n Node) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	// did_seq moves only when the DID changes, so that of two records with one DID the
+	// lookup finds the one that took it last, as the other stores do.
+	return t.exec(`INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, touched, rev, xid)
+		VALUES ($1, $2, nextval('svrp_put_seq'), $3, $4, NULL, 1, pg_current_xact_id()::text::bigint)
+		ON CONFLICT (key) DO UPDATE SET
+			did = EXCLUDED.did,
+			did_seq = CASE WHEN svrp_nodes.did = EXCLUDED.did THEN svrp_nodes.did_seq ELSE EXCLUDED.did_seq END,
+			rec = EXCLUDED.rec, touched = NULL, rev = svrp_nodes.rev + 1, xid = EXCLUDED.xid`,
+		n.Key[:], []byte(n.DID), n.Key.ShortBody(), appendNode(nil, n))
+}
+
+func (t *pgTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
+	if err := t.readable(); err != nil {
+		return didkey.PublicKey{}, err
+	}
+	if did == "" {
+		return didkey.PublicKey{}, ErrNotFound
+	}
+	var k []byte
+	err := t.tx.QueryRow(t.ctx, `SELECT key FROM svrp_nodes WHERE did = $1 ORDER BY did_seq DESC LIMIT 1`, []byte(did)).Scan(&k)
+	if err := t.check(err); err != nil {
+		return didkey.PublicKey{}, err
+	}
+	return keyFrom(k)
+}
+
+func keyFrom(b []byte) (didkey.PublicKey, error) {
+	if len(b) != len(didkey.PublicKey{}) {
+		return didkey.PublicKey{}, errors.New("store: corrupt key column")
+	}
+	return didkey.PublicKey(b), nil
+}
+
+// keys collects one column of keys from a query.
+func (t *pgTx) keys(sql string, args ...any) ([]didkey.PublicKey, error) {
+	rows, err := t.tx.Query(t.ctx, sql, args...)
+	if err := t.check(err); err != nil {
+		return nil, err
+	}
+	var out []didkey.PublicKey
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			rows.Close()
+			return nil, t.check(err)
+		}
+		k, err := keyFrom(b)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, t.check(rows.Err())
+}
+
+func (t *pgTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	return t.keys(`SELECT key FROM svrp_nodes WHERE short_body = $1 ORDER BY key`, body)
+}
+
+// page reads rows of one table in key order, pgPage at a time, and calls fn on each after
+// the page is read: a connection serves one statement at a time, and fn may read through
+// the Tx. Writes from fn are refused, as the contract says.
+func page[T any](t *pgTx, sql string, start any, scan func(pgx.Rows) (key any, v T, err error), fn func(T) error) error {
+	if err := t.readable(); err != nil {
+		return err
+	}
+	t.iterating++
+	defer func() { t.iterating-- }()
+	// The first page starts at the smallest key, the empty one included.
+	after, q := start, strings.Replace(sql, "> $1", ">= $1", 1)
+	for {
+		rows, err := t.tx.Query(t.ctx, q, after, pgPage)
+		q = sql
+		if err := t.check(err); err != nil {
+			return err
+		}
+		var vs []T
+		for rows.Next() {
+			k, v, err := scan(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			after = k
+			vs = append(vs, v)
+		}
+		if err := t.check(rows.Err()); err != nil {
+			return err
+		}
+		for _, v := range vs {
+			if err := fn(v); err != nil {
+				return err
+			}
+		}
+		if len(vs) < pgPage {
+			return nil
+		}
+	}
+}
+
+func (t *pgTx) EachNode(fn func(Node) error) error {
+	return page(t, `SELECT key, rec, touched FROM svrp_nodes WHERE key > $1 ORDER BY key LIMIT $2`, []byte{},
+		func(r pgx.Rows) (any, Node, error) {
+			var k, rec []byte
+			var touched *int64
+			if err := r.Scan(&k, &rec, &touched); err != nil {
+				return nil, Node{}, t.check(err)
+			}
+			n, err := nodeFrom(rec, touched)
+			return k, n, err
+		}, fn)
+}
+
+func (t *pgTx) NodeCount() (int, error) {
+	if err := t.readable(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := t.tx.QueryRow(t.ctx, `SELECT count(*) FROM svrp_nodes`).Scan(&n)
+	return n, t.check(err)
+}
+
+// jsonRow reads one JSON record.
+func jsonRow[T any](t *pgTx, sql string, args ...any) (T, error) {
+	var v T
+	var rec []byte
+	if err := t.check(t.tx.QueryRow(t.ctx, sql, args...).Scan(&rec)); err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(rec, &v); err != nil {
+		return v, fmt.Errorf("store: failed to decode a record: %w", err)
+	}
+	return v, nil
+}
+
+// jsonRows reads a list of JSON records.
+func jsonRows[T any](t *pgTx, sql string, args ...any) ([]T, error) {
+	rows, err := t.tx.Query(t.ctx, sql, args...)
+	if err := t.check(err); err != nil {
+		return nil, err
+	}
+	var out []T
+	for rows.Next() {
+		var rec []byte
+		if err := rows.Scan(&rec); err != nil {
+			rows.Close()
+			return nil, t.check(err)
+		}
+		var v T
+		if err := json.Unmarshal(rec, &v); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: failed to decode a record: %w", err)
+		}
+		out = append(out, v)
+	}
+	return out, t.check(rows.Err())
+}
+
+func (t *pgTx) Session(id string) (binding.Session, error) {
+	if err := t.readable(); err != nil {
+		return binding.Session{}, err
+	}
+	return jsonRow[binding.Session](t, `SELECT rec FROM svrp_binding_sessions WHERE id = $1`, []byte(id))
+}
+
+// hashArg is a secret hash as a column: NULL for the zero hash, which means "none".
+func hashArg(h [32]byte) any {
+	if h == ([32]byte{}) {
+		return nil
+	}
+	return h[:]
+}
+
+func (t *pgTx) PutSession(s binding.Session) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkSession(s); err != nil {
+		return err
+	}
+	rec, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("store: encoding a binding session: %w", err)
+	}
+	// put_seq moves on every put: of two sessions holding one hash, the lookup finds the
+	// one put last.
+	return t.exec(`INSERT INTO svrp_binding_sessions (id, node_key, code_hash, token_hash, put_seq, rec)
+		VALUES ($1, $2, $3, $4, nextval('svrp_put_seq'), $5)
+		ON CONFLICT (id) DO UPDATE SET node_key = EXCLUDED.node_key, code_hash = EXCLUDED.code_hash,
+			token_hash = EXCLUDED.token_hash, put_seq = EXCLUDED.put_seq, rec = EXCLUDED.rec`,
+		[]byte(s.ID), s.NodeKey[:], hashArg(s.CodeHash), hashArg(s.TokenHash), rec)
+}
+
+func (t *pgTx) SessionIDBySecret(h [32]byte) (string, error) {
+	if err := t.readable(); err != nil {
+		return "", err
+	}
+	if h == ([32]byte{}) {
+		return "", ErrNotFound
+	}
+	var id []byte
+	err := t.tx.QueryRow(t.ctx, `SELECT id FROM svrp_binding_sessions WHERE code_hash = $1 OR token_hash = $1
+		ORDER BY put_seq DESC LIMIT 1`, h[:]).Scan(&id)
+	return string(id), t.check(err)
+}
+
+func (t *pgTx) SessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	return jsonRows[binding.Session](t, `SELECT rec FROM svrp_binding_sessions WHERE node_key = $1 ORDER BY id`, k[:])
+}
+
+func (t *pgTx) EachSession(fn func(binding.Session) error) error {
+	return page(t, `SELECT id, rec FROM svrp_binding_sessions WHERE id > $1 ORDER BY id LIMIT $2`, []byte{},
+		func(r pgx.Rows) (any, binding.Session, error) {
+			var id, rec []byte
+			var s binding.Session
+			if err := r.Scan(&id, &rec); err != nil {
+				return nil, s, t.check(err)
+			}
+			if err := json.Unmarshal(rec, &s); err != nil {
+				return nil, s, fmt.Errorf("store: failed to decode a binding session: %w", err)
+			}
+			return id, s, nil
+		}, fn)
+}
+
+func (t *pgTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
+	if err := t.readable(); err != nil {
+		return binding.Binding{}, err
+	}
+	return jsonRow[binding.Binding](t, `SELECT rec FROM svrp_bindings WHERE node_key = $1`, node[:])
+}
+
+func (t *pgTx) PutBinding(b binding.Binding) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	rec, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("store: encoding a binding: %w", err)
+	}
+	return t.exec(`INSERT INTO svrp_bindings (node_key, operator_did, rec) VALUES ($1, $2, $3)
+		ON CONFLICT (node_key) DO UPDATE SET operator_did = EXCLUDED.operator_did, rec = EXCLUDED.rec`,
+		b.NodeKey[:], []byte(b.OperatorDID), rec)
+}
+
+func (t *pgTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	if operatorDID == "" {
+		return nil, nil
+	}
+	return jsonRows[binding.Binding](t, `SELECT rec FROM svrp_bindings WHERE operator_did = $1 ORDER BY node_key`, []byte(operatorDID))
+}
+
+func (t *pgTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {
+	if err := t.readable(); err != nil {
+		return authn.Session{}, err
+	}
+	return jsonRow[authn.Session](t, `SELECT rec FROM svrp_operator_sessions WHERE token_hash = $1`, tokenHash[:])
+}
+
+func (t *pgTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	rec, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("store: encoding a bearer session: %w", err)
+	}
+	return t.exec(`INSERT INTO svrp_operator_sessions (token_hash, rec) VALUES ($1, $2)
+		ON CONFLICT (token_hash) DO UPDATE SET rec = EXCLUDED.rec`, tokenHash[:], rec)
+}
+
+func (t *pgTx) DeleteOperatorSession(tokenHash [32]byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.exec(`DELETE FROM svrp_operator_sessions WHERE token_hash = $1`, tokenHash[:])
+}
+
+type hashed[T any] struct {
+	h [32]byte
+	v T
+}
+
+func (t *pgTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error {
+	return page(t, `SELECT token_hash, rec FROM svrp_operator_sessions WHERE token_hash > $1 ORDER BY token_hash LIMIT $2`, []byte{},
+		func(r pgx.Rows) (any, hashed[authn.Session], error) {
+			var h, rec []byte
+			var e hashed[authn.Session]
+			if err := r.Scan(&h, &rec); err != nil {
+				return nil, e, t.check(err)
+			}
+			if len(h) != 32 {
+				return nil, e, errors.New("store: corrupt token hash column")
+			}
+			e.h = [32]byte(h)
+			if err := json.Unmarshal(rec, &e.v); err != nil {
+				return nil, e, fmt.Errorf("store: failed to decode a bearer session: %w", err)
+			}
+			return h, e, nil
+		}, func(e hashed[authn.Session]) error { return fn(e.h, e.v) })
+}
+
+func (t *pgTx) Counter(key string) (binding.Counter, error) {
+	if err := t.readable(); err != nil {
+		return binding.Counter{}, err
+	}
+	c, err := jsonRow[binding.Counter](t, `SELECT rec FROM svrp_counters WHERE key = $1`, []byte(key))
+	if errors.Is(err, ErrNotFound) {
+		return binding.Counter{}, nil
+	}
+	return c, err
+}
+
+func (t *pgTx) PutCounter(key string, c binding.Counter) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	rec, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("store: encoding a counter: %w", err)
+	}
+	return t.exec(`INSERT INTO svrp_counters (key, rec) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET rec = EXCLUDED.rec`, []byte(key), rec)
+}
+
+func (t *pgTx) DeleteCounter(key string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.exec(`DELETE FROM svrp_counters WHERE key = $1`, []byte(key))
+}
+
+type named[T any] struct {
+	k string
+	v T
+}
+
+func (t *pgTx) EachCounter(fn func(key string, c binding.Counter) error) error {
+	return page(t, `SELECT key, rec FROM svrp_counters WHERE key > $1 ORDER BY key LIMIT $2`, []byte{},
+		func(r pgx.Rows) (any, named[binding.Counter], error) {
+			var k, rec []byte
+			var e named[binding.Counter]
+			if err := r.Scan(&k, &rec); err != nil {
+				return nil, e, t.check(err)
+			}
+			e.k = string(k)
+			if err := json.Unmarshal(rec, &e.v); err != nil {
+				return nil, e, fmt.Errorf("store: failed to decode a counter: %w", err)
+			}
+			return k, e, nil
+		}, func(e named[binding.Counter]) error { return fn(e.k, e.v) })
+}
+
+// ConsumeChallenge records a login challenge as used until its expiry, and fails with
+// ErrChallengeUsed when it already is. Inside an Update, it makes the consumption part of
+// the login's transaction: of concurrent logins with one challenge on any number of daemons,
+// exactly one commits.
+func (t *pgTx) ConsumeChallenge(id []byte, expires time.Time) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(t.ctx, `INSERT INTO svrp_used_challenges (id, expires_at) VALUES ($1, $2)
+		ON CONFLICT (id) DO NOTHING`, id, expires.Unix())
+	if err := t.check(err); err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrChallengeUsed
+	}
+	return nil
+}
+
+// ErrChallengeUsed is returned by ConsumeChallenge for a challenge consumed before.
+var ErrChallengeUsed = errors.New("store: challenge already used")
+
+// ChallengeConsumer is implemented by the Tx of a store that keeps consumed login challenges,
+// so that registries sharing the store accept each challenge once between them.
+type ChallengeConsumer interface {
+	ConsumeChallenge(id []byte, expires time.Time) error
+}

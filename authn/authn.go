@@ -143,6 +143,12 @@ type Login struct {
 	Signature        string           `json:"signature"`
 }
 
+// ChallengeChecker checks a challenge without consuming it, for a caller that records
+// consumption itself; [Challenger] implements it.
+type ChallengeChecker interface {
+	Check(challenge string, now time.Time) (id []byte, expires time.Time, err error)
+}
+
 // Challenges issues and consumes single-use login challenges. Implementations are safe for
 // concurrent use.
 type Challenges interface {

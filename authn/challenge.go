@@ -164,32 +164,15 @@ func (c *Challenger) read(p []byte) error {
 // wrong MAC, an expiry passed or more than ChallengeTTL ahead, a second use, or a full
 // used-set (see the type's documentation).
 func (c *Challenger) Consume(challenge string, now time.Time) error {
-	if c == nil || !c.ready {
-		return proto.New(proto.Internal, "authn: challenger not initialised")
+	id, exp, err := c.check(challenge)
+	if err != nil {
+		return err
 	}
-	if challenge == "" || len(challenge) > maxChallengeText {
-		return badChallenge("challenge was not issued here")
-	}
-	raw, err := base58.Decode(challenge)
-	if err != nil || len(raw) != challengeLen {
-		return badChallenge("challenge was not issued here")
-	}
-	tag := c.mac(raw[:challengeIDLen])
-	if !hmac.Equal(raw[challengeIDLen:], tag[:challengeMACLen]) {
-		return badChallenge("challenge was not issued here")
-	}
-	var id [challengeIDLen]byte
-	copy(id[:], raw)
-	exp := int64(binary.BigEndian.Uint32(raw[challengeNonceLen:challengeIDLen]))
-
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.advance(now)
-	if n >= exp {
-		return badChallenge("challenge has expired")
-	}
-	if n < exp-ttlSeconds { // exp ≥ 0, so this cannot overflow where exp-n could
-		return badChallenge("challenge was issued later than the registry's clock")
+	if err := checkLife(n, exp); err != nil {
+		return err
 	}
 	c.forget(n)
 	if _, ok := c.used[id]; ok {
@@ -209,6 +192,55 @@ func (c *Challenger) Capacity() int {
 		return 0
 	}
 	return c.maxUsed
+}
+
+// Check is Consume without the used-set: it accepts a challenge issued under this
+// Challenger's key that has not expired at now, and returns its id and expiry, for a caller
+// that records consumption elsewhere — in a store shared by several registries, inside the
+// login's transaction. Recording the id until the expiry makes the challenge single-use.
+func (c *Challenger) Check(challenge string, now time.Time) (id []byte, expires time.Time, err error) {
+	raw, exp, err := c.check(challenge)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	c.mu.Lock()
+	n := c.advance(now)
+	c.mu.Unlock()
+	if err := checkLife(n, exp); err != nil {
+		return nil, time.Time{}, err
+	}
+	return raw[:], time.Unix(exp, 0).UTC(), nil
+}
+
+// check reads a challenge and checks its MAC.
+func (c *Challenger) check(challenge string) (id [challengeIDLen]byte, exp int64, err error) {
+	if c == nil || !c.ready {
+		return id, 0, proto.New(proto.Internal, "authn: challenger not initialised")
+	}
+	if challenge == "" || len(challenge) > maxChallengeText {
+		return id, 0, badChallenge("challenge was not issued here")
+	}
+	raw, err := base58.Decode(challenge)
+	if err != nil || len(raw) != challengeLen {
+		return id, 0, badChallenge("challenge was not issued here")
+	}
+	tag := c.mac(raw[:challengeIDLen])
+	if !hmac.Equal(raw[challengeIDLen:], tag[:challengeMACLen]) {
+		return id, 0, badChallenge("challenge was not issued here")
+	}
+	copy(id[:], raw)
+	return id, int64(binary.BigEndian.Uint32(raw[challengeNonceLen:challengeIDLen])), nil
+}
+
+// checkLife refuses a challenge expiring at exp at the unix second n.
+func checkLife(n, exp int64) error {
+	if n >= exp {
+		return badChallenge("challenge has expired")
+	}
+	if n < exp-ttlSeconds { // exp ≥ 0, so this cannot overflow where exp-n could
+		return badChallenge("challenge was issued later than the registry's clock")
+	}
+	return nil
 }
 
 // Used returns the number of consumed challenges the Challenger currently remembers: those

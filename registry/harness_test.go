@@ -24,6 +24,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/pgtest"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -74,9 +75,35 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	return startHarness(t, st, dir, &clock{now: epoch}, opts...)
 }
 
-// openStore opens Badger in dir behind the node cache.
+// onPostgres, set by TestEndpointsOnPostgres, makes newHarness serve on PostgreSQL: a schema
+// of its own per harness directory, so that a restart reopens the same one.
+var (
+	onPostgres bool
+	pgSchemas  = map[string]string{}
+	pgStores   = map[store.Store]bool{}
+)
+
+// openStore opens Badger in dir behind the node cache, or with onPostgres the PostgreSQL
+// schema of dir.
 func openStore(t *testing.T, dir string) store.Store {
 	t.Helper()
+	if onPostgres {
+		u, ok := pgSchemas[dir]
+		if !ok {
+			u = pgtest.Schema(t)
+			pgSchemas[dir] = u
+		}
+		p, err := store.OpenPostgres(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached, err := store.WithNodeCache(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgStores[cached] = true
+		return cached
+	}
 	st, err := store.OpenBadger(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +131,8 @@ func startHarness(t *testing.T, st store.Store, dir string, c *clock, opts ...ha
 	t.Helper()
 	// The hostile and login tables send thousands of failing logins from one address; the
 	// login budgets have their own tests (internal/abuse).
-	cfg := registry.Config{Store: st, Clock: c.Now, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30}
+	cfg := registry.Config{Store: st, Clock: c.Now, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30,
+		ChallengesInStore: pgStores[st]}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -43,11 +43,26 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	case !s.loginAttempts.takeBelow(addr, s.limits.LoginAddressLimit, now):
 		return api.LoginResult{}, rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 	}
+	// With challenges consumed in the store, step 5 only checks the challenge here; the
+	// login's write transaction consumes it, or, when a later step failed, a transaction of
+	// its own, since a challenge that passed step 5 is spent whatever came after. A second
+	// use is BAD_CHALLENGE whatever else is wrong, as step 5 comes first.
+	var ch *checkedChallenge
+	challenges := s.challenges
+	if s.checker != nil {
+		ch = &checkedChallenge{Challenges: s.challenges, checker: s.checker}
+		challenges = ch
+	}
 	var dev authn.Device
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		dev, err = authn.VerifyLogin(l, s.prefix, now, s.challenges, revocations(tx))
+		dev, err = authn.VerifyLogin(l, s.prefix, now, challenges, revocations(tx))
 		return err
 	})
+	if err != nil && ch != nil && ch.id != nil {
+		if cerr := s.store.Update(ctx, func(tx store.Tx) error { return consume(tx, ch) }); cerr != nil {
+			err = cerr
+		}
+	}
 	if err != nil {
 		if proto.CodeOf(err) != proto.Internal {
 			s.loginFailAddr.add(addr, now)
@@ -68,6 +83,9 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
 	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		if err := consume(tx, ch); err != nil {
+			return err
+		}
 		// A revocation may have landed since the check above; the session must not outlive
 		// it, so the check is made again where the session is written.
 		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx)); err != nil {
@@ -79,8 +97,48 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		s.bearers.remove(id)
 		return api.LoginResult{}, err
 	}
+	return s.loggedIn(sess, token), nil
+}
+
+// consume records a challenge checked at login step 5 as used, in tx, when challenges are
+// consumed in the store; a second use is BAD_CHALLENGE.
+func consume(tx store.Tx, ch *checkedChallenge) error {
+	if ch == nil || ch.id == nil {
+		return nil
+	}
+	cc, ok := tx.(store.ChallengeConsumer)
+	if !ok {
+		return proto.New(proto.Internal, "the store does not keep login challenges")
+	}
+	if err := cc.ConsumeChallenge(ch.id, ch.expires); errors.Is(err, store.ErrChallengeUsed) {
+		return proto.New(proto.BadChallenge, "challenge was already used")
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkedChallenge stands for the Challenges during one login whose challenge is consumed in
+// the store: Consume only checks, and keeps what the store must record.
+type checkedChallenge struct {
+	authn.Challenges
+	checker authn.ChallengeChecker
+	id      []byte
+	expires time.Time
+}
+
+func (c *checkedChallenge) Consume(challenge string, now time.Time) error {
+	id, exp, err := c.checker.Check(challenge, now)
+	if err != nil {
+		return err
+	}
+	c.id, c.expires = id, exp
+	return nil
+}
+
+func (s *Service) loggedIn(sess authn.Session, token string) api.LoginResult {
 	s.log.Info("operator logged in", "operator_did", sess.OperatorDID)
-	return api.LoginResult{SessionToken: token, OperatorDID: sess.OperatorDID, ExpiresIn: int(authn.SessionTTL / time.Second)}, nil
+	return api.LoginResult{SessionToken: token, OperatorDID: sess.OperatorDID, ExpiresIn: int(authn.SessionTTL / time.Second)}
 }
 
 // Authenticate returns the operator DID of a bearer Authorization header (NO_SESSION,

@@ -55,6 +55,12 @@ type Config struct {
 	// Challenges issues and consumes login challenges; default an authn.Challenger with a
 	// fresh random key and its default bound.
 	Challenges authn.Challenges
+	// ChallengesInStore records consumed login challenges in the store, inside each login's
+	// transaction, instead of in the Challenges' memory: registries that share a store and
+	// a challenge key then accept each challenge once between them. Challenges must then
+	// be an [authn.ChallengeChecker] (an *authn.Challenger is) and the store's transactions
+	// a [store.ChallengeConsumer] ([store.Postgres]'s are).
+	ChallengesInStore bool
 	// Logger receives one line per notable event; default discards. It never receives a
 	// secret.
 	Logger *slog.Logger
@@ -93,6 +99,7 @@ type Service struct {
 	clock               func() time.Time
 	rand                io.Reader
 	challenges          authn.Challenges
+	checker             authn.ChallengeChecker // when challenges are consumed in the store
 	log                 *slog.Logger
 	strict              bool
 	resolveAddressLimit int
@@ -197,6 +204,13 @@ func New(cfg Config) (*Service, error) {
 		}
 		s.challenges = authn.NewChallenger(key, s.rand, 0)
 	}
+	if cfg.ChallengesInStore {
+		chk, ok := s.challenges.(authn.ChallengeChecker)
+		if !ok {
+			return nil, errors.New("registry: ChallengesInStore needs Challenges that can check without consuming")
+		}
+		s.checker = chk
+	}
 	return s, nil
 }
 
@@ -206,9 +220,15 @@ func (s *Service) Prefix() string { return s.prefix }
 // nodesChanged marks every cached node listing as out of date.
 func (s *Service) nodesChanged() { s.registrations.Add(1) }
 
-// listVersion is the state of the node table for the list cache.
+// listVersion is the state of the node table for the list cache. Changes another daemon
+// made to a shared store count as registrations: the cache follows them a few times a
+// second, so each is a rebuild at most that often.
 func (s *Service) listVersion() listVersion {
-	return listVersion{registrations: s.registrations.Load(), touches: s.touches.Load(), second: s.now().Unix()}
+	regs := s.registrations.Load()
+	if f, ok := s.store.(store.NodeFollower); ok {
+		regs += f.RemoteChanges()
+	}
+	return listVersion{registrations: regs, touches: s.touches.Load(), second: s.now().Unix()}
 }
 
 // now is the registry's clock truncated to whole seconds: every time comparison of the

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svrp/svrp/didkey"
@@ -38,18 +39,61 @@ type NodeScanner interface {
 // transaction size limit.
 const flushChunk = 512
 
+// sharedFlushChunk bounds the nodes one statement of a shared store's Flush moves: a flush
+// is one statement up to this many heartbeats since the last one, which at one flush a
+// second is more nodes than a daemon serves.
+const sharedFlushChunk = 1 << 16
+
+// followEvery is how often a cache in front of a shared store reads what the other daemons
+// changed: a registration made elsewhere is in memory within this, a heartbeat within this
+// and the other daemon's flush interval.
+const followEvery = 250 * time.Millisecond
+
+// nodeFeed is implemented by a store that other processes write too ([Postgres]): the cache
+// follows its changes instead of assuming it is the one writer.
+type nodeFeed interface {
+	// nodeChanges calls fn with each node record written since mark (0: every record) and
+	// its revision, which grows with each write of the record, and returns the next mark.
+	// It may call fn again for records already seen.
+	nodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64)) (int64, error)
+	// touchBatch moves last_seen of keys[i] forward to seen[i] (unix nanoseconds) in one
+	// statement.
+	touchBatch(ctx context.Context, keys [][]byte, seen []int64) error
+}
+
+// revPutter is implemented by the Tx of a nodeFeed store: PutNode that returns the record's
+// new revision.
+type revPutter interface {
+	putNodeRev(n Node) (uint64, error)
+}
+
+// NodeFollower is implemented by a node cache that follows other writers of a shared store.
+// RemoteChanges counts the changes it has taken from them, so that a listing built before
+// one is known to be stale.
+type NodeFollower interface {
+	RemoteChanges() uint64
+}
+
 // WithNodeCache wraps inner with an in-memory copy of the node table: the whole table is
 // read once here, every View reads nodes from memory, and every Update writes through to
 // inner and then to memory. It also implements [NodeToucher]: touches change memory at once
 // and reach inner at the next Flush, which the owner calls periodically (svrpd: every
 // second) and which Close calls last.
 //
-// The copy is exact only while this process is inner's one writer, and it relies on inner
-// running Update functions one at a time, as both of this package's stores do: a write's
-// place in that order decides which version memory keeps. A store shared by several
-// processes must not be wrapped.
+// With the memory and Badger stores the copy is exact only while this process is inner's one
+// writer, and it relies on inner running Update functions one at a time: a write's place in
+// that order decides which version memory keeps.
+//
+// A store shared by several processes ([Postgres]) is followed instead: every followEvery the
+// cache reads the node records written since its last read, by this process or any other,
+// and keeps each record's latest revision; touches are flushed in one statement. Reads in a
+// View that miss memory ask the store, so a node registered through another daemon a moment
+// ago is found. Memory never moves last_seen back. Close stops the following.
 func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
 	c := &nodeCache{inner: inner, dirty: map[didkey.PublicKey]time.Time{}}
+	if feed, ok := inner.(nodeFeed); ok {
+		return c.follow(ctx, feed)
+	}
 	err := inner.View(ctx, func(tx Tx) error {
 		// Maps sized once: growing them a doubling at a time through a million nodes costs
 		// seconds of rehashing and twice the memory at the peak.
@@ -83,8 +127,15 @@ type nodeCache struct {
 	byShort     map[shortBody]didkey.PublicKey
 	sharedShort map[shortBody][]didkey.PublicKey
 	dirty       map[didkey.PublicKey]time.Time
-	// seq numbers the node writes in the order inner runs its Update functions.
+	// seq numbers the node writes in the order inner runs its Update functions. A shared
+	// store numbers them itself (revisions), and seq is unused.
 	seq uint64
+
+	// Following a shared store.
+	feed    nodeFeed
+	remote  atomic.Uint64 // changes taken from the feed that memory did not already hold
+	stop    chan struct{}
+	stopped chan struct{}
 }
 
 type cachedNode struct {
@@ -163,6 +214,11 @@ func (c *nodeCache) TouchNode(key didkey.PublicKey, seen time.Time) error {
 			return err
 		}
 	}
+	if c.feed != nil {
+		if err := c.load(key); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur, ok := c.nodes[key]
@@ -205,6 +261,9 @@ func (c *nodeCache) Flush(ctx context.Context) error {
 	keys := make([]didkey.PublicKey, 0, len(dirty))
 	for k := range dirty {
 		keys = append(keys, k)
+	}
+	if c.feed != nil {
+		return c.flushShared(ctx, keys, dirty)
 	}
 	for chunk := range slices.Chunk(keys, flushChunk) {
 		// Straight to inner: memory already holds these times. Each record is read back
@@ -258,9 +317,14 @@ func (c *nodeCache) Health() Health {
 	return Health{}
 }
 
-// Close makes the last touches durable, then closes inner. When the touches cannot be made
+// Close stops following a shared store, makes the last touches durable, then closes inner. When the touches cannot be made
 // durable the error says how many nodes' last_seen was lost.
 func (c *nodeCache) Close() error {
+	if c.stop != nil {
+		close(c.stop)
+		<-c.stopped
+		c.stop = nil
+	}
 	ferr := c.Flush(context.Background())
 	if ferr != nil {
 		c.mu.Lock()
@@ -291,6 +355,14 @@ func (t *cacheTx) fromMemory() (bool, error) {
 }
 
 func (t *cacheTx) PutNode(n Node) error {
+	if rp, ok := t.Tx.(revPutter); ok && t.c.feed != nil {
+		rev, err := rp.putNodeRev(n)
+		if err != nil {
+			return err
+		}
+		*t.puts = append(*t.puts, cachedNode{n: cloneNode(n), seq: rev})
+		return nil
+	}
 	if err := t.Tx.PutNode(n); err != nil {
 		return err
 	}
@@ -305,6 +377,15 @@ func (t *cacheTx) PutNode(n Node) error {
 	return nil
 }
 
+// ConsumeChallenge passes a login challenge to inner's Tx when it keeps them.
+func (t *cacheTx) ConsumeChallenge(id []byte, expires time.Time) error {
+	cc, ok := t.Tx.(ChallengeConsumer)
+	if !ok {
+		return errors.New("store: this store does not keep login challenges")
+	}
+	return cc.ConsumeChallenge(id, expires)
+}
+
 func (t *cacheTx) Node(k didkey.PublicKey) (Node, error) {
 	if mem, err := t.fromMemory(); err != nil || !mem {
 		if err != nil {
@@ -313,9 +394,12 @@ func (t *cacheTx) Node(k didkey.PublicKey) (Node, error) {
 		return t.Tx.Node(k)
 	}
 	t.c.mu.RLock()
-	defer t.c.mu.RUnlock()
 	cur, ok := t.c.nodes[k]
+	t.c.mu.RUnlock()
 	if !ok {
+		if t.c.feed != nil {
+			return t.Tx.Node(k)
+		}
 		return Node{}, ErrNotFound
 	}
 	return cloneNode(cur.n), nil
@@ -329,9 +413,12 @@ func (t *cacheTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 		return t.Tx.NodeKeyByDID(did)
 	}
 	t.c.mu.RLock()
-	defer t.c.mu.RUnlock()
 	k, ok := t.c.byDID[did]
+	t.c.mu.RUnlock()
 	if !ok {
+		if t.c.feed != nil {
+			return t.Tx.NodeKeyByDID(did)
+		}
 		return didkey.PublicKey{}, ErrNotFound
 	}
 	return k, nil
@@ -352,6 +439,9 @@ func (t *cacheTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
 	defer t.c.mu.RUnlock()
 	first, ok := t.c.byShort[sb]
 	if !ok {
+		if t.c.feed != nil {
+			return t.Tx.NodeKeysByShortBody(body)
+		}
 		return nil, nil
 	}
 	return append([]didkey.PublicKey{first}, t.c.sharedShort[sb]...), nil

@@ -107,6 +107,24 @@ var migrations = []string{
 	CREATE TABLE svrp_used_challenges (id bytea PRIMARY KEY, expires_at bigint NOT NULL);
 	CREATE INDEX svrp_used_challenges_expiry ON svrp_used_challenges (expires_at);
 	CREATE TABLE svrp_secrets (name text PRIMARY KEY, value bytea NOT NULL);`,
+
+	// 2: the revocation list, with its size kept in a row of its own so that counting it
+	// costs one read.
+	`CREATE TABLE svrp_revocations (
+		operator_did bytea NOT NULL,
+		revocation_id bytea NOT NULL,
+		rec bytea NOT NULL,
+		PRIMARY KEY (operator_did, revocation_id)
+	);
+	CREATE TABLE svrp_revocation_count (n bigint NOT NULL);
+	INSERT INTO svrp_revocation_count VALUES (0);`,
+
+	// 3: a node key's open sessions are found without reading its history, and a deleted
+	// session leaves the hash of its id behind so that the id is never given out again.
+	`ALTER TABLE svrp_binding_sessions ADD COLUMN open boolean NOT NULL DEFAULT true;
+	DROP INDEX svrp_binding_sessions_node;
+	CREATE INDEX svrp_binding_sessions_open ON svrp_binding_sessions (node_key, id) WHERE open;
+	CREATE TABLE svrp_used_session_ids (id_hash bytea PRIMARY KEY);`,
 }
 
 // PostgresSchemaVersion is the schema version this build migrates to.
@@ -416,18 +434,8 @@ func (t *pgTx) Node(k didkey.PublicKey) (Node, error) {
 }
 
 func (t *pgTx) PutNode(n Node) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
-	// did_seq moves only when the DID changes, so that of two records with one DID the
-	// lookup finds the one that took it last, as the other stores do.
-	return t.exec(`INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, touched, rev, xid)
-		VALUES ($1, $2, nextval('svrp_put_seq'), $3, $4, NULL, 1, pg_current_xact_id()::text::bigint)
-		ON CONFLICT (key) DO UPDATE SET
-			did = EXCLUDED.did,
-			did_seq = CASE WHEN svrp_nodes.did = EXCLUDED.did THEN svrp_nodes.did_seq ELSE EXCLUDED.did_seq END,
-			rec = EXCLUDED.rec, touched = NULL, rev = svrp_nodes.rev + 1, xid = EXCLUDED.xid`,
-		n.Key[:], []byte(n.DID), n.Key.ShortBody(), appendNode(nil, n))
+	_, err := t.putNodeRev(n)
+	return err
 }
 
 func (t *pgTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
@@ -609,11 +617,32 @@ func (t *pgTx) PutSession(s binding.Session) error {
 	}
 	// put_seq moves on every put: of two sessions holding one hash, the lookup finds the
 	// one put last.
-	return t.exec(`INSERT INTO svrp_binding_sessions (id, node_key, code_hash, token_hash, put_seq, rec)
-		VALUES ($1, $2, $3, $4, nextval('svrp_put_seq'), $5)
+	return t.exec(`INSERT INTO svrp_binding_sessions (id, node_key, code_hash, token_hash, put_seq, rec, open)
+		VALUES ($1, $2, $3, $4, nextval('svrp_put_seq'), $5, $6)
 		ON CONFLICT (id) DO UPDATE SET node_key = EXCLUDED.node_key, code_hash = EXCLUDED.code_hash,
-			token_hash = EXCLUDED.token_hash, put_seq = EXCLUDED.put_seq, rec = EXCLUDED.rec`,
-		[]byte(s.ID), s.NodeKey[:], hashArg(s.CodeHash), hashArg(s.TokenHash), rec)
+			token_hash = EXCLUDED.token_hash, put_seq = EXCLUDED.put_seq, rec = EXCLUDED.rec, open = EXCLUDED.open`,
+		[]byte(s.ID), s.NodeKey[:], hashArg(s.CodeHash), hashArg(s.TokenHash), rec, !s.State.Terminal())
+}
+
+func (t *pgTx) DeleteSession(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(t.ctx, `DELETE FROM svrp_binding_sessions WHERE id = $1`, []byte(id))
+	if err := t.check(err); err != nil || tag.RowsAffected() == 0 {
+		return err
+	}
+	return t.exec(`INSERT INTO svrp_used_session_ids (id_hash) VALUES ($1) ON CONFLICT DO NOTHING`, []byte(usedIDHash(id)))
+}
+
+func (t *pgTx) SessionIDUsed(id string) (bool, error) {
+	if err := t.readable(); err != nil {
+		return false, err
+	}
+	var used bool
+	err := t.tx.QueryRow(t.ctx, `SELECT EXISTS (SELECT 1 FROM svrp_binding_sessions WHERE id = $1)
+		OR EXISTS (SELECT 1 FROM svrp_used_session_ids WHERE id_hash = $2)`, []byte(id), []byte(usedIDHash(id))).Scan(&used)
+	return used, t.check(err)
 }
 
 func (t *pgTx) SessionIDBySecret(h [32]byte) (string, error) {
@@ -629,11 +658,11 @@ func (t *pgTx) SessionIDBySecret(h [32]byte) (string, error) {
 	return string(id), t.check(err)
 }
 
-func (t *pgTx) SessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
+func (t *pgTx) OpenSessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
 	if err := t.readable(); err != nil {
 		return nil, err
 	}
-	return jsonRows[binding.Session](t, `SELECT rec FROM svrp_binding_sessions WHERE node_key = $1 ORDER BY id`, k[:])
+	return jsonRows[binding.Session](t, `SELECT rec FROM svrp_binding_sessions WHERE node_key = $1 AND open ORDER BY id`, k[:])
 }
 
 func (t *pgTx) EachSession(fn func(binding.Session) error) error {
@@ -679,6 +708,52 @@ func (t *pgTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error)
 		return nil, nil
 	}
 	return jsonRows[binding.Binding](t, `SELECT rec FROM svrp_bindings WHERE operator_did = $1 ORDER BY node_key`, []byte(operatorDID))
+}
+
+func (t *pgTx) DeleteBinding(node didkey.PublicKey) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.exec(`DELETE FROM svrp_bindings WHERE node_key = $1`, node[:])
+}
+
+func (t *pgTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
+	if err := t.readable(); err != nil {
+		return Revocation{}, err
+	}
+	return jsonRow[Revocation](t, `SELECT rec FROM svrp_revocations WHERE operator_did = $1 AND revocation_id = $2`,
+		[]byte(operatorDID), []byte(revocationID))
+}
+
+func (t *pgTx) PutRevocation(r Revocation) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	rec, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("store: encoding a revocation: %w", err)
+	}
+	// xmax is 0 on a row just inserted: only a new pair counts.
+	var inserted bool
+	err = t.tx.QueryRow(t.ctx, `INSERT INTO svrp_revocations (operator_did, revocation_id, rec) VALUES ($1, $2, $3)
+		ON CONFLICT (operator_did, revocation_id) DO UPDATE SET rec = EXCLUDED.rec
+		RETURNING xmax = 0`, []byte(r.OperatorDID), []byte(r.RevocationID), rec).Scan(&inserted)
+	if err := t.check(err); err != nil {
+		return err
+	}
+	if !inserted {
+		return nil
+	}
+	return t.exec(`UPDATE svrp_revocation_count SET n = n + 1`)
+}
+
+func (t *pgTx) RevocationCount() (int, error) {
+	if err := t.readable(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := t.tx.QueryRow(t.ctx, `SELECT n FROM svrp_revocation_count`).Scan(&n)
+	return n, t.check(err)
 }
 
 func (t *pgTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {
@@ -808,4 +883,66 @@ var ErrChallengeUsed = errors.New("store: challenge already used")
 // so that registries sharing the store accept each challenge once between them.
 type ChallengeConsumer interface {
 	ConsumeChallenge(id []byte, expires time.Time) error
+}
+
+// nodeChanges implements nodeFeed. mark is the oldest transaction id whose writes the caller
+// may not have seen: every row written by a transaction at or after it is read again. The
+// next mark is the xmin of this read's snapshot, the oldest transaction still running when
+// it was taken, so a transaction that commits after this read but started before it is read
+// next time. Rows read twice are told apart by their revision.
+func (p *Postgres) nodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64)) (int64, error) {
+	next := mark
+	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&next); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT rec, touched, rev FROM svrp_nodes WHERE xid >= $1`, mark)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var rec []byte
+			var touched *int64
+			var rev int64
+			if err := rows.Scan(&rec, &touched, &rev); err != nil {
+				return err
+			}
+			n, err := nodeFrom(rec, touched)
+			if err != nil {
+				return err
+			}
+			fn(n, uint64(rev))
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return mark, fmt.Errorf("store: reading node changes: %w", err)
+	}
+	return next, nil
+}
+
+// touchBatch implements nodeFeed.
+func (p *Postgres) touchBatch(ctx context.Context, keys [][]byte, seen []int64) error {
+	_, err := p.touch(ctx, keys, seen)
+	return err
+}
+
+// putNodeRev is PutNode returning the row's new revision, for the node cache. did_seq moves
+// only when the DID changes, so that of two records with one DID the lookup finds the one
+// that took it last, as the other stores do.
+func (t *pgTx) putNodeRev(n Node) (uint64, error) {
+	if err := t.writable(); err != nil {
+		return 0, err
+	}
+	var rev int64
+	err := t.tx.QueryRow(t.ctx, `INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, touched, rev, xid)
+		VALUES ($1, $2, nextval('svrp_put_seq'), $3, $4, NULL, 1, pg_current_xact_id()::text::bigint)
+		ON CONFLICT (key) DO UPDATE SET
+			did = EXCLUDED.did,
+			did_seq = CASE WHEN svrp_nodes.did = EXCLUDED.did THEN svrp_nodes.did_seq ELSE EXCLUDED.did_seq END,
+			rec = EXCLUDED.rec, touched = NULL, rev = svrp_nodes.rev + 1, xid = EXCLUDED.xid
+		RETURNING rev`,
+		n.Key[:], []byte(n.DID), n.Key.ShortBody(), appendNode(nil, n)).Scan(&rev)
+	return uint64(rev), t.check(err)
 }

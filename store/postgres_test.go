@@ -2,71 +2,16 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/svrp/svrp/internal/pgtest"
 )
 
-// postgresURL returns the server the PostgreSQL tests run against, from SVRPD_TEST_POSTGRES,
-// or skips the test when it is not set.
-func postgresURL(t testing.TB) string {
-	t.Helper()
-	u := os.Getenv("SVRPD_TEST_POSTGRES")
-	if u == "" {
-		t.Skip("SVRPD_TEST_POSTGRES is not set (e.g. postgres://root@127.0.0.1:5432/test): PostgreSQL tests skipped")
-	}
-	return u
-}
+func postgresURL(t testing.TB) string { return pgtest.URL(t) }
 
-// freshSchema creates an empty schema of its own for one test, dropped when the test ends,
-// and returns a URL whose connections use it.
-func freshSchema(t testing.TB) string {
-	t.Helper()
-	base := postgresURL(t)
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "svrp_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("SVRPD_TEST_POSTGRES is set but the server cannot be reached: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return withSearchPath(t, base, schema)
-}
-
-func withSearchPath(t testing.TB, base, schema string) string {
-	if strings.Contains(base, "://") {
-		u, err := url.Parse(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return base + " search_path=" + schema
-}
+func freshSchema(t testing.TB) string { return pgtest.Schema(t) }
 
 func openPostgres(t testing.TB, url string) *Postgres {
 	t.Helper()
@@ -163,5 +108,65 @@ func TestPostgresTouchAndChallenge(t *testing.T) {
 	b, err := p.Secret(context.Background(), "challenge-key")
 	if err != nil || a != b || a == ([32]byte{}) {
 		t.Errorf("Secret twice: %x, %x, %v; want one non-zero secret", a, b, err)
+	}
+}
+
+func TestNodeCacheOverPostgres(t *testing.T) {
+	postgresURL(t)
+	runSuite(t, func(t *testing.T) Store { return cached(t, openPostgres(t, freshSchema(t))) })
+}
+
+// TestNodeCacheFollows runs two caches on one database, as two daemons do: each sees the
+// other's registrations and flushed heartbeats within a second, and a node registered
+// through one is found at once through the other.
+func TestNodeCacheFollows(t *testing.T) {
+	u := freshSchema(t)
+	a := cached(t, openPostgres(t, u))
+	b := cached(t, openPostgres(t, u))
+	defer a.Close()
+	defer b.Close()
+	k := testKey(1)
+	n := testNode(k)
+	n.LastSeen = n.LastSeen.UTC()
+	update(t, a, func(tx Tx) error { return tx.PutNode(n) })
+
+	// Found through b at once, even before b's next read of the feed.
+	if err := b.(NodeToucher).TouchNode(k, testTime(20).UTC()); err != nil {
+		t.Fatalf("touch through b of a node registered through a: %v", err)
+	}
+	if err := b.(NodeToucher).Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := a.(NodeFollower).RemoteChanges()
+	deadline := time.Now().Add(time.Second)
+	for {
+		var got Node
+		view(t, a, func(tx Tx) (err error) { got, err = tx.Node(k); return err })
+		if got.LastSeen.Equal(testTime(20)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a sees last_seen %v a second after b flushed %v", got.LastSeen, testTime(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if a.(NodeFollower).RemoteChanges() == before {
+		t.Error("a took b's flush without counting a remote change")
+	}
+
+	// A second record through b reaches a's scan.
+	k2 := testKey(2)
+	update(t, b, func(tx Tx) error { return tx.PutNode(testNode(k2)) })
+	deadline = time.Now().Add(time.Second)
+	for {
+		var count int
+		a.(NodeScanner).ScanNodes(context.Background(), func(*Node) error { count++; return nil })
+		if count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's scan has %d nodes a second after b registered the second", count)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

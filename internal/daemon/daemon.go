@@ -6,7 +6,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +16,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/internal/console"
@@ -32,9 +36,12 @@ import (
 
 // Config is everything `svrpd serve` is configured with.
 type Config struct {
-	Listen               string // host:port; port 0 picks a free one
-	DataDir              string // the Badger directory, unless Memory
-	Memory               bool   // keep everything in memory: nothing survives a restart
+	Listen   string // host:port; port 0 picks a free one
+	DataDir  string // the Badger directory, unless Memory
+	Memory   bool   // keep everything in memory: nothing survives a restart
+	Postgres string // a PostgreSQL URL: the store shared with other daemons
+	// FlushEvery is how often heartbeat times kept in memory are written to the store.
+	FlushEvery           time.Duration
 	Prefix               string // domain prefix of every signed message
 	StrictSignatures     bool   // refuse registrations whose signature does not verify
 	ResolveAddressLimit  int
@@ -106,8 +113,14 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("--listen %q: want host:port", c.Listen))
 	}
-	if !c.Memory && c.DataDir == "" {
-		errs = append(errs, errors.New("--data must name a directory (or use --memory)"))
+	if c.Memory && c.Postgres != "" {
+		errs = append(errs, errors.New("--memory, --data and --postgres are mutually exclusive: choose one store"))
+	}
+	if !c.Memory && c.Postgres == "" && c.DataDir == "" {
+		errs = append(errs, errors.New("--data must name a directory (or use --memory or --postgres)"))
+	}
+	if c.FlushEvery < 0 || (c.FlushEvery > 0 && c.FlushEvery < 10*time.Millisecond) || c.FlushEvery > time.Minute {
+		errs = append(errs, errors.New("--flush-every must be between 10ms and 1m"))
 	}
 	if c.Memory && c.dataGiven {
 		errs = append(errs, errors.New("--memory keeps nothing on disk, so --data cannot be used with it: give one or the other"))
@@ -317,6 +330,25 @@ func (t Timeouts) orDefaults() Timeouts {
 	return t
 }
 
+// given counts the flags among names set on the command line or by their variable; a
+// boolean counts only when true.
+func given(fs *flag.FlagSet, names ...string) int {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	n := 0
+	for _, name := range names {
+		_, env := os.LookupEnv(cmdflag.EnvName(name))
+		if !set[name] && !env {
+			continue
+		}
+		if f := fs.Lookup(name); f.Value.String() == "false" || f.Value.String() == "" {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
 // Main is "svrpd serve": it parses the flags (and their SVRPD_ variables), serves until ctx is
 // done and returns the exit code: 0 after a clean shutdown, 1 after a failure, 2 after a usage
 // error.
@@ -326,6 +358,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free one)")
 	fs.StringVar(&c.DataDir, "data", "./svrpd-data", "directory of the embedded Badger store")
 	fs.BoolVar(&c.Memory, "memory", false, "keep everything in memory (lost at exit) instead of in --data")
+	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL (postgres://user@host:5432/db): keep everything there, shared with every svrpd on that database, instead of in --data")
+	fs.DurationVar(&c.FlushEvery, "flush-every", flushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
 	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
 	fs.IntVar(&c.ResolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
@@ -367,6 +401,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
+	}
+	if n := given(fs, "memory", "data", "postgres"); n > 1 {
+		fmt.Fprintln(stderr, "svrpd: --memory, --data and --postgres are mutually exclusive: choose one store")
+		return 2
 	}
 	var err error
 	if c.DiskReserve, err = ParseDiskReserve(*reserve); err != nil {
@@ -435,7 +473,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 			defer metricsLn.Close()
 		}
 	}
-	st, err := openStore(ctx, c, log, m)
+	st, pg, err := openStore(ctx, c, log, m)
 	if err != nil {
 		return startError{err}
 	}
@@ -447,7 +485,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		return nil
 	}
 
-	svc, err := registry.New(registry.Config{
+	rc := registry.Config{
 		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
 		ResolveAddressLimit: c.ResolveAddressLimit, RegisterAddressLimit: c.RegisterAddressLimit,
 		MaxRevocations: c.MaxRevocations, RevokeAddressLimit: c.RevokeAddressLimit,
@@ -455,7 +493,18 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
 		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
 		ResolveGlobalLimit: c.ResolveGlobalLimit, TrustedProxies: c.TrustedProxies,
-	})
+	}
+	if pg != nil {
+		// Daemons on one database share the challenge key, kept there, and record consumed
+		// challenges there: a challenge from any of them is accepted by any, once.
+		key, err := pg.Secret(ctx, challengeKeyName)
+		if err != nil {
+			return errors.Join(startError{err}, closeStore())
+		}
+		rc.Challenges = authn.NewChallenger(key, rand.Reader, 0)
+		rc.ChallengesInStore = true
+	}
+	svc, err := registry.New(rc)
 	if err != nil {
 		return errors.Join(err, closeStore())
 	}
@@ -513,12 +562,15 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	swept := make(chan struct{})
 	go func() {
 		defer close(swept)
-		sweep(sweepCtx, svc, st, c.SweepEvery, log, m)
+		sweep(sweepCtx, svc, st, pg, c, log, m)
 	}()
 
 	where := "badger " + c.DataDir
-	if c.Memory {
+	switch {
+	case c.Memory:
 		where = "memory"
+	case pg != nil:
+		where = "postgres"
 	}
 	consoleURL := "off"
 	if c.Console {
@@ -575,14 +627,23 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 // openStore opens the configured store and puts the node table in memory in front of it, so
 // that heartbeats and node listings are served from memory with the store as the durable copy.
-func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, error) {
+// With --postgres it also returns the PostgreSQL store itself, for what only it offers.
+func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, *store.Postgres, error) {
 	var inner store.Store
-	if c.Memory {
+	var pg *store.Postgres
+	switch {
+	case c.Memory:
 		inner = store.NewMemory()
-	} else {
+	case c.Postgres != "":
+		p, err := store.OpenPostgres(ctx, c.Postgres)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		inner, pg = p, p
+	default:
 		abs, err := filepath.Abs(c.DataDir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts := []store.Option{store.WithLogger(log), store.WithDiskReserve(c.DiskReserve)}
 		if m != nil {
@@ -592,9 +653,9 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 		switch {
 		case errors.Is(err, store.ErrNoSpace), errors.Is(err, store.ErrReadOnly),
 			errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrNotDataDir):
-			return nil, fmt.Errorf("data directory %w", err)
+			return nil, nil, fmt.Errorf("data directory %w", err)
 		case err != nil:
-			return nil, fmt.Errorf("opening the store in %s: %w", abs, err)
+			return nil, nil, fmt.Errorf("opening the store in %s: %w", abs, err)
 		}
 		inner = st
 	}
@@ -602,7 +663,7 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	st, err := store.WithNodeCache(ctx, inner)
 	if err != nil {
 		inner.Close()
-		return nil, fmt.Errorf("loading the node table: %w", err)
+		return nil, nil, fmt.Errorf("loading the node table: %w", err)
 	}
 	var n int
 	st.View(ctx, func(tx store.Tx) (err error) { n, err = tx.NodeCount(); return err })
@@ -610,19 +671,30 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	// system now rather than whenever the scavenger gets to it.
 	debug.FreeOSMemory()
 	log.Info("node table loaded", "nodes", n, "took", time.Since(start).Round(time.Millisecond))
-	return st, nil
+	return st, pg, nil
 }
+
+// challengeKeyName names the login challenge key in a shared store.
+const challengeKeyName = "login-challenge-key"
+
+// upkeepLock is the advisory lock under which one daemon on a shared database sweeps.
+const upkeepLock = 0x73767270_0002
 
 // flushEvery is how often heartbeat times kept in memory are made durable: a crash loses at
 // most this much freshness, and nothing else.
 const flushEvery = time.Second
 
 // sweep runs the registry's sweep, and the store's own maintenance when it has any, every
-// interval until ctx is done.
-func sweep(ctx context.Context, svc *registry.Service, st store.Store, every time.Duration, log *slog.Logger, m *metrics.Metrics) {
-	t := time.NewTicker(every)
+// c.SweepEvery until ctx is done, and flushes heartbeat times every c.FlushEvery. On a shared
+// database one daemon at a time sweeps: the others find the lock taken and skip the round.
+func sweep(ctx context.Context, svc *registry.Service, st store.Store, pg *store.Postgres, c Config, log *slog.Logger, m *metrics.Metrics) {
+	every := c.FlushEvery
+	if every <= 0 {
+		every = flushEvery
+	}
+	t := time.NewTicker(c.SweepEvery)
 	defer t.Stop()
-	flush := time.NewTicker(flushEvery)
+	flush := time.NewTicker(every)
 	defer flush.Stop()
 	for {
 		select {
@@ -647,13 +719,25 @@ func sweep(ctx context.Context, svc *registry.Service, st store.Store, every tim
 			continue
 		case <-t.C:
 		}
-		if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
-			log.Error("sweep failed", "err", err)
-		}
-		if mt, ok := st.(store.Maintainer); ok {
-			if err := mt.Maintain(ctx); err != nil {
-				log.Warn("store maintenance failed", "err", err)
+		upkeep := func(ctx context.Context) error {
+			if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
+				log.Error("sweep failed", "err", err)
 			}
+			if mt, ok := st.(store.Maintainer); ok {
+				if err := mt.Maintain(ctx); err != nil {
+					log.Warn("store maintenance failed", "err", err)
+				}
+			}
+			return nil
+		}
+		if pg == nil {
+			upkeep(ctx)
+			continue
+		}
+		if ran, err := pg.Exclusive(ctx, upkeepLock, upkeep); err != nil && ctx.Err() == nil {
+			log.Warn("taking the upkeep lock failed", "err", err)
+		} else if !ran {
+			log.Debug("upkeep skipped: another daemon holds the lock")
 		}
 	}
 }

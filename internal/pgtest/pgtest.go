@@ -1,0 +1,74 @@
+// Package pgtest gives tests a PostgreSQL schema of their own on the server named by
+// SVRPD_TEST_POSTGRES, and skips them with a clear message when it is not set. It is imported
+// by tests only.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Env names the variable that points the tests at a server, for instance
+// postgres://root@127.0.0.1:5432/test.
+const Env = "SVRPD_TEST_POSTGRES"
+
+// URL returns the server's URL, or skips t when Env is not set.
+func URL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv(Env)
+	if u == "" {
+		t.Skip(Env + " is not set (e.g. postgres://root@127.0.0.1:5432/test): PostgreSQL tests skipped")
+	}
+	return u
+}
+
+// Schema creates an empty schema for t, dropped when t ends, and returns a URL whose
+// connections put their tables in it. It skips t when Env is not set and fails it when the
+// server cannot be reached.
+func Schema(t testing.TB) string {
+	t.Helper()
+	base := URL(t)
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "svrp_test_" + hex.EncodeToString(b[:])
+	if err := exec(base, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("%s is set but the schema could not be created: %v", Env, err)
+	}
+	t.Cleanup(func() {
+		if err := exec(base, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return WithSearchPath(base, schema)
+}
+
+func exec(base, sql string) error {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// WithSearchPath returns base with its connections' search_path set to schema.
+func WithSearchPath(base, schema string) string {
+	if strings.Contains(base, "://") {
+		if u, err := url.Parse(base); err == nil {
+			q := u.Query()
+			q.Set("search_path", schema)
+			u.RawQuery = q.Encode()
+			return u.String()
+		}
+	}
+	return base + " search_path=" + schema
+}

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/svrp/svrp/didkey"
+)
+
+// follow loads the node table from a shared store's feed and starts following it.
+func (c *nodeCache) follow(ctx context.Context, feed nodeFeed) (Store, error) {
+	c.feed = feed
+	c.nodes = map[didkey.PublicKey]*cachedNode{}
+	c.byDID = map[string]didkey.PublicKey{}
+	c.byShort = map[shortBody]didkey.PublicKey{}
+	c.sharedShort = map[shortBody][]didkey.PublicKey{}
+	mark, err := feed.nodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) })
+	if err != nil {
+		return nil, err
+	}
+	c.stop, c.stopped = make(chan struct{}), make(chan struct{})
+	go c.followLoop(mark)
+	return c, nil
+}
+
+// followLoop reads the feed every followEvery until Close. A failed read is tried again at
+// the next tick from the same mark, so nothing is skipped.
+func (c *nodeCache) followLoop(mark int64) {
+	defer close(c.stopped)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-c.stop
+		cancel()
+	}()
+	t := time.NewTicker(followEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		next, err := c.feed.nodeChanges(ctx, mark, c.applyRemote)
+		if err == nil {
+			mark = next
+		}
+	}
+}
+
+// applyRemote takes a record from the feed unless memory already holds its revision or a
+// later one. A record from the feed replaces memory's whole, except that last_seen never
+// moves back: a touch of this process not yet flushed, or flushed after the feed's read,
+// is kept.
+func (c *nodeCache) applyRemote(n Node, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, had := c.nodes[n.Key]
+	if had && cur.seq >= rev {
+		return
+	}
+	seen := n.LastSeen
+	if had && cur.n.LastSeen.After(seen) {
+		seen = cur.n.LastSeen
+	}
+	dirty, isDirty := c.dirty[n.Key]
+	if isDirty && dirty.After(seen) {
+		seen = dirty
+	}
+	n.LastSeen = seen
+	c.apply(n, rev)
+	if isDirty {
+		c.dirty[n.Key] = dirty
+	}
+	c.remote.Add(1)
+}
+
+// load puts key's record in memory from the store when memory does not hold it: a node
+// registered through another daemon since the last read of the feed.
+func (c *nodeCache) load(key didkey.PublicKey) error {
+	c.mu.RLock()
+	_, ok := c.nodes[key]
+	c.mu.RUnlock()
+	if ok {
+		return nil
+	}
+	var n Node
+	err := c.inner.View(context.Background(), func(tx Tx) (err error) {
+		n, err = tx.Node(key)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.nodes[key]; !ok {
+		// Revision 0: the feed's copy, with its revision, replaces it when it comes.
+		c.apply(n, 0)
+	}
+	return nil
+}
+
+// RemoteChanges implements [NodeFollower].
+func (c *nodeCache) RemoteChanges() uint64 { return c.remote.Load() }
+
+// flushShared writes the touches in dirty in one statement per sharedFlushChunk nodes.
+func (c *nodeCache) flushShared(ctx context.Context, keys []didkey.PublicKey, dirty map[didkey.PublicKey]time.Time) error {
+	for chunk := range slices.Chunk(keys, sharedFlushChunk) {
+		ks := make([][]byte, len(chunk))
+		seen := make([]int64, len(chunk))
+		for i, k := range chunk {
+			ks[i] = k[:]
+			seen[i] = dirty[k].UnixNano()
+		}
+		if err := c.feed.touchBatch(ctx, ks, seen); err != nil {
+			c.mu.Lock()
+			for k, s := range dirty {
+				if cur, ok := c.dirty[k]; !ok || s.After(cur) {
+					c.dirty[k] = s
+				}
+			}
+			c.mu.Unlock()
+			return errors.Join(errors.New("store: flushing heartbeats"), err)
+		}
+	}
+	return nil
+}

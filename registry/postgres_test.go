@@ -49,6 +49,10 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"RaceRegisterAddressLimit", TestRaceRegisterAddressLimit}, {"RaceResolveAddressLimit", TestRaceResolveAddressLimit},
 		{"RaceSupersede", TestRaceSupersede}, {"Restart", TestRestart}, {"RepairAtStart", TestRepairAtStart},
 		{"Sweep", TestSweep}, {"Surface", TestSurface}, {"BodyLimit", TestBodyLimit},
+		{"Logout", TestLogout}, {"LoseADevice", TestLoseADevice}, {"RevocationBounds", TestRevocationBounds},
+		{"RevocationChecks", TestRevocationChecks}, {"RevokeAuthorizationEndsItsBinding", TestRevokeAuthorizationEndsItsBinding},
+		{"RevokedCredentialCannotAuthorize", TestRevokedCredentialCannotAuthorize}, {"SupersededStatus", TestSupersededStatus},
+		{"UnbindByNode", TestUnbindByNode}, {"UnbindByOperator", TestUnbindByOperator},
 	} {
 		t.Run(tt.name, tt.fn)
 	}

@@ -22,9 +22,33 @@ func openPostgres(t testing.TB, url string) *Postgres {
 	return p
 }
 
+// pgOpener opens a store in a schema of each test's own. A test that opens several stores
+// in turn, as each run of the model test does, gets its one schema emptied each time: a
+// schema and its migrations per run would cost the model test most of its time.
+func pgOpener(wrap func(testing.TB, Store) Store) func(t *testing.T) Store {
+	schemas := map[*testing.T]string{}
+	return func(t *testing.T) Store {
+		u, reuse := schemas[t]
+		if !reuse {
+			u = freshSchema(t)
+			schemas[t] = u
+		}
+		p := openPostgres(t, u)
+		if reuse {
+			_, err := p.pool.Exec(context.Background(), `TRUNCATE svrp_nodes, svrp_binding_sessions, svrp_bindings,
+				svrp_operator_sessions, svrp_counters, svrp_used_challenges, svrp_secrets, svrp_revocations;
+				UPDATE svrp_revocation_count SET n = 0`)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return wrap(t, p)
+	}
+}
+
 func TestPostgres(t *testing.T) {
 	postgresURL(t)
-	runSuite(t, func(t *testing.T) Store { return openPostgres(t, freshSchema(t)) })
+	runSuite(t, pgOpener(func(_ testing.TB, s Store) Store { return s }))
 }
 
 func TestPostgresReopenAndNewerSchema(t *testing.T) {
@@ -113,7 +137,7 @@ func TestPostgresTouchAndChallenge(t *testing.T) {
 
 func TestNodeCacheOverPostgres(t *testing.T) {
 	postgresURL(t)
-	runSuite(t, func(t *testing.T) Store { return cached(t, openPostgres(t, freshSchema(t))) })
+	runSuite(t, pgOpener(cached))
 }
 
 // TestNodeCacheFollows runs two caches on one database, as two daemons do: each sees the

@@ -125,6 +125,11 @@ var migrations = []string{
 	DROP INDEX svrp_binding_sessions_node;
 	CREATE INDEX svrp_binding_sessions_open ON svrp_binding_sessions (node_key, id) WHERE open;
 	CREATE TABLE svrp_used_session_ids (id_hash bytea PRIMARY KEY);`,
+
+	// 4: bearer sessions by operator, so that a revocation finds its sessions at once.
+	`ALTER TABLE svrp_operator_sessions ADD COLUMN operator_did bytea NOT NULL DEFAULT '';
+	UPDATE svrp_operator_sessions SET operator_did = convert_to(convert_from(rec, 'UTF8')::jsonb->>'operator_did', 'UTF8');
+	CREATE INDEX svrp_operator_sessions_operator ON svrp_operator_sessions (operator_did, token_hash);`,
 }
 
 // PostgresSchemaVersion is the schema version this build migrates to.
@@ -771,8 +776,34 @@ func (t *pgTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
 	if err != nil {
 		return fmt.Errorf("store: encoding a bearer session: %w", err)
 	}
-	return t.exec(`INSERT INTO svrp_operator_sessions (token_hash, rec) VALUES ($1, $2)
-		ON CONFLICT (token_hash) DO UPDATE SET rec = EXCLUDED.rec`, tokenHash[:], rec)
+	return t.exec(`INSERT INTO svrp_operator_sessions (token_hash, rec, operator_did) VALUES ($1, $2, $3)
+		ON CONFLICT (token_hash) DO UPDATE SET rec = EXCLUDED.rec, operator_did = EXCLUDED.operator_did`,
+		tokenHash[:], rec, []byte(s.OperatorDID))
+}
+
+func (t *pgTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.Query(t.ctx, `SELECT token_hash FROM svrp_operator_sessions WHERE operator_did = $1 ORDER BY token_hash`,
+		[]byte(operatorDID))
+	if err := t.check(err); err != nil {
+		return nil, err
+	}
+	var out [][32]byte
+	for rows.Next() {
+		var h []byte
+		if err := rows.Scan(&h); err != nil {
+			rows.Close()
+			return nil, t.check(err)
+		}
+		if len(h) != 32 {
+			rows.Close()
+			return nil, errors.New("store: corrupt token hash column")
+		}
+		out = append(out, [32]byte(h))
+	}
+	return out, t.check(rows.Err())
 }
 
 func (t *pgTx) DeleteOperatorSession(tokenHash [32]byte) error {

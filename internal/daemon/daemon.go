@@ -637,7 +637,7 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	case c.Postgres != "":
 		p, err := store.OpenPostgres(ctx, c.Postgres)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		inner, pg = p, p
 	default:

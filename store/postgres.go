@@ -8,6 +8,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,10 @@ type Postgres struct {
 	closed atomic.Bool
 	// statements counts the statements sent, for the daemon's and the load tool's figures.
 	statements atomic.Uint64
+
+	healthMu   sync.Mutex
+	healthAt   time.Time
+	lastHealth Health
 }
 
 // Bounds of the PostgreSQL store, with their reasons.
@@ -169,6 +174,27 @@ func (c statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pg
 
 func (statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// healthEvery bounds how often Health asks the server: a load balancer polling /health
+// costs one statement a second at most.
+const healthEvery = time.Second
+
+// Health implements [HealthReporter]: ok while the server answers, gone when it does not.
+func (p *Postgres) Health() Health {
+	p.healthMu.Lock()
+	defer p.healthMu.Unlock()
+	if time.Since(p.healthAt) < healthEvery && p.lastHealth.State != "" {
+		return p.lastHealth
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), healthEvery)
+	defer cancel()
+	p.lastHealth = Health{State: HealthOK}
+	if err := p.pool.Ping(ctx); err != nil {
+		p.lastHealth = Health{State: HealthGone, Detail: "the PostgreSQL server does not answer"}
+	}
+	p.healthAt = time.Now()
+	return p.lastHealth
+}
+
 // Statements returns the number of statements this store has sent since it was opened,
 // transaction control included.
 func (p *Postgres) Statements() uint64 { return p.statements.Load() }
@@ -204,9 +230,10 @@ func (p *Postgres) migrate(ctx context.Context) error {
 }
 
 var (
-	_ Store       = (*Postgres)(nil)
-	_ Maintainer  = (*Postgres)(nil)
-	_ NodeToucher = (*Postgres)(nil)
+	_ Store          = (*Postgres)(nil)
+	_ Maintainer     = (*Postgres)(nil)
+	_ NodeToucher    = (*Postgres)(nil)
+	_ HealthReporter = (*Postgres)(nil)
 )
 
 func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -113,8 +111,8 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("--listen %q: want host:port", c.Listen))
 	}
-	if c.Memory && c.Postgres != "" {
-		errs = append(errs, errors.New("--memory, --data and --postgres are mutually exclusive: choose one store"))
+	if c.Postgres != "" && (c.Memory || c.dataGiven) {
+		errs = append(errs, errors.New("--postgres keeps everything in the database, so --memory and --data cannot be used with it: --memory, --data and --postgres are mutually exclusive"))
 	}
 	if !c.Memory && c.Postgres == "" && c.DataDir == "" {
 		errs = append(errs, errors.New("--data must name a directory (or use --memory or --postgres)"))
@@ -330,25 +328,6 @@ func (t Timeouts) orDefaults() Timeouts {
 	return t
 }
 
-// given counts the flags among names set on the command line or by their variable; a
-// boolean counts only when true.
-func given(fs *flag.FlagSet, names ...string) int {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	n := 0
-	for _, name := range names {
-		_, env := os.LookupEnv(cmdflag.EnvName(name))
-		if !set[name] && !env {
-			continue
-		}
-		if f := fs.Lookup(name); f.Value.String() == "false" || f.Value.String() == "" {
-			continue
-		}
-		n++
-	}
-	return n
-}
-
 // Main is "svrpd serve": it parses the flags (and their SVRPD_ variables), serves until ctx is
 // done and returns the exit code: 0 after a clean shutdown, 1 after a failure, 2 after a usage
 // error.
@@ -401,10 +380,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
-	}
-	if n := given(fs, "memory", "data", "postgres"); n > 1 {
-		fmt.Fprintln(stderr, "svrpd: --memory, --data and --postgres are mutually exclusive: choose one store")
-		return 2
 	}
 	var err error
 	if c.DiskReserve, err = ParseDiskReserve(*reserve); err != nil {

@@ -49,3 +49,30 @@ func TestCheckOriginAccepts(t *testing.T) {
 		}
 	}
 }
+
+// --postgres takes the place of --data and --memory: one store, however it is given.
+func TestServePostgresExclusive(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"postgres and memory", []string{"--postgres", "postgres://127.0.0.1/x", "--memory"}, nil},
+		{"postgres and data", []string{"--postgres", "postgres://127.0.0.1/x", "--data", "./x"}, nil},
+		{"postgres from the environment and data", []string{"--data", "./x"}, map[string]string{"SVRPD_POSTGRES": "postgres://127.0.0.1/x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			t.Chdir(t.TempDir())
+			var stdout, stderr bytes.Buffer
+			if code := Main(context.Background(), tc.args, &stdout, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "--memory, --data and --postgres are mutually exclusive") {
+				t.Errorf("stderr = %q, want the three stores named as exclusive", stderr.String())
+			}
+		})
+	}
+}

@@ -81,7 +81,9 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 	}
 	counterKey := revokeCounterPrefix + addr
 	var out api.RevokeResult
+	var endedTokens [][32]byte
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		endedTokens = nil
 		out = api.RevokeResult{OK: true, OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID, EndedBindings: []api.EndedBinding{}}
 		old, err := tx.Revocation(rv.OperatorDID, rv.RevocationID)
 		if err == nil {
@@ -115,14 +117,18 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 			return err
 		}
 		out.RevokedAt = canonical.FormatTime(rv.RevokedAt)
-		if out.EndedSessions, err = endSessions(tx, rv); err != nil {
+		if endedTokens, err = endSessions(tx, rv); err != nil {
 			return err
 		}
+		out.EndedSessions = len(endedTokens)
 		out.EndedBindings, err = endBindings(tx, rv, now)
 		return err
 	})
 	if err != nil {
 		return api.RevokeResult{}, err
+	}
+	for _, h := range endedTokens {
+		s.bearers.remove(hex.EncodeToString(h[:]))
 	}
 	s.log.Info("credential revoked", "operator_did", out.OperatorDID, "revocation_id", out.RevocationID,
 		"ended_sessions", out.EndedSessions, "ended_bindings", len(out.EndedBindings))
@@ -133,27 +139,27 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 // before sessions recorded their credential's revocation_id cannot be told apart, so every
 // such session of the operator ends too: a spare login is cheaper than a revoked device
 // keeping its session.
-func endSessions(tx store.Tx, rv authn.Revoked) (int, error) {
+func endSessions(tx store.Tx, rv authn.Revoked) ([][32]byte, error) {
 	hashes, err := tx.OperatorSessionsOf(rv.OperatorDID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	ended := 0
+	var ended [][32]byte
 	for _, h := range hashes {
 		sess, err := tx.OperatorSession(h)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		if sess.RevocationID != rv.RevocationID && sess.RevocationID != "" {
 			continue
 		}
 		if err := tx.DeleteOperatorSession(h); err != nil {
-			return 0, err
+			return nil, err
 		}
-		ended++
+		ended = append(ended, h)
 	}
 	return ended, nil
 }

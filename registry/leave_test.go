@@ -427,3 +427,21 @@ func TestSupersededStatus(t *testing.T) {
 		t.Fatalf("INITIATED session with bound fields: %+v", st)
 	}
 }
+
+// TestEndedSessionsFreeTheBearerCap: sessions that a logout or a revocation ends no longer
+// count against the global cap of bearer sessions.
+func TestEndedSessionsFreeTheBearerCap(t *testing.T) {
+	h := newHarness(t, func(c *registry.Config) { c.MaxBearerSessions = 2 })
+	op := newOperator(t, "op", h.now(), "nodes.bind")
+	phone := op.newDevice(t, "phone", "rev-phone")
+	first := op.login(h)
+	phone.login(h)
+	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, h.challenge(), h.now()), "", http.StatusTooManyRequests, "RATE_LIMITED")
+
+	h.ok("POST", "/v1/auth/logout", nil, first, nil)
+	second := op.login(h)
+	h.ok("POST", "/v1/auth/revoke", op.revocation(t, op.root, "rev-phone", h.now()), "", nil)
+	op.login(h)
+	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, h.challenge(), h.now()), "", http.StatusTooManyRequests, "RATE_LIMITED")
+	h.ok("GET", "/v1/operator/me/credits", nil, second, nil)
+}

@@ -1,30 +1,51 @@
 package daemon
 
 import (
-	"net/netip"
-	"slices"
+	"bytes"
+	"context"
+	"strings"
 	"testing"
 )
 
-func TestTrustedProxyFlag(t *testing.T) {
-	var got []netip.Prefix
-	l := prefixList{&got}
-	for _, v := range []string{"10.0.0.0/8", "192.0.2.1, 2001:db8::/32", "10.1.2.3/8"} {
-		if err := l.Set(v); err != nil {
-			t.Fatalf("Set(%q): %v", v, err)
-		}
+// Usage errors stop serve before anything is opened, with exit code 2 and a message that
+// names what to change.
+func TestServeUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"memory and data", []string{"--memory", "--data", "./x"}, nil, "--data cannot be used with it"},
+		{"memory and data from the environment", []string{"--memory"}, map[string]string{"SVRPD_DATA": "./x"}, "--data cannot be used with it"},
+		{"memory from the environment and data", []string{"--data", "./x"}, map[string]string{"SVRPD_MEMORY": "1"}, "--data cannot be used with it"},
+		{"memory not a boolean", nil, map[string]string{"SVRPD_MEMORY": "yes"}, `SVRPD_MEMORY="yes": want true or false`},
+		{"sweep without unit", nil, map[string]string{"SVRPD_SWEEP_EVERY": "10"}, `SVRPD_SWEEP_EVERY="10": want a duration`},
+		{"origin with a path", []string{"--memory", "--cors-origin", "https://console.example/app"}, nil, `--cors-origin "https://console.example/app": want scheme://host[:port]`},
+		{"origin without scheme", []string{"--memory", "--cors-origin", "console.example"}, nil, `--cors-origin "console.example"`},
+		{"origin wildcard", []string{"--memory", "--cors-origin", "*"}, nil, `--cors-origin "*"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			dir := t.TempDir()
+			t.Chdir(dir)
+			var stdout, stderr bytes.Buffer
+			if code := Main(context.Background(), tc.args, &stdout, &stderr); code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tc.want)
+			}
+		})
 	}
-	want := []netip.Prefix{
-		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.1/32"),
-		netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("10.0.0.0/8"),
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("prefixes %v; want %v", got, want)
-	}
-	for _, bad := range []string{"", "proxy.example", "10.0.0.0/33", "10.0.0.0/8,"} {
-		var p []netip.Prefix
-		if err := (prefixList{&p}).Set(bad); err == nil {
-			t.Errorf("Set(%q) accepted %v", bad, p)
+}
+
+func TestCheckOriginAccepts(t *testing.T) {
+	for _, o := range []string{"https://console.example.net", "http://localhost:3000", "http://127.0.0.1:8081", "https://[::1]:8443"} {
+		if err := checkOrigin(o); err != nil {
+			t.Errorf("checkOrigin(%q) = %v, want nil", o, err)
 		}
 	}
 }

@@ -79,9 +79,14 @@ func crashStart(t *testing.T, bin, data string, log *crashLog, extra ...string) 
 // crashSpawn starts svrpd serve as crashStart does, without waiting for it to serve.
 func crashSpawn(t *testing.T, bin, data string, log *crashLog, extra ...string) *crashDaemon {
 	t.Helper()
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", data,
+	where := []string{"--data", data}
+	if strings.HasPrefix(data, "postgres://") {
+		where = []string{"--postgres", data}
+	}
+	args := append(append([]string{"serve", "--listen", "127.0.0.1:0"}, where...),
 		"--log-level", "debug", "--register-address-limit", "1000000",
-		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000"}, extra...)
+		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000")
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	// The daemon reads SVRPD_ variables for flags it was not given; the test's own must not
 	// reach it.

@@ -49,7 +49,7 @@ import (
 // code is the answer).
 var (
 	// ErrDCIDBinding: the credential's root key does not derive its o-tagged operator DID, or
-	// either of them does not parse (DC_ID_BINDING).
+	// it, the DID or the device key does not parse (DC_ID_BINDING).
 	ErrDCIDBinding = proto.New(proto.DCIDBinding, "authn: device credential id-binding failed")
 	// ErrDCBadSignature: the root key's signature over the credential is malformed or does
 	// not verify (DC_BAD_SIGNATURE).
@@ -124,13 +124,13 @@ func (d Device) HasPermission(p string) bool {
 	return false
 }
 
-// DeviceKey decodes the credential's device_public_key. VerifyCredential does not judge that
-// key (the step that uses it does), so a key that does not decode is a BAD_SIGNATURE error:
-// nothing can verify under it.
+// DeviceKey decodes the credential's device_public_key. VerifyCredential has already refused
+// a key that does not decode (DC_ID_BINDING, docs/protocol.md §5.2), so the error is for a Device that
+// did not come from it.
 func (d Device) DeviceKey() (didkey.PublicKey, error) {
 	k, err := didkey.DecodeKey(d.Credential.DevicePublicKey)
 	if err != nil {
-		return didkey.PublicKey{}, proto.New(proto.BadSignature, "authn: device_public_key is not a 32-byte key: "+err.Error())
+		return didkey.PublicKey{}, proto.New(proto.DCIDBinding, "authn: device_public_key is not a 32-byte key: "+err.Error())
 	}
 	return k, nil
 }

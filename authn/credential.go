@@ -78,6 +78,11 @@ func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device
 	if err != nil {
 		return Device{}, proto.New(proto.DCIDBinding, "authn: device credential: "+err.Error())
 	}
+	// Profile 5.2: an unparsable credential key is DC_ID_BINDING, the device key included,
+	// although only step 6 (or authorize's signature check) verifies under it.
+	if _, err := didkey.DecodeKey(dc.DevicePublicKey); err != nil {
+		return Device{}, proto.New(proto.DCIDBinding, "authn: device credential device_public_key: "+err.Error())
+	}
 	if err := canonical.Verify(root, prefix, dc.DeviceCredential, dc.Signature); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return Device{}, err

@@ -166,11 +166,11 @@ func TestVerifyCredentialSteps(t *testing.T) {
 			f.ExpiresAt = ""
 			return w.signCredential(f)
 		}, proto.DCExpired},
-		{"device key is not judged here", func() authn.DeviceCredential {
+		{"device key unparsable", func() authn.DeviceCredential {
 			f := w.credentialFields()
 			f.DevicePublicKey = "not a key"
 			return w.signCredential(f)
-		}, ""},
+		}, proto.DCIDBinding},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,7 +232,12 @@ func TestDeviceKey(t *testing.T) {
 	}
 	dev.Credential.DevicePublicKey = "0x1234"
 	_, err := dev.DeviceKey()
-	wantCode(t, err, proto.BadSignature)
+	wantCode(t, err, proto.DCIDBinding)
+	// Profile 5.2: VerifyCredential already refuses such a key, at step 2.
+	f := w.credentialFields()
+	f.DevicePublicKey = "0x1234"
+	_, err = authn.VerifyCredential(w.signCredential(f), prefix, testNow)
+	wantCode(t, err, proto.DCIDBinding)
 }
 
 func TestHasPermission(t *testing.T) {

@@ -20,8 +20,9 @@ import (
 //     fails at step 6 burns it (BAD_CHALLENGE); a failure at steps 1–4 leaves it usable;
 //  6. the login signature by device_public_key over message 1 {operator_did,
 //     device_public_key exactly as the credential carries it, challenge, issued_at}
-//     (BAD_SIGNATURE). An issued_at that is not exactly the 20-character form, and a
-//     device_public_key that does not decode to 32 bytes, fail here too, with BAD_SIGNATURE.
+//     (BAD_SIGNATURE). An issued_at that is not exactly the 20-character form fails here
+//     too, with BAD_SIGNATURE; a device_public_key that does not decode never gets here
+//     (step 2, DC_ID_BINDING).
 //
 // The login's challenge and issued_at are not judged at step 1: the challenge can only pass
 // step 5 if this registry issued it, and issued_at belongs to step 6 (description 5.2:

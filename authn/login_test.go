@@ -39,12 +39,12 @@ const lastStep = 7
 // steps chosen.
 var breakers = [8][]string{
 	1: {"device_id-257-bytes", "empty-credential_id", "revocation_id-DEL", "permission-with-comma", "65-permissions", "permission-65-bytes", "permission-empty"},
-	2: {"did-of-other-root", "node-tagged-did", "root-key-0x-hex", "did-web", "full-form-did", "root-key-31-bytes"},
+	2: {"did-of-other-root", "node-tagged-did", "root-key-0x-hex", "did-web", "full-form-did", "root-key-31-bytes", "device-key-0x-hex", "device-key-31-bytes"},
 	3: {"signed-by-device", "not-base58", "other-prefix", "empty", "over-other-fields", "63-bytes"},
 	4: {"expired", "not-yet-valid", "expires_at-fraction", "issued_at-feb-30", "issued_at-offset"},
 	5: {"revoked", "revoked-by-list-func"},
 	6: {"never-issued", "already-used", "expired", "control-char", "other-key", "tampered", "empty"},
-	7: {"signed-by-root", "issued_at-fraction", "issued_at-trailing-LF", "device-key-0x-hex", "over-other-challenge", "device-key-31-bytes", "issued_at-empty"},
+	7: {"signed-by-root", "issued_at-fraction", "issued_at-trailing-LF", "over-other-challenge", "issued_at-empty"},
 }
 
 // attempt is one login ready to verify, with the Challenger it must be verified against.
@@ -96,6 +96,10 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 			f.OperatorDID = "did:svrp:" + pubKey(w.root).Hex()
 		case "root-key-31-bytes":
 			f.OperatorRootPublicKey = base58.Encode(pubKey(w.root).Ed25519()[:31])
+		case "device-key-0x-hex":
+			f.DevicePublicKey = "0x" + pubKey(w.device).Hex()
+		case "device-key-31-bytes":
+			f.DevicePublicKey = base58.Encode(pubKey(w.device).Ed25519()[:31])
 		}
 	}
 	if v, ok := br[4]; ok {
@@ -112,15 +116,6 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 			f.IssuedAt = "2025-01-01T00:00:00+00:00"
 		}
 	}
-	if v, ok := br[7]; ok {
-		switch breakers[7][v] {
-		case "device-key-0x-hex":
-			f.DevicePublicKey = "0x" + pubKey(w.device).Hex()
-		case "device-key-31-bytes":
-			f.DevicePublicKey = base58.Encode(pubKey(w.device).Ed25519()[:31])
-		}
-	}
-
 	dc := w.signCredential(f)
 	if v, ok := br[3]; ok {
 		switch breakers[3][v] {

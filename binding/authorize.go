@@ -7,7 +7,6 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -92,9 +91,9 @@ func VerifyAuthorization(s Session, dc authn.DeviceCredential, az AuthorizationC
 	if err := authorizationNames(s, dc, az.Authorization); err != nil {
 		return proto.New(proto.BadRequest, "binding: authorization_credential: "+err.Error())
 	}
-	device, err := didkey.DecodeKey(dc.DevicePublicKey)
+	device, err := dev.DeviceKey()
 	if err != nil {
-		return proto.New(proto.BadSignature, "binding: the credential's device_public_key cannot verify the authorization")
+		return err
 	}
 	if err := canonical.Verify(device, prefix, az.Authorization, az.Signature); err != nil {
 		if proto.CodeOf(err) != proto.BadSignature {

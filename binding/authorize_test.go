@@ -105,7 +105,7 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 		{name: "authorization signature one bit off", after: func(f *fixture, r request) { r.az.Signature = tamper(t, r.az.Signature) }, want: proto.BadSignature},
 		{name: "authorization unsigned", after: func(f *fixture, r request) { r.az.Signature = "" }, want: proto.BadSignature},
 		{name: "authorization signed by another device", before: func(f *fixture) { f.device = device2 }, want: proto.BadSignature},
-		{name: "device_public_key not a key", before: func(f *fixture) { f.dc.DevicePublicKey = "not-a-key" }, want: proto.BadSignature},
+		{name: "device_public_key not a key", before: func(f *fixture) { f.dc.DevicePublicKey = "not-a-key" }, want: proto.DCIDBinding},
 		{name: "field match before signature", before: func(f *fixture) { f.az.OperatorDID = operator2DID },
 			after: func(f *fixture, r request) { r.az.Signature = "" }, want: proto.BadRequest},
 

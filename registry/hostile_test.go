@@ -776,7 +776,7 @@ func hostileLogin(t *testing.T, w *arena) []*hostileEndpoint {
 		"signature/garbage":          {[]string{"signature"}, "0OIl", refused.badSignature},
 		"signature/empty":            {[]string{"signature"}, "", refused.badSignature},
 		"signature/by-root-key":      {[]string{"signature"}, sign(t, op.root, canonical.Login{OperatorDID: op.did, DevicePublicKey: op.cred.DevicePublicKey, Challenge: used, IssuedAt: canonical.FormatTime(w.now())}), refused.badSignature},
-		"device-key/not-a-key":       {[]string{"device_credential", "device_public_key"}, "zzzz", refused.badSignature},
+		"device-key/not-a-key":       {[]string{"device_credential", "device_public_key"}, "zzzz", refused.dcIDBinding},
 		"device-key/another-device":  {[]string{"device_credential", "device_public_key"}, other.cred.DevicePublicKey, refused.badSignature},
 		"credential/another-op-root": {[]string{"device_credential", "operator_root_public_key"}, other.cred.OperatorRootPublicKey, refused.dcIDBinding},
 	} {

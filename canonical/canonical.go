@@ -17,7 +17,7 @@
 // The prefix is "service" by default ([DefaultPrefix]); the live network uses "libertynet".
 // Each message type ([Login], [DeviceCredential], [Register], [Heartbeat], [Poll],
 // [BindingSession], [Authorization], [Acceptance], [Cancel], and those of docs/protocol.md §10:
-// [Revocation], [Unbind]) has one Bytes method, which both
+// [RegisterV2], [Revocation], [Unbind]) has one Bytes method, which both
 // [Sign] and [Verify] use, so signer and verifier cannot disagree.
 //
 // # Injectivity
@@ -145,6 +145,32 @@ func (m Register) Bytes(prefix string) ([]byte, error) {
 	b.str("endpoint", m.Endpoint)
 	b.list("capabilities", m.Capabilities)
 	b.str("region", m.Region)
+	return b.done()
+}
+
+// RegisterV2Domain is the domain suffix of message 10 (docs/protocol.md §10.1).
+const RegisterV2Domain = "-node-register:v2"
+
+// RegisterV2 is message 10: a registration that also signs when it was made, so that the
+// registry can refuse a replay of it and an older registration (docs/protocol.md §10.1).
+type RegisterV2 struct {
+	DID          string   `json:"did"`
+	PublicKey    string   `json:"public_key"` // base58, whatever encoding the request used
+	Endpoint     string   `json:"endpoint"`
+	Capabilities []string `json:"capabilities"`
+	Region       string   `json:"region,omitempty"`
+	TS           int64    `json:"ts"`
+}
+
+// Bytes implements [Message].
+func (m RegisterV2) Bytes(prefix string) ([]byte, error) {
+	b := newBuilder(prefix, RegisterV2Domain, 208)
+	b.str("did", m.DID)
+	b.str("public_key", m.PublicKey)
+	b.str("endpoint", m.Endpoint)
+	b.list("capabilities", m.Capabilities)
+	b.str("region", m.Region)
+	b.integer(m.TS)
 	return b.done()
 }
 

@@ -23,7 +23,16 @@ import (
 // where a string is a uvarint length and that many bytes, and a time is the varint Unix
 // seconds, the uvarint nanoseconds and the varint UTC offset in seconds — what the JSON form
 // kept too: an offset of 0 reads back as UTC, any other as a fixed zone.
-const nodeCodecVersion = 1
+//
+// Version 2 is version 1 followed by one varint, the registration_ts of a v2 registration
+// (docs/protocol.md §10.1). A record without one is still written as version 1, so every record has
+// exactly one encoding, records written before version 2 read back with a nil
+// RegistrationTS, and a daemon that knows only version 1 still reads what a newer one wrote
+// for v1 registrations.
+const (
+	nodeCodecVersion   = 2
+	nodeCodecVersionV1 = 1
+)
 
 const (
 	nodeFlagSigned   = 1
@@ -36,7 +45,11 @@ var errBadNodeRecord = errors.New("malformed node record")
 
 // appendNode appends the binary form of n.
 func appendNode(b []byte, n Node) []byte {
-	b = append(b, nodeCodecVersion)
+	version := byte(nodeCodecVersionV1)
+	if n.RegistrationTS != nil {
+		version = nodeCodecVersion
+	}
+	b = append(b, version)
 	b = append(b, n.Key[:]...)
 	var flags byte
 	if n.Signature != nil {
@@ -61,6 +74,9 @@ func appendNode(b []byte, n Node) []byte {
 	for _, c := range n.Capabilities {
 		b = appendCodecString(b, c)
 	}
+	if n.RegistrationTS != nil {
+		b = binary.AppendVarint(b, *n.RegistrationTS)
+	}
 	return b
 }
 
@@ -79,7 +95,8 @@ func appendCodecString(b []byte, s string) []byte {
 func decodeNode(b []byte) (Node, error) {
 	d := nodeDecoder{b: b}
 	var n Node
-	if d.byte() != nodeCodecVersion {
+	version := d.byte()
+	if version != nodeCodecVersionV1 && version != nodeCodecVersion {
 		return Node{}, errBadNodeRecord
 	}
 	copy(n.Key[:], d.take(len(n.Key)))
@@ -105,6 +122,10 @@ func decodeNode(b []byte) (Node, error) {
 	}
 	for range count {
 		n.Capabilities = append(n.Capabilities, d.string())
+	}
+	if version == nodeCodecVersion {
+		ts := d.varint()
+		n.RegistrationTS = &ts
 	}
 	if d.bad || len(d.b) != 0 || flags&^nodeFlagsAll != 0 {
 		return Node{}, errBadNodeRecord

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +27,10 @@ func TestNodeCodecRoundTrip(t *testing.T) {
 			n.Signature = &sig
 		}
 		n.SignatureVerified = rapid.Bool().Draw(t, "verified")
+		if rapid.Bool().Draw(t, "v2") {
+			ts := rapid.Int64().Draw(t, "registration_ts")
+			n.RegistrationTS = &ts
+		}
 		when := func(label string) time.Time {
 			tm := time.Unix(rapid.Int64Range(-62135596800, 253402300799).Draw(t, label), rapid.Int64Range(0, 999999999).Draw(t, label+"ns"))
 			if off := rapid.IntRange(-14, 14).Draw(t, label+"zone"); off != 0 {
@@ -58,6 +63,8 @@ func FuzzDecodeNode(f *testing.F) {
 	f.Add(appendNode(nil, testNode(testKey(1))))
 	f.Add(appendNode(nil, Node{Capabilities: []string{"a", ""}, Signature: &sig, SignatureVerified: true}))
 	f.Add([]byte{nodeCodecVersion})
+	ts := int64(1736937000)
+	f.Add(appendNode(nil, Node{Signature: &sig, SignatureVerified: true, RegistrationTS: &ts}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, err := decodeNode(b)
 		if err != nil {
@@ -76,5 +83,53 @@ func BenchmarkDecodeNode(b *testing.B) {
 		if _, err := decodeNode(raw); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A record written before version 2 existed reads back with a nil registration_ts, and a
+// record without one is still written in version 1, byte for byte as before.
+func TestNodeCodecVersion1(t *testing.T) {
+	sig := "3L3pGNatsZWYpmy6SVyqeeb3E5DfLw4Xh6HQbBrLG1kYkqBGwqxcu2zUVjv7Tr3TBQvHyTf3AyY6AqFdq4ygcJm6"
+	n := Node{Key: testKey(7), DID: "did:svrp:n:1e452e22", Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"},
+		Signature: &sig, SignatureVerified: true, FirstSeen: time.Unix(1736937000, 0).UTC(), LastSeen: time.Unix(1736937060, 0).UTC()}
+	// The version 1 layout, written out by hand.
+	v1 := []byte{1}
+	v1 = append(v1, n.Key[:]...)
+	v1 = append(v1, nodeFlagSigned|nodeFlagVerified|nodeFlagCaps)
+	v1 = appendCodecTime(v1, n.FirstSeen)
+	v1 = appendCodecTime(v1, n.LastSeen)
+	for _, s := range []string{n.DID, n.Endpoint, "", sig} {
+		v1 = appendCodecString(v1, s)
+	}
+	v1 = append(v1, 1)
+	v1 = appendCodecString(v1, "inference")
+	got, err := decodeNode(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RegistrationTS != nil {
+		t.Fatalf("a version 1 record read back with registration_ts %d", *got.RegistrationTS)
+	}
+	if d := cmp.Diff(n, got); d != "" {
+		t.Fatalf("version 1 record (-want +got):\n%s", d)
+	}
+	if again := appendNode(nil, got); !bytes.Equal(again, v1) {
+		t.Fatalf("a record without registration_ts is no longer written as version 1")
+	}
+	ts := int64(1736937000)
+	n.RegistrationTS = &ts
+	v2 := appendNode(nil, n)
+	if v2[0] != 2 || !bytes.Equal(v2[1:len(v1)], v1[1:]) {
+		t.Fatalf("version 2 is not version 1 plus the ts")
+	}
+	if got, err := decodeNode(v2); err != nil || got.RegistrationTS == nil || *got.RegistrationTS != ts {
+		t.Fatalf("version 2 read back %v, %v", got.RegistrationTS, err)
+	}
+	// A version 1 record with a trailing ts, or a version 2 record without one, is malformed.
+	if _, err := decodeNode(append(slices.Clone(v1), 2)); err == nil {
+		t.Error("a version 1 record with trailing bytes decoded")
+	}
+	if _, err := decodeNode(append([]byte{2}, v1[1:]...)); err == nil {
+		t.Error("a version 2 record without its ts decoded")
 	}
 }

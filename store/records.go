@@ -64,6 +64,7 @@ func secretHashes(s binding.Session) [][32]byte {
 func cloneNode(n Node) Node {
 	n.Capabilities = slices.Clone(n.Capabilities)
 	n.Signature = clonePtr(n.Signature)
+	n.RegistrationTS = clonePtr(n.RegistrationTS)
 	return n
 }
 

@@ -74,6 +74,9 @@ type Node struct {
 	SignatureVerified bool      `json:"signature_verified"`
 	FirstSeen         time.Time `json:"first_seen"`
 	LastSeen          time.Time `json:"last_seen"`
+	// RegistrationTS is the signed ts of the v2 registration the record came from (docs/protocol.md
+	// §10.1), nil for a v1 registration and for records stored before v2 existed.
+	RegistrationTS *int64 `json:"registration_ts,omitempty"`
 }
 
 // Revocation is a credential revocation as verified and recorded (docs/protocol.md §10.5): the pair

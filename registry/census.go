@@ -26,6 +26,7 @@ const (
 	LimitBearerSessions           = "bearer_sessions"             // bearer sessions in all
 	LimitRevokePerAddress         = "revoke_per_address"          // new revocations from one client address
 	LimitRevocationList           = "revocation_list"             // revocations the registry keeps in all
+	LimitNodes                    = "nodes"                       // node records the registry keeps in all
 )
 
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
@@ -33,7 +34,7 @@ var RateLimits = []string{
 	LimitResolvePerCode, LimitResolvePerAddress, LimitResolvePerOperator, LimitResolveGlobal,
 	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitOpenSessionsPerNode, LimitOpenSessions,
 	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
-	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList,
+	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList, LimitNodes,
 }
 
 // limitError is a RATE_LIMITED refusal that names the limit which made it, so that the

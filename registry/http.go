@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bufio"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -339,81 +340,99 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}{status, "svrpd", n, st.State}, err)
 }
 
-// listing answers one of the three node listings from the list cache, building it with
-// encode over the filtered, sorted records when needed.
-func (h *handler) listing(w http.ResponseWriter, r *http.Request, contentType string, encode func([]*store.Node) ([]byte, error)) {
+// listingKind is what one of the three node listings writes around the records it picks.
+type listingKind struct {
+	contentType string
+	head, tail  string
+	json        bool // JSON records joined by ','; else /peers lines
+	counted     bool // head is followed by the count and `,"nodes":[`
+}
+
+var (
+	nodesListing    = listingKind{contentType: "application/json", head: `{"count":`, tail: "]}\n", json: true, counted: true}
+	apiPeersListing = listingKind{contentType: "application/json", head: `{"ok":true,"data":[`, tail: `],"error":null}` + "\n", json: true}
+	peersListing    = listingKind{contentType: "text/plain; charset=utf-8"}
+)
+
+// listing answers one of the three node listings from the current snapshot of the node
+// table (listCache): the filter picks records out of it, and they are written straight from
+// it, so a listing allocates nothing in proportion to the table.
+func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind) {
 	f, err := api.ParseNodeFilter(r.URL.Query())
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
-	body, err := h.s.lists.get(cacheKey(f, r.URL.Path), h.s.listVersion(), f.OnlineSet || f.OnlineWithin > 0, func() ([]byte, error) {
-		nodes, err := h.s.nodeRefs(r.Context(), f)
-		if err != nil {
-			return nil, err
-		}
-		return encode(nodes)
+	snap, release, err := h.s.lists.get(h.s.listVersion(), func(snap *listSnapshot) error {
+		return h.s.buildSnapshot(r.Context(), snap)
 	})
+	defer release()
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.Write(body)
-}
-
-// appendNodeList appends the records as a JSON array.
-func appendNodeList(b []byte, nodes []*store.Node) []byte {
-	b = append(b, '[')
-	for i, n := range nodes {
-		if i > 0 {
-			b = append(b, ',')
+	if !h.s.listingSlot(r.Context()) {
+		return // the client went away while it waited
+	}
+	now := h.s.now()
+	all := keepsAll(f)
+	record := snap.peerLine
+	if k.json {
+		record = snap.jsonRecord
+	}
+	count, size := 0, 0
+	for i, n := range snap.nodes {
+		if all || keepNode(f, n, now) {
+			count++
+			size += len(record(i))
 		}
-		b = appendNodeJSON(b, *n)
 	}
-	return append(b, ']')
-}
-
-// listBuffer returns a buffer with room for head, the records and tail.
-func listBuffer(nodes []*store.Node, head, tail string) []byte {
-	size := len(head) + len(tail) + 2
-	for _, n := range nodes {
-		size += nodeJSONSize(*n) + 1
+	var head []byte
+	head = append(head, k.head...)
+	if k.counted {
+		head = strconv.AppendInt(head, int64(count), 10)
+		head = append(head, `,"nodes":[`...)
 	}
-	return append(make([]byte, 0, size), head...)
+	if k.json && count > 1 {
+		size += count - 1
+	}
+	w.Header().Set("Content-Type", k.contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(head)+size+len(k.tail)))
+	w.Write(head)
+	if all {
+		if k.json {
+			w.Write(snap.json)
+		} else {
+			w.Write(snap.peers)
+		}
+	} else {
+		bw := bufio.NewWriterSize(w, listingWriteBuffer)
+		first := true
+		for i, n := range snap.nodes {
+			if !keepNode(f, n, now) {
+				continue
+			}
+			if k.json && !first {
+				bw.WriteByte(',')
+			}
+			first = false
+			bw.Write(record(i))
+		}
+		bw.Flush()
+	}
+	w.Write([]byte(k.tail))
 }
 
 func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	h.listing(w, r, "application/json", func(nodes []*store.Node) ([]byte, error) {
-		const tail = "}\n"
-		b := listBuffer(nodes, `{"count":`, tail)
-		b = strconv.AppendInt(b, int64(len(nodes)), 10)
-		b = append(b, `,"nodes":`...)
-		return append(appendNodeList(b, nodes), tail...), nil
-	})
+	h.listing(w, r, nodesListing)
 }
 
 func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	h.listing(w, r, "application/json", func(nodes []*store.Node) ([]byte, error) {
-		const head, tail = `{"ok":true,"data":`, `,"error":null}` + "\n"
-		return append(appendNodeList(listBuffer(nodes, head, tail), nodes), tail...), nil
-	})
+	h.listing(w, r, apiPeersListing)
 }
 
 func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	h.listing(w, r, "text/plain; charset=utf-8", func(nodes []*store.Node) ([]byte, error) {
-		var b []byte
-		for _, n := range nodes {
-			b = append(b, n.DID...)
-			b = append(b, ' ')
-			b = append(b, n.Key.Base58()...)
-			b = append(b, ' ')
-			b = append(b, n.Endpoint...)
-			b = append(b, '\n')
-		}
-		return b, nil
-	})
+	h.listing(w, r, peersListing)
 }
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

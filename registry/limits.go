@@ -91,3 +91,50 @@ const (
 	revokeWindow              = time.Hour
 	revokeCounterPrefix       = "revoke/"
 )
+
+// Node records, their listings and replays (docs/protocol.md §8 and §10.1–10.3).
+//
+// Registering is free and signatures are public, so a stranger can grow the node table, make
+// its records as large as the field limits allow, ask for its listings as often and in as
+// many spellings as it likes, and send back what others signed.
+const (
+	// maxSignatureBytes caps the registration signature stored as given in grace mode
+	// (docs/protocol.md §8). A base58 Ed25519 signature is 86–88 characters, so every wrong-length
+	// signature grace mode speaks of still fits; without a cap one GET /nodes carried
+	// whatever 64 KiB strings strangers registered, once per node.
+	maxSignatureBytes = 256
+
+	// DefaultMaxNodes is the default of the global node cap (--max-nodes): new keys beyond it
+	// get 429 RATE_LIMITED. Registering is free and the per-address limit only slows one
+	// address, so without a global cap enough addresses grow the table, its memory and every
+	// listing without end. A million records take about 1 GB with their listing.
+	DefaultMaxNodes = 1_000_000
+
+	// maxListingBytes bounds the memory that encoded listings hold at once: the current
+	// snapshot, and older ones that slow readers are still being sent. A new snapshot is
+	// built only when the ones still held leave room for it; otherwise readers get the
+	// newest one already built, at most as stale as those readers are slow (the write
+	// timeout bounds that). One snapshot is always allowed, however large: with a million
+	// nodes it is about 450 MB, and refusing to list would be worse than holding it.
+	maxListingBytes = 512 << 20
+
+	// heartbeatMarkTTL is how long the registry remembers a key's last heartbeat ts (docs/protocol.md
+	// §10.3): beyond the ts tolerance, any older ts is refused as STALE_TS anyway, so the mark
+	// can go and the table holds only the keys that sent a heartbeat in the last ten minutes.
+	heartbeatMarkTTL = 600 * time.Second
+
+	// listingSlotCount listings are written at once; other readers wait their turn. Writing
+	// a large listing is mostly copying, and sixteen greedy readers copying at once on a
+	// two-core machine starved every other request (an honest login's p50 went from 1 ms to
+	// about 50 ms); queued, they cost the others far less (5–15 ms) and lose no throughput.
+	listingSlotCount = 2
+
+	// listingSlotHold is the longest one listing holds its turn. A reader that has not taken
+	// its listing by then keeps receiving it without a turn, so slow readers cannot keep
+	// everyone else's listings waiting for the write timeout.
+	listingSlotHold = time.Second
+
+	// listingWriteBuffer is what a filtered listing copies its records through: a filter
+	// costs this much per reader, not a copy of the listing.
+	listingWriteBuffer = 32 << 10
+)

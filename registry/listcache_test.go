@@ -1,115 +1,149 @@
 package registry
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
-// TestListCacheBuildsOncePerSecond: readers of one listing in one second share one build,
-// even when they arrive while it is being built; a new second or a new generation builds
-// again; a failed build is not kept.
-func TestListCacheBuildsOncePerSecond(t *testing.T) {
+// fakeBuild returns a build function that makes a snapshot of size bytes and counts builds;
+// release, when not nil, holds every build until it is closed.
+func fakeBuild(builds *atomic.Int32, size int, release chan struct{}) func(*listSnapshot) error {
+	return func(s *listSnapshot) error {
+		builds.Add(1)
+		if release != nil {
+			<-release
+		}
+		s.size = size
+		return nil
+	}
+}
+
+// TestListCacheBuildsOnce: readers of one version share one build, even when they arrive
+// while it is being built, whatever filter they will apply; a new version builds again; a
+// failed build is not kept.
+func TestListCacheBuildsOnce(t *testing.T) {
 	var c listCache
 	var builds atomic.Int32
 	release := make(chan struct{})
-	build := func() ([]byte, error) {
-		builds.Add(1)
-		<-release
-		return []byte("listing"), nil
-	}
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if b, err := c.get("k", listVersion{registrations: 1, second: 100}, true, build); err != nil || string(b) != "listing" {
-				t.Errorf("get: %q, %v", b, err)
+			_, done, err := c.get(listVersion{registrations: 1, second: 100}, fakeBuild(&builds, 10, release))
+			defer done()
+			if err != nil {
+				t.Errorf("get: %v", err)
 			}
 		}()
 	}
 	close(release)
 	wg.Wait()
 	if n := builds.Load(); n != 1 {
-		t.Fatalf("16 concurrent readers built the listing %d times, want 1", n)
+		t.Fatalf("16 concurrent readers built %d snapshots, want 1", n)
 	}
-	c.get("k", listVersion{registrations: 1, second: 101}, true, build)
-	c.get("k", listVersion{registrations: 2, second: 101}, true, build)
+	for _, v := range []listVersion{{registrations: 1, second: 101}, {registrations: 1, touches: 1, second: 101}, {registrations: 2, touches: 1, second: 101}} {
+		_, done, _ := c.get(v, fakeBuild(&builds, 10, nil))
+		done()
+	}
 	if n := builds.Load(); n != 3 {
-		t.Fatalf("after a new second and a new generation: %d builds, want 3", n)
+		t.Fatalf("after a quiet second, a heartbeat and a registration: %d builds, want 3", n)
 	}
-	if len(c.entries) != 1 {
-		t.Fatalf("%d entries kept, want only the current one", len(c.entries))
+	if c.held != 10 {
+		t.Fatalf("%d bytes held after every reader left, want only the current snapshot's 10", c.held)
 	}
 
 	boom := errors.New("boom")
-	if _, err := c.get("e", listVersion{registrations: 2, second: 101}, true, func() ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
+	v := listVersion{registrations: 3}
+	if _, done, err := c.get(v, func(*listSnapshot) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("failed build: %v", err)
+	} else {
+		done()
 	}
-	if b, err := c.get("e", listVersion{registrations: 2, second: 101}, true, func() ([]byte, error) { return []byte("ok"), nil }); err != nil || string(b) != "ok" {
-		t.Fatalf("after a failed build the next reader should build again: %q, %v", b, err)
+	if _, done, err := c.get(v, fakeBuild(&builds, 10, nil)); err != nil {
+		t.Fatalf("after a failed build the next reader should build again: %v", err)
+	} else {
+		done()
+	}
+	if c.held != 10 {
+		t.Fatalf("%d bytes held, want 10", c.held)
 	}
 }
 
-// TestListCacheBound: a listing that would take the cache past its bound is served but not
-// kept, unless it is the only one.
+// TestListCacheBound: while slow readers hold old snapshots, a new one is built only if the
+// bound leaves room; otherwise readers get the newest one built, stale, and the memory held
+// never passes the bound. One snapshot alone may be as large as it is.
 func TestListCacheBound(t *testing.T) {
 	var c listCache
-	big := make([]byte, maxListCacheBytes/2+1)
-	for _, k := range []string{"a", "b"} {
-		if _, err := c.get(k, listVersion{registrations: 1, second: 1}, true, func() ([]byte, error) { return big, nil }); err != nil {
+	var builds atomic.Int32
+	size := maxListingBytes / 3
+	var held []func()
+	for tick := range int64(10) {
+		s, done, err := c.get(listVersion{registrations: 1, touches: uint64(tick), second: tick}, fakeBuild(&builds, size, nil))
+		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, done) // a slow reader keeps every snapshot it got
+		if c.held > maxListingBytes {
+			t.Fatalf("tick %d: %d bytes held, bound %d", tick, c.held, maxListingBytes)
+		}
+		if s.v.second != tick && builds.Load() < 3 {
+			t.Fatalf("tick %d: served a stale snapshot with room to spare", tick)
+		}
 	}
-	if c.bytes > maxListCacheBytes || len(c.entries) != 1 {
-		t.Fatalf("cache holds %d bytes in %d entries; bound %d", c.bytes, len(c.entries), maxListCacheBytes)
+	if n := builds.Load(); n != 3 {
+		t.Fatalf("%d snapshots built while readers held them, want the 3 the bound holds", n)
+	}
+	for _, done := range held {
+		done()
+	}
+	if c.held != size {
+		t.Fatalf("after the readers left %d bytes are held, want the current snapshot's %d", c.held, size)
+	}
+	// With the old ones gone there is room again.
+	_, done, _ := c.get(listVersion{registrations: 1, touches: 99, second: 99}, fakeBuild(&builds, size, nil))
+	done()
+	if n := builds.Load(); n != 4 {
+		t.Fatalf("%d builds, want 4", n)
 	}
 
-	// A listing larger than the whole bound is still kept when it is the only one.
 	var one listCache
-	huge := make([]byte, maxListCacheBytes+1)
-	builds := 0
-	for range 3 {
-		one.get("all", listVersion{registrations: 1, second: 1}, true, func() ([]byte, error) { builds++; return huge, nil })
+	for tick := range int64(3) {
+		_, done, _ := one.get(listVersion{touches: uint64(tick), second: tick}, fakeBuild(&builds, maxListingBytes+1, nil))
+		done()
 	}
-	if builds != 1 {
-		t.Fatalf("an oversized only listing was built %d times in one second, want 1", builds)
+	if n := builds.Load(); n != 7 {
+		t.Fatalf("an oversized only snapshot was not rebuilt as the table changed: %d builds, want 7", n)
 	}
 }
 
-// TestListCacheUnchangedTable: an answer that does not depend on the clock is reused across
-// seconds until a registration or a heartbeat changes the table; one that does depend on
-// it (online_within) is rebuilt each second.
-func TestListCacheUnchangedTable(t *testing.T) {
-	var c listCache
-	builds := map[string]int{}
-	get := func(key string, v listVersion, clocked bool) {
-		c.get(key, v, clocked, func() ([]byte, error) { builds[key]++; return []byte(key), nil })
+// TestListingSlot: a turn ends with its request, or after listingSlotHold when the reader is
+// slow; meanwhile the next reader waits, and gives up when its own request ends.
+func TestListingSlot(t *testing.T) {
+	s := &Service{listingTurns: make(listingSlots, 1)}
+	first, endFirst := context.WithCancel(t.Context())
+	if !s.listingSlot(first) {
+		t.Fatal("no turn for the first reader")
 	}
-	for second := int64(1); second <= 5; second++ {
-		get("all", listVersion{registrations: 7, touches: 3, second: second}, false)
-		get("online", listVersion{registrations: 7, touches: 3, second: second}, true)
+	waiting, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if s.listingSlot(waiting) {
+		t.Fatal("a second reader got a turn while the first held it")
 	}
-	if builds["all"] != 1 || builds["online"] != 5 {
-		t.Fatalf("builds over five quiet seconds: %v, want all 1 and online 5", builds)
+	endFirst()
+	second := t.Context()
+	if !s.listingSlot(second) {
+		t.Fatal("the first request ended, but its turn was not given back")
 	}
-	// A heartbeat after the answer's second: the answer is older than a second, so rebuilt;
-	// another heartbeat in the same second: reused.
-	get("all", listVersion{registrations: 7, touches: 4, second: 5}, false)
-	get("all", listVersion{registrations: 7, touches: 5, second: 5}, false)
-	if builds["all"] != 2 {
-		t.Fatalf("heartbeats: %d builds, want 2", builds["all"])
+	start := time.Now()
+	if !s.listingSlot(t.Context()) {
+		t.Fatal("no turn after the slow reader's hold")
 	}
-	// The answer missed the second heartbeat, so a later second rebuilds it once; after
-	// that the table is quiet and the answer is reused, until a registration.
-	get("all", listVersion{registrations: 7, touches: 5, second: 9}, false)
-	get("all", listVersion{registrations: 7, touches: 5, second: 10}, false)
-	if builds["all"] != 3 {
-		t.Fatalf("quiet seconds after a heartbeat: %d builds, want 3", builds["all"])
-	}
-	get("all", listVersion{registrations: 8, touches: 5, second: 10}, false)
-	if builds["all"] != 4 {
-		t.Fatalf("after a registration: %d builds, want 4", builds["all"])
+	if waited := time.Since(start); waited < listingSlotHold/2 {
+		t.Fatalf("the turn was given back after %v, before the hold of %v", waited, listingSlotHold)
 	}
 }

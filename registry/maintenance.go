@@ -15,11 +15,12 @@ import (
 
 // Sweep makes durable what time has already decided: non-terminal binding sessions past
 // expires_at become EXPIRED, sessions terminal for binding.MinTerminalRetention are deleted
-// (their ids stay reserved), and bearer sessions and counters whose windows are over are
-// removed. Reads apply expiry on their own, so Sweep only keeps the store tidy and bounded;
-// call it periodically (svrpd does, every minute).
+// (their ids stay reserved), and bearer sessions, counters and heartbeat marks whose windows
+// are over are removed. Reads apply expiry on their own, so Sweep only keeps the store tidy
+// and bounded; call it periodically (svrpd does, every minute).
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
+	s.heartbeats.prune(now)
 	var expired []binding.Session
 	var retired []string
 	var deadTokens [][32]byte

@@ -52,13 +52,19 @@ func appendNodeJSON(b []byte, n store.Node) []byte {
 	b = strconv.AppendBool(b, n.SignatureVerified)
 	b = append(b, `,"reachability":"`...)
 	b = append(b, Reachability(n.Endpoint)...)
-	return append(b, `"}`...)
+	b = append(b, `","registration_ts":`...)
+	if n.RegistrationTS == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *n.RegistrationTS, 10)
+	}
+	return append(b, '}')
 }
 
 // nodeJSONSize estimates the length of appendNodeJSON's output, so that a listing's buffer
 // is allocated once.
 func nodeJSONSize(n store.Node) int {
-	size := 330 + len(n.DID) + len(n.Endpoint) + len(n.Region)
+	size := 370 + len(n.DID) + len(n.Endpoint) + len(n.Region)
 	for _, c := range n.Capabilities {
 		size += len(c) + 3
 	}

@@ -38,6 +38,10 @@ func TestAppendNodeJSONMatchesEncodingJSON(t *testing.T) {
 			sig := text.Draw(t, "signature")
 			n.Signature = &sig
 		}
+		if rapid.Bool().Draw(t, "v2") {
+			ts := rapid.Int64().Draw(t, "registration_ts")
+			n.RegistrationTS = &ts
+		}
 		want, err := json.Marshal(nodeView(n))
 		if err != nil {
 			t.Fatal(err)

@@ -29,8 +29,8 @@ const (
 	maxItemBytes = 64
 )
 
-// Register records a node's announcement (docs/protocol.md §5.1). addr is the client address, used
-// only for the limit on new keys per address.
+// Register records a node's announcement (docs/protocol.md §5.1, and §10.1–10.2 for
+// replays). addr is the client address, used only for the limit on new keys per address.
 func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr string) (api.RegisterResult, error) {
 	did, key, err := didkey.CheckNode(req.DID, req.PublicKey)
 	if err != nil {
@@ -39,14 +39,33 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 	if err := checkRegisterFields(req); err != nil {
 		return api.RegisterResult{}, err
 	}
-	msg := canonical.Register{
+	now := s.now()
+	// Everything the signature decides is settled before the write transaction; its errors
+	// are returned there, after the collision check, in the protocol's order.
+	var verified bool
+	var v2err error
+	v1msg := canonical.Register{
 		DID: req.DID, PublicKey: key.Base58(), Endpoint: req.Endpoint,
 		Capabilities: req.Capabilities, Region: req.Region,
 	}
-	verified := req.Signature != nil && canonical.Verify(key, s.prefix, msg, *req.Signature) == nil
-	now := s.now()
+	if req.TS != nil {
+		v2err = checkRegisterV2(key, s.prefix, v1msg, *req.TS, req.Signature, now)
+		verified = v2err == nil
+	} else {
+		verified = req.Signature != nil && canonical.Verify(key, s.prefix, v1msg, *req.Signature) == nil
+	}
+	if err := s.nodes.load(ctx, s.store); err != nil {
+		return api.RegisterResult{}, err
+	}
 	var rec store.Node
+	var changed, reserved bool
+	defer func() {
+		if reserved && !changed {
+			s.nodes.release()
+		}
+	}()
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		changed = false
 		old, err := tx.Node(key)
 		exists := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -63,6 +82,28 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 				}
 			}
 		}
+		if req.TS != nil {
+			if v2err != nil {
+				return v2err
+			}
+			if exists && old.RegistrationTS != nil {
+				switch {
+				case *req.TS == *old.RegistrationTS && old.Signature != nil && *old.Signature == *req.Signature:
+					rec = old // a client's retry: answered with what it already did
+					return nil
+				case *req.TS <= *old.RegistrationTS:
+					return proto.New(proto.StaleTS, "ts is not newer than the node's last registration")
+				}
+			}
+		} else if exists {
+			if old.RegistrationTS != nil {
+				return proto.New(proto.BadSignature, "this node registers with a signed ts (v2); a v1 registration is refused")
+			}
+			if sameV1(old, v1msg, req.Signature, s.prefix) {
+				rec = old // a replay, or the node repeating itself: freshness comes from heartbeats
+				return nil
+			}
+		}
 		if !verified && (s.strict || (exists && old.SignatureVerified)) {
 			return proto.New(proto.BadSignature, "registration signature does not verify")
 		}
@@ -75,6 +116,12 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 			if c.Blocked(now, s.registerLimit, registerWindow) {
 				return rateLimited(LimitRegisterPerAddress, "too many new node keys from this address; try again later")
 			}
+			if !reserved {
+				if err := s.reserveNode(); err != nil {
+					return err
+				}
+				reserved = true
+			}
 		}
 		rec = store.Node{
 			Key: key, DID: req.DID, Endpoint: req.Endpoint,
@@ -82,24 +129,79 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 			Signature: req.Signature, SignatureVerified: verified,
 			FirstSeen: now, LastSeen: now,
 		}
+		if req.TS != nil {
+			ts := *req.TS
+			rec.RegistrationTS = &ts
+		}
 		if exists {
 			rec.FirstSeen = old.FirstSeen
 		} else if err := tx.PutCounter(counterKey, c.Fail(now, registerWindow)); err != nil {
 			return err
 		}
+		changed = true
 		return tx.PutNode(rec)
 	})
 	if err != nil {
+		changed = false
 		return api.RegisterResult{}, err
 	}
-	s.nodesChanged()
-	s.log.Info("node registered", "did", req.DID, "signed", verified)
-	return api.RegisterResult{OK: true, Registered: true, Signed: verified, IDBound: true, Data: nodeView(rec)}, nil
+	if changed {
+		s.nodesChanged()
+		s.log.Info("node registered", "did", req.DID, "signed", verified, "v2", req.TS != nil)
+	}
+	return api.RegisterResult{OK: true, Registered: true, Signed: rec.SignatureVerified, IDBound: true, Data: nodeView(rec)}, nil
+}
+
+// checkRegisterV2 applies the checks of docs/protocol.md §10.1 that need no stored state: the
+// ts lies within 300 s of now (STALE_TS), and the signature over message 10 verifies, grace
+// mode or not (BAD_SIGNATURE).
+func checkRegisterV2(key didkey.PublicKey, prefix string, m canonical.Register, ts int64, sig *string, now time.Time) error {
+	if d := now.Unix() - ts; d > int64(authn.NodeTSTolerance/time.Second) || d < -int64(authn.NodeTSTolerance/time.Second) {
+		return proto.New(proto.StaleTS, "ts is more than 300 s from registry time")
+	}
+	if sig == nil {
+		return proto.New(proto.BadSignature, "a registration with ts must be signed")
+	}
+	v2 := canonical.RegisterV2{DID: m.DID, PublicKey: m.PublicKey, Endpoint: m.Endpoint, Capabilities: m.Capabilities, Region: m.Region, TS: ts}
+	if err := canonical.Verify(key, prefix, v2, *sig); err != nil {
+		if proto.CodeOf(err) == proto.BadRequest {
+			return err
+		}
+		return proto.New(proto.BadSignature, "registration signature does not verify")
+	}
+	return nil
+}
+
+// sameV1 reports whether a v1 registration repeats the stored record exactly (docs/protocol.md
+// §10.2): the same signed bytes and the same signature string. An unsigned registration
+// repeats nothing: it carries no signature string to compare, and grace mode lets anyone send
+// it anyway.
+func sameV1(old store.Node, m canonical.Register, sig *string, prefix string) bool {
+	if sig == nil || old.Signature == nil || *sig != *old.Signature {
+		return false
+	}
+	prev := canonical.Register{DID: old.DID, PublicKey: m.PublicKey, Endpoint: old.Endpoint, Capabilities: old.Capabilities, Region: old.Region}
+	a, err1 := prev.Bytes(prefix)
+	b, err2 := m.Bytes(prefix)
+	return err1 == nil && err2 == nil && bytes.Equal(a, b)
+}
+
+// reserveNode takes a place in the node table for a new key, or refuses once the table holds
+// maxNodes records (logged at most once a minute).
+func (s *Service) reserveNode() error {
+	if _, ok := s.nodes.reserve(s.maxNodes); !ok {
+		s.capReached(&s.warnNodes, "nodes", s.maxNodes)
+		return rateLimited(LimitNodes, "the registry holds as many nodes as it may; try again later")
+	}
+	return nil
 }
 
 func checkRegisterFields(req api.RegisterRequest) error {
 	if err := checkText("endpoint", req.Endpoint); err != nil {
 		return err
+	}
+	if req.Signature != nil && len(*req.Signature) > maxSignatureBytes {
+		return badRequest("field signature must be at most 256 bytes")
 	}
 	if strings.IndexFunc(req.Endpoint, isSpace) >= 0 {
 		return badRequest("field endpoint must not contain whitespace")
@@ -169,6 +271,10 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.
 	msg := canonical.Heartbeat{DID: req.DID, TS: req.TS}
 	if err := authn.VerifyNodeRequest(req.DID, key, req.TS, now, s.prefix, msg, req.Signature); err != nil {
 		return api.HeartbeatResult{}, err
+	}
+	fresh, seen, err := s.heartbeats.advance(key, req.TS, now)
+	if err != nil || !fresh {
+		return api.HeartbeatResult{OK: err == nil, LastSeen: canonical.FormatTime(seen)}, err
 	}
 	if err := s.touch(ctx, key, now); err != nil {
 		return api.HeartbeatResult{}, err
@@ -254,8 +360,13 @@ func lookupNode(tx store.Tx, d didkey.DID) (store.Node, error) {
 	return tx.Node(found[0])
 }
 
+// keepsAll reports whether f keeps every record.
+func keepsAll(f api.NodeFilter) bool {
+	return !f.OnlineSet && f.OnlineWithin <= 0 && len(f.Capabilities) == 0 && f.Region == "" && !f.Callable
+}
+
 // keepNode reports whether n passes f at now.
-func keepNode(f api.NodeFilter, n store.Node, now time.Time) bool {
+func keepNode(f api.NodeFilter, n *store.Node, now time.Time) bool {
 	if (f.OnlineWithin > 0 || f.OnlineSet) && now.Sub(n.LastSeen) > f.OnlineWithin {
 		return false
 	}
@@ -287,7 +398,7 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 	now := s.now()
 	var out []*store.Node
 	keep := func(n *store.Node) error {
-		if keepNode(f, *n, now) {
+		if keepNode(f, n, now) {
 			out = append(out, n)
 		}
 		return nil
@@ -335,6 +446,7 @@ func nodeView(n store.Node) api.NodeView {
 		LastSeen: canonical.FormatTime(n.LastSeen), FirstSeen: canonical.FormatTime(n.FirstSeen),
 		Signature: n.Signature, SignaturePresent: n.Signature != nil,
 		SignatureVerified: n.SignatureVerified, Reachability: Reachability(n.Endpoint),
+		RegistrationTS: n.RegistrationTS,
 	}
 	if n.Region != "" {
 		v.Region = &n.Region

@@ -90,6 +90,9 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For or Forwarded header names the
 	// client; for any other peer those headers are ignored. Empty trusts none.
 	TrustedProxies []netip.Prefix
+	// MaxNodes is the most node records the registry holds; new keys beyond it get 429.
+	// Default DefaultMaxNodes.
+	MaxNodes int
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -120,6 +123,13 @@ type Service struct {
 	warnSessions  rareWarning
 	warnBearers   rareWarning
 
+	// Replays and the node table (limits.go).
+	maxNodes     int
+	nodes        nodeCount
+	heartbeats   heartbeatMarks
+	warnNodes    rareWarning
+	listingTurns listingSlots
+
 	// registrations and touches count the node table's changes, so that a cached listing is
 	// rebuilt only when the table changed (see listCache).
 	registrations atomic.Uint64
@@ -144,6 +154,8 @@ func New(cfg Config) (*Service, error) {
 		registerLimit:       cfg.RegisterAddressLimit,
 		maxRevocations:      cfg.MaxRevocations,
 		revokeAddressLimit:  cfg.RevokeAddressLimit,
+		maxNodes:            cfg.MaxNodes,
+		listingTurns:        make(listingSlots, listingSlotCount),
 		limits:              cfg,
 		trustedProxies:      slices.Clone(cfg.TrustedProxies),
 		openSessions:        newExpirySet(),
@@ -190,6 +202,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.registerLimit <= 0 {
 		s.registerLimit = DefaultRegisterAddressLimit
+	}
+	if s.maxNodes <= 0 {
+		s.maxNodes = DefaultMaxNodes
 	}
 	if s.maxRevocations <= 0 {
 		s.maxRevocations = DefaultMaxRevocations

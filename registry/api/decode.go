@@ -246,6 +246,19 @@ func (r *reader) integer(field string) int64 {
 	return n
 }
 
+// optInteger reads an integer that may be absent or null (then nil).
+func (r *reader) optInteger(field string) *int64 {
+	if r.err != nil {
+		return nil
+	}
+	if _, ok := r.o.raw(field); !ok {
+		return nil
+	}
+	var n int64
+	n, r.err = r.o.integer(field)
+	return &n
+}
+
 func (r *reader) boolean(field string) bool {
 	if r.err != nil {
 		return false

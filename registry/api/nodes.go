@@ -13,10 +13,13 @@ type RegisterRequest struct {
 	Endpoint     string   `json:"endpoint"`
 	Capabilities []string `json:"capabilities"`
 	Region       string   `json:"region,omitempty"` // "" is null
-	// Signature is the base58 signature over message 3, or nil. Grace mode records a
-	// registration whatever its signature says, unless the daemon is strict or the key
-	// already has a verified record.
+	// Signature is the base58 signature over message 3 (message 10 when TS is set), or nil.
+	// Grace mode records a v1 registration whatever its signature says, unless the daemon is
+	// strict or the key already has a verified record; a v2 registration must verify.
 	Signature *string `json:"signature"`
+	// TS, when set, makes this a v2 registration (docs/protocol.md §10.1): the unix seconds it
+	// was signed at, within 300 s of the registry's clock and greater than the key's last one.
+	TS *int64 `json:"ts,omitempty"`
 }
 
 // RegisterResult is the answer to a registration.
@@ -42,6 +45,9 @@ type NodeView struct {
 	SignaturePresent  bool     `json:"signature_present"`
 	SignatureVerified bool     `json:"signature_verified"`
 	Reachability      string   `json:"reachability"`
+	// RegistrationTS is the ts of the v2 registration the record came from, or null
+	// (docs/protocol.md §10.1): with it anyone can rebuild message 10 and re-verify the record.
+	RegistrationTS *int64 `json:"registration_ts"`
 }
 
 func DecodeRegister(body []byte) (RegisterRequest, error) {
@@ -53,6 +59,7 @@ func DecodeRegister(body []byte) (RegisterRequest, error) {
 			Capabilities: r.optStrList("capabilities"),
 			Region:       r.optStr("region"),
 			Signature:    r.optStrPtr("signature"),
+			TS:           r.optInteger("ts"),
 		}
 		if _, present := r.o.raw("region"); present && req.Region == "" && r.err == nil {
 			r.err = badRequest("field region must be 1-256 bytes")

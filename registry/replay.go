@@ -1,0 +1,105 @@
+package registry
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/store"
+)
+
+// heartbeatMarks remembers, per node key, the ts of the last accepted heartbeat and the
+// last_seen it set (docs/protocol.md §10.3), so that a captured heartbeat replayed within the ts
+// tolerance changes nothing. It lives in memory only: after a restart it starts afresh, and
+// several daemons on one database each keep their own.
+type heartbeatMarks struct {
+	mu    sync.Mutex
+	marks map[didkey.PublicKey]heartbeatMark
+}
+
+type heartbeatMark struct {
+	ts   int64
+	seen int64 // unix seconds of the last_seen that ts set
+}
+
+// advance records ts for key when it is newer than the last one. It returns fresh = true when
+// the heartbeat may move last_seen; an equal ts returns fresh = false with the last_seen the
+// first one set; an older ts is STALE_TS.
+func (h *heartbeatMarks) advance(key didkey.PublicKey, ts int64, now time.Time) (fresh bool, seen time.Time, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m, ok := h.marks[key]
+	switch {
+	case ok && ts < m.ts:
+		return false, time.Time{}, proto.New(proto.StaleTS, "ts is older than the node's last heartbeat")
+	case ok && ts == m.ts:
+		return false, time.Unix(m.seen, 0).UTC(), nil
+	}
+	if h.marks == nil {
+		h.marks = map[didkey.PublicKey]heartbeatMark{}
+	}
+	h.marks[key] = heartbeatMark{ts: ts, seen: now.Unix()}
+	return true, now, nil
+}
+
+// prune forgets marks older than heartbeatMarkTTL: any ts they could refuse is outside the ts
+// tolerance by then.
+func (h *heartbeatMarks) prune(now time.Time) {
+	cut := now.Add(-heartbeatMarkTTL).Unix()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, m := range h.marks {
+		if m.ts < cut {
+			delete(h.marks, k)
+		}
+	}
+}
+
+// len is the number of keys remembered.
+func (h *heartbeatMarks) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.marks)
+}
+
+// nodeCount is the number of node records, counted once from the store and then kept as
+// registrations add keys, so that the node cap costs no count of the table per registration
+// (a write transaction cannot count the cached table cheaply). A new key reserves its place
+// before its write and gives it back if the write fails. Node records are never deleted.
+type nodeCount struct {
+	mu     sync.Mutex
+	loaded bool
+	n      int
+}
+
+func (c *nodeCount) load(ctx context.Context, st store.Store) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loaded {
+		return nil
+	}
+	return st.View(ctx, func(tx store.Tx) error {
+		n, err := tx.NodeCount()
+		c.n, c.loaded = n, err == nil
+		return err
+	})
+}
+
+// reserve takes a place if fewer than max are taken; it returns the count it saw.
+func (c *nodeCount) reserve(max int) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n >= max {
+		return c.n, false
+	}
+	c.n++
+	return c.n, true
+}
+
+func (c *nodeCount) release() {
+	c.mu.Lock()
+	c.n--
+	c.mu.Unlock()
+}

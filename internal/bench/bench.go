@@ -434,7 +434,7 @@ func benchServeConfig(memory bool, dataDir, prefix, logLevel string) daemon.Conf
 	const unbounded = 1 << 30
 	return daemon.Config{
 		Listen: "127.0.0.1:0", DataDir: dataDir, Memory: memory, Prefix: prefix,
-		ResolveAddressLimit: unbounded, RegisterAddressLimit: unbounded,
+		ResolveAddressLimit: unbounded, RegisterAddressLimit: unbounded, MaxNodes: unbounded,
 		InitiateAddressLimit: unbounded, MaxBindingSessions: unbounded, MaxBearerSessions: unbounded,
 		LoginAddressLimit: unbounded, LoginFailureAddressLimit: unbounded, LoginFailureOperatorLimit: unbounded,
 		ResolveOperatorLimit: unbounded, ResolveGlobalLimit: unbounded,

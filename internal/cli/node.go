@@ -94,10 +94,12 @@ func runNodeRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.Var(&caps, "capability", "a `capability` the node advertises (repeatable), for example inference")
 	region := fs.String("region", "", "the node's self-reported region")
 	every := fs.Duration("every", defaultHeartbeatEvery, "heartbeat interval, from 1s to 5m")
+	v1 := fs.Bool("register-v1", false, "register without a signed ts (message 3), for a registry that predates registration v2; such a registration can be replayed by anyone")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: svrpd node run --key FILE --endpoint HOST:PORT [--capability C ...] [--region R] [--every 60s]
+		fmt.Fprintln(fs.Output(), `Usage: svrpd node run --key FILE --endpoint HOST:PORT [--capability C ...] [--region R] [--every 60s] [--register-v1]
 
-Registers the node with a signed announcement, then sends a signed heartbeat every
+Registers the node with a signed, timestamped announcement (registration v2: it cannot be
+replayed or rolled back), then sends a signed heartbeat every
 interval, printing one line per event, until interrupted. A node counts as online while
 its last heartbeat is recent (10 minutes by default).
 
@@ -122,6 +124,7 @@ Flags:`)
 	if err != nil {
 		return fail(stderr, cmd, err, hc)
 	}
+	node.RegisterV1 = *v1
 	fmt.Fprintf(stdout, "node %s (fingerprint %s), registry %s\n", node.DID, node.PublicKey().Fingerprint(), node.Client.BaseURL())
 
 	register := func() error {

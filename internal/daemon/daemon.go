@@ -44,6 +44,7 @@ type Config struct {
 	StrictSignatures     bool   // refuse registrations whose signature does not verify
 	ResolveAddressLimit  int
 	RegisterAddressLimit int
+	MaxNodes             int
 	MaxRevocations       int
 	RevokeAddressLimit   int
 	// The abuse bounds of registry/limits.go and connlimit.go.
@@ -144,6 +145,9 @@ func (c Config) Validate() error {
 	}
 	// Zero takes the registry's default, so that a Config written before these bounds
 	// existed still validates.
+	if c.MaxNodes < 0 {
+		errs = append(errs, errors.New("--max-nodes must be at least 1"))
+	}
 	if c.MaxRevocations < 0 {
 		errs = append(errs, errors.New("--max-revocations must be at least 1"))
 	}
@@ -343,6 +347,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
 	fs.IntVar(&c.ResolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
 	fs.IntVar(&c.RegisterAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
+	fs.IntVar(&c.MaxNodes, "max-nodes", registry.DefaultMaxNodes, "most node records the registry holds; new node keys beyond it get 429")
 	fs.IntVar(&c.MaxRevocations, "max-revocations", registry.DefaultMaxRevocations, "credential revocations kept in all; when full, new ones get 429 (none is ever dropped)")
 	fs.IntVar(&c.RevokeAddressLimit, "revoke-address-limit", registry.DefaultRevokeAddressLimit, "new credential revocations one client address may record per hour before 429")
 	fs.IntVar(&c.InitiateAddressLimit, "initiate-address-limit", registry.DefaultInitiateAddressLimit, "binding initiates per client address per 10 minutes before 429")
@@ -374,7 +379,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
 		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
-		fmt.Fprintln(fs.Output(), "\nFixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key; keep-alive connections idle 30 s.")
+		fmt.Fprintln(fs.Output(), "\nFixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key; registration signatures 256 bytes; keep-alive connections idle 30 s.")
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
 	}
@@ -467,7 +472,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		InitiateAddressLimit: c.InitiateAddressLimit, MaxOpenBindingSessions: c.MaxBindingSessions,
 		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
 		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
-		ResolveGlobalLimit: c.ResolveGlobalLimit, TrustedProxies: c.TrustedProxies,
+		ResolveGlobalLimit: c.ResolveGlobalLimit, TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
 	}
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed

@@ -589,3 +589,29 @@ func TestSecretsDoNotPrint(t *testing.T) {
 		t.Error("printing no longer names the identity")
 	}
 }
+
+// TestRegisterSendsV2: Register signs a ts by default (docs/protocol.md §10.1), a second call in the
+// same second still signs a newer one, and RegisterV1 sends message 3, which the registry
+// then refuses for a key that registered with v2.
+func TestRegisterSendsV2(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	node := w.node(w.client(), "node")
+	first, err := node.Register(ctx, "203.0.113.5:7000", nil, "")
+	if err != nil || first.Data.RegistrationTS == nil || *first.Data.RegistrationTS != w.clock.Now().Unix() {
+		t.Fatalf("register = %+v, %v", first.Data, err)
+	}
+	second, err := node.Register(ctx, "203.0.113.6:7000", nil, "")
+	if err != nil || *second.Data.RegistrationTS != *first.Data.RegistrationTS+1 || second.Data.Endpoint != "203.0.113.6:7000" {
+		t.Fatalf("second register in the same second = %+v, %v", second.Data, err)
+	}
+	node.RegisterV1 = true
+	if _, err := node.Register(ctx, "203.0.113.7:7000", nil, ""); client.CodeOf(err) != proto.BadSignature {
+		t.Fatalf("a v1 registration after v2 = %v, want BAD_SIGNATURE", err)
+	}
+	fresh := w.node(w.client(), "fresh")
+	fresh.RegisterV1 = true
+	if reg, err := fresh.Register(ctx, "203.0.113.8:7000", nil, ""); err != nil || reg.Data.RegistrationTS != nil || !reg.Signed {
+		t.Fatalf("v1 register = %+v, %v", reg.Data, err)
+	}
+}

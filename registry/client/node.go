@@ -23,6 +23,15 @@ type Node struct {
 	// DID is the spelling the node announces; "" means the short form derived from Key. Use
 	// the 10-hex form (didkey.FormFallback) after a DID_COLLISION.
 	DID string
+	// RegisterV1 sends registrations without a signed ts (message 3), for a registry that
+	// predates docs/protocol.md §10. By default Register sends v2 (message 10), which no one
+	// can replay or roll back; once a registry holds a v2 registration of the key it refuses
+	// v1 ones.
+	RegisterV1 bool
+
+	// lastRegisterTS is the ts of the last v2 registration sent, so that a second one within
+	// the same second still carries a newer ts, as the registry requires.
+	lastRegisterTS int64
 }
 
 // NewNode returns the node of key, announcing the DID of the given form.
@@ -66,8 +75,12 @@ func (n *Node) identity() (string, didkey.PublicKey, error) {
 	return n.DID, pub, nil
 }
 
-// Register announces the node (POST /api/v1/register) with a signature over message 3, so
-// that the registry records it as signature_verified.
+// Register announces the node (POST /api/v1/register), signed so that the registry records
+// it as signature_verified: over message 10 with the client's clock as ts (docs/protocol.md §10.1), or
+// over message 3 when RegisterV1 is set. Each call signs a ts newer than the last one's, so
+// the client's clock must be within 300 s of the registry's (else STALE_TS). Calls on one
+// Node must not run concurrently. A retry after a lost answer resends the same request,
+// which the registry answers with the stored record.
 func (n *Node) Register(ctx context.Context, endpoint string, capabilities []string, region string) (api.RegisterResult, error) {
 	did, pub, err := n.identity()
 	if err != nil {
@@ -77,14 +90,22 @@ func (n *Node) Register(ctx context.Context, endpoint string, capabilities []str
 	if caps == nil {
 		caps = []string{}
 	}
-	msg := canonical.Register{DID: did, PublicKey: pub.Base58(), Endpoint: endpoint, Capabilities: caps, Region: region}
+	req := api.RegisterRequest{DID: did, PublicKey: pub.Hex(), Endpoint: endpoint, Capabilities: caps, Region: region}
+	var msg canonical.Message = canonical.Register{DID: did, PublicKey: pub.Base58(), Endpoint: endpoint, Capabilities: caps, Region: region}
+	if !n.RegisterV1 {
+		ts := max(n.Client.now().Unix(), n.lastRegisterTS+1)
+		msg = canonical.RegisterV2{DID: did, PublicKey: pub.Base58(), Endpoint: endpoint, Capabilities: caps, Region: region, TS: ts}
+		req.TS = &ts
+	}
 	sig, err := canonical.Sign(n.Key, n.Client.prefix, msg)
 	if err != nil {
 		return api.RegisterResult{}, err
 	}
-	return n.Client.Register(ctx, api.RegisterRequest{
-		DID: did, PublicKey: pub.Hex(), Endpoint: endpoint, Capabilities: caps, Region: region, Signature: &sig,
-	})
+	req.Signature = &sig
+	if req.TS != nil {
+		n.lastRegisterTS = *req.TS
+	}
+	return n.Client.Register(ctx, req)
 }
 
 // Heartbeat refreshes the node's last_seen (POST /api/v1/heartbeat). The node must have
@@ -266,7 +287,7 @@ func (n *Node) VerifyPending(p api.PendingAuthorization) error {
 	}
 	device, err := didkey.DecodeKey(dc.DevicePublicKey)
 	if err != nil {
-		return localError(proto.BadSignature, "the device credential's device key does not decode")
+		return localError(proto.DCIDBinding, "the device credential's device key does not decode")
 	}
 	if err := canonical.Verify(device, n.Client.prefix, az.Authorization, az.Signature); err != nil {
 		return localError(proto.BadSignature, "the authorization is not signed by the credential's device key")

@@ -21,6 +21,9 @@ import (
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
+	if err := s.nodes.refresh(ctx, s.store); err != nil {
+		return err
+	}
 	var expired []binding.Session
 	var retired []string
 	var deadTokens [][32]byte

@@ -60,8 +60,8 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 	var rec store.Node
 	var changed, reserved bool
 	defer func() {
-		if reserved && !changed {
-			s.nodes.release()
+		if reserved {
+			s.nodes.settle(changed)
 		}
 	}()
 	err = s.store.Update(ctx, func(tx store.Tx) error {

@@ -64,27 +64,44 @@ func (h *heartbeatMarks) len() int {
 	return len(h.marks)
 }
 
-// nodeCount is the number of node records, counted once from the store and then kept as
-// registrations add keys, so that the node cap costs no count of the table per registration
-// (a write transaction cannot count the cached table cheaply). A new key reserves its place
-// before its write and gives it back if the write fails. Node records are never deleted.
+// nodeCount is the number of node records, counted from the store at the first registration
+// and at every sweep, and kept in between as registrations add keys, so that the node cap
+// costs no count of the table per registration (a write transaction cannot count the cached
+// table cheaply). A new key reserves its place before its write and settles it after. Several
+// daemons on one database each see the others' keys at their next sweep, so together they
+// may pass the cap by what they add within one sweep interval. Node records are never deleted.
 type nodeCount struct {
-	mu     sync.Mutex
-	loaded bool
-	n      int
+	mu       sync.Mutex
+	loaded   bool
+	n        int // records, including the reservations in flight
+	inFlight int // reserved, not yet settled
 }
 
+// load counts the table once.
 func (c *nodeCount) load(ctx context.Context, st store.Store) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.loaded {
+	loaded := c.loaded
+	c.mu.Unlock()
+	if loaded {
 		return nil
 	}
-	return st.View(ctx, func(tx store.Tx) error {
-		n, err := tx.NodeCount()
-		c.n, c.loaded = n, err == nil
+	return c.refresh(ctx, st)
+}
+
+// refresh counts the table again, keeping the reservations in flight.
+func (c *nodeCount) refresh(ctx context.Context, st store.Store) error {
+	var n int
+	err := st.View(ctx, func(tx store.Tx) (err error) {
+		n, err = tx.NodeCount()
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.n, c.loaded = n+c.inFlight, true
+	c.mu.Unlock()
+	return nil
 }
 
 // reserve takes a place if fewer than max are taken; it returns the count it saw.
@@ -95,11 +112,16 @@ func (c *nodeCount) reserve(max int) (int, bool) {
 		return c.n, false
 	}
 	c.n++
+	c.inFlight++
 	return c.n, true
 }
 
-func (c *nodeCount) release() {
+// settle ends a reservation: kept when the key was written, given back when not.
+func (c *nodeCount) settle(written bool) {
 	c.mu.Lock()
-	c.n--
+	c.inFlight--
+	if !written {
+		c.n--
+	}
 	c.mu.Unlock()
 }

@@ -207,7 +207,7 @@ func resolveView(s binding.Session) api.ResolveView {
 // PENDING_NODE_ACCEPTANCE.
 func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.AuthorizeRequest) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, req.BindingSessionID, func(tx store.Tx, sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, req.BindingSessionID, func(tx store.Tx, v *verified, sess binding.Session) (binding.Session, error) {
 		next, err := binding.Apply(sess, binding.Authorize, now)
 		if err != nil {
 			return sess, err
@@ -215,7 +215,14 @@ func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.Aut
 		if sess.OperatorDID != operatorDID || req.DeviceCredential.OperatorDID != operatorDID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may authorize it, with its own credential")
 		}
-		if err := binding.VerifyAuthorization(sess, req.DeviceCredential, req.AuthorizationCredential, s.prefix, now, revocations(tx)); err != nil {
+		err = v.check(sess, func() error {
+			return binding.VerifyAuthorization(sess, req.DeviceCredential, req.AuthorizationCredential, s.prefix, now, revocations(tx))
+		})
+		if err == nil {
+			// Revocations are read again where the session is written.
+			err = binding.CheckRevoked(req.DeviceCredential, req.AuthorizationCredential, revocations(tx))
+		}
+		if err != nil {
 			return sess, err
 		}
 		dc, az := req.DeviceCredential, req.AuthorizationCredential
@@ -226,10 +233,10 @@ func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.Aut
 
 // transition runs one state change of an existing session atomically: not found → NOT_FOUND,
 // expiry applied first, and nothing written unless change succeeds.
-func (s *Service) transition(ctx context.Context, id string, change func(store.Tx, binding.Session) (binding.Session, error)) (api.StateResult, error) {
+func (s *Service) transition(ctx context.Context, id string, change func(store.Tx, *verified, binding.Session) (binding.Session, error)) (api.StateResult, error) {
 	now := s.now()
 	var out api.StateResult
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.updateVerified(ctx, func(tx store.Tx, v *verified) error {
 		sess, err := tx.Session(id)
 		if errors.Is(err, store.ErrNotFound) {
 			return errSessionNotFound()
@@ -237,7 +244,7 @@ func (s *Service) transition(ctx context.Context, id string, change func(store.T
 		if err != nil {
 			return err
 		}
-		next, err := change(tx, binding.ExpireIfDue(sess, now))
+		next, err := change(tx, v, binding.ExpireIfDue(sess, now))
 		if err != nil {
 			return err
 		}
@@ -306,7 +313,7 @@ func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, err
 // CancelByOperator cancels a session as the operator that resolved it.
 func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.Session) (binding.Session, error) {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may cancel it")
 		}
@@ -317,7 +324,7 @@ func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) 
 // CancelByNode cancels a session with the node's signature over message 9.
 func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCancelRequest) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.Session) (binding.Session, error) {
 		d, err := parseNodeDID(req.NodeDID)
 		if err != nil {
 			return sess, err
@@ -326,7 +333,9 @@ func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCance
 			return sess, proto.New(proto.PermissionDenied, "node_did does not name this session's node")
 		}
 		msg := canonical.Cancel{BindingSessionID: id, NodeDID: req.NodeDID, TS: req.TS}
-		if err := authn.VerifyNodeRequest(req.NodeDID, sess.NodeKey, req.TS, now, s.prefix, msg, req.Signature); err != nil {
+		if err := v.check(sess, func() error {
+			return authn.VerifyNodeRequest(req.NodeDID, sess.NodeKey, req.TS, now, s.prefix, msg, req.Signature)
+		}); err != nil {
 			return sess, err
 		}
 		return binding.Apply(sess, binding.Cancel, now)
@@ -337,7 +346,7 @@ func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCance
 // REJECTED_BY_OPERATOR).
 func (s *Service) RejectByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.Session) (binding.Session, error) {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may reject it")
 		}
@@ -384,7 +393,7 @@ func (s *Service) Pending(ctx context.Context, req api.PendingRequest) (api.Pend
 func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance) (api.AcceptResult, error) {
 	now := s.now()
 	var out api.AcceptResult
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.updateVerified(ctx, func(tx store.Tx, v *verified) error {
 		sess, err := s.acceptable(tx, id, acc, true, now)
 		if err != nil {
 			return err
@@ -395,7 +404,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 		if err != nil {
 			return err
 		}
-		if err := binding.VerifyChain(verifying, acc, s.prefix); err != nil {
+		if err := v.check(verifying, func() error { return binding.VerifyChain(verifying, acc, s.prefix) }); err != nil {
 			return err
 		}
 		// A credential revoked while the session waited for the node must not make a
@@ -450,12 +459,12 @@ func (s *Service) supersede(tx store.Tx, active binding.Session, now time.Time) 
 func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Acceptance) (api.StateResult, error) {
 	now := s.now()
 	var out api.StateResult
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.updateVerified(ctx, func(tx store.Tx, v *verified) error {
 		sess, err := s.acceptable(tx, id, acc, false, now)
 		if err != nil {
 			return err
 		}
-		if err := binding.VerifyAcceptanceSignature(sess, acc, s.prefix); err != nil {
+		if err := v.check(sess, func() error { return binding.VerifyAcceptanceSignature(sess, acc, s.prefix) }); err != nil {
 			return err
 		}
 		next, err := binding.Apply(sess, binding.NodeReject, now)

@@ -108,19 +108,39 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return err
 		}
 	}
-	err = s.store.Update(ctx, func(tx store.Tx) error {
-		for _, h := range deadTokens {
-			if err := tx.DeleteOperatorSession(h); err != nil {
-				return err
+	for batch := range slices.Chunk(deadTokens, sweepBatch) {
+		if err := s.store.Update(ctx, func(tx store.Tx) error {
+			for _, h := range batch {
+				if err := tx.DeleteOperatorSession(h); err != nil {
+					return err
+				}
 			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		for _, k := range deadCounters {
-			if err := tx.DeleteCounter(k); err != nil {
-				return err
+	}
+	// A counter is read again before it goes: on a store shared by several daemons another
+	// may have started a new window since the read above.
+	for batch := range slices.Chunk(deadCounters, sweepBatch) {
+		if err = s.store.Update(ctx, func(tx store.Tx) error {
+			for _, k := range batch {
+				c, err := tx.Counter(k)
+				if err != nil {
+					return err
+				}
+				if now.Sub(c.Start) < counterWindow(k) {
+					continue
+				}
+				if err := tx.DeleteCounter(k); err != nil {
+					return err
+				}
 			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
 	if n := len(expired) + len(retired) + len(deadTokens) + len(deadCounters); n > 0 && err == nil {
 		s.log.Debug("sweep", "expired_sessions", len(expired), "deleted_sessions", len(retired), "ended_bearer_sessions", len(deadTokens), "ended_counters", len(deadCounters))
 	}

@@ -169,8 +169,17 @@ type statementCounter struct{ n *atomic.Uint64 }
 
 func (c statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	processStatements.Add(1)
 	return ctx
 }
+
+// processStatements counts the statements of every PostgreSQL store of this process.
+var processStatements atomic.Uint64
+
+// PostgresStatements returns the statements every PostgreSQL store of this process has
+// sent, transaction control included: what svrpd bench divides by the operations of a
+// window to report statements per operation.
+func PostgresStatements() uint64 { return processStatements.Load() }
 
 func (statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
@@ -243,14 +252,14 @@ func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 	if p.closed.Load() {
 		return errClosed
 	}
-	ptx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	tx := &pgTx{ctx: ctx, tx: ptx}
+	// The transaction begins at the first read: a View whose reads are all served by the
+	// node cache in front (a heartbeat's lookup) costs the database nothing.
+	tx := &pgTx{ctx: ctx, pool: p.pool}
 	defer func() {
 		tx.done = true
-		ptx.Rollback(context.WithoutCancel(ctx))
+		if tx.tx != nil {
+			tx.tx.Rollback(context.WithoutCancel(ctx))
+		}
 	}()
 	return fn(tx)
 }
@@ -411,7 +420,24 @@ type pgTx struct {
 	txState
 	ctx      context.Context
 	tx       pgx.Tx
+	pool     *pgxpool.Pool // a View's, whose transaction begins at its first read
 	conflict error
+}
+
+// readable is txState's check, and begins a View's transaction at its first read.
+func (t *pgTx) readable() error {
+	if err := t.txState.readable(); err != nil {
+		return err
+	}
+	if t.tx != nil {
+		return nil
+	}
+	ptx, err := t.pool.BeginTx(t.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	t.tx = ptx
+	return nil
 }
 
 var _ Tx = (*pgTx)(nil)

@@ -33,6 +33,7 @@ type benchConfig struct {
 	url         string
 	self        bool
 	selfMemory  bool
+	postgres    string // also measure on this PostgreSQL database
 	spawn       bool
 	spawnMemory bool
 	spawnBinary string
@@ -94,6 +95,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.url, "url", "", "registry to measure, e.g. http://127.0.0.1:8080 (default: an in-process registry, as --self)")
 	fs.BoolVar(&c.self, "self", false, "measure an in-process registry (svrpd serve on 127.0.0.1:0, Badger in a temporary directory); the default without --url or --spawn")
 	fs.BoolVar(&c.selfMemory, "self-memory", false, "like --self with the memory store")
+	fs.StringVar(&c.postgres, "postgres", "", "PostgreSQL URL: run each scenario on the in-process registry twice, on Badger then on this database (a schema of its own per scenario, dropped after), and compare; heartbeat reports the database statements per heartbeat")
 	fs.BoolVar(&c.spawn, "spawn", false, "measure svrpd serve started as a child process (127.0.0.1:0, Badger in a temporary directory), whose memory is reported apart from the generator's")
 	fs.BoolVar(&c.spawnMemory, "spawn-memory", false, "like --spawn with the memory store")
 	fs.StringVar(&c.spawnBinary, "spawn-binary", "", "the svrpd binary that --spawn and the restart scenario start (default: this executable)")
@@ -212,6 +214,28 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		b.report(res)
 		if res.Errors > 0 {
 			code = 1
+		}
+		if c.postgres == "" {
+			continue
+		}
+		fmt.Fprintln(b.text)
+		b.onPostgres = true
+		pres, err := b.runScenario(ctx, sc)
+		b.onPostgres = false
+		if err != nil {
+			fmt.Fprintf(stderr, "svrpd bench: %s on PostgreSQL: %v\n", sc.name, err)
+			code = 1
+			continue
+		}
+		b.report(pres)
+		if pres.Errors > 0 {
+			code = 1
+		}
+		if res.OpsPerS > 0 {
+			fmt.Fprintf(b.text, "%s: PostgreSQL at %.0f%% of Badger's rate (%s against %s ops/s)\n", sc.name, 100*pres.OpsPerS/res.OpsPerS, group(pres.OpsPerS), group(res.OpsPerS))
+		}
+		if pres.StatementsPerOp != nil {
+			fmt.Fprintf(b.text, "%s: %.5f database statements per operation in the timed window\n", sc.name, *pres.StatementsPerOp)
 		}
 	}
 	if b.stopFailed {
@@ -344,6 +368,9 @@ func (c benchConfig) validate() error {
 	} else if c.spawnBinary != "" && !c.spawn && !c.spawnMemory {
 		errs = append(errs, errors.New("--spawn-binary is for --spawn, --spawn-memory and the restart scenario"))
 	}
+	if c.postgres != "" && (c.url != "" || c.selfMemory || c.spawn || c.spawnMemory || c.scenario == "restart" || c.scenario == "abuse") {
+		errs = append(errs, errors.New("--postgres compares the in-process registry on Badger and on PostgreSQL: it takes no --url, --self-memory, --spawn or --spawn-memory, nor the restart and abuse scenarios"))
+	}
 	if c.scenario == "abuse" && (c.url != "" || c.self || c.selfMemory || c.spawnMemory) {
 		errs = append(errs, errors.New("--scenario abuse starts its own daemons with their default limits; it takes no --url, --self, --self-memory or --spawn-memory"))
 	}
@@ -448,9 +475,12 @@ func benchServeConfig(memory bool, dataDir, prefix, logLevel string) daemon.Conf
 const DefaultBenchMaxConnections = 1 << 16
 
 // startSelf runs serve in this process until the returned target's stop is called.
-func startSelf(ctx context.Context, memory bool, prefix, logLevel string, stderr io.Writer) (*benchTarget, error) {
+func startSelf(ctx context.Context, memory bool, postgres, prefix, logLevel string, stderr io.Writer) (*benchTarget, error) {
 	dir := ""
 	label := "self-memory"
+	if postgres != "" {
+		return startSelfPostgres(ctx, postgres, prefix, logLevel, stderr)
+	}
 	if !memory {
 		var err error
 		if dir, err = os.MkdirTemp("", "svrpd-bench-"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/svrp/svrp/store"
 	"io"
 	"math"
 	"net"
@@ -66,12 +67,13 @@ func measureCeiling(ctx context.Context, d time.Duration) float64 {
 
 // bench runs scenarios and reports them.
 type bench struct {
-	cfg     benchConfig
-	stdout  io.Writer
-	stderr  io.Writer
-	text    io.Writer // the readable report; io.Discard with --json
-	remote  *benchTarget
-	ceiling float64
+	cfg        benchConfig
+	onPostgres bool // the scenario now runs on cfg.postgres
+	stdout     io.Writer
+	stderr     io.Writer
+	text       io.Writer // the readable report; io.Discard with --json
+	remote     *benchTarget
+	ceiling    float64
 	// loadBefore is the machine's load average before bench began; later readings would
 	// count bench's own earlier scenarios.
 	loadBefore *float64
@@ -109,6 +111,9 @@ type benchResult struct {
 	Prepared            int              `json:"prepared"`
 	Stopped             string           `json:"stopped"`
 	Steps               []benchStep      `json:"steps,omitempty"`
+	// StatementsPerOp is, on PostgreSQL, the database statements of the timed window per
+	// operation.
+	StatementsPerOp *float64 `json:"statements_per_op,omitempty"`
 	// The daemon's memory with --spawn: its resident set after setup and the peak setup
 	// reached, then the peak of the timed window and the resident set after it.
 	DaemonRSSReadyMB      *float64 `json:"daemon_rss_ready_mb,omitempty"`
@@ -164,7 +169,11 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 		defer t.stop()
 	default:
 		var err error
-		if t, err = startSelf(ctx, b.cfg.selfMemory, b.cfg.prefix, b.cfg.logLevel, b.stderr); err != nil {
+		pg := ""
+		if b.onPostgres {
+			pg = b.cfg.postgres
+		}
+		if t, err = startSelf(ctx, b.cfg.selfMemory, pg, b.cfg.prefix, b.cfg.logLevel, b.stderr); err != nil {
 			return nil, fmt.Errorf("starting the in-process registry: %w", err)
 		}
 		defer t.stop()
@@ -290,6 +299,7 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 		return err
 	}
 	var wg sync.WaitGroup
+	statements := store.PostgresStatements()
 	start := time.Now()
 	for _, w := range r.workers {
 		wg.Add(1)
@@ -312,6 +322,17 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 	stopProfile()
 
 	res := r.res
+	if r.b.onPostgres {
+		// Statements of the timed window, the flushes of its heartbeats included: the flush
+		// after the window is waited for.
+		time.Sleep(2 * time.Second)
+		defer func() {
+			if res.Ops > 0 {
+				per := float64(store.PostgresStatements()-statements) / float64(res.Ops)
+				res.StatementsPerOp = &per
+			}
+		}()
+	}
 	switch {
 	case r.ctx.Err() != nil:
 		res.Stopped = "interrupted"

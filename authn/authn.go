@@ -50,32 +50,32 @@ import (
 var (
 	// ErrDCIDBinding: the credential's root key does not derive its o-tagged operator DID, or
 	// it, the DID or the device key does not parse (DC_ID_BINDING).
-	ErrDCIDBinding = proto.New(proto.DCIDBinding, "authn: device credential id-binding failed")
+	ErrDCIDBinding = proto.New(proto.DCIDBinding, "device credential id-binding failed")
 	// ErrDCBadSignature: the root key's signature over the credential is malformed or does
 	// not verify (DC_BAD_SIGNATURE).
-	ErrDCBadSignature = proto.New(proto.DCBadSignature, "authn: device credential signature does not verify")
+	ErrDCBadSignature = proto.New(proto.DCBadSignature, "device credential signature does not verify")
 	// ErrDCExpired: the registry's clock lies outside the credential's validity window, or a
 	// credential timestamp is malformed (DC_EXPIRED).
-	ErrDCExpired = proto.New(proto.DCExpired, "authn: device credential outside its validity window")
+	ErrDCExpired = proto.New(proto.DCExpired, "device credential outside its validity window")
 	// ErrDCRevoked: the credential's (operator_did, revocation_id) was revoked by the
 	// operator's root key (DC_REVOKED, docs/protocol.md §10.5).
-	ErrDCRevoked = proto.New(proto.DCRevoked, "authn: device credential revoked")
+	ErrDCRevoked = proto.New(proto.DCRevoked, "device credential revoked")
 	// ErrBadChallenge: the login challenge was not issued here, has expired, was already
 	// used, or cannot be recorded as used (BAD_CHALLENGE).
-	ErrBadChallenge = proto.New(proto.BadChallenge, "authn: challenge unknown, expired or already used")
+	ErrBadChallenge = proto.New(proto.BadChallenge, "challenge unknown, expired or already used")
 	// ErrBadSignature: a login or node signature does not verify, or something it signs is
 	// malformed (BAD_SIGNATURE).
-	ErrBadSignature = proto.New(proto.BadSignature, "authn: signature does not verify")
+	ErrBadSignature = proto.New(proto.BadSignature, "signature does not verify")
 	// ErrNoSession: no usable bearer token was sent, or the token names no session
 	// (NO_SESSION).
-	ErrNoSession = proto.New(proto.NoSession, "authn: no session")
+	ErrNoSession = proto.New(proto.NoSession, "no session")
 	// ErrSessionExpired: the session passed its hour (SESSION_EXPIRED).
-	ErrSessionExpired = proto.New(proto.SessionExpired, "authn: session expired")
+	ErrSessionExpired = proto.New(proto.SessionExpired, "session expired")
 	// ErrStaleTS: a node's ts is more than NodeTSTolerance from the registry's clock
 	// (STALE_TS).
-	ErrStaleTS = proto.New(proto.StaleTS, "authn: timestamp too far from registry time")
+	ErrStaleTS = proto.New(proto.StaleTS, "timestamp too far from registry time")
 	// ErrBadRequest: a field breaks the injectivity rules or a field limit (BAD_REQUEST).
-	ErrBadRequest = proto.New(proto.BadRequest, "authn: malformed request")
+	ErrBadRequest = proto.New(proto.BadRequest, "malformed request")
 )
 
 // Times fixed by the description and the protocol.
@@ -130,7 +130,7 @@ func (d Device) HasPermission(p string) bool {
 func (d Device) DeviceKey() (didkey.PublicKey, error) {
 	k, err := didkey.DecodeKey(d.Credential.DevicePublicKey)
 	if err != nil {
-		return didkey.PublicKey{}, proto.New(proto.DCIDBinding, "authn: device_public_key is not a 32-byte key: "+err.Error())
+		return didkey.PublicKey{}, proto.Errorf(proto.DCIDBinding, "device_public_key is not a 32-byte key: %w", err)
 	}
 	return k, nil
 }

@@ -113,10 +113,10 @@ func NewChallenger(key [32]byte, rand io.Reader, maxUsed int) *Challenger {
 func NewChallengeKey(rand io.Reader) ([32]byte, error) {
 	var k [32]byte
 	if rand == nil {
-		return k, proto.New(proto.Internal, "authn: no random source for the challenge key")
+		return k, proto.New(proto.Internal, "no random source for the challenge key")
 	}
 	if _, err := io.ReadFull(rand, k[:]); err != nil {
-		return [32]byte{}, proto.New(proto.Internal, "authn: reading the challenge key failed")
+		return [32]byte{}, proto.New(proto.Internal, "reading the challenge key failed")
 	}
 	return k, nil
 }
@@ -126,13 +126,13 @@ func NewChallengeKey(rand io.Reader) ([32]byte, error) {
 // outside the years 1970–2106 that the expiry field can hold.
 func (c *Challenger) Issue(now time.Time) (string, error) {
 	if c == nil || !c.ready {
-		return "", proto.New(proto.Internal, "authn: challenger not initialised")
+		return "", proto.New(proto.Internal, "challenger not initialised")
 	}
 	c.mu.Lock()
 	n := c.advance(now)
 	c.mu.Unlock()
 	if n < 0 || n > math.MaxUint32-ttlSeconds {
-		return "", proto.New(proto.Internal, "authn: clock outside the range a challenge can carry")
+		return "", proto.New(proto.Internal, "clock outside the range a challenge can carry")
 	}
 	exp := n + ttlSeconds
 	var raw [challengeLen]byte
@@ -149,10 +149,10 @@ func (c *Challenger) read(p []byte) error {
 	c.randMu.Lock()
 	defer c.randMu.Unlock()
 	if c.rand == nil {
-		return proto.New(proto.Internal, "authn: challenger has no random source")
+		return proto.New(proto.Internal, "challenger has no random source")
 	}
 	if _, err := io.ReadFull(c.rand, p); err != nil {
-		return proto.New(proto.Internal, "authn: reading random bytes for a challenge failed")
+		return proto.New(proto.Internal, "reading random bytes for a challenge failed")
 	}
 	return nil
 }
@@ -215,7 +215,7 @@ func (c *Challenger) Check(challenge string, now time.Time) (id []byte, expires 
 // check reads a challenge and checks its MAC.
 func (c *Challenger) check(challenge string) (id [challengeIDLen]byte, exp int64, err error) {
 	if c == nil || !c.ready {
-		return id, 0, proto.New(proto.Internal, "authn: challenger not initialised")
+		return id, 0, proto.New(proto.Internal, "challenger not initialised")
 	}
 	if challenge == "" || len(challenge) > maxChallengeText {
 		return id, 0, badChallenge("challenge was not issued here")
@@ -287,7 +287,7 @@ func (c *Challenger) mac(msg []byte) [sha256.Size]byte {
 	return sha256.Sum256(out[:])
 }
 
-func badChallenge(msg string) error { return proto.New(proto.BadChallenge, "authn: "+msg) }
+func badChallenge(msg string) error { return proto.New(proto.BadChallenge, msg) }
 
 // usedEntry is one consumed challenge: its id (nonce and expiry) and its expiry.
 type usedEntry struct {

@@ -76,18 +76,18 @@ func CheckCredentialShape(dc DeviceCredential) error {
 func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device, error) {
 	did, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
 	if err != nil {
-		return Device{}, proto.New(proto.DCIDBinding, "authn: device credential: "+err.Error())
+		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential: %w", err)
 	}
 	// Profile 5.2: an unparsable credential key is DC_ID_BINDING, the device key included,
 	// although only step 6 (or authorize's signature check) verifies under it.
 	if _, err := didkey.DecodeKey(dc.DevicePublicKey); err != nil {
-		return Device{}, proto.New(proto.DCIDBinding, "authn: device credential device_public_key: "+err.Error())
+		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential device_public_key: %w", err)
 	}
 	if err := canonical.Verify(root, prefix, dc.DeviceCredential, dc.Signature); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return Device{}, err
 		}
-		return Device{}, proto.New(proto.DCBadSignature, "authn: device credential is not signed by its root key")
+		return Device{}, proto.New(proto.DCBadSignature, "device credential is not signed by its root key")
 	}
 	if err := checkWindow(dc.IssuedAt, dc.ExpiresAt, now); err != nil {
 		return Device{}, err
@@ -100,18 +100,18 @@ func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device
 func checkWindow(issuedAt, expiresAt string, now time.Time) error {
 	iss, err := canonical.ParseTime(issuedAt)
 	if err != nil {
-		return proto.New(proto.DCExpired, "authn: device credential issued_at: "+err.Error())
+		return proto.Errorf(proto.DCExpired, "device credential issued_at: %w", err)
 	}
 	exp, err := canonical.ParseTime(expiresAt)
 	if err != nil {
-		return proto.New(proto.DCExpired, "authn: device credential expires_at: "+err.Error())
+		return proto.Errorf(proto.DCExpired, "device credential expires_at: %w", err)
 	}
 	now = now.Truncate(time.Second)
 	if now.Before(iss.Add(-CredentialSkew)) {
-		return proto.New(proto.DCExpired, fmt.Sprintf("authn: device credential is not valid before %s", issuedAt))
+		return proto.New(proto.DCExpired, fmt.Sprintf("device credential is not valid before %s", issuedAt))
 	}
 	if now.After(exp.Add(CredentialSkew)) {
-		return proto.New(proto.DCExpired, fmt.Sprintf("authn: device credential expired at %s", expiresAt))
+		return proto.New(proto.DCExpired, fmt.Sprintf("device credential expired at %s", expiresAt))
 	}
 	return nil
 }

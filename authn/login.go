@@ -45,7 +45,7 @@ func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges, rl Revoca
 		return Device{}, err
 	}
 	if ch == nil {
-		return Device{}, proto.New(proto.Internal, "authn: no challenge store configured")
+		return Device{}, proto.New(proto.Internal, "no challenge store configured")
 	}
 	if err := ch.Consume(l.Challenge, now); err != nil {
 		return Device{}, err
@@ -61,12 +61,12 @@ func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges, rl Revoca
 // does not decode cannot be valid.
 func verifyLoginSignature(l Login, prefix string) error {
 	if _, err := canonical.ParseTime(l.IssuedAt); err != nil {
-		return proto.New(proto.BadSignature, "authn: login issued_at: "+err.Error())
+		return proto.Errorf(proto.BadSignature, "login issued_at: %w", err)
 	}
 	dc := l.DeviceCredential
 	key, err := didkey.DecodeKey(dc.DevicePublicKey)
 	if err != nil {
-		return proto.New(proto.BadSignature, "authn: device_public_key: "+err.Error())
+		return proto.Errorf(proto.BadSignature, "device_public_key: %w", err)
 	}
 	m := canonical.Login{
 		OperatorDID:     dc.OperatorDID,
@@ -75,7 +75,7 @@ func verifyLoginSignature(l Login, prefix string) error {
 		IssuedAt:        l.IssuedAt,
 	}
 	if err := canonical.Verify(key, prefix, m, l.Signature); err != nil {
-		return proto.New(proto.BadSignature, "authn: login signature does not verify under the device key")
+		return proto.New(proto.BadSignature, "login signature does not verify under the device key")
 	}
 	return nil
 }

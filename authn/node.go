@@ -28,22 +28,22 @@ func VerifyNodeRequest(did string, key didkey.PublicKey, ts int64, now time.Time
 		return err
 	}
 	if d.IsOperator() {
-		return proto.New(proto.IDBindingFailed, "authn: an operator DID cannot sign as a node")
+		return proto.New(proto.IDBindingFailed, "an operator DID cannot sign as a node")
 	}
 	if !d.Matches(key) {
-		return proto.New(proto.IDBindingFailed, "authn: the node DID does not derive from the node key")
+		return proto.New(proto.IDBindingFailed, "the node DID does not derive from the node key")
 	}
 	if !withinTolerance(ts, now.Unix(), int64(NodeTSTolerance/time.Second)) {
-		return proto.New(proto.StaleTS, fmt.Sprintf("authn: ts %d is more than %d s from registry time", ts, int64(NodeTSTolerance/time.Second)))
+		return proto.New(proto.StaleTS, fmt.Sprintf("ts %d is more than %d s from registry time", ts, int64(NodeTSTolerance/time.Second)))
 	}
 	if m == nil {
-		return proto.New(proto.Internal, "authn: no message to verify")
+		return proto.New(proto.Internal, "no message to verify")
 	}
 	if err := canonical.Verify(key, prefix, m, sig); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return err
 		}
-		return proto.New(proto.BadSignature, "authn: node signature does not verify")
+		return proto.New(proto.BadSignature, "node signature does not verify")
 	}
 	return nil
 }

@@ -105,13 +105,13 @@ func VerifyRevocation(r SignedRevocation, prefix string, now time.Time) (Revoked
 	m := r.Revocation
 	did, root, err := didkey.CheckOperator(m.OperatorDID, m.OperatorRootPublicKey)
 	if err != nil {
-		return Revoked{}, proto.New(proto.DCIDBinding, "authn: revocation: "+err.Error())
+		return Revoked{}, proto.Errorf(proto.DCIDBinding, "revocation: %w", err)
 	}
 	if err := canonical.Verify(root, prefix, m, r.Signature); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return Revoked{}, err
 		}
-		return Revoked{}, proto.New(proto.DCBadSignature, "authn: the revocation is not signed by the operator's root key")
+		return Revoked{}, proto.New(proto.DCBadSignature, "the revocation is not signed by the operator's root key")
 	}
 	at, _ := canonical.ParseTime(m.RevokedAt) // CheckRevocationShape parsed it
 	return Revoked{OperatorDID: did.String(), RevocationID: m.RevocationID, RevokedAt: at}, nil
@@ -123,7 +123,7 @@ func VerifyRevocation(r SignedRevocation, prefix string, now time.Time) (Revoked
 // its short form, and the key is written in base58. revokedAt is truncated to the second.
 func SignRevocation(root ed25519.PrivateKey, prefix, operatorDID, rootKey, revocationID string, revokedAt time.Time) (SignedRevocation, error) {
 	if len(root) != ed25519.PrivateKeySize {
-		return SignedRevocation{}, proto.New(proto.BadRequest, "authn: the root key is not an Ed25519 private key")
+		return SignedRevocation{}, proto.New(proto.BadRequest, "the root key is not an Ed25519 private key")
 	}
 	pub, err := didkey.KeyFromEd25519(root.Public().(ed25519.PublicKey))
 	if err != nil {
@@ -140,7 +140,7 @@ func SignRevocation(root ed25519.PrivateKey, prefix, operatorDID, rootKey, revoc
 		operatorDID = d.String()
 	}
 	if _, k, err := didkey.CheckOperator(operatorDID, rootKey); err != nil || k != pub {
-		return SignedRevocation{}, proto.New(proto.DCIDBinding, fmt.Sprintf("authn: %s with key %s is not this root key's operator identity", operatorDID, rootKey))
+		return SignedRevocation{}, proto.New(proto.DCIDBinding, fmt.Sprintf("%s with key %s is not this root key's operator identity", operatorDID, rootKey))
 	}
 	m := canonical.Revocation{
 		OperatorDID: operatorDID, OperatorRootPublicKey: rootKey,
@@ -165,7 +165,7 @@ func CheckCredentialRevoked(dc DeviceCredential, rl Revocations) error {
 		return err
 	}
 	if revoked {
-		return proto.New(proto.DCRevoked, "authn: this device credential has been revoked by its operator")
+		return proto.New(proto.DCRevoked, "this device credential has been revoked by its operator")
 	}
 	return nil
 }

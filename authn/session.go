@@ -22,11 +22,11 @@ const maxBearerToken = 256
 // [HashToken], under which the caller stores the [Session].
 func NewToken(rand io.Reader) (string, [32]byte, error) {
 	if rand == nil {
-		return "", [32]byte{}, proto.New(proto.Internal, "authn: no random source for session tokens")
+		return "", [32]byte{}, proto.New(proto.Internal, "no random source for session tokens")
 	}
 	var b [tokenLen]byte
 	if _, err := io.ReadFull(rand, b[:]); err != nil {
-		return "", [32]byte{}, proto.New(proto.Internal, "authn: reading random bytes for a session token failed")
+		return "", [32]byte{}, proto.New(proto.Internal, "reading random bytes for a session token failed")
 	}
 	tok := base58.Encode(b[:])
 	return tok, HashToken(tok), nil
@@ -49,10 +49,10 @@ func NewSession(operatorDID string, now time.Time) Session {
 // value of a lookup that found nothing, is NO_SESSION.
 func (s Session) Check(now time.Time) error {
 	if s.ExpiresAt.IsZero() {
-		return proto.New(proto.NoSession, "authn: no session")
+		return proto.New(proto.NoSession, "no session")
 	}
 	if !now.Truncate(time.Second).Before(s.ExpiresAt) {
-		return proto.New(proto.SessionExpired, "authn: session expired; log in again")
+		return proto.New(proto.SessionExpired, "session expired; log in again")
 	}
 	return nil
 }
@@ -66,15 +66,15 @@ func ParseBearer(header string) (string, error) {
 	h := trimWS(header)
 	const scheme = "bearer"
 	if len(h) <= len(scheme) || !equalFoldASCII(h[:len(scheme)], scheme) || !isWS(h[len(scheme)]) {
-		return "", proto.New(proto.NoSession, "authn: no bearer token sent")
+		return "", proto.New(proto.NoSession, "no bearer token sent")
 	}
 	tok := trimWS(h[len(scheme):])
 	if tok == "" || tok[0] == '=' || len(tok) > maxBearerToken {
-		return "", proto.New(proto.NoSession, "authn: no bearer token sent")
+		return "", proto.New(proto.NoSession, "no bearer token sent")
 	}
 	for i := 0; i < len(tok); i++ {
 		if !isB64TokenChar(tok[i]) || (tok[i] == '=' && !allEquals(tok[i:])) {
-			return "", proto.New(proto.NoSession, "authn: malformed bearer token")
+			return "", proto.New(proto.NoSession, "malformed bearer token")
 		}
 	}
 	return tok, nil

@@ -37,7 +37,7 @@ func CheckAcceptance(s Session, acc Acceptance, prefix string, accepted bool) er
 		return err
 	}
 	if s.Authorization == nil {
-		return proto.New(proto.BadState, "binding: the session has no authorization to answer")
+		return proto.New(proto.BadState, "the session has no authorization to answer")
 	}
 	m := acc.Acceptance
 	switch {
@@ -50,7 +50,7 @@ func CheckAcceptance(s Session, acc Acceptance, prefix string, accepted bool) er
 	}
 	digest, err := s.Authorization.Digest(prefix)
 	if err != nil {
-		return proto.New(proto.Internal, "binding: the stored authorization cannot be rendered")
+		return proto.New(proto.Internal, "the stored authorization cannot be rendered")
 	}
 	if m.AuthorizationDigest != digest {
 		return badRequest("acceptance: authorization_digest is not the digest of the session's authorization")
@@ -72,7 +72,7 @@ func VerifyAcceptanceSignature(s Session, acc Acceptance, prefix string) error {
 		if proto.CodeOf(err) != proto.BadSignature {
 			return err
 		}
-		return proto.New(proto.BadSignature, "binding: the acceptance is not signed by the session's node key")
+		return proto.New(proto.BadSignature, "the acceptance is not signed by the session's node key")
 	}
 	return nil
 }

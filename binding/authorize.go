@@ -79,17 +79,17 @@ func VerifyAuthorization(s Session, dc authn.DeviceCredential, az AuthorizationC
 		return err
 	}
 	if dc.OperatorDID != s.OperatorDID {
-		return proto.New(proto.PermissionDenied, "binding: the device credential is not for the operator that resolved the session")
+		return proto.New(proto.PermissionDenied, "the device credential is not for the operator that resolved the session")
 	}
 	dev, err := authn.VerifyCredential(dc, prefix, now)
 	if err != nil {
 		return err
 	}
 	if !dev.HasPermission(PermissionBind) {
-		return proto.New(proto.PermissionDenied, "binding: the device credential does not grant "+PermissionBind)
+		return proto.New(proto.PermissionDenied, "the device credential does not grant "+PermissionBind)
 	}
 	if err := authorizationNames(s, dc, az.Authorization); err != nil {
-		return proto.New(proto.BadRequest, "binding: authorization_credential: "+err.Error())
+		return proto.Errorf(proto.BadRequest, "authorization_credential: %w", err)
 	}
 	device, err := dev.DeviceKey()
 	if err != nil {
@@ -99,13 +99,13 @@ func VerifyAuthorization(s Session, dc authn.DeviceCredential, az AuthorizationC
 		if proto.CodeOf(err) != proto.BadSignature {
 			return err
 		}
-		return proto.New(proto.BadSignature, "binding: the authorization is not signed by the credential's device key")
+		return proto.New(proto.BadSignature, "the authorization is not signed by the credential's device key")
 	}
 	if now.Before(issued.Add(-AuthorizationSkew)) {
-		return proto.New(proto.AuthzExpired, "binding: the authorization is not valid before "+az.IssuedAt)
+		return proto.New(proto.AuthzExpired, "the authorization is not valid before "+az.IssuedAt)
 	}
 	if now.After(expires.Add(AuthorizationSkew)) {
-		return proto.New(proto.AuthzExpired, "binding: the authorization expired at "+az.ExpiresAt)
+		return proto.New(proto.AuthzExpired, "the authorization expired at "+az.ExpiresAt)
 	}
 	if err := CheckRevoked(dc, az, rl); err != nil {
 		return err
@@ -131,7 +131,7 @@ func CheckRevoked(dc authn.DeviceCredential, az AuthorizationCredential, rl auth
 		return err
 	}
 	if revoked {
-		return proto.New(proto.AuthzRevoked, "binding: this authorization has been revoked by its operator")
+		return proto.New(proto.AuthzRevoked, "this authorization has been revoked by its operator")
 	}
 	return nil
 }
@@ -174,14 +174,14 @@ func authorizationNames(s Session, dc authn.DeviceCredential, az canonical.Autho
 func CheckScope(requested canonical.BindingSession, granted canonical.Authorization) error {
 	for _, t := range granted.TaskTypes {
 		if !slices.Contains(requested.RequestedTaskTypes, t) {
-			return proto.New(proto.ScopeExceeded, fmt.Sprintf("binding: task type %q was not requested by the node", clip(t)))
+			return proto.New(proto.ScopeExceeded, fmt.Sprintf("task type %q was not requested by the node", clip(t)))
 		}
 	}
 	if !withinCap(requested.RequestedSingleLimit, granted.SingleLimit) {
-		return proto.New(proto.ScopeExceeded, "binding: single_limit exceeds the node's requested_single_limit")
+		return proto.New(proto.ScopeExceeded, "single_limit exceeds the node's requested_single_limit")
 	}
 	if !withinCap(requested.RequestedDailyLimit, granted.DailyLimit) {
-		return proto.New(proto.ScopeExceeded, "binding: daily_limit exceeds the node's requested_daily_limit")
+		return proto.New(proto.ScopeExceeded, "daily_limit exceeds the node's requested_daily_limit")
 	}
 	return nil
 }

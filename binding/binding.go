@@ -59,33 +59,33 @@ import "github.com/svrp/svrp/proto"
 var (
 	// ErrBadState: the event does not fit the session's state, often because it is terminal
 	// or expired (409).
-	ErrBadState = proto.New(proto.BadState, "binding: the operation does not fit the session's state")
+	ErrBadState = proto.New(proto.BadState, "the operation does not fit the session's state")
 	// ErrAlreadyActive: the binding is already active; success arriving twice (409).
-	ErrAlreadyActive = proto.New(proto.AlreadyActive, "binding: the binding is already active")
+	ErrAlreadyActive = proto.New(proto.AlreadyActive, "the binding is already active")
 	// ErrTTLTooLong: expires_at − created_at is not in (0, 600] seconds (400).
-	ErrTTLTooLong = proto.New(proto.TTLTooLong, "binding: the session window must be more than 0 and at most 600 seconds")
+	ErrTTLTooLong = proto.New(proto.TTLTooLong, "the session window must be more than 0 and at most 600 seconds")
 	// ErrAlreadyExpired: expires_at is not after the registry's clock (400).
-	ErrAlreadyExpired = proto.New(proto.AlreadyExpired, "binding: the session has already expired")
+	ErrAlreadyExpired = proto.New(proto.AlreadyExpired, "the session has already expired")
 	// ErrBadRequest: a field is malformed, over its limit, or does not match the session (400).
-	ErrBadRequest = proto.New(proto.BadRequest, "binding: malformed or mismatched field")
+	ErrBadRequest = proto.New(proto.BadRequest, "malformed or mismatched field")
 	// ErrBadSignature: a signature of the chain does not verify (401).
-	ErrBadSignature = proto.New(proto.BadSignature, "binding: signature does not verify")
+	ErrBadSignature = proto.New(proto.BadSignature, "signature does not verify")
 	// ErrPermissionDenied: the credential is not the resolving operator's, or lacks
 	// nodes.bind (403).
-	ErrPermissionDenied = proto.New(proto.PermissionDenied, "binding: permission denied")
+	ErrPermissionDenied = proto.New(proto.PermissionDenied, "permission denied")
 	// ErrScopeExceeded: the authorization grants more than the node requested (403).
-	ErrScopeExceeded = proto.New(proto.ScopeExceeded, "binding: the authorization exceeds the request")
+	ErrScopeExceeded = proto.New(proto.ScopeExceeded, "the authorization exceeds the request")
 	// ErrAuthzRevoked: the authorization's (operator_did, revocation_id) is revoked (401,
 	// docs/protocol.md §10.5).
-	ErrAuthzRevoked = proto.New(proto.AuthzRevoked, "binding: the authorization is revoked")
+	ErrAuthzRevoked = proto.New(proto.AuthzRevoked, "the authorization is revoked")
 	// ErrAuthzExpired: the authorization is outside its own validity window (401).
-	ErrAuthzExpired = proto.New(proto.AuthzExpired, "binding: the authorization is outside its validity window")
+	ErrAuthzExpired = proto.New(proto.AuthzExpired, "the authorization is outside its validity window")
 	// ErrRateLimited: too many failed resolves, or too many open sessions for one node (429).
 	// This package only counts; the registry returns it.
-	ErrRateLimited = proto.New(proto.RateLimited, "binding: too many attempts")
+	ErrRateLimited = proto.New(proto.RateLimited, "too many attempts")
 	// ErrSessionExists: the binding_session_id was used before (409). Only the store can
 	// tell; the registry returns it.
-	ErrSessionExists = proto.New(proto.SessionExists, "binding: this binding_session_id was already used")
+	ErrSessionExists = proto.New(proto.SessionExists, "this binding_session_id was already used")
 )
 
-func badRequest(msg string) error { return proto.New(proto.BadRequest, "binding: "+msg) }
+func badRequest(msg string) error { return proto.New(proto.BadRequest, msg) }

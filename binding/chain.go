@@ -1,9 +1,9 @@
 package binding
 
 import (
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
@@ -44,11 +44,17 @@ func (l Link) String() string {
 type ChainError struct {
 	Link   Link
 	Reason string
+	// Err is the failure behind Reason; it may wrap the error of the shape or scope check
+	// that refused the link.
+	Err error
 }
 
 func (e *ChainError) Error() string {
-	return fmt.Sprintf("binding: chain link %d (%s) does not verify: %s", uint8(e.Link), e.Link, e.Reason)
+	return fmt.Sprintf("chain link %d (%s) does not verify: %s", uint8(e.Link), e.Link, e.Reason)
 }
+
+// Unwrap returns the failure behind the reason.
+func (e *ChainError) Unwrap() error { return e.Err }
 
 // Code returns BAD_SIGNATURE.
 func (e *ChainError) Code() string { return string(proto.BadSignature) }
@@ -81,115 +87,112 @@ func (e *ChainError) Is(target error) bool {
 // The first failure is returned as a [*ChainError] naming its link. VerifyChain reads only
 // its arguments: no clock, no state.
 func VerifyChain(s Session, acc Acceptance, prefix string) error {
-	if r := verifySessionLink(s, prefix); r != "" {
-		return &ChainError{Link: LinkSession, Reason: r}
+	if err := verifySessionLink(s, prefix); err != nil {
+		return &ChainError{Link: LinkSession, Reason: err.Error(), Err: err}
 	}
-	if r := verifyCredentialLink(s, prefix); r != "" {
-		return &ChainError{Link: LinkDeviceCredential, Reason: r}
+	if err := verifyCredentialLink(s, prefix); err != nil {
+		return &ChainError{Link: LinkDeviceCredential, Reason: err.Error(), Err: err}
 	}
-	if r := verifyAuthorizationLink(s, prefix); r != "" {
-		return &ChainError{Link: LinkAuthorization, Reason: r}
+	if err := verifyAuthorizationLink(s, prefix); err != nil {
+		return &ChainError{Link: LinkAuthorization, Reason: err.Error(), Err: err}
 	}
-	if r := verifyAcceptanceLink(s, acc, prefix); r != "" {
-		return &ChainError{Link: LinkAcceptance, Reason: r}
+	if err := verifyAcceptanceLink(s, acc, prefix); err != nil {
+		return &ChainError{Link: LinkAcceptance, Reason: err.Error(), Err: err}
 	}
 	return nil
 }
 
-// Each link check returns why it fails, or "" when it holds.
+// Each link check returns why it fails, or nil when it holds.
 
-func verifySessionLink(s Session, prefix string) string {
+func verifySessionLink(s Session, prefix string) error {
 	m := s.Request
 	if _, _, err := checkInitiateShape(InitiateRequest{BindingSession: m}); err != nil {
-		return "the description is malformed: " + reason(err)
+		return fmt.Errorf("the description is malformed: %w", err)
 	}
 	if m.BindingSessionID != s.ID {
-		return "the signed description names another session"
+		return errors.New("the signed description names another session")
 	}
 	if !nodeDIDBinds(m.NodeDID, s.NodeKey) {
-		return "node_did does not derive from the node key"
+		return errors.New("node_did does not derive from the node key")
 	}
 	if b58 := s.NodeKey.Base58(); m.NodePublicKey != b58 {
 		if k, err := didkey.DecodeKey(m.NodePublicKey); err != nil || k != s.NodeKey {
-			return "node_public_key is not the session's node key"
+			return errors.New("node_public_key is not the session's node key")
 		}
 		m.NodePublicKey = b58
 	}
 	if canonical.Verify(s.NodeKey, prefix, m, s.NodeSignature) != nil {
-		return "node_signature does not verify over the session description"
+		return errors.New("node_signature does not verify over the session description")
 	}
-	return ""
+	return nil
 }
 
-func verifyCredentialLink(s Session, prefix string) string {
+func verifyCredentialLink(s Session, prefix string) error {
 	dc := s.DeviceCredential
 	if dc == nil {
-		return "the session holds no device credential"
+		return errors.New("the session holds no device credential")
 	}
 	if dc.OperatorDID != s.OperatorDID {
-		return "the credential is not for the operator that resolved the session"
+		return errors.New("the credential is not for the operator that resolved the session")
 	}
 	_, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
 	if err != nil {
-		return "operator_did does not derive from operator_root_public_key"
+		return errors.New("operator_did does not derive from operator_root_public_key")
 	}
 	if canonical.Verify(root, prefix, dc.DeviceCredential, dc.Signature) != nil {
-		return "the credential is not signed by the operator's root key"
+		return errors.New("the credential is not signed by the operator's root key")
 	}
 	if !slices.Contains(dc.Permissions, PermissionBind) {
-		return "the credential does not grant " + PermissionBind
+		return errors.New("the credential does not grant " + PermissionBind)
 	}
-	return ""
+	return nil
 }
 
-func verifyAuthorizationLink(s Session, prefix string) string {
+func verifyAuthorizationLink(s Session, prefix string) error {
 	az := s.Authorization
 	if az == nil {
-		return "the session holds no authorization"
+		return errors.New("the session holds no authorization")
 	}
 	if _, _, err := authorizationShape(az.Authorization); err != nil {
-		return "the authorization is malformed: " + reason(err)
+		return fmt.Errorf("the authorization is malformed: %w", err)
 	}
 	if err := authorizationNames(s, *s.DeviceCredential, az.Authorization); err != nil {
-		return reason(err)
+		return err
 	}
 	device, err := didkey.DecodeKey(s.DeviceCredential.DevicePublicKey)
 	if err != nil {
-		return "the credential's device_public_key is not a key"
+		return errors.New("the credential's device_public_key is not a key")
 	}
 	if canonical.Verify(device, prefix, az.Authorization, az.Signature) != nil {
-		return "the authorization is not signed by the credential's device key"
+		return errors.New("the authorization is not signed by the credential's device key")
 	}
 	if err := CheckScope(s.Request, az.Authorization); err != nil {
-		return "the grant exceeds what the node requested"
+		return errors.New("the grant exceeds what the node requested")
 	}
-	return ""
+	return nil
 }
 
-func verifyAcceptanceLink(s Session, acc Acceptance, prefix string) string {
+func verifyAcceptanceLink(s Session, acc Acceptance, prefix string) error {
 	if err := CheckAcceptanceShape(acc); err != nil {
-		return "the acceptance is malformed: " + reason(err)
+		return fmt.Errorf("the acceptance is malformed: %w", err)
 	}
 	az, m := s.Authorization, acc.Acceptance
 	switch {
 	case m.BindingSessionID != s.ID:
-		return "the acceptance names another session"
+		return errors.New("the acceptance names another session")
 	case !nodeDIDBinds(m.NodeDID, s.NodeKey):
-		return "node_did does not derive from the node key"
+		return errors.New("node_did does not derive from the node key")
 	case m.OperatorDID != az.OperatorDID:
-		return "operator_did is not the authorizing operator"
+		return errors.New("operator_did is not the authorizing operator")
 	case !m.Accepted:
-		return "the acceptance does not accept"
+		return errors.New("the acceptance does not accept")
 	}
 	digest, err := az.Digest(prefix)
 	if err != nil || m.AuthorizationDigest != digest {
-		return "authorization_digest is not the digest of the session's authorization"
+		return errors.New("authorization_digest is not the digest of the session's authorization")
 	}
 	if canonical.Verify(s.NodeKey, prefix, m, acc.Signature) != nil {
-		return "the acceptance is not signed by the node key"
+		return errors.New("the acceptance is not signed by the node key")
 	}
-	return ""
+	return nil
 }
-
-// reason is an error's text without this package's prefix, for use inside a ChainError's.
-func reason(err error) string { return strings.TrimPrefix(err.Error(), "binding: ") }

@@ -35,7 +35,7 @@ func wantLink(t fataler, err error, link binding.Link) {
 	if !errors.Is(err, binding.ErrBadSignature) || proto.CodeOf(err) != proto.BadSignature {
 		t.Fatalf("chain error %v does not read as BAD_SIGNATURE", err)
 	}
-	if want := fmt.Sprintf("binding: chain link %d (%s) does not verify: ", uint8(link), link); !strings.HasPrefix(err.Error(), want) {
+	if want := fmt.Sprintf("chain link %d (%s) does not verify: ", uint8(link), link); !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("error text %q does not name the link as %q", err, want)
 	}
 }

@@ -30,7 +30,7 @@ func NewShortCode(rand io.Reader) (string, error) {
 	n := 0
 	for range maxCodeReads {
 		if _, err := io.ReadFull(rand, buf[:]); err != nil {
-			return "", proto.New(proto.Internal, "binding: the random source failed while drawing a short code")
+			return "", proto.New(proto.Internal, "the random source failed while drawing a short code")
 		}
 		for _, b := range buf {
 			if int(b) >= codeRejectFrom {
@@ -42,14 +42,14 @@ func NewShortCode(rand io.Reader) (string, error) {
 			}
 		}
 	}
-	return "", proto.New(proto.Internal, "binding: the random source keeps giving bytes a short code cannot use")
+	return "", proto.New(proto.Internal, "the random source keeps giving bytes a short code cannot use")
 }
 
 // NewBindingToken draws a binding token: base58 of [BindingTokenBytes] bytes from rand.
 func NewBindingToken(rand io.Reader) (string, error) {
 	var b [BindingTokenBytes]byte
 	if _, err := io.ReadFull(rand, b[:]); err != nil {
-		return "", proto.New(proto.Internal, "binding: the random source failed while drawing a binding token")
+		return "", proto.New(proto.Internal, "the random source failed while drawing a binding token")
 	}
 	return base58.Encode(b[:]), nil
 }

@@ -97,8 +97,8 @@ func ExampleCheckScope() {
 	}
 	// Output:
 	// <nil>
-	// binding: single_limit exceeds the node's requested_single_limit
-	// binding: task type "storage" was not requested by the node
+	// single_limit exceeds the node's requested_single_limit
+	// task type "storage" was not requested by the node
 }
 
 // Failed resolves are counted per code in a window that starts at the first failure; the

@@ -46,10 +46,10 @@ func ValidateInitiate(req InitiateRequest, prefix string, now time.Time) (didkey
 		return none, err
 	}
 	if ttl := expires.Sub(created); ttl <= 0 || ttl > MaxSessionTTL {
-		return none, proto.New(proto.TTLTooLong, "binding: expires_at - created_at must be more than 0 and at most 600 seconds")
+		return none, proto.New(proto.TTLTooLong, "expires_at - created_at must be more than 0 and at most 600 seconds")
 	}
 	if !expires.After(now) {
-		return none, proto.New(proto.AlreadyExpired, "binding: expires_at is already past")
+		return none, proto.New(proto.AlreadyExpired, "expires_at is already past")
 	}
 	if created.After(now.Add(MaxPostDating)) {
 		return none, badRequest("created_at is more than 300 seconds ahead of the registry's clock")
@@ -60,7 +60,7 @@ func ValidateInitiate(req InitiateRequest, prefix string, now time.Time) (didkey
 		if proto.CodeOf(err) != proto.BadSignature {
 			return none, err
 		}
-		return none, proto.New(proto.BadSignature, "binding: node_signature does not verify over the session description")
+		return none, proto.New(proto.BadSignature, "node_signature does not verify over the session description")
 	}
 	return key, nil
 }

@@ -150,9 +150,9 @@ func next(from State, ev Event) State {
 
 func refusal(st State, ev Event) error {
 	if st == Active && ev < numEvents && activeAnswers[ev] {
-		return proto.New(proto.AlreadyActive, fmt.Sprintf("binding: the binding is already active (%s)", ev))
+		return proto.New(proto.AlreadyActive, fmt.Sprintf("the binding is already active (%s)", ev))
 	}
-	return proto.New(proto.BadState, fmt.Sprintf("binding: %s does not fit a session in state %s", ev, st))
+	return proto.New(proto.BadState, fmt.Sprintf("%s does not fit a session in state %s", ev, st))
 }
 
 // ExpireIfDue returns s moved to EXPIRED when it is not terminal and its expires_at is not

@@ -54,7 +54,7 @@ func ParseState(name string) (State, error) {
 			return s, nil
 		}
 	}
-	return StateInvalid, proto.New(proto.BadRequest, fmt.Sprintf("binding: unknown state %q", clip(name)))
+	return StateInvalid, proto.New(proto.BadRequest, fmt.Sprintf("unknown state %q", clip(name)))
 }
 
 // Terminal reports whether s never moves again.

@@ -22,9 +22,9 @@ func Unbind(s Session, current Binding, found bool, by UnboundBy, now time.Time)
 	now = clock(now)
 	if !Bound(s, current, found) {
 		if s.State != Active {
-			return s, proto.New(proto.BadState, "binding: the session is "+ExpireIfDue(s, now).State.String()+", not ACTIVE; there is no binding to end")
+			return s, proto.New(proto.BadState, "the session is "+ExpireIfDue(s, now).State.String()+", not ACTIVE; there is no binding to end")
 		}
-		return s, proto.New(proto.BadState, "binding: this session's binding has already ended")
+		return s, proto.New(proto.BadState, "this session's binding has already ended")
 	}
 	return markUnbound(s, by, now), nil
 }

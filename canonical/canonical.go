@@ -57,9 +57,9 @@ const MaxLimit = 1<<53 - 1
 // Sentinels for errors.Is.
 var (
 	// ErrBadRequest: a field breaks the rendering or injectivity rules (BAD_REQUEST).
-	ErrBadRequest = proto.New(proto.BadRequest, "canonical: malformed field")
+	ErrBadRequest = proto.New(proto.BadRequest, "malformed field")
 	// ErrBadSignature: a signature is malformed or does not verify (BAD_SIGNATURE).
-	ErrBadSignature = proto.New(proto.BadSignature, "canonical: signature does not verify")
+	ErrBadSignature = proto.New(proto.BadSignature, "signature does not verify")
 )
 
 // Message is one of the nine signed messages of the protocol.
@@ -317,7 +317,7 @@ func (m Cancel) Bytes(prefix string) ([]byte, error) {
 // Sign signs the message's bytes under prefix and returns the base58 signature.
 func Sign(priv ed25519.PrivateKey, prefix string, m Message) (string, error) {
 	if len(priv) != ed25519.PrivateKeySize {
-		return "", proto.New(proto.BadRequest, "canonical: private key is not an Ed25519 key")
+		return "", proto.New(proto.BadRequest, "private key is not an Ed25519 key")
 	}
 	msg, err := m.Bytes(prefix)
 	if err != nil {
@@ -339,7 +339,7 @@ func Verify(pub didkey.PublicKey, prefix string, m Message, sig string) error {
 		return err
 	}
 	if !ed25519.Verify(pub[:], msg, s[:]) {
-		return proto.New(proto.BadSignature, "canonical: signature does not verify")
+		return proto.New(proto.BadSignature, "signature does not verify")
 	}
 	return nil
 }
@@ -351,11 +351,11 @@ const maxBase58Signature = 88
 func DecodeSignature(sig string) ([ed25519.SignatureSize]byte, error) {
 	var s [ed25519.SignatureSize]byte
 	if sig == "" || len(sig) > maxBase58Signature {
-		return s, proto.New(proto.BadSignature, "canonical: signature is not base58 of 64 bytes")
+		return s, proto.New(proto.BadSignature, "signature is not base58 of 64 bytes")
 	}
 	raw, err := base58.Decode(sig)
 	if err != nil || len(raw) != len(s) {
-		return s, proto.New(proto.BadSignature, "canonical: signature is not base58 of 64 bytes")
+		return s, proto.New(proto.BadSignature, "signature is not base58 of 64 bytes")
 	}
 	copy(s[:], raw)
 	return s, nil
@@ -365,12 +365,12 @@ func DecodeSignature(sig string) ([ed25519.SignatureSize]byte, error) {
 // digits, '.', '_' or '-'.
 func CheckPrefix(prefix string) error {
 	if prefix == "" || len(prefix) > 64 {
-		return proto.New(proto.BadRequest, "canonical: domain prefix must be 1-64 characters")
+		return proto.New(proto.BadRequest, "domain prefix must be 1-64 characters")
 	}
 	for i := 0; i < len(prefix); i++ {
 		c := prefix[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return proto.New(proto.BadRequest, fmt.Sprintf("canonical: domain prefix %q has a character outside [A-Za-z0-9._-]", prefix))
+			return proto.New(proto.BadRequest, fmt.Sprintf("domain prefix %q has a character outside [A-Za-z0-9._-]", prefix))
 		}
 	}
 	return nil

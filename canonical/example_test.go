@@ -52,7 +52,7 @@ func ExampleSign() {
 	// 2025-01-15T10:30:00Z
 	// signature: 5iwiA9m5HhSmduyBQLVmAEiniFyJegCsLZCBwkgRJdWqUx3E6b7YswmmmzStj7nGkRLdAhixgkzt3pMp5odCm6fb
 	// verified: true
-	// under libertynet: canonical: signature does not verify
+	// under libertynet: signature does not verify
 }
 
 // A field that could forge a line boundary is refused before any signature is checked.

@@ -41,10 +41,10 @@ import (
 // of these.
 var (
 	// ErrBindingRequired: the identity is not a did:svrp identity (ID_BINDING_REQUIRED).
-	ErrBindingRequired = proto.New(proto.IDBindingRequired, "didkey: not a did:svrp identity")
+	ErrBindingRequired = proto.New(proto.IDBindingRequired, "not a did:svrp identity")
 	// ErrBindingFailed: the DID is malformed, has the wrong role, or does not derive from the
 	// key; or the key is not a 32-byte key (ID_BINDING_FAILED).
-	ErrBindingFailed = proto.New(proto.IDBindingFailed, "didkey: id-binding failed")
+	ErrBindingFailed = proto.New(proto.IDBindingFailed, "id-binding failed")
 )
 
 const (
@@ -172,7 +172,7 @@ type DID struct {
 // body, hex in lower case. It does not check the role (node or operator) or any key.
 func Parse(s string) (DID, error) {
 	if len(s) < len(methodPrefix) || s[:len(methodPrefix)] != methodPrefix {
-		return DID{}, proto.New(proto.IDBindingRequired, fmt.Sprintf("didkey: %s is not a did:svrp identity", quote(s)))
+		return DID{}, proto.New(proto.IDBindingRequired, fmt.Sprintf("%s is not a did:svrp identity", quote(s)))
 	}
 	rest := s[len(methodPrefix):]
 	d := DID{s: s}
@@ -186,7 +186,7 @@ func Parse(s string) (DID, error) {
 		d.form = shortForm(rest)
 	}
 	if d.form == FormInvalid {
-		return DID{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("didkey: %s breaks the did:svrp grammar", quote(s)))
+		return DID{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s breaks the did:svrp grammar", quote(s)))
 	}
 	return d, nil
 }
@@ -307,7 +307,7 @@ func CheckNode(did, key string) (DID, PublicKey, error) {
 		return DID{}, PublicKey{}, err
 	}
 	if d.IsOperator() {
-		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("didkey: %s is an operator DID, not a node DID", quote(did)))
+		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s is an operator DID, not a node DID", quote(did)))
 	}
 	return bind(d, key)
 }
@@ -320,7 +320,7 @@ func CheckOperator(did, rootKey string) (DID, PublicKey, error) {
 		return DID{}, PublicKey{}, err
 	}
 	if !d.IsOperator() {
-		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("didkey: %s is not an operator DID (did:svrp:o:…)", quote(did)))
+		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s is not an operator DID (did:svrp:o:…)", quote(did)))
 	}
 	return bind(d, rootKey)
 }
@@ -331,7 +331,7 @@ func bind(d DID, key string) (DID, PublicKey, error) {
 		return DID{}, PublicKey{}, err
 	}
 	if !d.Matches(k) {
-		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("didkey: %s does not derive from the key presented", quote(d.s)))
+		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s does not derive from the key presented", quote(d.s)))
 	}
 	return d, k, nil
 }
@@ -356,7 +356,7 @@ func isLowerHex(s string, n int) bool {
 func isTagChar(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') }
 
 func failf(format string, args ...any) error {
-	return proto.New(proto.IDBindingFailed, "didkey: "+fmt.Sprintf(format, args...))
+	return proto.Errorf(proto.IDBindingFailed, format, args...)
 }
 
 // quote renders untrusted input for an error text, cut to a readable length.

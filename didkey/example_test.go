@@ -42,7 +42,7 @@ func ExampleCheckNode() {
 	// fingerprint: 7e6e:8ee4:11c8:bcf2
 	// bound: true
 	// bound: true
-	// other key: didkey: "did:svrp:n:7e6e8ee4" does not derive from the key presented
+	// other key: "did:svrp:n:7e6e8ee4" does not derive from the key presented
 }
 
 // Short, fallback and full DIDs are three spellings of one identity.

@@ -5,9 +5,17 @@
 //
 // It is public and imports nothing but the standard library, so that a program using only
 // registry/client branches on the same [Code] constants the registry sends.
+//
+// The text of an [Error] is what a client reads in the `error` field of the body, so it names no
+// Go package: "no bearer token sent", not "authn: no bearer token sent". Context that only a Go
+// caller or a log needs is added by wrapping (fmt.Errorf("loading the session: %w", err)); the
+// HTTP layer sends the text of the outermost coded error in the chain, never a wrapper's.
 package proto
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Code is a stable protocol error code, as sent in the `code` field of an error body.
 type Code string
@@ -54,16 +62,32 @@ const (
 )
 
 // Error is a failure that maps to one protocol code. Its text is for people and never
-// contains a secret; its code is the contract.
+// contains a secret; its code is the contract. It may carry a cause, the error that made it.
 type Error struct {
-	code Code
-	msg  string
+	code  Code
+	msg   string
+	cause error
 }
 
 // New returns an error with the given code and human text.
 func New(code Code, msg string) *Error { return &Error{code: code, msg: msg} }
 
+// Errorf returns an error with the given code and the text fmt.Errorf formats. The operand of
+// a %w verb becomes its cause: the text includes the cause's, and errors.Is and errors.As reach
+// the cause through [Error.Unwrap], while [CodeOf] still answers this error's code.
+func Errorf(code Code, format string, args ...any) *Error {
+	err := fmt.Errorf(format, args...)
+	cause := errors.Unwrap(err)
+	if _, many := err.(interface{ Unwrap() []error }); many {
+		cause = err
+	}
+	return &Error{code: code, msg: err.Error(), cause: cause}
+}
+
 func (e *Error) Error() string { return e.msg }
+
+// Unwrap returns the cause of the error, or nil.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Code returns the protocol code, for example "ID_BINDING_FAILED".
 func (e *Error) Code() string { return string(e.code) }
@@ -75,11 +99,25 @@ func (e *Error) Is(target error) bool {
 	return ok && t.code == e.code
 }
 
-// CodeOf returns the protocol code carried by err, or Internal when err carries none.
+// CodeOf returns the protocol code carried by err, or Internal when err carries none. The code
+// is that of the outermost coded error in err's chain: a cause's code never overrides it.
 func CodeOf(err error) Code {
 	var c interface{ Code() string }
 	if errors.As(err, &c) {
 		return Code(c.Code())
 	}
 	return Internal
+}
+
+// Text returns the text a client may read for err: that of the outermost coded error in err's
+// chain, without the context of the wrappers around it, or "" when err carries no code (an
+// internal error, whose text is for the log only).
+func Text(err error) string {
+	var c interface{ Code() string }
+	if errors.As(err, &c) {
+		if e, ok := c.(error); ok {
+			return e.Error()
+		}
+	}
+	return ""
 }

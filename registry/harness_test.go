@@ -203,6 +203,7 @@ func (h *harness) request(method, path string, body any, auth string) (int, []by
 		h.t.Fatal(err)
 	}
 	checkExchange(h.t, h.strictAPI, req, sent, resp, out)
+	checkErrorText(h.t, method+" "+path, resp.StatusCode, out)
 	return resp.StatusCode, out
 }
 

@@ -257,12 +257,13 @@ func (h *handler) reply(w http.ResponseWriter, v any, err error) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// fail writes err as {code, error} with the status of its code. Errors that carry no code are
-// internal: their text is logged, never sent.
+// fail writes err as {code, error} with the status of its code. The text sent is that of the
+// coded error itself (proto.Text): the context a use case wraps around it is for the log.
+// Errors that carry no code are internal: their text is logged, never sent.
 func (h *handler) fail(w http.ResponseWriter, err error) {
 	code := proto.CodeOf(err)
 	status, ok := statusOf[code]
-	msg := err.Error()
+	msg := proto.Text(err)
 	if !ok || code == proto.Internal {
 		h.s.log.Error("internal error", "err", err)
 		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"

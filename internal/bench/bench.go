@@ -81,6 +81,11 @@ const (
 	// the memory they take in the generator.
 	benchMaxLogins   = 200_000
 	benchMaxJourneys = 20_000
+	// Heartbeat rounds are signed one second of ts apart, from benchHeartbeatLead seconds
+	// in the past to at most benchHeartbeatAhead in the future, so every ts stays inside the
+	// registry's 300 s window while it is sent.
+	benchHeartbeatLead  = 240
+	benchHeartbeatAhead = 280
 	// benchMargin is how many times the calibrated need is prepared, so that a registry
 	// faster once warm does not run out of prepared requests before the window ends.
 	benchMargin = 2

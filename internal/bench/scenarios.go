@@ -116,47 +116,72 @@ func (r *benchRun) register(w *worker, nd *benchNode, i int) error {
 	}
 }
 
-// heartbeat prepares one signed heartbeat per node; client i cycles through nodes i, i+C,
-// i+2C, ... so no two clients heartbeat one node at once.
+// heartbeat prepares signed heartbeats for n nodes in rounds: every round gives every node a
+// heartbeat with a ts one second later than its last, because the registry answers a ts it
+// has already seen without writing anything (docs/protocol.md §10.3), and a bench that
+// replayed one heartbeat per node would measure that cheaper path. Client i owns nodes i,
+// i+C, i+2C, ..., so one node's heartbeats leave in ts order.
 func (r *benchRun) heartbeat(n int) (func(w *worker) bool, error) {
 	nodes, err := r.registerNodes(n)
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	ts := time.Now().Unix()
-	reqs := make([][]byte, n)
-	err = parallel(r.ctx, n, runtime.NumCPU(), func(_, i int) error {
-		nd := nodes[i]
-		sig, err := canonical.Sign(nd.priv, r.b.cfg.prefix, canonical.Heartbeat{DID: nd.did, TS: ts})
-		if err != nil {
-			return err
+	// Every ts must stay within the registry's 300 s window: the first round is signed a
+	// little in the past and the rounds never run ahead of the window.
+	nextTS := time.Now().Unix() - benchHeartbeatLead
+	var rounds [][][]byte
+	prepare := func(k int) error {
+		ahead := time.Now().Unix() + benchHeartbeatAhead - nextTS
+		count := int(max(min(int64((k+n-1)/n), ahead), 1))
+		rounds = make([][][]byte, count)
+		for round := range rounds {
+			ts := nextTS + int64(round)
+			reqs := make([][]byte, n)
+			err := parallel(r.ctx, n, runtime.NumCPU(), func(_, i int) error {
+				nd := nodes[i]
+				sig, err := canonical.Sign(nd.priv, r.b.cfg.prefix, canonical.Heartbeat{DID: nd.did, TS: ts})
+				if err != nil {
+					return err
+				}
+				pub := nd.key.Hex()
+				body, err := json.Marshal(api.HeartbeatRequest{DID: nd.did, TS: ts, Signature: sig, PublicKey: &pub})
+				if err != nil {
+					return err
+				}
+				reqs[i] = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/api/v1/heartbeat"), "", body)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			rounds[round] = reqs
 		}
-		pub := nd.key.Hex()
-		body, err := json.Marshal(api.HeartbeatRequest{DID: nd.did, TS: ts, Signature: sig, PublicKey: &pub})
-		if err != nil {
-			return err
+		nextTS += int64(count)
+		for _, w := range r.workers {
+			w.next, w.round = 0, 0
 		}
-		reqs[i] = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/api/v1/heartbeat"), "", body)
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	r.note("signed %s heartbeats in %.1fs", group(float64(n)), time.Since(start).Seconds())
-	r.res.Prepared = n
 	c := len(r.workers)
-	return func(w *worker) bool {
+	send := func(w *worker) bool {
 		i := w.id + w.next*c
 		if i >= n {
-			w.next, i = 0, w.id
+			w.next, w.round, i = 0, w.round+1, w.id
+		}
+		if w.round >= len(rounds) || i >= n {
+			return false
 		}
 		w.next++
-		if w.send(reqs[i], &w.stats.hist) {
+		if w.send(rounds[w.round][i], &w.stats.hist) {
 			w.stats.ok++
 		}
 		return true
-	}, nil
+	}
+	err = r.calibrate(8, n*(benchHeartbeatLead+benchHeartbeatAhead), prepare, send, "signed %s heartbeats in %.1fs")
+	if err != nil {
+		return nil, err
+	}
+	return send, nil
 }
 
 // benchOperator is an operator identity made for the run.

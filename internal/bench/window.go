@@ -378,6 +378,7 @@ type worker struct {
 	conn  *benchConn
 	buf   []byte
 	next  int
+	round int // the heartbeat scenario's round, for its rounds of fresh timestamps
 	stats workerStats
 }
 

@@ -3,12 +3,8 @@ package authn_test
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +14,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -31,13 +28,6 @@ const (
 	dcExpiresAt   = "2026-01-01T00:00:00Z"
 	loginIssuedAt = "2025-06-01T11:59:30Z"
 )
-
-// seededKey derives a deterministic Ed25519 key from the test's name and a label, so that
-// every test has its own keys and a failure reproduces exactly.
-func seededKey(t testing.TB, label string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte(t.Name() + "/" + label))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
 
 func pubKey(priv ed25519.PrivateKey) didkey.PublicKey {
 	k, err := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
@@ -67,7 +57,7 @@ type world struct {
 }
 
 func newWorld(t testing.TB) world {
-	return world{root: seededKey(t, "root"), device: seededKey(t, "device")}
+	return world{root: testkit.LabelKey(t, "root"), device: testkit.LabelKey(t, "device")}
 }
 
 func (w world) operatorDID() string {
@@ -177,81 +167,4 @@ func (c *counting) Consume(ch string, now time.Time) error {
 		c.ok++
 	}
 	return err
-}
-
-// Vector files.
-
-type signer struct {
-	Seed string `json:"seed_hex"`
-	Hex  string `json:"public_key_hex"`
-	B58  string `json:"public_key_b58"`
-}
-
-func (s signer) key(t testing.TB) ed25519.PrivateKey {
-	seed, err := hex.DecodeString(s.Seed)
-	if err != nil || len(seed) != ed25519.SeedSize {
-		t.Fatalf("bad seed %q", s.Seed)
-	}
-	return ed25519.NewKeyFromSeed(seed)
-}
-
-type canonicalCase struct {
-	ID        string          `json:"id"`
-	Message   int             `json:"message"`
-	Prefix    string          `json:"prefix"`
-	Fields    json.RawMessage `json:"fields"`
-	Expected  string          `json:"expected_utf8"`
-	Signer    string          `json:"signer"`
-	Signature string          `json:"signature_b58"`
-}
-
-type canonicalFile struct {
-	Signers map[string]signer `json:"signers"`
-	Cases   []canonicalCase   `json:"cases"`
-}
-
-type rejectCase struct {
-	ID       string          `json:"id"`
-	Message  int             `json:"message"`
-	Field    string          `json:"field"`
-	Stage    string          `json:"stage"`
-	Fields   json.RawMessage `json:"fields"`
-	Expected struct {
-		Code              string `json:"code"`
-		ChallengeConsumed *bool  `json:"challenge_consumed"`
-	} `json:"expected"`
-}
-
-type rejectsFile struct {
-	Cases []rejectCase `json:"cases"`
-}
-
-type didCase struct {
-	ID        string `json:"id"`
-	DID       string `json:"did"`
-	PublicKey string `json:"public_key"`
-	Role      string `json:"role"`
-	Expected  *struct {
-		Code string `json:"code"`
-	} `json:"expected"`
-}
-
-type didsFile struct {
-	Keys []struct {
-		Seed string `json:"seed_hex"`
-		Hex  string `json:"public_key_hex"`
-	} `json:"keys"`
-	Positive []didCase `json:"positive"`
-	Negative []didCase `json:"negative"`
-}
-
-func loadVectors(t testing.TB, name string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -256,7 +257,7 @@ func checkAttempt(w world, other ed25519.PrivateKey, br map[int]int) error {
 
 func TestLoginValid(t *testing.T) {
 	w := newWorld(t)
-	if err := checkAttempt(w, seededKey(t, "other"), nil); err != nil {
+	if err := checkAttempt(w, testkit.LabelKey(t, "other"), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -275,7 +276,7 @@ func TestLoginBytesMatchCanonical(t *testing.T) {
 // TestLoginEachStep breaks one step at a time, every way the tests know.
 func TestLoginEachStep(t *testing.T) {
 	w := newWorld(t)
-	other := seededKey(t, "other")
+	other := testkit.LabelKey(t, "other")
 	for step := 1; step <= lastStep; step++ {
 		for v, name := range breakers[step] {
 			t.Run(fmt.Sprintf("%d-%s", step, name), func(t *testing.T) {
@@ -291,7 +292,7 @@ func TestLoginEachStep(t *testing.T) {
 // ways, and requires step i's code: the protocol's order, stopping at the first failure.
 func TestLoginOrderPairs(t *testing.T) {
 	w := newWorld(t)
-	other := seededKey(t, "other")
+	other := testkit.LabelKey(t, "other")
 	for i := 1; i <= lastStep; i++ {
 		for j := i + 1; j <= lastStep; j++ {
 			for vi, ni := range breakers[i] {
@@ -310,7 +311,7 @@ func TestLoginOrderPairs(t *testing.T) {
 // earliest.
 func TestLoginOrderProperty(t *testing.T) {
 	w := newWorld(t)
-	other := seededKey(t, "other")
+	other := testkit.LabelKey(t, "other")
 	rapid.Check(t, func(rt *rapid.T) {
 		br := map[int]int{}
 		for s := 1; s <= lastStep; s++ {

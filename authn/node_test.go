@@ -9,13 +9,14 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 func TestVerifyNodeRequest(t *testing.T) {
-	node := seededKey(t, "node")
+	node := testkit.LabelKey(t, "node")
 	key := pubKey(node)
-	other := pubKey(seededKey(t, "other"))
+	other := pubKey(testkit.LabelKey(t, "other"))
 	did := func(f didkey.Form) string {
 		d, err := didkey.NodeDID(key, f)
 		if err != nil {

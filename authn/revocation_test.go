@@ -8,13 +8,14 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 func TestVerifyRevocation(t *testing.T) {
 	w := newWorld(t)
 	other := newWorld(t)
-	other.root = seededKey(t, "other root")
+	other.root = testkit.LabelKey(t, "other root")
 	at := testNow.Add(-time.Hour)
 	valid, err := authn.SignRevocation(w.root, prefix, "", "", "rev-1", at)
 	if err != nil {
@@ -95,7 +96,7 @@ func TestVerifyRevocation(t *testing.T) {
 func TestSignRevocationRefusesAnotherIdentity(t *testing.T) {
 	w := newWorld(t)
 	other := newWorld(t)
-	other.root = seededKey(t, "other")
+	other.root = testkit.LabelKey(t, "other")
 	if _, err := authn.SignRevocation(w.root, prefix, other.operatorDID(), "", "r", testNow); proto.CodeOf(err) != proto.DCIDBinding {
 		t.Errorf("another operator's DID: %v, want DC_ID_BINDING", err)
 	}

@@ -2,7 +2,6 @@ package authn_test
 
 import (
 	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"testing"
 	"time"
@@ -12,14 +11,14 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 // TestCanonicalVectors verifies every DeviceCredential of canonical.json, and logs in with
 // every login vector, paired with the credential that names the same operator and device key.
 func TestCanonicalVectors(t *testing.T) {
-	var v canonicalFile
-	loadVectors(t, "canonical.json", &v)
+	v := testkit.Canonical(t)
 	now := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 
 	var creds []authn.DeviceCredential
@@ -32,15 +31,15 @@ func TestCanonicalVectors(t *testing.T) {
 		if err := json.Unmarshal(c.Fields, &dc.DeviceCredential); err != nil {
 			t.Fatalf("%s: %v", c.ID, err)
 		}
-		dc.Signature = c.Signature
+		dc.Signature = c.SignatureB58
 		t.Run(c.ID, func(t *testing.T) {
-			if sig, err := canonical.Sign(v.Signers[c.Signer].key(t), c.Prefix, dc.DeviceCredential); err != nil || sig != c.Signature {
-				t.Fatalf("signing with the vector's seed gives %q, %v; vector has %q", sig, err, c.Signature)
+			if sig, err := canonical.Sign(testkit.SeedKey(v.Signers[c.Signer].SeedHex), c.Prefix, dc.DeviceCredential); err != nil || sig != c.SignatureB58 {
+				t.Fatalf("signing with the vector's seed gives %q, %v; vector has %q", sig, err, c.SignatureB58)
 			}
 			wantCode(t, authn.CheckCredentialShape(dc), "")
 			dev, err := authn.VerifyCredential(dc, c.Prefix, now)
 			wantCode(t, err, "")
-			if dev.OperatorDID.String() != dc.OperatorDID || dev.RootKey.Hex() != v.Signers[c.Signer].Hex {
+			if dev.OperatorDID.String() != dc.OperatorDID || dev.RootKey.Hex() != v.Signers[c.Signer].PublicKeyHex {
 				t.Fatalf("Device = %s %s", dev.OperatorDID, dev.RootKey)
 			}
 			other := "service"
@@ -70,7 +69,7 @@ func TestCanonicalVectors(t *testing.T) {
 			}
 			found = true
 			logins++
-			l := authn.Login{DeviceCredential: dc, Challenge: m.Challenge, IssuedAt: m.IssuedAt, Signature: c.Signature}
+			l := authn.Login{DeviceCredential: dc, Challenge: m.Challenge, IssuedAt: m.IssuedAt, Signature: c.SignatureB58}
 			t.Run(c.ID, func(t *testing.T) {
 				ch := &acceptAll{}
 				dev, err := authn.VerifyLogin(l, c.Prefix, now, ch, nil)
@@ -115,8 +114,7 @@ func flipB58(sig string) string {
 // keeps its fields but takes this test's keys, a challenge issued here, and signatures made
 // over the fields as given.
 func TestRejectVectors(t *testing.T) {
-	var v rejectsFile
-	loadVectors(t, "rejects.json", &v)
+	v := testkit.Rejects(t)
 	w := newWorld(t)
 	n := 0
 	for _, c := range v.Cases {
@@ -165,7 +163,7 @@ func TestRejectVectors(t *testing.T) {
 			_, err := authn.VerifyLogin(l, prefix, testNow, ch, nil)
 			wantCode(t, err, want)
 			consumed := ch.Consume(challenge, testNow) != nil
-			wantConsumed := c.Expected.ChallengeConsumed != nil && *c.Expected.ChallengeConsumed
+			wantConsumed := c.Expected.Consumed()
 			if consumed != wantConsumed {
 				t.Fatalf("challenge consumed = %v, want %v", consumed, wantConsumed)
 			}
@@ -182,20 +180,15 @@ func TestRejectVectors(t *testing.T) {
 // TestDIDVectors: the operator-role cases of dids.json as a credential's operator_did and
 // operator_root_public_key. Negatives are DC_ID_BINDING, positives pass.
 func TestDIDVectors(t *testing.T) {
-	var v didsFile
-	loadVectors(t, "dids.json", &v)
+	v := testkit.DIDs(t)
 	w := newWorld(t)
 	seeds := map[string]ed25519.PrivateKey{}
 	for _, k := range v.Keys {
-		seed, err := hex.DecodeString(k.Seed)
-		if err != nil || len(seed) != ed25519.SeedSize {
-			t.Fatalf("bad seed %q", k.Seed)
-		}
-		seeds[k.Hex] = ed25519.NewKeyFromSeed(seed)
+		seeds[k.PublicKeyHex] = testkit.SeedKey(k.SeedHex)
 	}
 	// Each case's credential is signed by the key it names, when the vectors hold its seed,
 	// so that step 3 would pass and only step 2 can fail.
-	credential := func(c didCase) authn.DeviceCredential {
+	credential := func(c testkit.DIDCase) authn.DeviceCredential {
 		f := w.credentialFields()
 		f.OperatorDID, f.OperatorRootPublicKey = c.DID, c.PublicKey
 		root := w.root

@@ -9,11 +9,12 @@ import (
 
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 func TestCheckAcceptance(t *testing.T) {
-	other := seedKey(lead0Seed)
+	other := testkit.SeedKey(lead0Seed)
 	for _, tc := range []struct {
 		name     string
 		change   func(s *binding.Session, a *binding.Acceptance)
@@ -88,7 +89,7 @@ func TestVerifyAcceptanceSignature(t *testing.T) {
 	broken.Signature = tamper(t, acc.Signature)
 	wantCode(t, binding.VerifyAcceptanceSignature(s, broken, prefix), proto.BadSignature)
 
-	f.node = seedKey(lead0Seed)
+	f.node = testkit.SeedKey(lead0Seed)
 	_, foreign := f.build(t)
 	wantCode(t, binding.VerifyAcceptanceSignature(s, foreign, prefix), proto.BadSignature)
 	wantCode(t, binding.VerifyAcceptanceSignature(s, acc, "libertynet"), proto.BadSignature)

@@ -10,11 +10,12 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 func TestVerifyAuthorizationOrder(t *testing.T) {
-	root2, device2, other := seedKey(root2Seed), seedKey(device2Seed), seedKey(lead0Seed)
+	root2, device2, other := testkit.SeedKey(root2Seed), testkit.SeedKey(device2Seed), testkit.SeedKey(lead0Seed)
 	type request struct {
 		s  *binding.Session
 		dc *authn.DeviceCredential

@@ -12,6 +12,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -70,7 +71,7 @@ func TestVerifyChainValid(t *testing.T) {
 // subtest: a signature, a signed field after signing, an id-binding or the scope, with the
 // rest of the chain validly signed.
 func TestVerifyChainBreakOneLink(t *testing.T) {
-	root2, device2, other := seedKey(root2Seed), seedKey(device2Seed), seedKey(lead0Seed)
+	root2, device2, other := testkit.SeedKey(root2Seed), testkit.SeedKey(device2Seed), testkit.SeedKey(lead0Seed)
 	otherDID, _ := didkey.NodeDID(pub(other), didkey.FormShort)
 	for _, tc := range []struct {
 		name   string
@@ -236,7 +237,7 @@ func drawChain(rt *rapid.T) *fixture {
 // TestVerifyChainProperty: every drawn valid chain verifies, and altering any one of its four
 // signatures, its two id-bindings or its scope makes it fail at the link that holds it.
 func TestVerifyChainProperty(t *testing.T) {
-	root2, other := seedKey(root2Seed), seedKey(lead0Seed)
+	root2, other := testkit.SeedKey(root2Seed), testkit.SeedKey(lead0Seed)
 	otherDID, _ := didkey.NodeDID(pub(other), didkey.FormFallback)
 	type change struct {
 		name   string

@@ -3,40 +3,21 @@ package binding_test
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
-type shortCodeVectors struct {
-	Alphabet string `json:"alphabet"`
-	Length   int    `json:"length"`
-	Cases    []struct {
-		Input     string `json:"input"`
-		Valid     bool   `json:"valid"`
-		Canonical string `json:"canonical"`
-		SHA256    string `json:"sha256_hex_of_canonical"`
-	} `json:"cases"`
-}
-
 func TestShortCodeVectors(t *testing.T) {
-	raw, err := os.ReadFile("../testdata/vectors/shortcodes.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v shortCodeVectors
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatal(err)
-	}
+	v := testkit.ShortCodes(t)
 	if v.Alphabet != binding.ShortCodeAlphabet || v.Length != binding.ShortCodeLength {
 		t.Fatalf("vectors use alphabet %q length %d", v.Alphabet, v.Length)
 	}

@@ -2,7 +2,6 @@ package binding_test
 
 import (
 	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -38,14 +38,6 @@ var (
 	prefix    = canonical.DefaultPrefix
 	errorCode = proto.CodeOf
 )
-
-func seedKey(seed string) ed25519.PrivateKey {
-	b, err := hex.DecodeString(seed)
-	if err != nil || len(b) != ed25519.SeedSize {
-		panic("bad test seed")
-	}
-	return ed25519.NewKeyFromSeed(b)
-}
 
 func pub(priv ed25519.PrivateKey) didkey.PublicKey {
 	k, err := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
@@ -76,7 +68,7 @@ type fixture struct {
 }
 
 func newFixture() *fixture {
-	node, root, device := seedKey(nodeSeed), seedKey(rootSeed), seedKey(deviceSeed)
+	node, root, device := testkit.SeedKey(nodeSeed), testkit.SeedKey(rootSeed), testkit.SeedKey(deviceSeed)
 	return &fixture{
 		node: node, root: root, device: device,
 		req: canonical.BindingSession{

@@ -11,6 +11,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -24,7 +25,7 @@ func setWindow(f *fixture, created time.Time, ttl time.Duration) {
 }
 
 func TestValidateInitiateOrder(t *testing.T) {
-	other := seedKey(lead0Seed)
+	other := testkit.SeedKey(lead0Seed)
 	for _, tc := range []struct {
 		name   string
 		before func(f *fixture)                             // changes the fields that are then signed

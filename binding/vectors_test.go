@@ -3,7 +3,6 @@ package binding_test
 import (
 	"encoding/json"
 	"errors"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -12,34 +11,15 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
-type canonicalCase struct {
-	ID                string          `json:"id"`
-	Message           int             `json:"message"`
-	Prefix            string          `json:"prefix"`
-	Fields            json.RawMessage `json:"fields"`
-	ExpectedUTF8      string          `json:"expected_utf8"`
-	PublicKeyB58      string          `json:"public_key_b58"`
-	SignatureB58      string          `json:"signature_b58"`
-	AuthorizationCase string          `json:"authorization_case"`
-}
-
-func loadCanonicalCases(t *testing.T) map[string]canonicalCase {
+// canonicalCases indexes the cases of canonical.json by id.
+func canonicalCases(t *testing.T) map[string]testkit.SignedCase {
 	t.Helper()
-	raw, err := os.ReadFile("../testdata/vectors/canonical.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Cases []canonicalCase `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
-	cases := map[string]canonicalCase{}
-	for _, c := range file.Cases {
+	cases := map[string]testkit.SignedCase{}
+	for _, c := range testkit.Canonical(t).Cases {
 		cases[c.ID] = c
 	}
 	return cases
@@ -58,7 +38,7 @@ func decodeInto[T any](t *testing.T, raw json.RawMessage) T {
 // signature, and for message 6 the whole of ValidateInitiate; for message 8, that its digest is
 // the digest of the message 7 case it names.
 func TestCanonicalVectors(t *testing.T) {
-	cases := loadCanonicalCases(t)
+	cases := canonicalCases(t)
 	seen := map[int]int{}
 	for _, c := range cases {
 		if c.Message < 6 || c.Message > 8 {
@@ -125,7 +105,7 @@ func TestCanonicalVectors(t *testing.T) {
 // authz-basic and accept-true, with their own signatures — and runs it through authorize,
 // acceptance and VerifyChain; the fixture must sign exactly the same bytes.
 func TestVectorChain(t *testing.T) {
-	cases := loadCanonicalCases(t)
+	cases := canonicalCases(t)
 	sc, dcc, azc, accc := cases["session-basic"], cases["dc-basic"], cases["authz-basic"], cases["accept-true"]
 	req := binding.InitiateRequest{BindingSession: decodeInto[canonical.BindingSession](t, sc.Fields), NodeSignature: sc.SignatureB58}
 	dc := authn.DeviceCredential{DeviceCredential: decodeInto[canonical.DeviceCredential](t, dcc.Fields), Signature: dcc.SignatureB58}
@@ -165,36 +145,13 @@ func TestVectorChain(t *testing.T) {
 	}
 }
 
-type rejectCase struct {
-	ID       string          `json:"id"`
-	Message  int             `json:"message"`
-	Field    string          `json:"field"`
-	Stage    string          `json:"stage"`
-	Fields   json.RawMessage `json:"fields"`
-	RawValue *string         `json:"raw_value"`
-	Expected struct {
-		HTTP int    `json:"http"`
-		Code string `json:"code"`
-	} `json:"expected"`
-}
-
 // TestRejectVectors runs the message 6, 7 and 8 cases of rejects.json that the Go structs can
 // carry: each must be refused before any signature with its expected code, by ValidateInitiate
 // (message 6), CheckAuthorizationShape (7) or CheckAcceptanceShape (8). Cases whose JSON does
 // not fit the struct types (a string for a number, a number for a boolean) are the HTTP layer's
 // shape check and are counted as skipped; every one of them must be of stage "wellformed".
 func TestRejectVectors(t *testing.T) {
-	raw, err := os.ReadFile("../testdata/vectors/rejects.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Base  map[string]json.RawMessage `json:"base_fields"`
-		Cases []rejectCase               `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
+	file := testkit.Rejects(t)
 	now := time.Date(2025, 1, 15, 10, 31, 0, 0, time.UTC)
 
 	// check decodes one message's fields and returns its refusal; decoded is false when the
@@ -245,7 +202,7 @@ func TestRejectVectors(t *testing.T) {
 
 	// The base fields pass every check these cases exercise: message 6 reaches the signature.
 	for msg, want := range map[int]proto.Code{6: proto.BadSignature, 7: "", 8: ""} {
-		ok, err := check(t, msg, file.Base[strconv.Itoa(msg)], "", nil)
+		ok, err := check(t, msg, file.BaseFields[strconv.Itoa(msg)], "", nil)
 		if !ok {
 			t.Fatalf("message %d base fields do not decode", msg)
 		}
@@ -262,12 +219,12 @@ func TestRejectVectors(t *testing.T) {
 		t.Run(c.ID, func(t *testing.T) {
 			var err error
 			var ok bool
-			if c.RawValue != nil {
-				v, perr := strconv.ParseFloat(*c.RawValue, 64)
+			if c.RawValue != "" {
+				v, perr := strconv.ParseFloat(c.RawValue, 64)
 				if perr != nil && !errors.Is(perr, strconv.ErrRange) {
-					t.Fatalf("raw value %q: %v", *c.RawValue, perr)
+					t.Fatalf("raw value %q: %v", c.RawValue, perr)
 				}
-				ok, err = check(t, c.Message, file.Base[strconv.Itoa(c.Message)], c.Field, &v)
+				ok, err = check(t, c.Message, file.BaseFields[strconv.Itoa(c.Message)], c.Field, &v)
 			} else {
 				ok, err = check(t, c.Message, c.Fields, "", nil)
 			}

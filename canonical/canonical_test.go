@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -62,71 +61,10 @@ func kindOf(t testing.TB, num int) kind {
 
 func (k kind) typ() reflect.Type { return reflect.TypeOf(k.zero) }
 
-type canonVectors struct {
-	Messages map[string]struct {
-		Name         string   `json:"name"`
-		DomainSuffix string   `json:"domain_suffix"`
-		SignedBy     string   `json:"signed_by"`
-		Fields       []string `json:"fields"`
-	} `json:"messages"`
-	Signers map[string]struct {
-		SeedHex      string `json:"seed_hex"`
-		PublicKeyHex string `json:"public_key_hex"`
-		PublicKeyB58 string `json:"public_key_b58"`
-	} `json:"signers"`
-	Cases []canonCase `json:"cases"`
-}
-
-type canonCase struct {
-	ID                string          `json:"id"`
-	Message           int             `json:"message"`
-	Prefix            string          `json:"prefix"`
-	Domain            string          `json:"domain"`
-	Fields            json.RawMessage `json:"fields"`
-	ExpectedUTF8      string          `json:"expected_utf8"`
-	ExpectedHex       string          `json:"expected_hex"`
-	Signer            string          `json:"signer"`
-	SeedHex           string          `json:"seed_hex"`
-	PublicKeyHex      string          `json:"public_key_hex"`
-	PublicKeyB58      string          `json:"public_key_b58"`
-	SignatureB58      string          `json:"signature_b58"`
-	AuthorizationCase string          `json:"authorization_case"`
-}
-
-type rejectVectors struct {
-	BaseFields map[string]json.RawMessage `json:"base_fields"`
-	Cases      []struct {
-		ID         string          `json:"id"`
-		Message    int             `json:"message"`
-		Field      string          `json:"field"`
-		Category   string          `json:"category"`
-		Stage      string          `json:"stage"`
-		Fields     json.RawMessage `json:"fields"`
-		FieldsJSON string          `json:"fields_json"`
-		RawValue   string          `json:"raw_value"`
-		Expected   struct {
-			HTTP int    `json:"http"`
-			Code string `json:"code"`
-		} `json:"expected"`
-	} `json:"cases"`
-}
-
-func loadJSON(t testing.TB, name string, v any) {
+func loadCanon(t testing.TB) testkit.SignedFile {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-}
-
-func loadCanon(t testing.TB) canonVectors {
-	t.Helper()
-	var v canonVectors
-	loadJSON(t, "canonical.json", &v)
-	if len(v.Cases) == 0 || len(v.Messages) != len(kinds) {
+	v := testkit.Canonical(t)
+	if len(v.Messages) != len(kinds) {
 		t.Fatalf("canonical.json: %d cases, %d messages", len(v.Cases), len(v.Messages))
 	}
 	return v
@@ -159,15 +97,6 @@ func toBase58(t testing.TB, key string) string {
 		t.Fatalf("key %q: %v", key, err)
 	}
 	return k.Base58()
-}
-
-func privFromSeed(t testing.TB, seedHex string) ed25519.PrivateKey {
-	t.Helper()
-	seed, err := hex.DecodeString(seedHex)
-	if err != nil || len(seed) != ed25519.SeedSize {
-		t.Fatalf("bad seed %q", seedHex)
-	}
-	return ed25519.NewKeyFromSeed(seed)
 }
 
 func pubOf(t testing.TB, priv ed25519.PrivateKey) didkey.PublicKey {
@@ -209,7 +138,7 @@ func TestVectorMessageTable(t *testing.T) {
 
 func TestVectorCanonical(t *testing.T) {
 	v := loadCanon(t)
-	byID := map[string]canonCase{}
+	byID := map[string]testkit.SignedCase{}
 	for _, c := range v.Cases {
 		byID[c.ID] = c
 	}
@@ -242,7 +171,7 @@ func TestVectorCanonical(t *testing.T) {
 			if want := v.Messages[strconv.Itoa(c.Message)].SignedBy; !strings.HasPrefix(c.Signer, want) {
 				t.Errorf("signed by %q, message table says %q", c.Signer, want)
 			}
-			priv := privFromSeed(t, c.SeedHex)
+			priv := testkit.SeedKey(c.SeedHex)
 			pub := pubOf(t, priv)
 			if pub.Hex() != c.PublicKeyHex || pub.Base58() != c.PublicKeyB58 {
 				t.Fatalf("seed gives key %s, want %s", pub.Base58(), c.PublicKeyB58)
@@ -317,8 +246,7 @@ func setLimit(t testing.TB, m canonical.Message, name string, v float64) canonic
 // field limits, login and credential checks) belong to the HTTP layer and are counted here
 // only so that a new stage in the file cannot go untested silently.
 func TestVectorRejects(t *testing.T) {
-	var v rejectVectors
-	loadJSON(t, "rejects.json", &v)
+	v := testkit.Rejects(t)
 	covered := map[string]int{}
 	skipped := map[string]int{}
 	for _, c := range v.Cases {
@@ -650,8 +578,7 @@ func TestDecodeSignature(t *testing.T) {
 var scalarL, _ = new(big.Int).SetString("7237005577332262213973186563042994811857268227930398950396211612838007529729", 10)
 
 func TestSignVerify(t *testing.T) {
-	seed := sha256.Sum256([]byte("canonical test device"))
-	priv := ed25519.NewKeyFromSeed(seed[:])
+	priv := testkit.TextKey("canonical test device")
 	pub := pubOf(t, priv)
 	m := canonical.Login{OperatorDID: "did:svrp:o:0efdccc6", DevicePublicKey: pub.Base58(), Challenge: "c", IssuedAt: "2025-01-15T10:30:00Z"}
 	sig, err := canonical.Sign(priv, "service", m)
@@ -1057,10 +984,10 @@ func TestPropFormatNumber(t *testing.T) {
 	})
 }
 
-func benchCases(b *testing.B) map[int]canonCase {
+func benchCases(b *testing.B) map[int]testkit.SignedCase {
 	v := loadCanon(b)
 	basic := map[int]string{1: "login-basic", 2: "dc-basic", 3: "register-basic", 4: "heartbeat-basic", 5: "poll-basic", 6: "session-basic", 7: "authz-basic", 8: "accept-true", 9: "cancel-basic"}
-	out := map[int]canonCase{}
+	out := map[int]testkit.SignedCase{}
 	for _, c := range v.Cases {
 		if basic[c.Message] == c.ID {
 			out[c.Message] = c

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // TestProtocolDocExample: the worked example of docs/protocol.md §3.6 is the vector
@@ -29,7 +30,7 @@ func TestProtocolDocExample(t *testing.T) {
 		t.Fatalf("section 3.6 has %d code blocks, want 4 (fields, lines, hex, signature)", len(blocks))
 	}
 
-	var c canonCase
+	var c testkit.SignedCase
 	for _, v := range loadCanon(t).Cases {
 		if v.ID == "session-basic" {
 			c = v

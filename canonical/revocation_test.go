@@ -12,6 +12,7 @@ import (
 	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -20,15 +21,6 @@ import (
 var extKinds = map[int]kind{
 	11: {11, canonical.RevocationDomain, canonical.Revocation{}},
 	12: {12, canonical.UnbindDomain, canonical.Unbind{}},
-}
-
-type extVectors struct {
-	Messages map[string]struct {
-		Domain   string   `json:"domain"`
-		SignedBy string   `json:"signed_by"`
-		Fields   []string `json:"fields"`
-	} `json:"messages"`
-	Cases []canonCase `json:"cases"`
 }
 
 func decodeExt(t *testing.T, k kind, raw json.RawMessage) canonical.Message {
@@ -54,8 +46,7 @@ func decodeExt(t *testing.T, k kind, raw json.RawMessage) canonical.Message {
 }
 
 func TestExtensionVectors(t *testing.T) {
-	var v extVectors
-	loadJSON(t, "extensions.json", &v)
+	v := testkit.Extensions(t)
 	for num, k := range extKinds {
 		spec, ok := v.Messages[strconv.Itoa(num)]
 		if !ok {
@@ -93,7 +84,7 @@ func TestExtensionVectors(t *testing.T) {
 			if hex.EncodeToString(got) != c.ExpectedHex {
 				t.Errorf("hex %x, want %s", got, c.ExpectedHex)
 			}
-			priv := privFromSeed(t, c.SeedHex)
+			priv := testkit.SeedKey(c.SeedHex)
 			pub := pubOf(t, priv)
 			if pub.Base58() != c.PublicKeyB58 || pub.Hex() != c.PublicKeyHex {
 				t.Fatalf("seed gives key %s, want %s", pub.Base58(), c.PublicKeyB58)

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,91 +14,13 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
-// The vectors are shared with other implementations, so the tests read them as published
-// rather than restating them in Go.
-type didVectors struct {
-	Keys []struct {
-		Name                string `json:"name"`
-		SeedHex             string `json:"seed_hex"`
-		PublicKeyHex        string `json:"public_key_hex"`
-		PublicKeyB58        string `json:"public_key_b58"`
-		SHA256OfKeyHex      string `json:"sha256_of_key_hex"`
-		Fingerprint         string `json:"fingerprint"`
-		DIDShort            string `json:"did_short"`
-		DIDFallback         string `json:"did_fallback"`
-		DIDFull             string `json:"did_full"`
-		DIDOperatorShort    string `json:"did_operator_short"`
-		DIDOperatorFallback string `json:"did_operator_fallback"`
-	} `json:"keys"`
-	Positive []struct {
-		ID           string `json:"id"`
-		DID          string `json:"did"`
-		PublicKey    string `json:"public_key"`
-		KeyEncoding  string `json:"key_encoding"`
-		Role         string `json:"role"`
-		Form         string `json:"form"`
-		Tag          string `json:"tag"`
-		Body         string `json:"body"`
-		PublicKeyHex string `json:"public_key_hex"`
-		Fingerprint  string `json:"fingerprint"`
-		IDBinding    bool   `json:"id_binding"`
-	} `json:"positive"`
-	Negative []struct {
-		ID        string `json:"id"`
-		DID       string `json:"did"`
-		PublicKey string `json:"public_key"`
-		Role      string `json:"role"`
-		Stage     string `json:"stage"`
-		GrammarOK bool   `json:"grammar_ok"`
-		IDBinding bool   `json:"id_binding"`
-		Expected  struct {
-			HTTP int    `json:"http"`
-			Code string `json:"code"`
-		} `json:"expected"`
-	} `json:"negative"`
-	Collision struct {
-		ShortBody string `json:"short_body"`
-		First     struct {
-			DIDShort     string `json:"did_short"`
-			DIDFallback  string `json:"did_fallback"`
-			PublicKeyB58 string `json:"public_key_b58"`
-			SeedHex      string `json:"seed_hex"`
-		} `json:"first"`
-		Second struct {
-			DIDShort     string `json:"did_short"`
-			DIDFallback  string `json:"did_fallback"`
-			PublicKeyB58 string `json:"public_key_b58"`
-			SeedHex      string `json:"seed_hex"`
-		} `json:"second"`
-	} `json:"collision"`
-}
-
-func loadDIDVectors(t testing.TB) didVectors {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", "dids.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v didVectors
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("dids.json: %v", err)
-	}
-	if len(v.Keys) == 0 || len(v.Positive) == 0 || len(v.Negative) == 0 {
-		t.Fatalf("dids.json: %d keys, %d positive, %d negative cases; want some of each", len(v.Keys), len(v.Positive), len(v.Negative))
-	}
-	return v
-}
-
 func keyFromSeed(t testing.TB, seedHex string) didkey.PublicKey {
 	t.Helper()
-	seed, err := hex.DecodeString(seedHex)
-	if err != nil || len(seed) != ed25519.SeedSize {
-		t.Fatalf("bad seed %q", seedHex)
-	}
-	k, err := didkey.KeyFromEd25519(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey))
+	k, err := didkey.KeyFromEd25519(testkit.SeedKey(seedHex).Public().(ed25519.PublicKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +55,7 @@ func mustOperatorDID(t testing.TB, k didkey.PublicKey, f didkey.Form) didkey.DID
 }
 
 func TestVectorKeys(t *testing.T) {
-	v := loadDIDVectors(t)
+	v := testkit.DIDs(t)
 	for _, c := range v.Keys {
 		t.Run(c.Name, func(t *testing.T) {
 			k := keyFromSeed(t, c.SeedHex)
@@ -180,7 +100,7 @@ func TestVectorKeys(t *testing.T) {
 }
 
 func TestVectorPositive(t *testing.T) {
-	v := loadDIDVectors(t)
+	v := testkit.DIDs(t)
 	for _, c := range v.Positive {
 		t.Run(c.ID, func(t *testing.T) {
 			if !c.IDBinding {
@@ -221,7 +141,7 @@ func TestVectorPositive(t *testing.T) {
 // codes. Operator cases expect DC_ID_BINDING, which the login and binding layers give to any
 // failure of CheckOperator; here the check itself must refuse, at the stage the vector names.
 func TestVectorNegative(t *testing.T) {
-	v := loadDIDVectors(t)
+	v := testkit.DIDs(t)
 	for _, c := range v.Negative {
 		t.Run(c.ID, func(t *testing.T) {
 			d, parseErr := didkey.Parse(c.DID)
@@ -284,7 +204,7 @@ func TestVectorNegative(t *testing.T) {
 }
 
 func TestVectorCollision(t *testing.T) {
-	c := loadDIDVectors(t).Collision
+	c := testkit.DIDs(t).Collision
 	first, second := keyFromSeed(t, c.First.SeedHex), keyFromSeed(t, c.Second.SeedHex)
 	if first.Base58() != c.First.PublicKeyB58 || second.Base58() != c.Second.PublicKeyB58 {
 		t.Fatalf("seeds give %s and %s, want %s and %s", first.Base58(), second.Base58(), c.First.PublicKeyB58, c.Second.PublicKeyB58)

@@ -3,7 +3,6 @@ package fuzz
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -86,8 +86,7 @@ var (
 )
 
 func httpKey(label string) (ed25519.PrivateKey, didkey.PublicKey) {
-	seed := sha256.Sum256([]byte("svrp-fuzz-http/" + label))
-	priv := ed25519.NewKeyFromSeed(seed[:])
+	priv := testkit.TextKey("svrp-fuzz-http/" + label)
 	k, _ := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
 	return priv, k
 }

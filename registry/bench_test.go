@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,6 +16,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -64,13 +63,6 @@ func benchService(b *testing.B, st store.Store) http.Handler {
 	return registry.NewHandler(svc)
 }
 
-func benchKey(i int) ed25519.PrivateKey {
-	var seed [32]byte
-	binary.BigEndian.PutUint64(seed[:], uint64(i))
-	seed = sha256.Sum256(seed[:])
-	return ed25519.NewKeyFromSeed(seed[:])
-}
-
 func benchPost(b *testing.B, h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
 	req := httptest.NewRequest("POST", path, bytes.NewReader(body))
 	req.RemoteAddr = "127.0.0.1:1234"
@@ -84,7 +76,7 @@ func benchNodes(b *testing.B, h http.Handler, n int) [][]byte {
 	now := time.Now()
 	beats := make([][]byte, n)
 	for i := range n {
-		priv := benchKey(i)
+		priv := testkit.IndexKey(i)
 		k, _ := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
 		did, _ := didkey.NodeDID(k, didkey.FormFull)
 		reg := canonical.Register{DID: did.String(), PublicKey: k.Base58(), Endpoint: fmt.Sprintf("203.0.113.%d:7000", i%250+1), Capabilities: []string{"inference"}}
@@ -129,7 +121,7 @@ func BenchmarkLogin(b *testing.B) {
 	for _, bs := range benchStores() {
 		b.Run(bs.name, func(b *testing.B) {
 			h := benchService(b, bs.open(b))
-			root, device := benchKey(-1), benchKey(-2)
+			root, device := testkit.IndexKey(-1), testkit.IndexKey(-2)
 			rk, _ := didkey.KeyFromEd25519(root.Public().(ed25519.PublicKey))
 			dk, _ := didkey.KeyFromEd25519(device.Public().(ed25519.PublicKey))
 			op, _ := didkey.OperatorDID(rk, didkey.FormShort)
@@ -191,7 +183,7 @@ func BenchmarkListNodes(b *testing.B) {
 // BenchmarkEd25519Verify is the ceiling the paths above are measured against: one raw
 // verification, on all cores.
 func BenchmarkEd25519Verify(b *testing.B) {
-	priv := benchKey(0)
+	priv := testkit.IndexKey(0)
 	msg := []byte("service-node-heartbeat:v1\ndid:svrp:n:00000000\n1736937000")
 	sig := ed25519.Sign(priv, msg)
 	pub := priv.Public().(ed25519.PublicKey)

@@ -16,6 +16,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/api"
 )
 
@@ -215,7 +216,7 @@ func TestInitiateRejects(t *testing.T) {
 		t.Run(c.ID, func(t *testing.T) {
 			h := h.in(t)
 			req := n.initiate(t, "bs-valid", h.now(), num(10), num(100))
-			h.fails("POST", "/v1/bindings/initiate", overlayJSON(t, req, c.value(t), c.Field), "", c.Expected.HTTP, c.Expected.Code)
+			h.fails("POST", "/v1/bindings/initiate", overlayJSON(t, req, rejectValue(t, c), c.Field), "", c.Expected.HTTP, c.Expected.Code)
 		})
 	}
 	// Nothing was opened: the id is still free.
@@ -422,7 +423,7 @@ func TestResolveFailuresIdentical(t *testing.T) {
 // scriptedCode returns bytes that make the registry's next short code predictable, and
 // that code.
 func scriptedCode(t *testing.T, label string) ([]byte, string) {
-	seed := key(t, label).Seed()
+	seed := testkit.LabelKey(t, label).Seed()
 	script := append(bytes.Clone(seed), seed...)
 	code, err := binding.NewShortCode(bytes.NewReader(script))
 	if err != nil {
@@ -785,7 +786,7 @@ func TestAuthorizeRejects(t *testing.T) {
 	s := h.drive(newNode(t, "n"), f.op, f.token, "bs-1", "PENDING_OPERATOR")
 	for _, c := range rejectVectors(t, 7) {
 		t.Run(c.ID, func(t *testing.T) {
-			body := overlayJSON(t, f.op.authorize(t, s.view, h.now(), num(5), num(50)), c.value(t), "authorization_credential", c.Field)
+			body := overlayJSON(t, f.op.authorize(t, s.view, h.now(), num(5), num(50)), rejectValue(t, c), "authorization_credential", c.Field)
 			h.in(t).fails("POST", "/v1/bindings/authorize", body, f.token, c.Expected.HTTP, c.Expected.Code)
 		})
 	}
@@ -931,7 +932,7 @@ func TestCancel(t *testing.T) {
 			}
 		}
 		for _, c := range rejectVectors(t, 9) {
-			h.fails("POST", path, overlayJSON(t, n.cancelRequest(t, s.id, n.did, now), c.value(t), c.Field), "", c.Expected.HTTP, c.Expected.Code)
+			h.fails("POST", path, overlayJSON(t, n.cancelRequest(t, s.id, n.did, now), rejectValue(t, c), c.Field), "", c.Expected.HTTP, c.Expected.Code)
 		}
 		h.wantState(s.id, "PENDING_OPERATOR")
 		h.fails("POST", "/v1/bindings/bs-nobody/cancel", n.cancelRequest(t, "bs-nobody", n.did, now), "", http.StatusNotFound, "NOT_FOUND")
@@ -1110,7 +1111,7 @@ func TestPending(t *testing.T) {
 			req    any
 			status int
 			code   string
-		}{c.ID, overlayJSON(t, poll(n.did, n.key.Base58(), now), c.value(t), c.Field), c.Expected.HTTP, c.Expected.Code})
+		}{c.ID, overlayJSON(t, poll(n.did, n.key.Base58(), now), rejectValue(t, c), c.Field), c.Expected.HTTP, c.Expected.Code})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1230,7 +1231,7 @@ func TestAccept(t *testing.T) {
 			})
 		}
 		for _, c := range rejectVectors(t, 8) {
-			h.fails("POST", "/v1/node/bindings/bs-1/accept", overlayJSON(t, n.acceptance(t, s.pend, true, h.now()), c.value(t), "acceptance", c.Field), "", c.Expected.HTTP, c.Expected.Code)
+			h.fails("POST", "/v1/node/bindings/bs-1/accept", overlayJSON(t, n.acceptance(t, s.pend, true, h.now()), rejectValue(t, c), "acceptance", c.Field), "", c.Expected.HTTP, c.Expected.Code)
 		}
 		h.fails("POST", "/v1/node/bindings/bs-1/reject", n.acceptance(t, s.pend, true, h.now()), "", http.StatusBadRequest, "BAD_REQUEST")
 		h.wantState(s.id, "PENDING_NODE_ACCEPTANCE")

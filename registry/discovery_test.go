@@ -2,8 +2,6 @@ package registry_test
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -545,49 +544,8 @@ func TestReregistration(t *testing.T) {
 	h.ok("POST", "/api/v1/heartbeat", n.heartbeat(t, n.did, h.now()), "", nil)
 }
 
-// didVectors is the part of dids.json these tests use.
-type didVectors struct {
-	Keys []struct {
-		Name    string `json:"name"`
-		SeedHex string `json:"seed_hex"`
-	} `json:"keys"`
-	Positive []struct {
-		ID        string `json:"id"`
-		DID       string `json:"did"`
-		PublicKey string `json:"public_key"`
-		Role      string `json:"role"`
-	} `json:"positive"`
-	Negative []struct {
-		ID        string `json:"id"`
-		DID       string `json:"did"`
-		PublicKey string `json:"public_key"`
-		Role      string `json:"role"`
-		Endpoint  string `json:"endpoint"`
-		Expected  struct {
-			HTTP int    `json:"http"`
-			Code string `json:"code"`
-		} `json:"expected"`
-	} `json:"negative"`
-	Collision struct {
-		ShortBody string        `json:"short_body"`
-		First     collisionSide `json:"first"`
-		Second    collisionSide `json:"second"`
-	} `json:"collision"`
-}
-
-type collisionSide struct {
-	DIDShort     string `json:"did_short"`
-	DIDFallback  string `json:"did_fallback"`
-	PublicKeyB58 string `json:"public_key_b58"`
-	SeedHex      string `json:"seed_hex"`
-}
-
 func vectorNode(t *testing.T, seedHex string) node {
-	seed, err := hex.DecodeString(seedHex)
-	if err != nil || len(seed) != ed25519.SeedSize {
-		t.Fatalf("bad seed %q", seedHex)
-	}
-	priv := ed25519.NewKeyFromSeed(seed)
+	priv := testkit.SeedKey(seedHex)
 	k := pub(priv)
 	d, _ := didkey.NodeDID(k, didkey.FormShort)
 	return node{priv: priv, key: k, did: d.String()}
@@ -596,8 +554,7 @@ func vectorNode(t *testing.T, seedHex string) node {
 // TestRegisterDIDVectors registers every node DID of dids.json: each positive spelling is
 // accepted, each negative gets its code and records nothing.
 func TestRegisterDIDVectors(t *testing.T) {
-	var v didVectors
-	loadVectors(t, "dids.json", &v)
+	v := testkit.DIDs(t)
 	h := newHarness(t)
 	n := 0
 	for _, neg := range v.Negative {
@@ -657,16 +614,15 @@ func TestRegisterDIDVectors(t *testing.T) {
 // Once one has a record under any spelling, the other cannot take the short DID, but can
 // register under its 10-hex or full DID.
 func TestRegisterCollision(t *testing.T) {
-	var v didVectors
-	loadVectors(t, "dids.json", &v)
-	sides := map[string]collisionSide{"first": v.Collision.First, "second": v.Collision.Second}
+	v := testkit.DIDs(t)
+	sides := map[string]testkit.CollisionKey{"first": v.Collision.First, "second": v.Collision.Second}
 	for _, order := range [][2]string{{"first", "second"}, {"second", "first"}} {
 		holderSide, otherSide := sides[order[0]], sides[order[1]]
 		holder, other := vectorNode(t, holderSide.SeedHex), vectorNode(t, otherSide.SeedHex)
 		if holder.did != holderSide.DIDShort || other.did != otherSide.DIDShort || holder.key.ShortBody() != v.Collision.ShortBody || other.key.ShortBody() != v.Collision.ShortBody {
 			t.Fatalf("collision vectors do not share %s", v.Collision.ShortBody)
 		}
-		spellings := func(n node, s collisionSide) map[string]string {
+		spellings := func(n node, s testkit.CollisionKey) map[string]string {
 			return map[string]string{"short": s.DIDShort, "fallback": s.DIDFallback, "full": n.fullDID()}
 		}
 		for _, form := range []string{"short", "fallback", "full"} {
@@ -794,35 +750,22 @@ func TestRegisterBadRequest(t *testing.T) {
 		t.Fatalf("%d records after refused registrations", got)
 	}
 	// Field limits come before the collision check.
-	var v didVectors
-	loadVectors(t, "dids.json", &v)
+	v := testkit.DIDs(t)
 	holder, other := vectorNode(t, v.Collision.First.SeedHex), vectorNode(t, v.Collision.Second.SeedHex)
 	h.ok("POST", "/api/v1/register", api.RegisterRequest{DID: holder.did, PublicKey: holder.key.Hex(), Endpoint: "203.0.113.7:7000"}, "", nil)
 	h.fails("POST", "/api/v1/register", api.RegisterRequest{DID: other.did, PublicKey: other.key.Hex(), Endpoint: " "}, "", http.StatusBadRequest, "BAD_REQUEST")
 }
 
-// rejectVector is one case of rejects.json.
-type rejectVector struct {
-	ID       string                     `json:"id"`
-	Message  int                        `json:"message"`
-	Endpoint string                     `json:"endpoint"`
-	Field    string                     `json:"field"`
-	Stage    string                     `json:"stage"`
-	Fields   map[string]json.RawMessage `json:"fields"`
-	RawValue *string                    `json:"raw_value"`
-	Expected struct {
-		HTTP              int    `json:"http"`
-		Code              string `json:"code"`
-		ChallengeConsumed bool   `json:"challenge_consumed"`
-	} `json:"expected"`
-}
-
-// value is the offending value as JSON text, sent as is.
-func (c rejectVector) value(t *testing.T) json.RawMessage {
-	if c.RawValue != nil {
-		return json.RawMessage(*c.RawValue)
+// rejectValue is the case's offending value as JSON text, sent as is.
+func rejectValue(t *testing.T, c testkit.Reject) json.RawMessage {
+	if c.RawValue != "" {
+		return json.RawMessage(c.RawValue)
 	}
-	v, ok := c.Fields[c.Field]
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(c.Fields, &fields); err != nil {
+		t.Fatalf("%s: fields: %v", c.ID, err)
+	}
+	v, ok := fields[c.Field]
 	if !ok {
 		t.Fatalf("%s: no value for %s", c.ID, c.Field)
 	}
@@ -830,13 +773,9 @@ func (c rejectVector) value(t *testing.T) json.RawMessage {
 }
 
 // rejectVectors returns the cases of rejects.json for one message.
-func rejectVectors(t *testing.T, message int) []rejectVector {
-	var v struct {
-		Cases []rejectVector `json:"cases"`
-	}
-	loadVectors(t, "rejects.json", &v)
-	var out []rejectVector
-	for _, c := range v.Cases {
+func rejectVectors(t *testing.T, message int) []testkit.Reject {
+	var out []testkit.Reject
+	for _, c := range testkit.Rejects(t).Cases {
 		if c.Message == message {
 			out = append(out, c)
 		}
@@ -854,7 +793,7 @@ func TestRegisterRejects(t *testing.T) {
 	n := newNode(t, "n")
 	for _, c := range rejectVectors(t, 3) {
 		t.Run(c.ID, func(t *testing.T) {
-			body := overlayJSON(t, n.registration(t, "203.0.113.7:7000"), c.value(t), c.Field)
+			body := overlayJSON(t, n.registration(t, "203.0.113.7:7000"), rejectValue(t, c), c.Field)
 			h.in(t).fails("POST", "/api/v1/register", body, "", c.Expected.HTTP, c.Expected.Code)
 		})
 	}
@@ -959,7 +898,7 @@ func TestHeartbeat(t *testing.T) {
 			req    func(now time.Time) any
 			status int
 			code   string
-		}{c.ID, func(now time.Time) any { return overlayJSON(t, n.heartbeat(t, n.did, now), c.value(t), c.Field) }, c.Expected.HTTP, c.Expected.Code})
+		}{c.ID, func(now time.Time) any { return overlayJSON(t, n.heartbeat(t, n.did, now), rejectValue(t, c), c.Field) }, c.Expected.HTTP, c.Expected.Code})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -391,7 +392,7 @@ func TestEnumerationSameStoreCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recordingStore{Store: st}
-	h := startHarness(t, rec, dir, &clock{now: epoch}, hostileResolveLimit(1<<20))
+	h := startHarness(t, rec, dir, testkit.NewClock(epoch), hostileResolveLimit(1<<20))
 	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
 	w.token = w.op.login(h)
 	used := w.initiate("bs-used")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
@@ -37,7 +38,7 @@ func heapGrowth(before, after uint64) int64 { return int64(after) - int64(before
 // TestExhaustionChallengeFlood: 200,000 challenge requests leave the heap where it was, as
 // issuing a challenge stores nothing.
 func TestExhaustionChallengeFlood(t *testing.T) {
-	c := &clock{now: epoch}
+	c := testkit.NewClock(epoch)
 	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: c.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +198,7 @@ func TestExhaustionInitiateFloodConcurrent(t *testing.T) {
 // TestExhaustionInitiateHeap: a flood of initiates refused at the cap leaves the heap where
 // it was.
 func TestExhaustionInitiateHeap(t *testing.T) {
-	c := &clock{now: epoch}
+	c := testkit.NewClock(epoch)
 	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: c.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestExhaustionInitiateHeap(t *testing.T) {
 // initiate and pending read, so a long history costs those paths nothing; the sessions
 // themselves stay readable until the sweep retires them.
 func TestExhaustionHistoryNotRead(t *testing.T) {
-	c := &clock{now: epoch}
+	c := testkit.NewClock(epoch)
 	st := store.NewMemory()
 	svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, InitiateAddressLimit: 1 << 30})
 	if err != nil {

@@ -5,13 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	crand "crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +22,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -33,24 +31,6 @@ import (
 // epoch is the fake clock's start: every test runs at a fixed, known time.
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// clock is a settable clock shared by the test and the service.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // harness is a registry served over real HTTP on a real Badger store in a temporary
 // directory.
 type harness struct {
@@ -58,7 +38,7 @@ type harness struct {
 	srv   *httptest.Server
 	svc   *registry.Service
 	st    store.Store
-	clock *clock
+	clock *testkit.Clock
 	dir   string
 	// strictAPI holds every exchange to the OpenAPI document as written (see checkExchange).
 	strictAPI bool
@@ -72,7 +52,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	st := openStore(t, dir)
-	return startHarness(t, st, dir, &clock{now: epoch}, opts...)
+	return startHarness(t, st, dir, testkit.NewClock(epoch), opts...)
 }
 
 // onPostgres, set by TestEndpointsOnPostgres, makes newHarness serve on PostgreSQL: a schema
@@ -124,10 +104,10 @@ func newPlainHarness(t *testing.T, opts ...harnessOption) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startHarness(t, st, dir, &clock{now: epoch}, opts...)
+	return startHarness(t, st, dir, testkit.NewClock(epoch), opts...)
 }
 
-func startHarness(t *testing.T, st store.Store, dir string, c *clock, opts ...harnessOption) *harness {
+func startHarness(t *testing.T, st store.Store, dir string, c *testkit.Clock, opts ...harnessOption) *harness {
 	t.Helper()
 	// The hostile and login tables send thousands of failing logins from one address; the
 	// login budgets have their own tests (internal/abuse).
@@ -237,12 +217,6 @@ func (h *harness) fails(method, path string, body any, bearer string, status int
 
 func (h *harness) now() time.Time { return h.clock.Now() }
 
-// key is a deterministic Ed25519 key for a test, named by label.
-func key(t *testing.T, label string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte(t.Name() + "/" + label))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
-
 func pub(priv ed25519.PrivateKey) didkey.PublicKey {
 	k, _ := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
 	return k
@@ -265,7 +239,7 @@ type node struct {
 }
 
 func newNode(t *testing.T, label string) node {
-	priv := key(t, label)
+	priv := testkit.LabelKey(t, label)
 	k := pub(priv)
 	d, _ := didkey.NodeDID(k, didkey.FormShort)
 	return node{priv: priv, key: k, did: d.String()}
@@ -330,7 +304,7 @@ type operator struct {
 }
 
 func newOperator(t *testing.T, label string, now time.Time, permissions ...string) operator {
-	root, device := key(t, label+"/root"), key(t, label+"/device")
+	root, device := testkit.LabelKey(t, label+"/root"), testkit.LabelKey(t, label+"/device")
 	d, _ := didkey.OperatorDID(pub(root), didkey.FormShort)
 	cred := authn.DeviceCredential{DeviceCredential: canonical.DeviceCredential{
 		CredentialID: "cred-" + label, OperatorDID: d.String(), OperatorRootPublicKey: pub(root).Base58(),
@@ -527,18 +501,6 @@ func tamperSig(t *testing.T, sig string) string {
 	}
 	raw[10] ^= 0x01
 	return base58.Encode(raw)
-}
-
-// loadVectors decodes a file of testdata/vectors into v.
-func loadVectors(t *testing.T, name string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
 }
 
 // overlayJSON encodes v as JSON and replaces the value at path (object keys, outermost first)

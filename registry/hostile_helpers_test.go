@@ -6,8 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -385,25 +384,9 @@ func hostileSign(priv ed25519.PrivateKey, m canonical.Message) string {
 	return sig
 }
 
-// hostileReject is one case of testdata/vectors/rejects.json.
-type hostileReject struct {
-	ID         string `json:"id"`
-	Message    int    `json:"message"`
-	Endpoint   string `json:"endpoint"`
-	Field      string `json:"field"`
-	Stage      string `json:"stage"`
-	FieldsJSON string `json:"fields_json"`
-	RawValue   string `json:"raw_value"`
-	Expected   struct {
-		HTTP              int    `json:"http"`
-		Code              string `json:"code"`
-		ChallengeConsumed bool   `json:"challenge_consumed"`
-	} `json:"expected"`
-}
-
-// value is the case's offending value as JSON, and the raw text to send instead when the
-// value is not JSON.
-func (c hostileReject) value(t testing.TB) (any, string) {
+// hostileValue is the case's offending value as JSON, and the raw text to send instead when
+// the value is not JSON.
+func hostileValue(t testing.TB, c testkit.Reject) (any, string) {
 	t.Helper()
 	if c.RawValue != "" {
 		return hostileRaw, c.RawValue
@@ -421,49 +404,12 @@ func (c hostileReject) value(t testing.TB) (any, string) {
 	return v, ""
 }
 
-func hostileRejects(t testing.TB) []hostileReject {
+func hostileRejects(t testing.TB) []testkit.Reject {
 	t.Helper()
-	var f struct {
-		Cases []hostileReject `json:"cases"`
-	}
-	hostileVector(t, "rejects.json", &f)
-	if len(f.Cases) == 0 {
-		t.Fatal("rejects.json has no cases")
-	}
-	return f.Cases
+	return testkit.Rejects(t).Cases
 }
 
-// hostileDIDCase is one refused DID of testdata/vectors/dids.json.
-type hostileDIDCase struct {
-	ID        string `json:"id"`
-	DID       string `json:"did"`
-	PublicKey string `json:"public_key"`
-	Role      string `json:"role"`
-	Expected  struct {
-		HTTP int    `json:"http"`
-		Code string `json:"code"`
-	} `json:"expected"`
-}
-
-func hostileDIDNegatives(t testing.TB) []hostileDIDCase {
+func hostileDIDNegatives(t testing.TB) []testkit.DIDCase {
 	t.Helper()
-	var f struct {
-		Negative []hostileDIDCase `json:"negative"`
-	}
-	hostileVector(t, "dids.json", &f)
-	if len(f.Negative) == 0 {
-		t.Fatal("dids.json has no negative cases")
-	}
-	return f.Negative
-}
-
-func hostileVector(t testing.TB, name string, v any) {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
+	return testkit.DIDs(t).Negative
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -434,9 +435,9 @@ func TestHostileRejectVectors(t *testing.T) {
 			case 8:
 				path = []string{"acceptance", c.Field}
 			}
-			v, raw := c.value(t)
+			v, raw := hostileValue(t, c)
 			mc := ep.mutate(t, c.ID, path, v, raw, hostileAnswer{c.Expected.HTTP, c.Expected.Code})
-			if c.Expected.ChallengeConsumed {
+			if c.Expected.Consumed() {
 				mc = hostileBurnsChallenge(t, w, ep, mc)
 			}
 			m.run(t, ep, mc)
@@ -568,21 +569,14 @@ func hostileRegister(t *testing.T, w *arena) []*hostileEndpoint {
 		ep.extra = append(ep.extra, ep.mutate(t, "endpoint/whitespace/"+what, []string{"endpoint"}, v, "", refused.badRequest))
 	}
 	// A short DID whose body another key already holds.
-	type party struct {
-		DID string `json:"did_short"`
-		Key string `json:"public_key_b58"`
+	pair := testkit.DIDs(t).Collision
+	first, second := pair.First, pair.Second
+	if first.DIDShort == "" || first.DIDShort != second.DIDShort {
+		t.Fatalf("dids.json collision: %+v", pair)
 	}
-	var pair struct {
-		Collision struct{ First, Second party } `json:"collision"`
-	}
-	hostileVector(t, "dids.json", &pair)
-	first, second := pair.Collision.First, pair.Collision.Second
-	if first.DID == "" || first.DID != second.DID {
-		t.Fatalf("dids.json collision: %+v", pair.Collision)
-	}
-	w.ok("POST", "/api/v1/register", map[string]any{"did": first.DID, "public_key": first.Key, "endpoint": "198.51.100.1:7000"}, "", nil)
+	w.ok("POST", "/api/v1/register", map[string]any{"did": first.DIDShort, "public_key": first.PublicKeyB58, "endpoint": "198.51.100.1:7000"}, "", nil)
 	ep.extra = append(ep.extra, hostileCase{name: "did/short-body-held-by-another-key", want: refused.didCollision, body: func() []byte {
-		return toTree(t, map[string]any{"did": second.DID, "public_key": second.Key, "endpoint": "198.51.100.2:7000"}).encode(t, "")
+		return toTree(t, map[string]any{"did": second.DIDShort, "public_key": second.PublicKeyB58, "endpoint": "198.51.100.2:7000"}).encode(t, "")
 	}})
 	ep.succeed = func(t *testing.T) { w.ok("POST", "/api/v1/register", ep.valid(), "", nil) }
 	return []*hostileEndpoint{ep}

@@ -2,7 +2,6 @@ package registry_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
 )
@@ -44,8 +44,7 @@ func BenchmarkRevoke(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			seed := sha256.Sum256([]byte("bench root"))
-			root := ed25519.NewKeyFromSeed(seed[:])
+			root := testkit.TextKey("bench root")
 			revs := make([]authn.SignedRevocation, b.N)
 			for i := range revs {
 				if revs[i], err = authn.SignRevocation(root, canonical.DefaultPrefix, "", "", fmt.Sprintf("rev-%d", i), epoch); err != nil {

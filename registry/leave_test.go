@@ -11,6 +11,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -21,7 +22,7 @@ import (
 // key, with its own revocation_id.
 func (o operator) newDevice(t *testing.T, label, revocationID string) operator {
 	t.Helper()
-	dev := key(t, label+"/device")
+	dev := testkit.LabelKey(t, label+"/device")
 	now := o.cred.IssuedAt
 	cred := authn.DeviceCredential{DeviceCredential: o.cred.DeviceCredential}
 	cred.CredentialID, cred.DeviceID = "cred-"+label, label

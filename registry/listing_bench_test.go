@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
 )
@@ -42,7 +43,7 @@ func BenchmarkBuildListing100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	clock := &clock{now: now}
+	clock := testkit.NewClock(now)
 	svc, err := registry.New(registry.Config{Store: st, Clock: clock.Now})
 	if err != nil {
 		b.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -337,8 +338,7 @@ func TestDeviceLoginChallengeLife(t *testing.T) {
 // TestDeviceLoginOperatorVectors sends the operator DIDs of dids.json as a credential's
 // operator_did and root key: DC_ID_BINDING, and the challenge survives.
 func TestDeviceLoginOperatorVectors(t *testing.T) {
-	var v didVectors
-	loadVectors(t, "dids.json", &v)
+	v := testkit.DIDs(t)
 	h := newHarness(t)
 	op := newOperator(t, "op", h.now(), "nodes.bind")
 	n := 0
@@ -371,7 +371,7 @@ func TestDeviceLoginRejects(t *testing.T) {
 		t.Run(c.ID, func(t *testing.T) {
 			h := h.in(t)
 			var issued string
-			if err := json.Unmarshal(c.value(t), &issued); err != nil || c.Field != "issued_at" {
+			if err := json.Unmarshal(rejectValue(t, c), &issued); err != nil || c.Field != "issued_at" {
 				t.Fatalf("unexpected message-1 case %s", c.ID)
 			}
 			ch := h.challenge()
@@ -379,7 +379,7 @@ func TestDeviceLoginRejects(t *testing.T) {
 			l.IssuedAt = issued
 			l.Signature = signLines(op.device, "service-auth-challenge:v1", op.did, op.cred.DevicePublicKey, ch, issued)
 			h.fails("POST", "/v1/auth/device-login", l, "", c.Expected.HTTP, c.Expected.Code)
-			if !c.Expected.ChallengeConsumed {
+			if !c.Expected.Consumed() {
 				t.Fatalf("%s: expected the challenge kept", c.ID)
 			}
 			h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
@@ -390,11 +390,11 @@ func TestDeviceLoginRejects(t *testing.T) {
 			h := h.in(t)
 			ch := h.challenge()
 			l := op.loginRequest(t, ch, h.now())
-			var body any = overlayJSON(t, l, c.value(t), "device_credential", c.Field)
+			var body any = overlayJSON(t, l, rejectValue(t, c), "device_credential", c.Field)
 			if c.Stage == "credential_validity" {
 				// Signed over the string as given, so DC_BAD_SIGNATURE cannot come first.
 				var s string
-				if err := json.Unmarshal(c.value(t), &s); err != nil {
+				if err := json.Unmarshal(rejectValue(t, c), &s); err != nil {
 					t.Fatalf("%s: %v", c.ID, err)
 				}
 				cred := op.cred
@@ -409,7 +409,7 @@ func TestDeviceLoginRejects(t *testing.T) {
 				body = op.loginWith(t, op.signCred(t, cred), ch, h.now())
 			}
 			h.fails("POST", "/v1/auth/device-login", body, "", c.Expected.HTTP, c.Expected.Code)
-			if c.Expected.ChallengeConsumed {
+			if c.Expected.Consumed() {
 				h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
 			} else {
 				h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mr-tron/base58"
 
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -54,7 +55,7 @@ func TestLogsKeepNoSecret(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := startHarness(t, st, dir, &clock{now: epoch}, func(c *registry.Config) { c.Logger = logger })
+			h := startHarness(t, st, dir, testkit.NewClock(epoch), func(c *registry.Config) { c.Logger = logger })
 			secrets := logsJourney(t, h)
 			h.close()
 			log := out.String()

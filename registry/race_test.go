@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -282,7 +283,7 @@ func newGatedArena(t *testing.T) (*arena, *gateStore) {
 		t.Fatal(err)
 	}
 	g := &gateStore{Store: st}
-	h := startHarness(t, g, dir, &clock{now: epoch}, hostileResolveLimit(1<<20))
+	h := startHarness(t, g, dir, testkit.NewClock(epoch), hostileResolveLimit(1<<20))
 	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
 	h.ok("POST", "/api/v1/register", w.n.registration(t, "203.0.113.7:7000"), "", nil)
 	w.token = w.op.login(h)
@@ -311,25 +312,17 @@ func TestRaceOpenSessionCap(t *testing.T) {
 // moment; only one may hold the body, the other is DID_COLLISION.
 func TestRaceShortDIDCollision(t *testing.T) {
 	w, g := newGatedArena(t)
-	type party struct {
-		DID string `json:"did_short"`
-		Key string `json:"public_key_b58"`
-	}
-	var v struct {
-		Collision struct{ First, Second party } `json:"collision"`
-	}
-	hostileVector(t, "dids.json", &v)
-	first, second := v.Collision.First, v.Collision.Second
+	c := testkit.DIDs(t).Collision
 	// From two client addresses, so that the per-address count of new keys, which every
 	// new registration also writes, cannot serialize the two by accident.
 	g.arm(2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
-	for i, p := range []party{first, second} {
+	for i, p := range []testkit.CollisionKey{c.First, c.Second} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := api.RegisterRequest{DID: p.DID, PublicKey: p.Key, Endpoint: "198.51.100.1:7000"}
+			req := api.RegisterRequest{DID: p.DIDShort, PublicKey: p.PublicKeyB58, Endpoint: "198.51.100.1:7000"}
 			_, errs[i] = w.svc.Register(context.Background(), req, fmt.Sprintf("192.0.2.%d", i+1))
 		}()
 	}

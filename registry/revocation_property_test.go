@@ -11,6 +11,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
@@ -32,7 +33,7 @@ func TestRevocationProperty(t *testing.T) {
 	pairs := []string{"rev-a", "rev-b", "az-1", "az-2"}
 
 	rapid.Check(t, func(rt *rapid.T) {
-		c := &clock{now: epoch}
+		c := testkit.NewClock(epoch)
 		st := store.NewMemory()
 		defer st.Close()
 		svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, InitiateAddressLimit: 1 << 30, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30})

@@ -28,6 +28,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/daemon"
 	"github.com/svrp/svrp/internal/hints"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -572,10 +573,7 @@ func TestConsoleBindsANode(t *testing.T) {
 func TestConsoleCanonicalVectors(t *testing.T) {
 	ctx, _ := browser(t)
 	base := startSvrpd(t)
-	raw, err := os.ReadFile("../../testdata/vectors/canonical.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testkit.Raw(t, "canonical.json")
 	var vectors struct {
 		Cases []json.RawMessage `json:"cases"`
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
@@ -153,8 +154,8 @@ func TestOnlineWindow(t *testing.T) {
 }
 
 func TestDiscoveryDropsRecordsThatFailIDBinding(t *testing.T) {
-	good := key(t, "good").Public().(ed25519.PublicKey)
-	other := key(t, "other").Public().(ed25519.PublicKey)
+	good := testkit.LabelKey(t, "good").Public().(ed25519.PublicKey)
+	other := testkit.LabelKey(t, "other").Public().(ed25519.PublicKey)
 	gk, _ := didkey.KeyFromEd25519(good)
 	ok, _ := didkey.KeyFromEd25519(other)
 	gdid, _ := didkey.NodeDID(gk, didkey.FormShort)
@@ -330,7 +331,7 @@ func TestBindingJourney(t *testing.T) {
 
 	// Each link of the chain is checked on the node's side.
 	noBind := p
-	noBind.DeviceCredential, _ = client.IssueDeviceCredential(key(t, "op/root"), op.DeviceKey.Public().(ed25519.PublicKey),
+	noBind.DeviceCredential, _ = client.IssueDeviceCredential(testkit.LabelKey(t, "op/root"), op.DeviceKey.Public().(ed25519.PublicKey),
 		client.CredentialOptions{IssuedAt: w.clock.Now(), Permissions: []string{"nodes.read"}})
 	forged := p
 	forged.DeviceCredential.OperatorDID = "did:svrp:o:00000000"
@@ -492,13 +493,13 @@ func TestClientSideChecks(t *testing.T) {
 	c := w.client()
 
 	t.Run("login with the wrong device key sends nothing", func(t *testing.T) {
-		dev := key(t, "device")
-		cred, err := client.IssueDeviceCredential(key(t, "root"), dev.Public().(ed25519.PublicKey), client.CredentialOptions{IssuedAt: w.clock.Now()})
+		dev := testkit.LabelKey(t, "device")
+		cred, err := client.IssueDeviceCredential(testkit.LabelKey(t, "root"), dev.Public().(ed25519.PublicKey), client.CredentialOptions{IssuedAt: w.clock.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := w.reqs.total()
-		if _, err := c.Login(ctx, key(t, "someone else"), cred); client.CodeOf(err) != proto.BadSignature {
+		if _, err := c.Login(ctx, testkit.LabelKey(t, "someone else"), cred); client.CodeOf(err) != proto.BadSignature {
 			t.Errorf("err = %v, want BAD_SIGNATURE", err)
 		}
 		if w.reqs.total() != before {
@@ -507,7 +508,7 @@ func TestClientSideChecks(t *testing.T) {
 	})
 	t.Run("a node whose DID is another key's", func(t *testing.T) {
 		other := w.node(c, "other")
-		n := &client.Node{Client: c, Key: key(t, "mine"), DID: other.DID}
+		n := &client.Node{Client: c, Key: testkit.LabelKey(t, "mine"), DID: other.DID}
 		if _, err := n.Register(ctx, "192.0.2.1:1", nil, ""); client.CodeOf(err) != proto.IDBindingFailed {
 			t.Errorf("err = %v, want ID_BINDING_FAILED", err)
 		}
@@ -524,7 +525,7 @@ func TestClientSideChecks(t *testing.T) {
 		}
 	})
 	t.Run("the fallback DID form", func(t *testing.T) {
-		n, err := client.NewNode(c, key(t, "fb"), didkey.FormFallback)
+		n, err := client.NewNode(c, testkit.LabelKey(t, "fb"), didkey.FormFallback)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -538,7 +539,7 @@ func TestClientSideChecks(t *testing.T) {
 }
 
 func TestIssueDeviceCredential(t *testing.T) {
-	root, dev := key(t, "root"), key(t, "device")
+	root, dev := testkit.LabelKey(t, "root"), testkit.LabelKey(t, "device")
 	at := time.Date(2030, 5, 6, 7, 8, 9, 500, time.UTC)
 	opts := client.CredentialOptions{IssuedAt: at}
 	a, err := client.IssueDeviceCredential(root, dev.Public().(ed25519.PublicKey), opts)

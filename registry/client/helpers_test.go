@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"crypto/ed25519"
-	"crypto/sha256"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,32 +9,11 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/store"
 )
-
-// fakeClock is a clock tests move by hand; the registry and the clients of one test share it.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // hook may answer a request in place of the registry; it returns false to pass it on. n is the
 // 1-based count of requests to this path so far, this one included.
@@ -90,7 +68,7 @@ func (c *counting) total() int {
 // clock.
 type world struct {
 	t     *testing.T
-	clock *fakeClock
+	clock *testkit.Clock
 	svc   *registry.Service
 	reqs  *counting
 	srv   *httptest.Server
@@ -98,7 +76,8 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	clock := newFakeClock()
+	// The registry and the clients of one test share the clock.
+	clock := testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -142,16 +121,9 @@ func (w *world) client(opts ...client.Option) *client.Client {
 	return c
 }
 
-// key derives a test key from the test's name and a label, so every test has its own keys
-// and a failure is repeatable.
-func key(t testing.TB, label string) ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte(t.Name() + "/" + label))
-	return ed25519.NewKeyFromSeed(seed[:])
-}
-
 func (w *world) node(c *client.Client, label string) *client.Node {
 	w.t.Helper()
-	n, err := client.NewNode(c, key(w.t, label), didkey.FormShort)
+	n, err := client.NewNode(c, testkit.LabelKey(w.t, label), didkey.FormShort)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -161,8 +133,8 @@ func (w *world) node(c *client.Client, label string) *client.Node {
 // operator issues a credential at the world's time and logs in.
 func (w *world) operator(c *client.Client, label string) *client.Operator {
 	w.t.Helper()
-	dev := key(w.t, label+"/device")
-	cred, err := client.IssueDeviceCredential(key(w.t, label+"/root"), dev.Public().(ed25519.PublicKey),
+	dev := testkit.LabelKey(w.t, label+"/device")
+	cred, err := client.IssueDeviceCredential(testkit.LabelKey(w.t, label+"/root"), dev.Public().(ed25519.PublicKey),
 		client.CredentialOptions{IssuedAt: w.clock.Now()})
 	if err != nil {
 		w.t.Fatal(err)

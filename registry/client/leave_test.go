@@ -2,13 +2,13 @@ package client_test
 
 import (
 	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -67,7 +67,7 @@ func TestLeaving(t *testing.T) {
 
 	// The device is revoked with a revocation made offline from the root key.
 	id = w.bind(node, op)
-	root := key(t, "op/root")
+	root := testkit.LabelKey(t, "op/root")
 	rev, err := client.NewRevocation(root, "", op.Credential.RevocationID, w.clock.Now(), &op.Credential)
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +91,7 @@ func TestLeaving(t *testing.T) {
 
 // NewRevocation reproduces the revocation vector of extensions.json from its root seed.
 func TestNewRevocationMatchesTheVector(t *testing.T) {
-	seed, _ := hex.DecodeString("3c36adeda57975441484a119843f614c859c04a0440edca7530b19707cca3313")
-	root := ed25519.NewKeyFromSeed(seed)
+	root := testkit.SeedKey("3c36adeda57975441484a119843f614c859c04a0440edca7530b19707cca3313")
 	at := time.Date(2025, 1, 15, 11, 0, 0, 0, time.UTC)
 	rev, err := client.NewRevocation(root, "", "rev-device-1", at, nil)
 	if err != nil {

@@ -223,36 +223,37 @@ func TestRaceInitiateOneID(t *testing.T) {
 	}
 }
 
-// gateStore holds the commit of every armed transaction until all of them have run their
-// function: each has then read the store as it was before any of them wrote, the widest
-// window two requests can race in, so a store that lets them both commit is caught every
-// time rather than by luck. A transaction that conflicts runs again without waiting.
+// gateStore holds every armed request at the door of its write transaction until all of
+// them are there: each has then done all it does before writing (parsed, looked up, verified)
+// against the store as it was before any of them wrote, and they enter their transactions
+// together. That is the widest window two requests can race in on every store, including
+// those that run one transaction at a time (Badger, memory), where a gate inside the
+// transaction could never gather its parties; so a request that decides outside its
+// transaction what it must check inside is caught every time rather than by luck.
 type gateStore struct {
 	store.Store
 	mu      sync.Mutex
 	parties int
 	arrived int
 	all     chan struct{}
+	missed  error
 }
 
-// arm makes the next n transactions wait for each other.
+// arm makes the next n write transactions wait for each other.
 func (g *gateStore) arm(n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.parties, g.arrived, g.all = n, 0, make(chan struct{})
+	g.parties, g.arrived, g.all, g.missed = n, 0, make(chan struct{}), nil
 }
 
 func (g *gateStore) Update(ctx context.Context, fn func(store.Tx) error) error {
-	waited := false
-	return g.Store.Update(ctx, func(tx store.Tx) error {
-		if err := fn(tx); err != nil || waited {
-			return err
-		}
-		waited = true
-		g.wait()
-		return nil
-	})
+	g.wait()
+	return g.Store.Update(ctx, fn)
 }
+
+// gateLimit only keeps a broken test from hanging: every armed request reaches its write
+// transaction without waiting on anything but the gate, so all parties arrive at once.
+const gateLimit = 30 * time.Second
 
 func (g *gateStore) wait() {
 	g.mu.Lock()
@@ -266,12 +267,29 @@ func (g *gateStore) wait() {
 		g.parties = 0
 	}
 	g.mu.Unlock()
-	// A store that runs Updates one at a time holds the others back until this one
-	// commits, so they never arrive: after a while the gate lets this one go, and the
-	// requests are then serialized, which is the behaviour the tests ask for anyway.
 	select {
 	case <-all:
-	case <-time.After(2 * time.Second):
+	case <-time.After(gateLimit):
+		g.mu.Lock()
+		if g.parties != 0 && g.all == all {
+			g.missed = fmt.Errorf("only %d of %d armed requests reached their write transaction", g.arrived, g.parties)
+			g.parties = 0
+			close(all)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// gathered fails t unless every armed request met the others at the gate.
+func (g *gateStore) gathered(t *testing.T) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.missed != nil {
+		t.Fatal(g.missed)
+	}
+	if g.parties != 0 {
+		t.Fatalf("%d of %d armed requests reached their write transaction", g.arrived, g.parties)
 	}
 }
 
@@ -302,6 +320,7 @@ func TestRaceOpenSessionCap(t *testing.T) {
 		{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, w.n.initiate(t, "bs-a", w.now(), nil, nil))},
 		{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, w.n.initiate(t, "bs-b", w.now(), nil, nil))},
 	})
+	g.gathered(t)
 	raceOneWins(t, "two initiates at the cap", rs, "429 RATE_LIMITED")
 	if n := len(hostileSnapshot(t, w.st).Sessions); n != binding.MaxOpenSessionsPerNode {
 		t.Fatalf("%d open sessions, want %d", n, binding.MaxOpenSessionsPerNode)
@@ -327,6 +346,7 @@ func TestRaceShortDIDCollision(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	g.gathered(t)
 	rs := make([]raceResult, len(errs))
 	for i, err := range errs {
 		rs[i] = raceResult{status: http.StatusOK}

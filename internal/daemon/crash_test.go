@@ -22,7 +22,11 @@ import (
 // plain go test stays quick), on one data directory, so each restart checks the writes of
 // every earlier round too. A longer run, for example:
 //
-//	SVRPD_CRASH_ROUNDS=200 go test ./svrpd -run TestCrashSafety -v -timeout 60m
+//	SVRPD_CRASH_ROUNDS=200 go test ./internal/daemon -run TestCrashSafety -v -timeout 60m
+//
+// The moments of the kills come from a seed, printed when the test fails; SVRPD_CRASH_SEED
+// replays them. The traffic around a kill still depends on the machine's timing, so a replay
+// repeats the schedule, not every byte.
 func TestCrashSafety(t *testing.T) {
 	rounds := 3
 	if v := os.Getenv("SVRPD_CRASH_ROUNDS"); v != "" {
@@ -32,6 +36,7 @@ func TestCrashSafety(t *testing.T) {
 		}
 		rounds = n
 	}
+	rng := crashRand(t)
 	bin := svrpdtest.Binary(t)
 	data := t.TempDir()
 	log := &crashLog{}
@@ -57,7 +62,7 @@ func TestCrashSafety(t *testing.T) {
 		}
 		// The kill lands anywhere in the traffic: between requests, inside a commit, in the
 		// middle of an answer.
-		delay := time.Duration(100+rand.IntN(1400)) * time.Millisecond
+		delay := time.Duration(100+rng.IntN(1400)) * time.Millisecond
 		time.Sleep(delay)
 		killed.Store(true)
 		before := ledger.acknowledged()
@@ -94,6 +99,25 @@ func TestCrashSafety(t *testing.T) {
 		t.Errorf("the daemon logged no request at debug level")
 	}
 	t.Logf("%d rounds; %d secrets absent from %d log lines", rounds, n, strings.Count(all, "\n")+1)
+}
+
+// crashRand is the source of a crash test's delays, seeded by SVRPD_CRASH_SEED when set and
+// afresh otherwise; a failed test prints its seed.
+func crashRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := rand.Uint64()
+	if v := os.Getenv("SVRPD_CRASH_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("SVRPD_CRASH_SEED=%q: want an unsigned decimal number", v)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("delays from SVRPD_CRASH_SEED=%d; set it to replay them", seed)
+		}
+	})
+	return rand.New(rand.NewPCG(seed, seed))
 }
 
 func (l *crashLedger) acknowledged() int {

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -607,6 +606,7 @@ func TestCrashSafetyDiskFilling(t *testing.T) {
 	flags := []string{"--disk-reserve", "24MiB"}
 	log := &crashLog{}
 	ledger := newCrashLedger()
+	rng := crashRand(t)
 	d := crashStart(t, bin, data, log, flags...)
 	var refusedTotal int64
 	for round := 1; round <= 3; round++ {
@@ -640,9 +640,9 @@ func TestCrashSafetyDiskFilling(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
 		fillTo(t, filler, 20<<20)
-		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
 		killed.Store(true)
 		before := ledger.acknowledged()
 		d.signal(t, syscall.SIGKILL)

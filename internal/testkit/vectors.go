@@ -158,46 +158,31 @@ type ShortCodesFile struct {
 // Canonical reads canonical.json.
 func Canonical(t testing.TB) SignedFile {
 	t.Helper()
-	var v SignedFile
-	load(t, "canonical.json", &v)
-	nonEmpty(t, "canonical.json", len(v.Cases), len(v.Messages), len(v.Signers))
-	return v
+	return read(t, "canonical.json", func(v *SignedFile) []int { return []int{len(v.Cases), len(v.Messages), len(v.Signers)} })
 }
 
 // Extensions reads extensions.json.
 func Extensions(t testing.TB) SignedFile {
 	t.Helper()
-	var v SignedFile
-	load(t, "extensions.json", &v)
-	nonEmpty(t, "extensions.json", len(v.Cases), len(v.Messages), len(v.Signers))
-	return v
+	return read(t, "extensions.json", func(v *SignedFile) []int { return []int{len(v.Cases), len(v.Messages), len(v.Signers)} })
 }
 
 // Rejects reads rejects.json.
 func Rejects(t testing.TB) RejectsFile {
 	t.Helper()
-	var v RejectsFile
-	load(t, "rejects.json", &v)
-	nonEmpty(t, "rejects.json", len(v.Cases))
-	return v
+	return read(t, "rejects.json", func(v *RejectsFile) []int { return []int{len(v.Cases)} })
 }
 
 // DIDs reads dids.json.
 func DIDs(t testing.TB) DIDsFile {
 	t.Helper()
-	var v DIDsFile
-	load(t, "dids.json", &v)
-	nonEmpty(t, "dids.json", len(v.Keys), len(v.Positive), len(v.Negative))
-	return v
+	return read(t, "dids.json", func(v *DIDsFile) []int { return []int{len(v.Keys), len(v.Positive), len(v.Negative)} })
 }
 
 // ShortCodes reads shortcodes.json.
 func ShortCodes(t testing.TB) ShortCodesFile {
 	t.Helper()
-	var v ShortCodesFile
-	load(t, "shortcodes.json", &v)
-	nonEmpty(t, "shortcodes.json", len(v.Cases))
-	return v
+	return read(t, "shortcodes.json", func(v *ShortCodesFile) []int { return []int{len(v.Cases)} })
 }
 
 // Raw returns a vector file's bytes as published, for a test that hands them on whole.
@@ -214,22 +199,21 @@ func Raw(t testing.TB, name string) []byte {
 	return b
 }
 
-func load(t testing.TB, name string, v any) {
+// read decodes a file and fails the test when one of its parts, as counted by sizes, decoded to
+// nothing: a renamed key in the file would otherwise leave a loop over its cases silently
+// empty.
+func read[T any](t testing.TB, name string, sizes func(*T) []int) T {
 	t.Helper()
-	if err := json.Unmarshal(Raw(t, name), v); err != nil {
+	var v T
+	if err := json.Unmarshal(Raw(t, name), &v); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-}
-
-// nonEmpty fails the test when a part of a file decoded to nothing: a renamed key in the file
-// would otherwise leave a loop over its cases silently empty.
-func nonEmpty(t testing.TB, name string, counts ...int) {
-	t.Helper()
-	for i, n := range counts {
+	for i, n := range sizes(&v) {
 		if n == 0 {
 			t.Fatalf("%s: part %d of the file is empty; want some cases", name, i+1)
 		}
 	}
+	return v
 }
 
 var (

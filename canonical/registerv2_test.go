@@ -11,23 +11,14 @@ import (
 	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
-
-// registerV2Vectors is the part of extensions.json that message 10 reads.
-type registerV2Vectors struct {
-	Messages map[string]struct {
-		Domain string   `json:"domain"`
-		Fields []string `json:"fields"`
-	} `json:"messages"`
-	Cases []canonCase `json:"cases"`
-}
 
 // TestVectorRegisterV2 reproduces every message-10 case of extensions.json byte for byte,
 // signature included, and checks that the struct lists the protocol's fields in order.
 func TestVectorRegisterV2(t *testing.T) {
-	var v registerV2Vectors
-	loadJSON(t, "extensions.json", &v)
+	v := testkit.Extensions(t)
 	spec, ok := v.Messages["10"]
 	if !ok {
 		t.Fatal("message 10 missing from extensions.json")
@@ -69,7 +60,7 @@ func TestVectorRegisterV2(t *testing.T) {
 			if hex.EncodeToString(got) != c.ExpectedHex {
 				t.Errorf("hex %x, want %s", got, c.ExpectedHex)
 			}
-			priv := privFromSeed(t, c.SeedHex)
+			priv := testkit.SeedKey(c.SeedHex)
 			pub := pubOf(t, priv)
 			if pub.Base58() != c.PublicKeyB58 || pub.Hex() != c.PublicKeyHex {
 				t.Fatalf("seed gives key %s, want %s", pub.Base58(), c.PublicKeyB58)

@@ -2,8 +2,6 @@ package fuzz
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -11,24 +9,12 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 // authnNow is the clock of the vector seeds: inside the vectors' credential windows.
 var authnNow = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC).Unix()
-
-type authnCanonCase struct {
-	ID        string          `json:"id"`
-	Message   int             `json:"message"`
-	Prefix    string          `json:"prefix"`
-	Fields    json.RawMessage `json:"fields"`
-	Signature string          `json:"signature_b58"`
-}
-
-type authnRejectCase struct {
-	Message int             `json:"message"`
-	Fields  json.RawMessage `json:"fields"`
-}
 
 type authnSeed struct {
 	prefix string
@@ -42,17 +28,7 @@ type authnSeed struct {
 // and login fields of rejects.json.
 func authnSeeds(f *testing.F) []authnSeed {
 	f.Helper()
-	read := func(name string, v any) {
-		raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		if err := json.Unmarshal(raw, v); err != nil {
-			f.Fatalf("%s: %v", name, err)
-		}
-	}
-	var canon struct{ Cases []authnCanonCase }
-	read("canonical.json", &canon)
+	canon := testkit.Canonical(f)
 	var seeds []authnSeed
 	logins := 0
 	for _, c := range canon.Cases {
@@ -63,7 +39,7 @@ func authnSeeds(f *testing.F) []authnSeed {
 		if json.Unmarshal(c.Fields, &s.dc.DeviceCredential) != nil {
 			f.Fatalf("%s: fields do not decode", c.ID)
 		}
-		s.dc.Signature = c.Signature
+		s.dc.Signature = c.SignatureB58
 		seeds = append(seeds, s)
 	}
 	for _, c := range canon.Cases {
@@ -76,7 +52,7 @@ func authnSeeds(f *testing.F) []authnSeed {
 		}
 		for _, s := range seeds {
 			if s.login == nil && s.prefix == c.Prefix && s.dc.OperatorDID == m.OperatorDID && s.dc.DevicePublicKey == m.DevicePublicKey {
-				s.login, s.sig = &m, c.Signature
+				s.login, s.sig = &m, c.SignatureB58
 				seeds = append(seeds, s)
 				logins++
 				break
@@ -85,11 +61,7 @@ func authnSeeds(f *testing.F) []authnSeed {
 	}
 	// Reject cases start from a valid neighbour: message 1 fields with the first signed
 	// credential, message 2 fields with the base login of rejects.json.
-	var rejects struct {
-		BaseFields map[string]json.RawMessage `json:"base_fields"`
-		Cases      []authnRejectCase
-	}
-	read("rejects.json", &rejects)
+	rejects := testkit.Rejects(f)
 	var base canonical.Login
 	if json.Unmarshal(rejects.BaseFields["1"], &base) != nil {
 		f.Fatal("rejects.json: base login fields do not decode")

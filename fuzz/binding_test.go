@@ -3,8 +3,6 @@ package fuzz
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -21,42 +20,16 @@ import (
 // (created 10:30, expiring 10:40), four into their authorization.
 var bindingNow = time.Date(2025, 1, 15, 10, 35, 0, 0, time.UTC)
 
-type bindingCanonCase struct {
-	ID                string          `json:"id"`
-	Message           int             `json:"message"`
-	Prefix            string          `json:"prefix"`
-	Fields            json.RawMessage `json:"fields"`
-	Signature         string          `json:"signature_b58"`
-	AuthorizationCase string          `json:"authorization_case"`
-}
-
-type bindingRejectCase struct {
-	Message    int    `json:"message"`
-	FieldsJSON string `json:"fields_json"`
-}
-
 type bindingVectorFiles struct {
-	canon   map[string]bindingCanonCase
+	canon   map[string]testkit.SignedCase
 	order   []string // canonical.json's case ids, in file order, for stable seeding
-	rejects []bindingRejectCase
+	rejects []testkit.Reject
 }
 
 func loadBindingVectors(f *testing.F) bindingVectorFiles {
 	f.Helper()
-	read := func(name string, v any) {
-		raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		if err := json.Unmarshal(raw, v); err != nil {
-			f.Fatalf("%s: %v", name, err)
-		}
-	}
-	var canon struct{ Cases []bindingCanonCase }
-	read("canonical.json", &canon)
-	var rejects struct{ Cases []bindingRejectCase }
-	read("rejects.json", &rejects)
-	v := bindingVectorFiles{canon: map[string]bindingCanonCase{}, rejects: rejects.Cases}
+	canon, rejects := testkit.Canonical(f), testkit.Rejects(f)
+	v := bindingVectorFiles{canon: map[string]testkit.SignedCase{}, rejects: rejects.Cases}
 	for _, c := range canon.Cases {
 		v.canon[c.ID] = c
 		v.order = append(v.order, c.ID)
@@ -102,7 +75,7 @@ func FuzzValidateInitiate(f *testing.F) {
 	seeds := 0
 	for _, id := range v.order {
 		if c := v.canon[id]; c.Message == 6 {
-			f.Add(bindingSeedJSON(f, c.Fields, "node_signature", c.Signature), c.Prefix)
+			f.Add(bindingSeedJSON(f, c.Fields, "node_signature", c.SignatureB58), c.Prefix)
 			seeds++
 		}
 	}
@@ -162,7 +135,7 @@ func bindingVectorSession(f *testing.F, v bindingVectorFiles) binding.Session {
 		if err := json.Unmarshal(c.Fields, into); err != nil {
 			f.Fatal(err)
 		}
-		return c.Signature
+		return c.SignatureB58
 	}
 	var req binding.InitiateRequest
 	req.NodeSignature = decode("session-basic", &req.BindingSession)
@@ -189,7 +162,7 @@ func FuzzVerifyAcceptance(f *testing.F) {
 	seeds := 0
 	for _, id := range v.order {
 		if c := v.canon[id]; c.Message == 8 {
-			f.Add(bindingSeedJSON(f, c.Fields, "signature", c.Signature))
+			f.Add(bindingSeedJSON(f, c.Fields, "signature", c.SignatureB58))
 			seeds++
 		}
 	}
@@ -203,7 +176,7 @@ func FuzzVerifyAcceptance(f *testing.F) {
 		f.Fatal("no seeds loaded from the vectors")
 	}
 	var valid binding.Acceptance
-	if json.Unmarshal(bindingSeedJSON(f, v.canon["accept-true"].Fields, "signature", v.canon["accept-true"].Signature), &valid) != nil {
+	if json.Unmarshal(bindingSeedJSON(f, v.canon["accept-true"].Fields, "signature", v.canon["accept-true"].SignatureB58), &valid) != nil {
 		f.Fatal("accept-true does not decode")
 	}
 	if err := binding.VerifyChain(s, valid, canonical.DefaultPrefix); err != nil {
@@ -246,21 +219,7 @@ func FuzzVerifyAcceptance(f *testing.F) {
 // FuzzNormalizeCode: normalising is idempotent, removes exactly ASCII lower case, spaces and
 // dashes, never lengthens its input or breaks UTF-8, and NormalizePresented agrees with it.
 func FuzzNormalizeCode(f *testing.F) {
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", "shortcodes.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	var file struct {
-		Cases []struct {
-			Input string `json:"input"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		f.Fatal(err)
-	}
-	if len(file.Cases) == 0 {
-		f.Fatal("no seeds loaded from the vectors")
-	}
+	file := testkit.ShortCodes(f)
 	for _, c := range file.Cases {
 		f.Add(c.Input)
 	}

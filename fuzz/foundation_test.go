@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,23 +16,13 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 // Seeds come from the shared vectors, so every case a human wrote down is where the fuzzer
 // starts. A target that loads none fails: a moved or renamed vector file must not leave the
 // fuzzers running on nothing.
-
-func loadVectorFile(f *testing.F, name string, v any) {
-	f.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		f.Fatalf("%s: %v", name, err)
-	}
-}
 
 func requireVectorSeeds(f *testing.F, n int) {
 	f.Helper()
@@ -44,49 +32,6 @@ func requireVectorSeeds(f *testing.F, n int) {
 	f.Logf("%d seeds from the vectors", n)
 }
 
-type didVectorFile struct {
-	Keys []struct {
-		PublicKeyHex        string `json:"public_key_hex"`
-		PublicKeyB58        string `json:"public_key_b58"`
-		DIDShort            string `json:"did_short"`
-		DIDFallback         string `json:"did_fallback"`
-		DIDFull             string `json:"did_full"`
-		DIDOperatorShort    string `json:"did_operator_short"`
-		DIDOperatorFallback string `json:"did_operator_fallback"`
-	} `json:"keys"`
-	Positive []struct {
-		DID       string `json:"did"`
-		PublicKey string `json:"public_key"`
-	} `json:"positive"`
-	Negative []struct {
-		DID       string `json:"did"`
-		PublicKey string `json:"public_key"`
-	} `json:"negative"`
-}
-
-type canonVectorFile struct {
-	Signers map[string]struct {
-		PublicKeyHex string `json:"public_key_hex"`
-		PublicKeyB58 string `json:"public_key_b58"`
-	} `json:"signers"`
-	Cases []struct {
-		Message int             `json:"message"`
-		Prefix  string          `json:"prefix"`
-		Fields  json.RawMessage `json:"fields"`
-	} `json:"cases"`
-}
-
-type rejectVectorFile struct {
-	BaseFields map[string]json.RawMessage `json:"base_fields"`
-	Cases      []struct {
-		Message  int             `json:"message"`
-		Field    string          `json:"field"`
-		Category string          `json:"category"`
-		Fields   json.RawMessage `json:"fields"`
-		RawValue string          `json:"raw_value"`
-	} `json:"cases"`
-}
-
 // messageSeeds returns every field set of message num in the vectors that fits type T:
 // canonical.json cases (with their prefix), rejects.json cases and base fields (under the
 // default prefix). Reject cases whose JSON does not fit the Go type are shape errors for
@@ -94,16 +39,14 @@ type rejectVectorFile struct {
 // fields by hand.
 func messageSeeds[T canonical.Message](f *testing.F, num int) (prefixes []string, msgs []T) {
 	f.Helper()
-	var c canonVectorFile
-	loadVectorFile(f, "canonical.json", &c)
+	c := testkit.Canonical(f)
 	for _, cs := range c.Cases {
 		var m T
 		if cs.Message == num && json.Unmarshal(cs.Fields, &m) == nil {
 			prefixes, msgs = append(prefixes, cs.Prefix), append(msgs, m)
 		}
 	}
-	var r rejectVectorFile
-	loadVectorFile(f, "rejects.json", &r)
+	r := testkit.Rejects(f)
 	base := r.BaseFields[strconv.Itoa(num)]
 	var m T
 	if json.Unmarshal(base, &m) == nil {
@@ -195,8 +138,7 @@ var (
 )
 
 func FuzzParseDID(f *testing.F) {
-	var v didVectorFile
-	loadVectorFile(f, "dids.json", &v)
+	v := testkit.DIDs(f)
 	n := 0
 	add := func(s string) { f.Add(s); n++ }
 	for _, k := range v.Keys {
@@ -311,10 +253,8 @@ func FuzzParseDID(f *testing.F) {
 }
 
 func FuzzDecodeKey(f *testing.F) {
-	var v didVectorFile
-	loadVectorFile(f, "dids.json", &v)
-	var c canonVectorFile
-	loadVectorFile(f, "canonical.json", &c)
+	v := testkit.DIDs(f)
+	c := testkit.Canonical(f)
 	n := 0
 	add := func(s string) { f.Add(s); n++ }
 	for _, k := range v.Keys {
@@ -363,10 +303,8 @@ func FuzzDecodeKey(f *testing.F) {
 }
 
 func FuzzParseTime(f *testing.F) {
-	var c canonVectorFile
-	loadVectorFile(f, "canonical.json", &c)
-	var r rejectVectorFile
-	loadVectorFile(f, "rejects.json", &r)
+	c := testkit.Canonical(f)
+	r := testkit.Rejects(f)
 	n := 0
 	for _, cs := range c.Cases {
 		var fields map[string]any

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -348,20 +346,7 @@ func httpRejectSeeds(t testing.TB) []struct {
 	endpoint uint8
 	body     []byte
 } {
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", "rejects.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		BaseFields map[string]json.RawMessage `json:"base_fields"`
-		Cases      []struct {
-			Message    int    `json:"message"`
-			FieldsJSON string `json:"fields_json"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
+	f := testkit.Rejects(t)
 	var out []struct {
 		endpoint uint8
 		body     []byte

@@ -2,8 +2,6 @@ package fuzz
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,30 +10,15 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
-// leaveCase is a message 11 or 12 case of extensions.json.
-type leaveCase struct {
-	ID        string          `json:"id"`
-	Message   int             `json:"message"`
-	Prefix    string          `json:"prefix"`
-	Fields    json.RawMessage `json:"fields"`
-	Signature string          `json:"signature_b58"`
-}
-
-func leaveCases(f *testing.F, message int) []leaveCase {
+// leaveCases returns the message 11 or 12 cases of extensions.json.
+func leaveCases(f *testing.F, message int) []testkit.SignedCase {
 	f.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", "extensions.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	var v struct{ Cases []leaveCase }
-	if err := json.Unmarshal(raw, &v); err != nil {
-		f.Fatal(err)
-	}
-	var out []leaveCase
-	for _, c := range v.Cases {
+	var out []testkit.SignedCase
+	for _, c := range testkit.Extensions(f).Cases {
 		if c.Message == message {
 			out = append(out, c)
 		}
@@ -59,7 +42,7 @@ var revocationCodes = map[proto.Code]bool{proto.BadRequest: true, proto.DCIDBind
 // root key's signature over message 11.
 func FuzzVerifyRevocation(f *testing.F) {
 	for _, c := range leaveCases(f, 11) {
-		body := `{"revocation":` + string(c.Fields) + `,"signature":"` + c.Signature + `"}`
+		body := `{"revocation":` + string(c.Fields) + `,"signature":"` + c.SignatureB58 + `"}`
 		f.Add([]byte(body), c.Prefix, revocationNow)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, prefix string, unix int64) {

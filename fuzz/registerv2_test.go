@@ -13,6 +13,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -28,16 +29,7 @@ type registerV2Seed struct {
 
 func registerV2Seeds(f *testing.F) []registerV2Seed {
 	f.Helper()
-	var file struct {
-		Cases []struct {
-			Message      int                  `json:"message"`
-			Prefix       string               `json:"prefix"`
-			SeedHex      string               `json:"seed_hex"`
-			Fields       canonical.RegisterV2 `json:"fields"`
-			SignatureB58 string               `json:"signature_b58"`
-		} `json:"cases"`
-	}
-	loadVectorFile(f, "extensions.json", &file)
+	file := testkit.Extensions(f)
 	var out []registerV2Seed
 	for _, c := range file.Cases {
 		if c.Message != 10 {
@@ -47,7 +39,11 @@ func registerV2Seeds(f *testing.F) []registerV2Seed {
 		if err != nil {
 			f.Fatal(err)
 		}
-		out = append(out, registerV2Seed{prefix: c.Prefix, seed: seed, m: c.Fields, sig: c.SignatureB58})
+		var m canonical.RegisterV2
+		if err := json.Unmarshal(c.Fields, &m); err != nil {
+			f.Fatalf("%s: %v", c.ID, err)
+		}
+		out = append(out, registerV2Seed{prefix: c.Prefix, seed: seed, m: m, sig: c.SignatureB58})
 	}
 	requireVectorSeeds(f, len(out))
 	return out

@@ -16,7 +16,7 @@
 //     (DC_REVOKED); [SignRevocation] makes one offline (docs/protocol.md §10.5).
 //   - [Challenger] issues single-use login challenges in bounded memory, whatever the request
 //     rate (see its documentation for the bound and why it fails closed).
-//   - [NewToken], [HashToken], [NewSession], [Session.Check] and [ParseBearer] are the bearer
+//   - [NewToken], [HashToken], [NewBearerSession], [BearerSession.Check] and [ParseBearer] are the bearer
 //     sessions that a successful login opens: one hour, never refreshed.
 //   - [VerifyNodeRequest] checks a node-signed request: id-binding, then freshness of ts,
 //     then the signature, in the order of description section 5.4.

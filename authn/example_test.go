@@ -65,7 +65,7 @@ func Example() {
 	fmt.Println("operator:", dev.OperatorDID)
 	fmt.Println("may bind nodes:", dev.HasPermission(authn.NodesBind))
 	_, _, _ = authn.NewToken(random) // the token goes to the client; the store keeps its hash
-	session := authn.NewSession(dev.OperatorDID.String(), now)
+	session := authn.NewBearerSession(dev.OperatorDID.String(), now)
 	fmt.Println("session valid for:", session.ExpiresAt.Sub(session.IssuedAt))
 	fmt.Println("valid until the last second:", session.Check(now.Add(authn.SessionTTL-time.Second)) == nil)
 	fmt.Println("expired after an hour:", errors.Is(session.Check(now.Add(authn.SessionTTL)), authn.ErrSessionExpired))

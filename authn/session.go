@@ -19,7 +19,7 @@ const maxBearerToken = 256
 
 // NewToken draws a session token: base58 of 32 bytes from rand (normally crypto/rand.Reader).
 // It returns the token, which goes to the client once and is kept nowhere, and its
-// [HashToken], under which the caller stores the [Session].
+// [HashToken], under which the caller stores the [BearerSession].
 func NewToken(rand io.Reader) (string, [32]byte, error) {
 	if rand == nil {
 		return "", [32]byte{}, proto.New(proto.Internal, "no random source for session tokens")
@@ -37,17 +37,17 @@ func NewToken(rand io.Reader) (string, [32]byte, error) {
 // reveals nothing about the token beyond the hash, which is preimage-resistant.
 func HashToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
 
-// NewSession starts a session for operatorDID at now, truncated to the second. It ends
+// NewBearerSession starts a session for operatorDID at now, truncated to the second. It ends
 // exactly SessionTTL later and cannot be extended.
-func NewSession(operatorDID string, now time.Time) Session {
+func NewBearerSession(operatorDID string, now time.Time) BearerSession {
 	iss := now.UTC().Truncate(time.Second)
-	return Session{OperatorDID: operatorDID, IssuedAt: iss, ExpiresAt: iss.Add(SessionTTL)}
+	return BearerSession{OperatorDID: operatorDID, IssuedAt: iss, ExpiresAt: iss.Add(SessionTTL)}
 }
 
 // Check reports whether the session is still valid at now (truncated to the second): from
 // ExpiresAt on — exactly SessionTTL after issue — it is SESSION_EXPIRED. A zero Session, the
 // value of a lookup that found nothing, is NO_SESSION.
-func (s Session) Check(now time.Time) error {
+func (s BearerSession) Check(now time.Time) error {
 	if s.ExpiresAt.IsZero() {
 		return proto.New(proto.NoSession, "no session")
 	}

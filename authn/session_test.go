@@ -70,7 +70,7 @@ func TestHashToken(t *testing.T) {
 
 func TestSessionExpiry(t *testing.T) {
 	issued := testNow.Add(700 * time.Millisecond) // truncated to testNow
-	s := authn.NewSession("did:svrp:o:0efdccc6", issued)
+	s := authn.NewBearerSession("did:svrp:o:0efdccc6", issued)
 	if !s.IssuedAt.Equal(testNow) || !s.ExpiresAt.Equal(testNow.Add(time.Hour)) {
 		t.Fatalf("session %v – %v, want %v – %v", s.IssuedAt, s.ExpiresAt, testNow, testNow.Add(time.Hour))
 	}
@@ -100,7 +100,7 @@ func TestSessionExpiry(t *testing.T) {
 			}
 		})
 	}
-	wantCode(t, authn.Session{}.Check(testNow), proto.NoSession)
+	wantCode(t, authn.BearerSession{}.Check(testNow), proto.NoSession)
 }
 
 func TestParseBearer(t *testing.T) {

@@ -13,9 +13,9 @@ type DeviceCredential struct {
 	Signature string `json:"signature"`
 }
 
-// Session is a bearer session as the registry keeps it: who logged in and until when. The
-// token itself is never kept; callers store a Session under [HashToken] of it.
-type Session struct {
+// BearerSession is a bearer session as the registry keeps it: who logged in and until when. The
+// token itself is never kept; callers store a BearerSession under [HashToken] of it.
+type BearerSession struct {
 	OperatorDID string `json:"operator_did"`
 	// RevocationID is the revocation_id of the credential that logged in, so that revoking
 	// it ends the session (docs/protocol.md §10.5).

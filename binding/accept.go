@@ -32,7 +32,7 @@ func CheckAcceptanceShape(acc Acceptance) error {
 //
 // The registry checks the session's state first (ALREADY_ACTIVE, BAD_STATE); the signature is
 // checked after: by [VerifyChain] on accept, by [VerifyAcceptanceSignature] on reject.
-func CheckAcceptance(s Session, acc Acceptance, prefix string, accepted bool) error {
+func CheckAcceptance(s BindingSession, acc Acceptance, prefix string, accepted bool) error {
 	if err := CheckAcceptanceShape(acc); err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func CheckAcceptance(s Session, acc Acceptance, prefix string, accepted bool) er
 // VerifyAcceptanceSignature checks the node's signature over an acceptance (message 8) with the
 // session's node key, else BAD_SIGNATURE. A node reject needs only this; an accept re-verifies
 // the whole chain with [VerifyChain].
-func VerifyAcceptanceSignature(s Session, acc Acceptance, prefix string) error {
+func VerifyAcceptanceSignature(s BindingSession, acc Acceptance, prefix string) error {
 	if err := canonical.Verify(s.NodeKey, prefix, acc.Acceptance, acc.Signature); err != nil {
 		if proto.CodeOf(err) != proto.BadSignature {
 			return err
@@ -80,7 +80,7 @@ func VerifyAcceptanceSignature(s Session, acc Acceptance, prefix string) error {
 // Activate returns the binding an accepted session creates once [VerifyChain] has passed: the
 // node key, the DID the node bound under, the authorizing operator and the limits it granted,
 // activated at now. The binding shares no memory with s.
-func Activate(s Session, now time.Time) Binding {
+func Activate(s BindingSession, now time.Time) Binding {
 	b := Binding{
 		NodeKey:     s.NodeKey,
 		NodeDID:     s.Request.NodeDID,

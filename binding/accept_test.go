@@ -17,54 +17,54 @@ func TestCheckAcceptance(t *testing.T) {
 	other := testkit.SeedKey(lead0Seed)
 	for _, tc := range []struct {
 		name     string
-		change   func(s *binding.Session, a *binding.Acceptance)
+		change   func(s *binding.BindingSession, a *binding.Acceptance)
 		accepted bool
 		want     proto.Code
 	}{
 		{name: "accept", accepted: true},
-		{name: "reject", change: func(s *binding.Session, a *binding.Acceptance) { a.Accepted = false }},
-		{name: "node DID in full form", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "reject", change: func(s *binding.BindingSession, a *binding.Acceptance) { a.Accepted = false }},
+		{name: "node DID in full form", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			a.NodeDID = "did:svrp:" + s.NodeKey.Hex()
 		}},
-		{name: "the signature is not this check's business", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "the signature is not this check's business", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			a.Signature = ""
 		}},
 
-		{name: "accepted false at accept", change: func(s *binding.Session, a *binding.Acceptance) { a.Accepted = false }, accepted: true, want: proto.BadRequest},
+		{name: "accepted false at accept", change: func(s *binding.BindingSession, a *binding.Acceptance) { a.Accepted = false }, accepted: true, want: proto.BadRequest},
 		{name: "accepted true at reject", want: proto.BadRequest},
-		{name: "another session", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) { a.BindingSessionID = "bs-0002" }, want: proto.BadRequest},
-		{name: "another node", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "another session", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) { a.BindingSessionID = "bs-0002" }, want: proto.BadRequest},
+		{name: "another node", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			d, _ := didkey.NodeDID(pub(other), didkey.FormShort)
 			a.NodeDID = d.String()
 		}, want: proto.BadRequest},
-		{name: "operator-tagged node DID", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) { a.NodeDID = "did:svrp:o:34910d78" }, want: proto.BadRequest},
-		{name: "another operator", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) { a.OperatorDID = operator2DID }, want: proto.BadRequest},
-		{name: "resolver, not authorizer, is what counts", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "operator-tagged node DID", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) { a.NodeDID = "did:svrp:o:34910d78" }, want: proto.BadRequest},
+		{name: "another operator", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) { a.OperatorDID = operator2DID }, want: proto.BadRequest},
+		{name: "resolver, not authorizer, is what counts", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			s.OperatorDID = operator2DID
 		}},
-		{name: "digest of nothing", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "digest of nothing", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			a.AuthorizationDigest = strings.Repeat("0", 64)
 		}, want: proto.BadRequest},
-		{name: "digest in upper case", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "digest in upper case", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			a.AuthorizationDigest = strings.ToUpper(a.AuthorizationDigest)
 		}, want: proto.BadRequest},
-		{name: "digest under another prefix", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "digest under another prefix", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			a.AuthorizationDigest, _ = s.Authorization.Digest("libertynet")
 		}, want: proto.BadRequest},
-		{name: "digest of another authorization", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "digest of another authorization", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			az := *s.Authorization
 			az.RevocationID = "authz-rev-0002"
 			s.Authorization = &az
 		}, want: proto.BadRequest},
 
-		{name: "issued_at malformed", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) { a.IssuedAt = "2025-01-15T10:32:00+00:00" }, want: proto.BadRequest},
-		{name: "session id with slash", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) { a.BindingSessionID = "bs/1" }, want: proto.BadRequest},
-		{name: "node_did with CR", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) { a.NodeDID += "\r" }, want: proto.BadRequest},
-		{name: "shape before state", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) {
+		{name: "issued_at malformed", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) { a.IssuedAt = "2025-01-15T10:32:00+00:00" }, want: proto.BadRequest},
+		{name: "session id with slash", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) { a.BindingSessionID = "bs/1" }, want: proto.BadRequest},
+		{name: "node_did with CR", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) { a.NodeDID += "\r" }, want: proto.BadRequest},
+		{name: "shape before state", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) {
 			a.IssuedAt = ""
 			s.Authorization = nil
 		}, want: proto.BadRequest},
-		{name: "session never authorized", accepted: true, change: func(s *binding.Session, a *binding.Acceptance) { s.Authorization = nil }, want: proto.BadState},
+		{name: "session never authorized", accepted: true, change: func(s *binding.BindingSession, a *binding.Acceptance) { s.Authorization = nil }, want: proto.BadState},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, acc := newFixture().build(t)

@@ -69,7 +69,7 @@ func authorizationShape(m canonical.Authorization) (issued, expires time.Time, e
 //
 // Success means Apply(s, Authorize, now) may follow, with dc and az stored on the session.
 // rl is read once per credential; a nil rl revokes nothing.
-func VerifyAuthorization(s Session, dc authn.DeviceCredential, az AuthorizationCredential, prefix string, now time.Time, rl authn.Revocations) error {
+func VerifyAuthorization(s BindingSession, dc authn.DeviceCredential, az AuthorizationCredential, prefix string, now time.Time, rl authn.Revocations) error {
 	now = clock(now)
 	issued, expires, err := authorizationShape(az.Authorization)
 	if err != nil {
@@ -139,7 +139,7 @@ func CheckRevoked(dc authn.DeviceCredential, az AuthorizationCredential, rl auth
 // BindingRevoked reports whether an active binding must end because a credential that made
 // it is revoked (docs/protocol.md §10.5): its authorization's or its device credential's
 // (operator_did, revocation_id) is on rl. s is the session that created b.
-func BindingRevoked(b Binding, s Session, rl authn.Revocations) (bool, error) {
+func BindingRevoked(b Binding, s BindingSession, rl authn.Revocations) (bool, error) {
 	if rl == nil {
 		return false, nil
 	}
@@ -154,7 +154,7 @@ func BindingRevoked(b Binding, s Session, rl authn.Revocations) (bool, error) {
 
 // authorizationNames checks that an authorization is about this session, its node and the
 // credential's operator. The returned error is only a reason; callers give it their code.
-func authorizationNames(s Session, dc authn.DeviceCredential, az canonical.Authorization) error {
+func authorizationNames(s BindingSession, dc authn.DeviceCredential, az canonical.Authorization) error {
 	switch {
 	case az.BindingSessionID != s.ID:
 		return fmt.Errorf("binding_session_id does not name this session")

@@ -17,7 +17,7 @@ import (
 func TestVerifyAuthorizationOrder(t *testing.T) {
 	root2, device2, other := testkit.SeedKey(root2Seed), testkit.SeedKey(device2Seed), testkit.SeedKey(lead0Seed)
 	type request struct {
-		s  *binding.Session
+		s  *binding.BindingSession
 		dc *authn.DeviceCredential
 		az *binding.AuthorizationCredential
 	}

@@ -19,7 +19,7 @@
 //
 // # Sessions are values
 //
-// A [Session] is a value and [Apply] is a pure transition: it returns a new session and never
+// A [BindingSession] is a value and [Apply] is a pure transition: it returns a new session and never
 // changes its input, so a caller that gets an error still holds the session it had. The
 // transitions are data, one table ([Transitions] lists it); Apply adds only expiry, which
 // comes first, and the error codes.

@@ -86,7 +86,7 @@ func (e *ChainError) Is(target error) bool {
 //
 // The first failure is returned as a [*ChainError] naming its link. VerifyChain reads only
 // its arguments: no clock, no state.
-func VerifyChain(s Session, acc Acceptance, prefix string) error {
+func VerifyChain(s BindingSession, acc Acceptance, prefix string) error {
 	if err := verifySessionLink(s, prefix); err != nil {
 		return &ChainError{Link: LinkSession, Reason: err.Error(), Err: err}
 	}
@@ -104,7 +104,7 @@ func VerifyChain(s Session, acc Acceptance, prefix string) error {
 
 // Each link check returns why it fails, or nil when it holds.
 
-func verifySessionLink(s Session, prefix string) error {
+func verifySessionLink(s BindingSession, prefix string) error {
 	m := s.Request
 	if _, _, err := checkInitiateShape(InitiateRequest{BindingSession: m}); err != nil {
 		return fmt.Errorf("the description is malformed: %w", err)
@@ -127,7 +127,7 @@ func verifySessionLink(s Session, prefix string) error {
 	return nil
 }
 
-func verifyCredentialLink(s Session, prefix string) error {
+func verifyCredentialLink(s BindingSession, prefix string) error {
 	dc := s.DeviceCredential
 	if dc == nil {
 		return errors.New("the session holds no device credential")
@@ -148,7 +148,7 @@ func verifyCredentialLink(s Session, prefix string) error {
 	return nil
 }
 
-func verifyAuthorizationLink(s Session, prefix string) error {
+func verifyAuthorizationLink(s BindingSession, prefix string) error {
 	az := s.Authorization
 	if az == nil {
 		return errors.New("the session holds no authorization")
@@ -172,7 +172,7 @@ func verifyAuthorizationLink(s Session, prefix string) error {
 	return nil
 }
 
-func verifyAcceptanceLink(s Session, acc Acceptance, prefix string) error {
+func verifyAcceptanceLink(s BindingSession, acc Acceptance, prefix string) error {
 	if err := CheckAcceptanceShape(acc); err != nil {
 		return fmt.Errorf("the acceptance is malformed: %w", err)
 	}

@@ -75,40 +75,40 @@ func TestVerifyChainBreakOneLink(t *testing.T) {
 	otherDID, _ := didkey.NodeDID(pub(other), didkey.FormShort)
 	for _, tc := range []struct {
 		name   string
-		before func(f *fixture)                                            // signed
-		after  func(f *fixture, s *binding.Session, a *binding.Acceptance) // not signed
+		before func(f *fixture)                                                   // signed
+		after  func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) // not signed
 		link   binding.Link
 	}{
 		// 1: the node's description, message 6.
-		{name: "node signature one bit off", link: binding.LinkSession, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "node signature one bit off", link: binding.LinkSession, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.NodeSignature = tamper(t, s.NodeSignature)
 		}},
-		{name: "node signature missing", link: binding.LinkSession, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "node signature missing", link: binding.LinkSession, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.NodeSignature = ""
 		}},
-		{name: "description changed after signing", link: binding.LinkSession, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "description changed after signing", link: binding.LinkSession, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.Request.Nonce = "n-7f3b"
 		}},
-		{name: "description signed by another key", link: binding.LinkSession, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "description signed by another key", link: binding.LinkSession, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.NodeSignature = sign(t, other, s.Request)
 		}},
 		{name: "node id-binding: DID of another key", link: binding.LinkSession, before: func(f *fixture) { f.req.NodeDID = otherDID.String() }},
 		{name: "node id-binding: operator-tagged DID", link: binding.LinkSession, before: func(f *fixture) { f.req.NodeDID = "did:svrp:o:34910d78" }},
-		{name: "stored key is not the session's", link: binding.LinkSession, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "stored key is not the session's", link: binding.LinkSession, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.Request.NodePublicKey = pub(other).Base58()
 		}},
 		{name: "description without a nonce, signed", link: binding.LinkSession, before: func(f *fixture) { f.req.Nonce = "" }},
-		{name: "description of another session", link: binding.LinkSession, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "description of another session", link: binding.LinkSession, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.ID = "bs-0002"
 		}},
 
 		// 2: the device credential, message 2.
-		{name: "credential signature one bit off", link: binding.LinkDeviceCredential, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "credential signature one bit off", link: binding.LinkDeviceCredential, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			dc := *s.DeviceCredential
 			dc.Signature = tamper(t, dc.Signature)
 			s.DeviceCredential = &dc
 		}},
-		{name: "credential changed after signing", link: binding.LinkDeviceCredential, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "credential changed after signing", link: binding.LinkDeviceCredential, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			dc := *s.DeviceCredential
 			dc.DeviceID = "laptop-2"
 			s.DeviceCredential = &dc
@@ -127,18 +127,18 @@ func TestVerifyChainBreakOneLink(t *testing.T) {
 		}},
 		{name: "credential without nodes.bind", link: binding.LinkDeviceCredential, before: func(f *fixture) { f.dc.Permissions = []string{"nodes.read"} }},
 		{name: "credential of an operator that did not resolve", link: binding.LinkDeviceCredential, before: func(f *fixture) { f.resolver = operator2DID }},
-		{name: "no credential", link: binding.LinkDeviceCredential, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "no credential", link: binding.LinkDeviceCredential, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.DeviceCredential = nil
 		}},
 
 		// 3: the authorization, message 7, and the scope.
-		{name: "authorization signature one bit off", link: binding.LinkAuthorization, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "authorization signature one bit off", link: binding.LinkAuthorization, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			az := *s.Authorization
 			az.Signature = tamper(t, az.Signature)
 			s.Authorization = &az
 		}},
 		{name: "authorization signed by another device", link: binding.LinkAuthorization, before: func(f *fixture) { f.device = device2 }},
-		{name: "authorization changed after signing", link: binding.LinkAuthorization, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "authorization changed after signing", link: binding.LinkAuthorization, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			az := *s.Authorization
 			az.RevocationID = "authz-rev-0002"
 			s.Authorization = &az
@@ -154,18 +154,18 @@ func TestVerifyChainBreakOneLink(t *testing.T) {
 		{name: "scope: request lowered below grant", link: binding.LinkAuthorization, before: func(f *fixture) { f.req.RequestedDailyLimit = f64(1) }},
 		{name: "scope: null grant against a cap", link: binding.LinkAuthorization, before: func(f *fixture) { f.az.DailyLimit = nil }},
 		{name: "authorization without revocation_id, signed", link: binding.LinkAuthorization, before: func(f *fixture) { f.az.RevocationID = "" }},
-		{name: "no authorization", link: binding.LinkAuthorization, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "no authorization", link: binding.LinkAuthorization, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.Authorization = nil
 		}},
 
 		// 4: the acceptance, message 8.
-		{name: "acceptance signature one bit off", link: binding.LinkAcceptance, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "acceptance signature one bit off", link: binding.LinkAcceptance, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			a.Signature = tamper(t, a.Signature)
 		}},
-		{name: "acceptance changed after signing", link: binding.LinkAcceptance, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "acceptance changed after signing", link: binding.LinkAcceptance, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			a.IssuedAt = "2025-01-15T10:33:00Z"
 		}},
-		{name: "acceptance signed by another key", link: binding.LinkAcceptance, after: func(f *fixture, s *binding.Session, a *binding.Acceptance) {
+		{name: "acceptance signed by another key", link: binding.LinkAcceptance, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			a.Signature = sign(t, other, a.Acceptance)
 		}},
 		{name: "acceptance with a fractional issued_at, signed", link: binding.LinkAcceptance, before: func(f *fixture) {
@@ -243,23 +243,23 @@ func TestVerifyChainProperty(t *testing.T) {
 		name   string
 		link   binding.Link
 		before func(f *fixture)
-		after  func(rt *rapid.T, s *binding.Session, a *binding.Acceptance)
+		after  func(rt *rapid.T, s *binding.BindingSession, a *binding.Acceptance)
 	}
 	changes := []change{
-		{name: "node signature", link: binding.LinkSession, after: func(rt *rapid.T, s *binding.Session, a *binding.Acceptance) {
+		{name: "node signature", link: binding.LinkSession, after: func(rt *rapid.T, s *binding.BindingSession, a *binding.Acceptance) {
 			s.NodeSignature = tamper(rt, s.NodeSignature)
 		}},
-		{name: "credential signature", link: binding.LinkDeviceCredential, after: func(rt *rapid.T, s *binding.Session, a *binding.Acceptance) {
+		{name: "credential signature", link: binding.LinkDeviceCredential, after: func(rt *rapid.T, s *binding.BindingSession, a *binding.Acceptance) {
 			dc := *s.DeviceCredential
 			dc.Signature = tamper(rt, dc.Signature)
 			s.DeviceCredential = &dc
 		}},
-		{name: "authorization signature", link: binding.LinkAuthorization, after: func(rt *rapid.T, s *binding.Session, a *binding.Acceptance) {
+		{name: "authorization signature", link: binding.LinkAuthorization, after: func(rt *rapid.T, s *binding.BindingSession, a *binding.Acceptance) {
 			az := *s.Authorization
 			az.Signature = tamper(rt, az.Signature)
 			s.Authorization = &az
 		}},
-		{name: "acceptance signature", link: binding.LinkAcceptance, after: func(rt *rapid.T, s *binding.Session, a *binding.Acceptance) {
+		{name: "acceptance signature", link: binding.LinkAcceptance, after: func(rt *rapid.T, s *binding.BindingSession, a *binding.Acceptance) {
 			a.Signature = tamper(rt, a.Signature)
 		}},
 		{name: "node id-binding", link: binding.LinkSession, before: func(f *fixture) { f.req.NodeDID = otherDID.String() }},

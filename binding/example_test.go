@@ -15,7 +15,7 @@ import (
 // its input alone, so on a refusal the caller still holds the state it had.
 func ExampleApply() {
 	created := time.Date(2025, 1, 15, 10, 30, 0, 0, time.UTC)
-	s := binding.Session{ID: "bs-0001", State: binding.Initiated, ExpiresAt: created.Add(10 * time.Minute)}
+	s := binding.BindingSession{ID: "bs-0001", State: binding.Initiated, ExpiresAt: created.Add(10 * time.Minute)}
 	now := created.Add(time.Minute)
 	for _, ev := range []binding.Event{binding.Resolve, binding.Authorize, binding.Accept, binding.VerifyOK, binding.Cancel} {
 		next, err := binding.Apply(s, ev, now)
@@ -41,7 +41,7 @@ func ExampleApply() {
 // can happen to it.
 func ExampleApply_expiry() {
 	expires := time.Date(2025, 1, 15, 10, 40, 0, 0, time.UTC)
-	s := binding.Session{ID: "bs-0001", State: binding.PendingOperator, ExpiresAt: expires}
+	s := binding.BindingSession{ID: "bs-0001", State: binding.PendingOperator, ExpiresAt: expires}
 
 	next, err := binding.Apply(s, binding.Authorize, expires)
 	fmt.Println(next.State, errors.Is(err, binding.ErrBadState))

@@ -151,10 +151,10 @@ func (f *fixture) authorization(t fataler) binding.AuthorizationCredential {
 }
 
 // resolved returns the fixture's session as authorize finds it: PENDING_OPERATOR.
-func (f *fixture) resolved(t fataler) binding.Session {
+func (f *fixture) resolved(t fataler) binding.BindingSession {
 	t.Helper()
 	req := f.initiate(t)
-	s := binding.NewSession(req, pub(f.node), binding.HashSecret("QMD7RJT8"), binding.HashSecret("token"), t0)
+	s := binding.NewBindingSession(req, pub(f.node), binding.HashSecret("QMD7RJT8"), binding.HashSecret("token"), t0)
 	s.State = binding.PendingOperator
 	s.OperatorDID = f.resolver
 	return s
@@ -162,7 +162,7 @@ func (f *fixture) resolved(t fataler) binding.Session {
 
 // build returns the fixture's session as accept finds it (PENDING_NODE_ACCEPTANCE, with its
 // credential and authorization) and the node's signed acceptance.
-func (f *fixture) build(t fataler) (binding.Session, binding.Acceptance) {
+func (f *fixture) build(t fataler) (binding.BindingSession, binding.Acceptance) {
 	t.Helper()
 	s := f.resolved(t)
 	dc, az := f.credential(t), f.authorization(t)

@@ -100,11 +100,11 @@ func checkInitiateShape(req InitiateRequest) (created, expires time.Time, err er
 	return
 }
 
-// NewSession returns the INITIATED session for a request that passed [ValidateInitiate] with
+// NewBindingSession returns the INITIATED session for a request that passed [ValidateInitiate] with
 // key, storing only the hashes of its short code and binding token. The stored request carries
 // the key in base58, the form it was signed in, so the session re-verifies on its own; it
 // shares no memory with req.
-func NewSession(req InitiateRequest, key didkey.PublicKey, codeHash, tokenHash [32]byte, now time.Time) Session {
+func NewBindingSession(req InitiateRequest, key didkey.PublicKey, codeHash, tokenHash [32]byte, now time.Time) BindingSession {
 	r := req.BindingSession
 	r.NodePublicKey = key.Base58()
 	r.RequestedTaskTypes = slices.Clone(r.RequestedTaskTypes)
@@ -112,7 +112,7 @@ func NewSession(req InitiateRequest, key didkey.PublicKey, codeHash, tokenHash [
 	r.RequestedDailyLimit = cloneLimit(r.RequestedDailyLimit)
 	created, _ := canonical.ParseTime(r.CreatedAt)
 	expires, _ := canonical.ParseTime(r.ExpiresAt)
-	return Session{
+	return BindingSession{
 		ID:            r.BindingSessionID,
 		State:         Initiated,
 		NodeKey:       key,

@@ -177,9 +177,9 @@ func TestNewSession(t *testing.T) {
 	key, err := binding.ValidateInitiate(req, prefix, tInitiate)
 	wantCode(t, err, "")
 	code, token := binding.HashSecret("QMD7RJT8"), binding.HashSecret("token")
-	s := binding.NewSession(req, key, code, token, tInitiate.Add(700*time.Millisecond))
+	s := binding.NewBindingSession(req, key, code, token, tInitiate.Add(700*time.Millisecond))
 
-	want := binding.Session{
+	want := binding.BindingSession{
 		ID:            "bs-0001",
 		State:         binding.Initiated,
 		NodeKey:       pub(f.node),

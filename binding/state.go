@@ -123,7 +123,7 @@ func Transitions() []Transition {
 // On success the result has UpdatedAt = now, and ActivatedAt = now when it became ACTIVE. On
 // error the result is [ExpireIfDue](s, now): the input, expired if it was due, which is what the
 // registry should hold either way.
-func Apply(s Session, ev Event, now time.Time) (Session, error) {
+func Apply(s BindingSession, ev Event, now time.Time) (BindingSession, error) {
 	now = clock(now)
 	s, expired := expireIfDue(s, now)
 	if expired && ev == Expire {
@@ -158,12 +158,12 @@ func refusal(st State, ev Event) error {
 // ExpireIfDue returns s moved to EXPIRED when it is not terminal and its expires_at is not
 // after now; otherwise s unchanged. The registry applies it on every read and write of a
 // session and in its periodic sweep.
-func ExpireIfDue(s Session, now time.Time) Session {
+func ExpireIfDue(s BindingSession, now time.Time) BindingSession {
 	s, _ = expireIfDue(s, clock(now))
 	return s
 }
 
-func expireIfDue(s Session, now time.Time) (Session, bool) {
+func expireIfDue(s BindingSession, now time.Time) (BindingSession, bool) {
 	if next(s.State, Expire) == StateInvalid || now.Before(s.ExpiresAt) {
 		return s, false
 	}
@@ -176,7 +176,7 @@ func expireIfDue(s Session, now time.Time) (Session, bool) {
 // VERIFYING is held only inside one accept; a session found in it was being verified when the
 // process stopped, and goes back to PENDING_NODE_ACCEPTANCE (docs/protocol.md §6), or to EXPIRED if
 // its time ran out meanwhile. Other sessions are returned as they are, expired if due.
-func RepairAtStart(s Session, now time.Time) Session {
+func RepairAtStart(s BindingSession, now time.Time) BindingSession {
 	s = ExpireIfDue(s, now)
 	if s.State == Verifying {
 		s, _ = Apply(s, VerifyFail, now)

@@ -69,7 +69,7 @@ func TestTransitionsListTheTable(t *testing.T) {
 }
 
 // sessionIn returns a session of the fixture in state st, far from its expiry.
-func sessionIn(t *testing.T, st binding.State) binding.Session {
+func sessionIn(t *testing.T, st binding.State) binding.BindingSession {
 	t.Helper()
 	s, _ := newFixture().build(t)
 	s.State = st

@@ -93,9 +93,9 @@ type Acceptance struct {
 	Signature string `json:"signature"`
 }
 
-// Session is a binding session as the registry keeps it. The short code and binding token are
+// BindingSession is a binding session as the registry keeps it. The short code and binding token are
 // never kept, only their SHA-256.
-type Session struct {
+type BindingSession struct {
 	ID      string           `json:"id"`
 	State   State            `json:"state"`
 	NodeKey didkey.PublicKey `json:"node_key"`

@@ -9,7 +9,7 @@ import (
 // Bound reports whether the binding session s created is still its node's current binding:
 // s is ACTIVE, has not been marked unbound, and current — the node key's active binding, if
 // found — is the one s created. Status shows it as bound (docs/protocol.md §10.6).
-func Bound(s Session, current Binding, found bool) bool {
+func Bound(s BindingSession, current Binding, found bool) bool {
 	return s.State == Active && s.UnboundBy == "" && found && current.SessionID == s.ID
 }
 
@@ -18,7 +18,7 @@ func Bound(s Session, current Binding, found bool) bool {
 // never move), marked unbound by by at now; the caller removes the node key's binding in the
 // same transaction. Checking who may unbind — the binding's operator or its node — is the
 // caller's, and comes before this.
-func Unbind(s Session, current Binding, found bool, by UnboundBy, now time.Time) (Session, error) {
+func Unbind(s BindingSession, current Binding, found bool, by UnboundBy, now time.Time) (BindingSession, error) {
 	now = clock(now)
 	if !Bound(s, current, found) {
 		if s.State != Active {
@@ -31,14 +31,14 @@ func Unbind(s Session, current Binding, found bool, by UnboundBy, now time.Time)
 
 // Supersede marks s, whose binding a newer activation of the same node key replaces, as
 // unbound by supersession at now. A session already marked keeps its first mark.
-func Supersede(s Session, now time.Time) Session {
+func Supersede(s BindingSession, now time.Time) BindingSession {
 	if s.UnboundBy != "" {
 		return s
 	}
 	return markUnbound(s, UnboundBySuperseded, clock(now))
 }
 
-func markUnbound(s Session, by UnboundBy, now time.Time) Session {
+func markUnbound(s BindingSession, by UnboundBy, now time.Time) BindingSession {
 	s.UnboundBy, s.UnboundAt, s.UpdatedAt = by, now, now
 	return s
 }

@@ -114,7 +114,7 @@ func TestVectorChain(t *testing.T) {
 
 	key, err := binding.ValidateInitiate(req, prefix, tInitiate)
 	wantCode(t, err, "")
-	s := binding.NewSession(req, key, binding.HashSecret("QMD7RJT8"), binding.HashSecret("token"), tInitiate)
+	s := binding.NewBindingSession(req, key, binding.HashSecret("QMD7RJT8"), binding.HashSecret("token"), tInitiate)
 	s, err = binding.Apply(s, binding.Resolve, tInitiate)
 	wantCode(t, err, "")
 	s.OperatorDID = dc.OperatorDID

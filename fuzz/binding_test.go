@@ -106,7 +106,7 @@ func FuzzValidateInitiate(f *testing.F) {
 			}
 			return
 		}
-		s := binding.NewSession(req, key, binding.HashSecret("CODE2345"), binding.HashSecret("token"), bindingNow)
+		s := binding.NewBindingSession(req, key, binding.HashSecret("CODE2345"), binding.HashSecret("token"), bindingNow)
 		if s.State != binding.Initiated || s.Request.NodePublicKey != key.Base58() || !s.ExpiresAt.After(bindingNow) {
 			t.Fatalf("accepted request made session %+v", s)
 		}
@@ -125,7 +125,7 @@ func FuzzValidateInitiate(f *testing.F) {
 
 // bindingVectorSession is the session the vectors' chain builds (session-basic, dc-basic,
 // authz-basic), as accept finds it: PENDING_NODE_ACCEPTANCE.
-func bindingVectorSession(f *testing.F, v bindingVectorFiles) binding.Session {
+func bindingVectorSession(f *testing.F, v bindingVectorFiles) binding.BindingSession {
 	f.Helper()
 	decode := func(id string, into any) string {
 		c, ok := v.canon[id]
@@ -147,7 +147,7 @@ func bindingVectorSession(f *testing.F, v bindingVectorFiles) binding.Session {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := binding.NewSession(req, key, binding.HashSecret("CODE2345"), binding.HashSecret("token"), bindingNow)
+	s := binding.NewBindingSession(req, key, binding.HashSecret("CODE2345"), binding.HashSecret("token"), bindingNow)
 	s.State, s.OperatorDID = binding.PendingNodeAcceptance, dc.OperatorDID
 	s.DeviceCredential, s.Authorization = &dc, &az
 	return s

@@ -39,7 +39,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	if err != nil {
 		return api.InitiateResult{}, err
 	}
-	sess := binding.NewSession(req, key, binding.HashSecret(code), binding.HashSecret(token), now)
+	sess := binding.NewBindingSession(req, key, binding.HashSecret(code), binding.HashSecret(token), now)
 	// The global cap is held in memory: a slot is taken before the write and given back if
 	// the write does not happen, so concurrent initiates cannot overshoot it.
 	if !s.openSessions.reserve(sess.ID, sess.ExpiresAt, s.limits.MaxOpenBindingSessions, now) {
@@ -48,7 +48,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	}
 	addrKey := "initiate-addr/" + addr
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		if used, err := tx.SessionIDUsed(req.BindingSessionID); err != nil {
+		if used, err := tx.BindingSessionIDUsed(req.BindingSessionID); err != nil {
 			return err
 		} else if used {
 			return proto.New(proto.SessionExists, "this binding_session_id was already used")
@@ -63,7 +63,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		// The index holds only sessions not stored as terminal, at most
 		// MaxOpenSessionsPerNode of them plus those expired since the key's last initiate,
 		// which are stored as EXPIRED here and so leave it: the key's history is never read.
-		mine, err := tx.OpenSessionsByNode(key)
+		mine, err := tx.OpenBindingSessionsByNode(key)
 		if err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 				open++
 				continue
 			}
-			if err := tx.PutSession(next); err != nil {
+			if err := tx.PutBindingSession(next); err != nil {
 				return err
 			}
 		}
@@ -84,7 +84,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		if err := tx.PutCounter(addrKey, byAddr.Fail(now, initiateWindow)); err != nil {
 			return err
 		}
-		return tx.PutSession(sess)
+		return tx.PutBindingSession(sess)
 	})
 	if err != nil {
 		s.openSessions.remove(sess.ID)
@@ -146,7 +146,7 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 		if err != nil {
 			return err
 		}
-		var next binding.Session
+		var next binding.BindingSession
 		if found {
 			next, err = binding.Apply(sess, binding.Resolve, now)
 		}
@@ -164,7 +164,7 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 		if err := tx.DeleteCounter(codeKey); err != nil {
 			return err
 		}
-		return tx.PutSession(next)
+		return tx.PutBindingSession(next)
 	})
 	if err == nil {
 		err = outcome
@@ -176,22 +176,22 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 	return view, nil
 }
 
-func (s *Service) sessionBySecret(tx store.Tx, h [32]byte, now time.Time) (binding.Session, bool, error) {
-	id, err := tx.SessionIDBySecret(h)
+func (s *Service) sessionBySecret(tx store.Tx, h [32]byte, now time.Time) (binding.BindingSession, bool, error) {
+	id, err := tx.BindingSessionIDBySecret(h)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return binding.Session{}, false, err
+		return binding.BindingSession{}, false, err
 	}
 	// A secret that was never issued still costs a session read, of an id no session can
 	// have (ids are never empty), so the store does the same work for a code that never
 	// existed as for one that was used or expired.
-	sess, err := tx.Session(id)
+	sess, err := tx.BindingSession(id)
 	if errors.Is(err, store.ErrNotFound) {
-		return binding.Session{}, false, nil
+		return binding.BindingSession{}, false, nil
 	}
 	return binding.ExpireIfDue(sess, now), err == nil, err
 }
 
-func resolveView(s binding.Session) api.ResolveView {
+func resolveView(s binding.BindingSession) api.ResolveView {
 	r := s.Request
 	return api.ResolveView{
 		BindingSessionID: s.ID, State: s.State.String(), NodeDID: r.NodeDID,
@@ -207,7 +207,7 @@ func resolveView(s binding.Session) api.ResolveView {
 // PENDING_NODE_ACCEPTANCE.
 func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.AuthorizeRequest) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, req.BindingSessionID, func(tx store.Tx, v *verified, sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, req.BindingSessionID, func(tx store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
 		next, err := binding.Apply(sess, binding.Authorize, now)
 		if err != nil {
 			return sess, err
@@ -233,11 +233,11 @@ func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.Aut
 
 // transition runs one state change of an existing session atomically: not found → NOT_FOUND,
 // expiry applied first, and nothing written unless change succeeds.
-func (s *Service) transition(ctx context.Context, id string, change func(store.Tx, *verified, binding.Session) (binding.Session, error)) (api.StateResult, error) {
+func (s *Service) transition(ctx context.Context, id string, change func(store.Tx, *verified, binding.BindingSession) (binding.BindingSession, error)) (api.StateResult, error) {
 	now := s.now()
 	var out api.StateResult
 	err := s.updateVerified(ctx, func(tx store.Tx, v *verified) error {
-		sess, err := tx.Session(id)
+		sess, err := tx.BindingSession(id)
 		if errors.Is(err, store.ErrNotFound) {
 			return errSessionNotFound()
 		}
@@ -249,7 +249,7 @@ func (s *Service) transition(ctx context.Context, id string, change func(store.T
 			return err
 		}
 		out = api.StateResult{BindingSessionID: next.ID, State: next.State.String()}
-		return tx.PutSession(next)
+		return tx.PutBindingSession(next)
 	})
 	if err != nil {
 		return api.StateResult{}, err
@@ -263,11 +263,11 @@ func (s *Service) transition(ctx context.Context, id string, change func(store.T
 
 // SessionStatus reports a session's state; expiry is applied on read.
 func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, error) {
-	var sess binding.Session
+	var sess binding.BindingSession
 	var cur binding.Binding
 	var found bool
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		if sess, err = tx.Session(id); err != nil || sess.State != binding.Active {
+		if sess, err = tx.BindingSession(id); err != nil || sess.State != binding.Active {
 			return err
 		}
 		cur, err = tx.Binding(sess.NodeKey)
@@ -313,7 +313,7 @@ func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, err
 // CancelByOperator cancels a session as the operator that resolved it.
 func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may cancel it")
 		}
@@ -324,7 +324,7 @@ func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) 
 // CancelByNode cancels a session with the node's signature over message 9.
 func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCancelRequest) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
 		d, err := parseNodeDID(req.NodeDID)
 		if err != nil {
 			return sess, err
@@ -346,7 +346,7 @@ func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCance
 // REJECTED_BY_OPERATOR).
 func (s *Service) RejectByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.Session) (binding.Session, error) {
+	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may reject it")
 		}
@@ -367,7 +367,7 @@ func (s *Service) Pending(ctx context.Context, req api.PendingRequest) (api.Pend
 	}
 	out := api.PendingResult{Pending: []api.PendingAuthorization{}}
 	err = s.store.View(ctx, func(tx store.Tx) error {
-		mine, err := tx.OpenSessionsByNode(key)
+		mine, err := tx.OpenBindingSessionsByNode(key)
 		if err != nil {
 			return err
 		}
@@ -425,7 +425,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 			return err
 		}
 		out = api.AcceptResult{BindingSessionID: active.ID, State: active.State.String(), Binding: bindingView(b)}
-		return tx.PutSession(active)
+		return tx.PutBindingSession(active)
 	})
 	if err != nil {
 		return api.AcceptResult{}, err
@@ -437,7 +437,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 
 // supersede marks the session whose binding the activation of active replaces, so that its
 // status reads unbound_by "superseded" from this moment (docs/protocol.md §10.6).
-func (s *Service) supersede(tx store.Tx, active binding.Session, now time.Time) error {
+func (s *Service) supersede(tx store.Tx, active binding.BindingSession, now time.Time) error {
 	old, err := tx.Binding(active.NodeKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -445,14 +445,14 @@ func (s *Service) supersede(tx store.Tx, active binding.Session, now time.Time) 
 	if err != nil || old.SessionID == active.ID {
 		return err
 	}
-	prev, err := tx.Session(old.SessionID)
+	prev, err := tx.BindingSession(old.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return tx.PutSession(binding.Supersede(prev, now))
+	return tx.PutBindingSession(binding.Supersede(prev, now))
 }
 
 // RejectByNode records a node's refusal (PENDING_NODE_ACCEPTANCE → REJECTED_BY_NODE).
@@ -473,7 +473,7 @@ func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Accep
 		}
 		next.Acceptance = &acc
 		out = api.StateResult{BindingSessionID: next.ID, State: next.State.String()}
-		return tx.PutSession(next)
+		return tx.PutBindingSession(next)
 	})
 	if err != nil {
 		return api.StateResult{}, err
@@ -485,21 +485,21 @@ func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Accep
 
 // acceptable runs the checks accept and node reject share: the session exists, is waiting
 // for the node, and the acceptance names it.
-func (s *Service) acceptable(tx store.Tx, id string, acc binding.Acceptance, accepted bool, now time.Time) (binding.Session, error) {
-	sess, err := tx.Session(id)
+func (s *Service) acceptable(tx store.Tx, id string, acc binding.Acceptance, accepted bool, now time.Time) (binding.BindingSession, error) {
+	sess, err := tx.BindingSession(id)
 	if errors.Is(err, store.ErrNotFound) {
-		return binding.Session{}, errSessionNotFound()
+		return binding.BindingSession{}, errSessionNotFound()
 	}
 	if err != nil {
-		return binding.Session{}, err
+		return binding.BindingSession{}, err
 	}
 	sess = binding.ExpireIfDue(sess, now)
 	switch sess.State {
 	case binding.Active:
-		return binding.Session{}, proto.New(proto.AlreadyActive, "the binding is already active")
+		return binding.BindingSession{}, proto.New(proto.AlreadyActive, "the binding is already active")
 	case binding.PendingNodeAcceptance:
 	default:
-		return binding.Session{}, proto.New(proto.BadState, "the session is "+sess.State.String()+", not PENDING_NODE_ACCEPTANCE")
+		return binding.BindingSession{}, proto.New(proto.BadState, "the session is "+sess.State.String()+", not PENDING_NODE_ACCEPTANCE")
 	}
 	return sess, binding.CheckAcceptance(sess, acc, s.prefix, accepted)
 }

@@ -104,7 +104,7 @@ func (s *Service) Census(ctx context.Context) (Census, error) {
 		return Census{}, err
 	}
 	err = s.store.View(ctx, func(tx store.Tx) error {
-		err := tx.EachSession(func(sess binding.Session) error {
+		err := tx.EachBindingSession(func(sess binding.BindingSession) error {
 			if st := binding.ExpireIfDue(sess, now).State; !st.Terminal() {
 				c.OpenSessions[st.String()]++
 			}
@@ -113,7 +113,7 @@ func (s *Service) Census(ctx context.Context) (Census, error) {
 		if err != nil {
 			return err
 		}
-		return tx.EachOperatorSession(func(_ [32]byte, sess authn.Session) error {
+		return tx.EachBearerSession(func(_ [32]byte, sess authn.BearerSession) error {
 			if sess.Check(now) == nil {
 				c.BearerSessions++
 			}

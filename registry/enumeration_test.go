@@ -279,33 +279,33 @@ func (t recordingTx) NodeCount() (int, error) {
 	t.r.record("NodeCount")
 	return t.tx.NodeCount()
 }
-func (t recordingTx) Session(id string) (binding.Session, error) {
+func (t recordingTx) BindingSession(id string) (binding.BindingSession, error) {
 	t.r.record("Session(%q)", id)
-	return t.tx.Session(id)
+	return t.tx.BindingSession(id)
 }
-func (t recordingTx) PutSession(s binding.Session) error {
+func (t recordingTx) PutBindingSession(s binding.BindingSession) error {
 	t.r.record("PutSession(%+v)", s)
-	return t.tx.PutSession(s)
+	return t.tx.PutBindingSession(s)
 }
-func (t recordingTx) DeleteSession(id string) error {
+func (t recordingTx) DeleteBindingSession(id string) error {
 	t.r.record("DeleteSession(%q)", id)
-	return t.tx.DeleteSession(id)
+	return t.tx.DeleteBindingSession(id)
 }
-func (t recordingTx) SessionIDUsed(id string) (bool, error) {
+func (t recordingTx) BindingSessionIDUsed(id string) (bool, error) {
 	t.r.record("SessionIDUsed(%q)", id)
-	return t.tx.SessionIDUsed(id)
+	return t.tx.BindingSessionIDUsed(id)
 }
-func (t recordingTx) SessionIDBySecret(h [32]byte) (string, error) {
+func (t recordingTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 	t.r.record("SessionIDBySecret(%x)", h)
-	return t.tx.SessionIDBySecret(h)
+	return t.tx.BindingSessionIDBySecret(h)
 }
-func (t recordingTx) OpenSessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
+func (t recordingTx) OpenBindingSessionsByNode(k didkey.PublicKey) ([]binding.BindingSession, error) {
 	t.r.record("OpenSessionsByNode(%s)", k.Hex())
-	return t.tx.OpenSessionsByNode(k)
+	return t.tx.OpenBindingSessionsByNode(k)
 }
-func (t recordingTx) EachSession(fn func(binding.Session) error) error {
+func (t recordingTx) EachBindingSession(fn func(binding.BindingSession) error) error {
 	t.r.record("EachSession")
-	return t.tx.EachSession(fn)
+	return t.tx.EachBindingSession(fn)
 }
 func (t recordingTx) Binding(k didkey.PublicKey) (binding.Binding, error) {
 	t.r.record("Binding(%s)", k.Hex())
@@ -335,25 +335,25 @@ func (t recordingTx) RevocationCount() (int, error) {
 	t.r.record("RevocationCount")
 	return t.tx.RevocationCount()
 }
-func (t recordingTx) OperatorSession(h [32]byte) (authn.Session, error) {
+func (t recordingTx) BearerSession(h [32]byte) (authn.BearerSession, error) {
 	t.r.record("OperatorSession(%x)", h)
-	return t.tx.OperatorSession(h)
+	return t.tx.BearerSession(h)
 }
-func (t recordingTx) PutOperatorSession(h [32]byte, s authn.Session) error {
+func (t recordingTx) PutBearerSession(h [32]byte, s authn.BearerSession) error {
 	t.r.record("PutOperatorSession(%x, %+v)", h, s)
-	return t.tx.PutOperatorSession(h, s)
+	return t.tx.PutBearerSession(h, s)
 }
-func (t recordingTx) DeleteOperatorSession(h [32]byte) error {
+func (t recordingTx) DeleteBearerSession(h [32]byte) error {
 	t.r.record("DeleteOperatorSession(%x)", h)
-	return t.tx.DeleteOperatorSession(h)
+	return t.tx.DeleteBearerSession(h)
 }
-func (t recordingTx) OperatorSessionsOf(op string) ([][32]byte, error) {
+func (t recordingTx) BearerSessionsOf(op string) ([][32]byte, error) {
 	t.r.record("OperatorSessionsOf(%q)", op)
-	return t.tx.OperatorSessionsOf(op)
+	return t.tx.BearerSessionsOf(op)
 }
-func (t recordingTx) EachOperatorSession(fn func([32]byte, authn.Session) error) error {
+func (t recordingTx) EachBearerSession(fn func([32]byte, authn.BearerSession) error) error {
 	t.r.record("EachOperatorSession")
-	return t.tx.EachOperatorSession(fn)
+	return t.tx.EachBearerSession(fn)
 }
 func (t recordingTx) Counter(k string) (binding.Counter, error) {
 	t.r.record("Counter(%q)", k)

@@ -262,14 +262,14 @@ func TestExhaustionHistoryNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.View(ctx, func(tx store.Tx) error {
-		open, err := tx.OpenSessionsByNode(n.key)
+		open, err := tx.OpenBindingSessionsByNode(n.key)
 		if err != nil {
 			return err
 		}
 		if len(open) != 1 || open[0].ID != "bs-new" {
 			t.Errorf("the index initiate reads holds %d sessions; want only the open one", len(open))
 		}
-		old, err := tx.Session("bs-01")
+		old, err := tx.BindingSession("bs-01")
 		if err != nil || old.State != binding.Cancelled {
 			t.Errorf("a finished session: %v, %v; want it kept, CANCELLED", old.State, err)
 		}

@@ -27,17 +27,17 @@ import (
 // and every index a lookup can reach. Two dumps that encode to the same bytes mean no
 // request changed anything a later request could observe.
 type hostileDump struct {
-	Nodes      []store.Node               `json:"nodes"`
-	NodeCount  int                        `json:"node_count"`
-	DIDIndex   map[string]string          `json:"did_index"`
-	BodyIndex  map[string][]string        `json:"body_index"`
-	Sessions   []binding.Session          `json:"sessions"`
-	Secrets    map[string]string          `json:"secrets"`
-	ByNode     map[string][]string        `json:"by_node"`
-	Bindings   map[string]binding.Binding `json:"bindings"`
-	ByOperator map[string][]string        `json:"by_operator"`
-	OpSessions map[string]authn.Session   `json:"operator_sessions"`
-	Counters   map[string]binding.Counter `json:"counters"`
+	Nodes      []store.Node                   `json:"nodes"`
+	NodeCount  int                            `json:"node_count"`
+	DIDIndex   map[string]string              `json:"did_index"`
+	BodyIndex  map[string][]string            `json:"body_index"`
+	Sessions   []binding.BindingSession       `json:"sessions"`
+	Secrets    map[string]string              `json:"secrets"`
+	ByNode     map[string][]string            `json:"by_node"`
+	Bindings   map[string]binding.Binding     `json:"bindings"`
+	ByOperator map[string][]string            `json:"by_operator"`
+	OpSessions map[string]authn.BearerSession `json:"operator_sessions"`
+	Counters   map[string]binding.Counter     `json:"counters"`
 	// Revocations holds the count of the list and the revocation of every pair a
 	// credential or session in the dump names.
 	RevocationCount int                         `json:"revocation_count"`
@@ -52,7 +52,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 	d := hostileDump{
 		DIDIndex: map[string]string{}, BodyIndex: map[string][]string{}, Secrets: map[string]string{},
 		ByNode: map[string][]string{}, Bindings: map[string]binding.Binding{}, ByOperator: map[string][]string{},
-		OpSessions: map[string]authn.Session{}, Counters: map[string]binding.Counter{},
+		OpSessions: map[string]authn.BearerSession{}, Counters: map[string]binding.Counter{},
 		Revocations: map[string]store.Revocation{},
 	}
 	err := st.View(context.Background(), func(tx store.Tx) error {
@@ -80,7 +80,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 			}
 			d.BodyIndex[n.Key.ShortBody()] = hostileHexKeys(holders)
 		}
-		if err := tx.EachSession(func(s binding.Session) error {
+		if err := tx.EachBindingSession(func(s binding.BindingSession) error {
 			d.Sessions = append(d.Sessions, s)
 			keys[s.NodeKey] = true
 			operators[s.OperatorDID] = true
@@ -93,13 +93,13 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 		}
 		for _, s := range d.Sessions {
 			for _, h := range [][32]byte{s.CodeHash, s.TokenHash} {
-				if id, err := tx.SessionIDBySecret(h); err == nil {
+				if id, err := tx.BindingSessionIDBySecret(h); err == nil {
 					d.Secrets[hex.EncodeToString(h[:])] = id
 				}
 			}
 		}
 		for k := range keys {
-			mine, err := tx.OpenSessionsByNode(k)
+			mine, err := tx.OpenBindingSessionsByNode(k)
 			if err != nil {
 				return err
 			}
@@ -114,7 +114,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 				operators[b.OperatorDID] = true
 			}
 		}
-		if err := tx.EachOperatorSession(func(h [32]byte, s authn.Session) error {
+		if err := tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error {
 			d.OpSessions[hex.EncodeToString(h[:])] = s
 			operators[s.OperatorDID] = true
 			return nil
@@ -162,7 +162,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 		t.Fatalf("dumping the store: %v", err)
 	}
 	slices.SortFunc(d.Nodes, func(a, b store.Node) int { return bytes.Compare(a.Key[:], b.Key[:]) })
-	slices.SortFunc(d.Sessions, func(a, b binding.Session) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(d.Sessions, func(a, b binding.BindingSession) int { return strings.Compare(a.ID, b.ID) })
 	return d
 }
 

@@ -43,7 +43,7 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 	now := s.now()
 	var op string
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		sess, err := tx.OperatorSession(h)
+		sess, err := tx.BearerSession(h)
 		if errors.Is(err, store.ErrNotFound) {
 			return proto.New(proto.NoSession, "no session for this bearer token; log in")
 		}
@@ -54,7 +54,7 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 			return err
 		}
 		op = sess.OperatorDID
-		return tx.DeleteOperatorSession(h)
+		return tx.DeleteBearerSession(h)
 	})
 	if err != nil {
 		return api.OKResult{}, err
@@ -140,13 +140,13 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 // such session of the operator ends too: a spare login is cheaper than a revoked device
 // keeping its session.
 func endSessions(tx store.Tx, rv authn.Revoked) ([][32]byte, error) {
-	hashes, err := tx.OperatorSessionsOf(rv.OperatorDID)
+	hashes, err := tx.BearerSessionsOf(rv.OperatorDID)
 	if err != nil {
 		return nil, err
 	}
 	var ended [][32]byte
 	for _, h := range hashes {
-		sess, err := tx.OperatorSession(h)
+		sess, err := tx.BearerSession(h)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -156,7 +156,7 @@ func endSessions(tx store.Tx, rv authn.Revoked) ([][32]byte, error) {
 		if sess.RevocationID != rv.RevocationID && sess.RevocationID != "" {
 			continue
 		}
-		if err := tx.DeleteOperatorSession(h); err != nil {
+		if err := tx.DeleteBearerSession(h); err != nil {
 			return nil, err
 		}
 		ended = append(ended, h)
@@ -174,7 +174,7 @@ func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBindi
 	list := authn.RevocationSet{{OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID}: true}
 	ended := []api.EndedBinding{}
 	for _, b := range bs {
-		sess, err := tx.Session(b.SessionID)
+		sess, err := tx.BindingSession(b.SessionID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
@@ -189,7 +189,7 @@ func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBindi
 		}
 		if found {
 			if next, err := binding.Unbind(sess, b, true, binding.UnboundByRevocation, now); err == nil {
-				if err := tx.PutSession(next); err != nil {
+				if err := tx.PutBindingSession(next); err != nil {
 					return nil, err
 				}
 			}
@@ -203,7 +203,7 @@ func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBindi
 // operator (docs/protocol.md §10.6): unknown id → NOT_FOUND, another operator → PERMISSION_DENIED,
 // a binding that is not the node's current one → BAD_STATE.
 func (s *Service) UnbindByOperator(ctx context.Context, id, operatorDID string) (api.UnbindResult, error) {
-	return s.unbind(ctx, id, binding.UnboundByOperator, func(sess binding.Session) error {
+	return s.unbind(ctx, id, binding.UnboundByOperator, func(sess binding.BindingSession) error {
 		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
 			return proto.New(proto.PermissionDenied, "only the operator of this binding may unbind it")
 		}
@@ -232,7 +232,7 @@ func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbin
 		return api.UnbindResult{}, err
 	}
 	key := sess.NodeKey
-	return s.unbind(ctx, id, binding.UnboundByNode, func(cur binding.Session) error {
+	return s.unbind(ctx, id, binding.UnboundByNode, func(cur binding.BindingSession) error {
 		if cur.NodeKey != key {
 			return proto.New(proto.PermissionDenied, "node_did does not name this session's node")
 		}
@@ -241,25 +241,25 @@ func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbin
 }
 
 // session reads one binding session (NOT_FOUND when unknown).
-func (s *Service) session(ctx context.Context, id string) (binding.Session, error) {
-	var sess binding.Session
+func (s *Service) session(ctx context.Context, id string) (binding.BindingSession, error) {
+	var sess binding.BindingSession
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		sess, err = tx.Session(id)
+		sess, err = tx.BindingSession(id)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return binding.Session{}, errSessionNotFound()
+		return binding.BindingSession{}, errSessionNotFound()
 	}
 	return sess, err
 }
 
 // unbind runs one unbind in a transaction: the session, the caller's check, then the state.
-func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, allowed func(binding.Session) error) (api.UnbindResult, error) {
+func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, allowed func(binding.BindingSession) error) (api.UnbindResult, error) {
 	now := s.now()
 	var out api.UnbindResult
 	var nodeKey didkey.PublicKey
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		sess, err := tx.Session(id)
+		sess, err := tx.BindingSession(id)
 		if errors.Is(err, store.ErrNotFound) {
 			return errSessionNotFound()
 		}
@@ -285,7 +285,7 @@ func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, a
 			BindingSessionID: next.ID, State: next.State.String(), Bound: false,
 			UnboundAt: canonical.FormatTime(next.UnboundAt), UnboundBy: string(next.UnboundBy),
 		}
-		return tx.PutSession(next)
+		return tx.PutBindingSession(next)
 	})
 	if err != nil {
 		return api.UnbindResult{}, err

@@ -32,9 +32,9 @@ func BenchmarkRevoke(b *testing.B) {
 			for i := 0; i < sessions; i += 1000 {
 				err := st.Update(context.Background(), func(tx store.Tx) error {
 					for j := i; j < i+1000 && j < sessions; j++ {
-						s := authn.NewSession(fmt.Sprintf("did:svrp:o:%08x", j), epoch)
+						s := authn.NewBearerSession(fmt.Sprintf("did:svrp:o:%08x", j), epoch)
 						s.RevocationID = "rev"
-						if err := tx.PutOperatorSession(sha256.Sum256([]byte(fmt.Sprint(j))), s); err != nil {
+						if err := tx.PutBearerSession(sha256.Sum256([]byte(fmt.Sprint(j))), s); err != nil {
 							return err
 						}
 					}

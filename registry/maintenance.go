@@ -24,12 +24,12 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if err := s.nodes.refresh(ctx, s.store); err != nil {
 		return err
 	}
-	var expired []binding.Session
+	var expired []binding.BindingSession
 	var retired []string
 	var deadTokens [][32]byte
 	var deadCounters []string
 	err := s.store.View(ctx, func(tx store.Tx) error {
-		if err := tx.EachSession(func(sess binding.Session) error {
+		if err := tx.EachBindingSession(func(sess binding.BindingSession) error {
 			next := binding.ExpireIfDue(sess, now)
 			due, err := retirable(tx, next, now)
 			if err != nil {
@@ -45,7 +45,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		if err := tx.EachOperatorSession(func(h [32]byte, sess authn.Session) error {
+		if err := tx.EachBearerSession(func(h [32]byte, sess authn.BearerSession) error {
 			if sess.Check(now) != nil {
 				deadTokens = append(deadTokens, h)
 			}
@@ -65,7 +65,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	}
 	for _, sess := range expired {
 		err := s.store.Update(ctx, func(tx store.Tx) error {
-			cur, err := tx.Session(sess.ID)
+			cur, err := tx.BindingSession(sess.ID)
 			if errors.Is(err, store.ErrNotFound) {
 				return nil
 			}
@@ -73,7 +73,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 				return err
 			}
 			if next := binding.ExpireIfDue(cur, now); next.State != cur.State {
-				return tx.PutSession(next)
+				return tx.PutBindingSession(next)
 			}
 			return nil
 		})
@@ -86,7 +86,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	for batch := range slices.Chunk(retired, sweepBatch) {
 		err := s.store.Update(ctx, func(tx store.Tx) error {
 			for _, id := range batch {
-				cur, err := tx.Session(id)
+				cur, err := tx.BindingSession(id)
 				if errors.Is(err, store.ErrNotFound) {
 					continue
 				}
@@ -98,7 +98,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 				} else if !due {
 					continue
 				}
-				if err := tx.DeleteSession(id); err != nil {
+				if err := tx.DeleteBindingSession(id); err != nil {
 					return err
 				}
 			}
@@ -111,7 +111,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	for batch := range slices.Chunk(deadTokens, sweepBatch) {
 		if err := s.store.Update(ctx, func(tx store.Tx) error {
 			for _, h := range batch {
-				if err := tx.DeleteOperatorSession(h); err != nil {
+				if err := tx.DeleteBearerSession(h); err != nil {
 					return err
 				}
 			}
@@ -151,7 +151,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 // binding.MinTerminalRetention, and it is not the session that made its node's active
 // binding, whose credentials a revocation must still be able to read (docs/protocol.md §10.5).
 // Those are at most one per node key, and become retirable when the binding ends.
-func retirable(tx store.Tx, sess binding.Session, now time.Time) (bool, error) {
+func retirable(tx store.Tx, sess binding.BindingSession, now time.Time) (bool, error) {
 	if !sess.State.Terminal() || now.Before(sess.UpdatedAt.Add(binding.MinTerminalRetention)) {
 		return false, nil
 	}
@@ -192,7 +192,7 @@ func (s *Service) RepairAtStart(ctx context.Context) (int, error) {
 	now := s.now()
 	var stuck []string
 	err := s.store.View(ctx, func(tx store.Tx) error {
-		if err := tx.EachSession(func(sess binding.Session) error {
+		if err := tx.EachBindingSession(func(sess binding.BindingSession) error {
 			if sess.State == binding.Verifying {
 				stuck = append(stuck, sess.ID)
 			}
@@ -203,7 +203,7 @@ func (s *Service) RepairAtStart(ctx context.Context) (int, error) {
 		}); err != nil {
 			return err
 		}
-		return tx.EachOperatorSession(func(h [32]byte, sess authn.Session) error {
+		return tx.EachBearerSession(func(h [32]byte, sess authn.BearerSession) error {
 			if sess.Check(now) == nil {
 				s.bearers.add(hex.EncodeToString(h[:]), sess.ExpiresAt)
 			}
@@ -215,11 +215,11 @@ func (s *Service) RepairAtStart(ctx context.Context) (int, error) {
 	}
 	for _, id := range stuck {
 		err := s.store.Update(ctx, func(tx store.Tx) error {
-			sess, err := tx.Session(id)
+			sess, err := tx.BindingSession(id)
 			if err != nil {
 				return err
 			}
-			return tx.PutSession(binding.RepairAtStart(sess, now))
+			return tx.PutBindingSession(binding.RepairAtStart(sess, now))
 		})
 		if err != nil {
 			return 0, err

@@ -75,7 +75,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	if err != nil {
 		return api.LoginResult{}, err
 	}
-	sess := authn.NewSession(dev.OperatorDID.String(), now)
+	sess := authn.NewBearerSession(dev.OperatorDID.String(), now)
 	sess.RevocationID = dev.Credential.RevocationID
 	id := hex.EncodeToString(hash[:])
 	if !s.bearers.reserve(id, sess.ExpiresAt, s.limits.MaxBearerSessions, now) {
@@ -91,7 +91,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx)); err != nil {
 			return err
 		}
-		return tx.PutOperatorSession(hash, sess)
+		return tx.PutBearerSession(hash, sess)
 	})
 	if err != nil {
 		s.bearers.remove(id)
@@ -136,7 +136,7 @@ func (c *checkedChallenge) Consume(challenge string, now time.Time) error {
 	return nil
 }
 
-func (s *Service) loggedIn(sess authn.Session, token string) api.LoginResult {
+func (s *Service) loggedIn(sess authn.BearerSession, token string) api.LoginResult {
 	s.log.Info("operator logged in", "operator_did", sess.OperatorDID)
 	return api.LoginResult{SessionToken: token, OperatorDID: sess.OperatorDID, ExpiresIn: int(authn.SessionTTL / time.Second)}
 }
@@ -148,9 +148,9 @@ func (s *Service) Authenticate(ctx context.Context, header string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	var sess authn.Session
+	var sess authn.BearerSession
 	err = s.store.View(ctx, func(tx store.Tx) (err error) {
-		sess, err = tx.OperatorSession(authn.HashToken(token))
+		sess, err = tx.BearerSession(authn.HashToken(token))
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {

@@ -125,12 +125,12 @@ func TestRestart(t *testing.T) {
 func (h *harness) setState(id string, st binding.State) {
 	h.t.Helper()
 	err := h.st.Update(context.Background(), func(tx store.Tx) error {
-		s, err := tx.Session(id)
+		s, err := tx.BindingSession(id)
 		if err != nil {
 			return err
 		}
 		s.State = st
-		return tx.PutSession(s)
+		return tx.PutBindingSession(s)
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -169,7 +169,7 @@ func TestRepairAtStart(t *testing.T) {
 	var states []string
 	err = h.st.View(context.Background(), func(tx store.Tx) error {
 		for _, id := range []string{early.id, late.id} {
-			s, err := tx.Session(id)
+			s, err := tx.BindingSession(id)
 			if err != nil {
 				return err
 			}
@@ -212,13 +212,13 @@ func (h *harness) storeState() storeState {
 	h.t.Helper()
 	s := storeState{states: map[string]binding.State{}, counters: map[string]binding.Counter{}}
 	err := h.st.View(context.Background(), func(tx store.Tx) error {
-		if err := tx.EachSession(func(b binding.Session) error {
+		if err := tx.EachBindingSession(func(b binding.BindingSession) error {
 			s.states[b.ID] = b.State
 			return nil
 		}); err != nil {
 			return err
 		}
-		if err := tx.EachOperatorSession(func([32]byte, authn.Session) error {
+		if err := tx.EachBearerSession(func([32]byte, authn.BearerSession) error {
 			s.bearers++
 			return nil
 		}); err != nil {

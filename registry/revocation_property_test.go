@@ -193,7 +193,7 @@ func TestRevocationProperty(t *testing.T) {
 			},
 			"": func(rt *rapid.T) {
 				err := st.View(ctx, func(tx store.Tx) error {
-					if err := tx.EachOperatorSession(func(_ [32]byte, s authn.Session) error {
+					if err := tx.EachBearerSession(func(_ [32]byte, s authn.BearerSession) error {
 						if isRevoked(s.RevocationID) {
 							return fmt.Errorf("a bearer session of revoked credential %s survives", s.RevocationID)
 						}
@@ -206,7 +206,7 @@ func TestRevocationProperty(t *testing.T) {
 						return err
 					}
 					for _, b := range bs {
-						s, err := tx.Session(b.SessionID)
+						s, err := tx.BindingSession(b.SessionID)
 						if err != nil {
 							return err
 						}

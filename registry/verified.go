@@ -13,14 +13,14 @@ import (
 type verified struct{ entries []verifiedEntry }
 
 type verifiedEntry struct {
-	sess binding.Session
+	sess binding.BindingSession
 	err  error
 }
 
 // check returns f's answer for sess: remembered when f already ran on an equal session,
 // computed and remembered otherwise. f must depend only on sess and on what the caller
 // holds constant; a check that reads the store (a revocation) is made after it, outside.
-func (v *verified) check(sess binding.Session, f func() error) error {
+func (v *verified) check(sess binding.BindingSession, f func() error) error {
 	for _, e := range v.entries {
 		if reflect.DeepEqual(e.sess, sess) {
 			return e.err

@@ -14,7 +14,7 @@ func TestVerifiedReusesAnswers(t *testing.T) {
 	runs := 0
 	bad := errors.New("bad signature")
 	f := func() error { runs++; return bad }
-	sess := binding.Session{ID: "a", State: binding.PendingNodeAcceptance}
+	sess := binding.BindingSession{ID: "a", State: binding.PendingNodeAcceptance}
 	for range 3 {
 		if err := v.check(sess, f); err != bad {
 			t.Fatalf("check = %v, want the remembered answer", err)

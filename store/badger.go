@@ -33,13 +33,13 @@ import (
 //	n/<node key>                  Node, binary
 //	d/<did>                       node key (hex) registered under exactly this DID string
 //	s/<short body>/<node key>     empty; every key with a record, by ShortBody
-//	b/<session id>                binding.Session
+//	b/<session id>                binding.BindingSession
 //	h/<secret hash>               session id whose CodeHash or TokenHash this is
 //	k/<node key>/<session id>     empty; the sessions of a node key not stored as terminal
 //	u/<sha256 of session id>      empty; the id of a deleted session, reserved forever
 //	a/<node key>                  binding.Binding, the active binding of the node key
 //	o/<operator did>/<node key>   empty; the active bindings of an operator
-//	t/<token hash>                authn.Session, a bearer session
+//	t/<token hash>                authn.BearerSession
 //	u/<operator did>/<token hash> empty; the bearer sessions of an operator
 //	m/opsession-index             "1" once every t/ record has its u/ entry
 //	c/<counter key>               binding.Counter
@@ -303,7 +303,7 @@ func indexOperatorSessions(db *badger.DB) error {
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			h := it.Item().Key()[len(pOpSession):]
-			var s authn.Session
+			var s authn.BearerSession
 			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &s) }); err != nil {
 				return fmt.Errorf("store: failed to read a bearer session: %w", err)
 			}
@@ -986,23 +986,23 @@ func (t *badgerTx) NodeCount() (int, error) {
 	return n, err
 }
 
-func (t *badgerTx) Session(id string) (binding.Session, error) {
+func (t *badgerTx) BindingSession(id string) (binding.BindingSession, error) {
 	if err := t.readable(); err != nil {
-		return binding.Session{}, err
+		return binding.BindingSession{}, err
 	}
-	var s binding.Session
+	var s binding.BindingSession
 	err := t.get(key(pSession, id), &s)
 	return s, err
 }
 
-func (t *badgerTx) PutSession(s binding.Session) error {
+func (t *badgerTx) PutBindingSession(s binding.BindingSession) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
 	if err := checkSession(s); err != nil {
 		return err
 	}
-	var old binding.Session
+	var old binding.BindingSession
 	err := t.get(key(pSession, s.ID), &old)
 	had := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -1059,11 +1059,11 @@ func (t *badgerTx) PutSession(s binding.Session) error {
 	return t.put(key(pSession, s.ID), s)
 }
 
-func (t *badgerTx) DeleteSession(id string) error {
+func (t *badgerTx) DeleteBindingSession(id string) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	var old binding.Session
+	var old binding.BindingSession
 	err := t.get(key(pSession, id), &old)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -1092,7 +1092,7 @@ func (t *badgerTx) DeleteSession(id string) error {
 	return t.del(key(pSession, id))
 }
 
-func (t *badgerTx) SessionIDUsed(id string) (bool, error) {
+func (t *badgerTx) BindingSessionIDUsed(id string) (bool, error) {
 	if err := t.readable(); err != nil {
 		return false, err
 	}
@@ -1108,7 +1108,7 @@ func (t *badgerTx) SessionIDUsed(id string) (bool, error) {
 	return false, nil
 }
 
-func (t *badgerTx) SessionIDBySecret(h [32]byte) (string, error) {
+func (t *badgerTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 	if err := t.readable(); err != nil {
 		return "", err
 	}
@@ -1116,7 +1116,7 @@ func (t *badgerTx) SessionIDBySecret(h [32]byte) (string, error) {
 	return string(id), err
 }
 
-func (t *badgerTx) OpenSessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
+func (t *badgerTx) OpenBindingSessionsByNode(k didkey.PublicKey) ([]binding.BindingSession, error) {
 	var ids []string
 	if err := t.scan(key(pByNode, k.Hex(), ""), true, func(rest, _ []byte) error {
 		ids = append(ids, string(rest))
@@ -1124,9 +1124,9 @@ func (t *badgerTx) OpenSessionsByNode(k didkey.PublicKey) ([]binding.Session, er
 	}); err != nil {
 		return nil, err
 	}
-	var out []binding.Session
+	var out []binding.BindingSession
 	for _, id := range ids {
-		s, err := t.Session(id)
+		s, err := t.BindingSession(id)
 		if err != nil {
 			return nil, fmt.Errorf("store: session index names a missing session: %w", err)
 		}
@@ -1135,10 +1135,10 @@ func (t *badgerTx) OpenSessionsByNode(k didkey.PublicKey) ([]binding.Session, er
 	return out, nil
 }
 
-func (t *badgerTx) EachSession(fn func(binding.Session) error) error {
+func (t *badgerTx) EachBindingSession(fn func(binding.BindingSession) error) error {
 	p := []byte(pSession)
 	return t.scan(p, false, func(_, v []byte) error {
-		var s binding.Session
+		var s binding.BindingSession
 		if err := decode(p, v, &s); err != nil {
 			return err
 		}
@@ -1273,21 +1273,21 @@ func (t *badgerTx) RevocationCount() (int, error) {
 	return n, nil
 }
 
-func (t *badgerTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {
+func (t *badgerTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
 	if err := t.readable(); err != nil {
-		return authn.Session{}, err
+		return authn.BearerSession{}, err
 	}
-	var s authn.Session
+	var s authn.BearerSession
 	err := t.get(key(pOpSession, hex.EncodeToString(tokenHash[:])), &s)
 	return s, err
 }
 
-func (t *badgerTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
+func (t *badgerTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
 	h := hex.EncodeToString(tokenHash[:])
-	var old authn.Session
+	var old authn.BearerSession
 	if err := t.get(key(pOpSession, h), &old); err == nil && old.OperatorDID != s.OperatorDID {
 		if err := t.del(key(pOpByOp, old.OperatorDID, h)); err != nil {
 			return err
@@ -1301,12 +1301,12 @@ func (t *badgerTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error
 	return t.put(key(pOpSession, h), s)
 }
 
-func (t *badgerTx) DeleteOperatorSession(tokenHash [32]byte) error {
+func (t *badgerTx) DeleteBearerSession(tokenHash [32]byte) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
 	h := hex.EncodeToString(tokenHash[:])
-	var old authn.Session
+	var old authn.BearerSession
 	if err := t.get(key(pOpSession, h), &old); errors.Is(err, ErrNotFound) {
 		return nil
 	} else if err != nil {
@@ -1318,7 +1318,7 @@ func (t *badgerTx) DeleteOperatorSession(tokenHash [32]byte) error {
 	return t.del(key(pOpSession, h))
 }
 
-func (t *badgerTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
+func (t *badgerTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
 	var out [][32]byte
 	err := t.scan(key(pOpByOp, operatorDID, ""), true, func(rest, _ []byte) error {
 		// Exactly one 64-hex hash after the prefix: a DID with '/' in it cannot reach
@@ -1331,14 +1331,14 @@ func (t *badgerTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
 	return out, err
 }
 
-func (t *badgerTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error {
+func (t *badgerTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
 	p := []byte(pOpSession)
 	return t.scan(p, false, func(rest, v []byte) error {
 		h, ok := decodeKey(rest)
 		if !ok {
 			return errors.New("store: corrupt bearer session key")
 		}
-		var s authn.Session
+		var s authn.BearerSession
 		if err := decode(p, v, &s); err != nil {
 			return err
 		}

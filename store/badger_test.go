@@ -44,8 +44,8 @@ func populate(t *testing.T, s Store) func(*testing.T, Store) {
 	bearer := testOpSession("did:svrp:o:aaaaaaaa")
 	c := binding.Counter{Count: 4, Start: testTime(20)}
 	update(t, s, func(tx Tx) error {
-		return errors.Join(tx.PutNode(n1), tx.PutNode(n2), tx.PutSession(s1), tx.PutSession(s2),
-			tx.PutBinding(b), tx.PutOperatorSession(testHash("tok"), bearer), tx.PutCounter("c", c))
+		return errors.Join(tx.PutNode(n1), tx.PutNode(n2), tx.PutBindingSession(s1), tx.PutBindingSession(s2),
+			tx.PutBinding(b), tx.PutBearerSession(testHash("tok"), bearer), tx.PutCounter("c", c))
 	})
 	return func(t *testing.T, s Store) {
 		view(t, s, func(tx Tx) error {
@@ -60,13 +60,13 @@ func populate(t *testing.T, s Store) func(*testing.T, Store) {
 			diff(t, "NodeKeyByDID", k2, k)
 			keys, err3 := tx.NodeKeysByShortBody(k1.ShortBody())
 			diff(t, "NodeKeysByShortBody", []didkey.PublicKey{k1}, keys)
-			id, err4 := tx.SessionIDBySecret(s2.TokenHash)
+			id, err4 := tx.BindingSessionIDBySecret(s2.TokenHash)
 			diff(t, "SessionIDBySecret", "s2", id)
-			ss, err5 := tx.OpenSessionsByNode(k1)
-			diff(t, "OpenSessionsByNode", []binding.Session{s1, s2}, ss)
+			ss, err5 := tx.OpenBindingSessionsByNode(k1)
+			diff(t, "OpenSessionsByNode", []binding.BindingSession{s1, s2}, ss)
 			bs, err6 := tx.BindingsByOperator("did:svrp:o:aaaaaaaa")
 			diff(t, "BindingsByOperator", []binding.Binding{b}, bs)
-			gotBearer, err7 := tx.OperatorSession(testHash("tok"))
+			gotBearer, err7 := tx.BearerSession(testHash("tok"))
 			diff(t, "OperatorSession", bearer, gotBearer)
 			got, err8 := tx.Counter("c")
 			diff(t, "Counter", c, got)
@@ -369,7 +369,7 @@ func TestBadgerIndexesOldSessions(t *testing.T) {
 	h1, h2 := testHash("t1"), testHash("t2")
 	op := "did:svrp:o:aaaaaaaa"
 	update(t, s, func(tx Tx) error {
-		return errors.Join(tx.PutOperatorSession(h1, testOpSession(op)), tx.PutOperatorSession(h2, testOpSession("did:svrp:o:bbbbbbbb")))
+		return errors.Join(tx.PutBearerSession(h1, testOpSession(op)), tx.PutBearerSession(h2, testOpSession("did:svrp:o:bbbbbbbb")))
 	})
 	// Take the index away, as an older build would have left the database.
 	db := s.(*badgerStore).db
@@ -390,7 +390,7 @@ func TestBadgerIndexesOldSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	view(t, s, func(tx Tx) error {
-		got, err := tx.OperatorSessionsOf(op)
+		got, err := tx.BearerSessionsOf(op)
 		if len(got) != 0 {
 			t.Fatalf("index still present: %v", got)
 		}
@@ -405,7 +405,7 @@ func TestBadgerIndexesOldSessions(t *testing.T) {
 	}
 	defer s.Close()
 	view(t, s, func(tx Tx) error {
-		got, err := tx.OperatorSessionsOf(op)
+		got, err := tx.BearerSessionsOf(op)
 		diff(t, "OperatorSessionsOf after reopening", [][32]byte{h1}, got)
 		return err
 	})

@@ -23,12 +23,12 @@ func NewMemory() Store {
 		nodes:      make(map[didkey.PublicKey]Node),
 		byDID:      make(map[string]didkey.PublicKey),
 		byBody:     make(map[string]map[didkey.PublicKey]struct{}),
-		sessions:   make(map[string]binding.Session),
+		sessions:   make(map[string]binding.BindingSession),
 		bySecret:   make(map[[32]byte]string),
 		byNode:     make(map[didkey.PublicKey]map[string]struct{}),
 		bindings:   make(map[didkey.PublicKey]binding.Binding),
 		byOperator: make(map[string]map[didkey.PublicKey]struct{}),
-		opSessions: make(map[[32]byte]authn.Session),
+		opSessions: make(map[[32]byte]authn.BearerSession),
 		byOpSess:   make(map[string]map[[32]byte]struct{}),
 		counters:   make(map[string]binding.Counter),
 		revoked:    make(map[[2]string]Revocation),
@@ -50,12 +50,12 @@ type memData struct {
 	nodes      map[didkey.PublicKey]Node
 	byDID      map[string]didkey.PublicKey
 	byBody     map[string]map[didkey.PublicKey]struct{}
-	sessions   map[string]binding.Session
+	sessions   map[string]binding.BindingSession
 	bySecret   map[[32]byte]string
 	byNode     map[didkey.PublicKey]map[string]struct{}
 	bindings   map[didkey.PublicKey]binding.Binding
 	byOperator map[string]map[didkey.PublicKey]struct{}
-	opSessions map[[32]byte]authn.Session
+	opSessions map[[32]byte]authn.BearerSession
 	byOpSess   map[string]map[[32]byte]struct{}
 	counters   map[string]binding.Counter
 	revoked    map[[2]string]Revocation
@@ -262,18 +262,18 @@ func (t *memTx) NodeCount() (int, error) {
 	return len(t.d.nodes), nil
 }
 
-func (t *memTx) Session(id string) (binding.Session, error) {
+func (t *memTx) BindingSession(id string) (binding.BindingSession, error) {
 	if err := t.readable(); err != nil {
-		return binding.Session{}, err
+		return binding.BindingSession{}, err
 	}
 	s, ok := t.d.sessions[id]
 	if !ok {
-		return binding.Session{}, ErrNotFound
+		return binding.BindingSession{}, ErrNotFound
 	}
 	return cloneSession(s), nil
 }
 
-func (t *memTx) PutSession(s binding.Session) error {
+func (t *memTx) PutBindingSession(s binding.BindingSession) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -306,7 +306,7 @@ func (t *memTx) PutSession(s binding.Session) error {
 	return nil
 }
 
-func (t *memTx) DeleteSession(id string) error {
+func (t *memTx) DeleteBindingSession(id string) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -325,7 +325,7 @@ func (t *memTx) DeleteSession(id string) error {
 	return nil
 }
 
-func (t *memTx) SessionIDUsed(id string) (bool, error) {
+func (t *memTx) BindingSessionIDUsed(id string) (bool, error) {
 	if err := t.readable(); err != nil {
 		return false, err
 	}
@@ -334,7 +334,7 @@ func (t *memTx) SessionIDUsed(id string) (bool, error) {
 	return live || gone, nil
 }
 
-func (t *memTx) SessionIDBySecret(h [32]byte) (string, error) {
+func (t *memTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 	if err := t.readable(); err != nil {
 		return "", err
 	}
@@ -345,7 +345,7 @@ func (t *memTx) SessionIDBySecret(h [32]byte) (string, error) {
 	return id, nil
 }
 
-func (t *memTx) OpenSessionsByNode(key didkey.PublicKey) ([]binding.Session, error) {
+func (t *memTx) OpenBindingSessionsByNode(key didkey.PublicKey) ([]binding.BindingSession, error) {
 	if err := t.readable(); err != nil {
 		return nil, err
 	}
@@ -353,15 +353,15 @@ func (t *memTx) OpenSessionsByNode(key didkey.PublicKey) ([]binding.Session, err
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	out := make([]binding.Session, 0, len(ids))
+	out := make([]binding.BindingSession, 0, len(ids))
 	for _, id := range sortedKeys(ids, strings.Compare) {
 		out = append(out, cloneSession(t.d.sessions[id]))
 	}
 	return out, nil
 }
 
-func (t *memTx) EachSession(fn func(binding.Session) error) error {
-	return each(t, t.d.sessions, strings.Compare, func(_ string, s binding.Session) error { return fn(cloneSession(s)) })
+func (t *memTx) EachBindingSession(fn func(binding.BindingSession) error) error {
+	return each(t, t.d.sessions, strings.Compare, func(_ string, s binding.BindingSession) error { return fn(cloneSession(s)) })
 }
 
 func (t *memTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
@@ -448,18 +448,18 @@ func (t *memTx) RevocationCount() (int, error) {
 	return len(t.d.revoked), nil
 }
 
-func (t *memTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {
+func (t *memTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
 	if err := t.readable(); err != nil {
-		return authn.Session{}, err
+		return authn.BearerSession{}, err
 	}
 	s, ok := t.d.opSessions[tokenHash]
 	if !ok {
-		return authn.Session{}, ErrNotFound
+		return authn.BearerSession{}, ErrNotFound
 	}
 	return cloneOperatorSession(s), nil
 }
 
-func (t *memTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
+func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -471,7 +471,7 @@ func (t *memTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
 	return nil
 }
 
-func (t *memTx) DeleteOperatorSession(tokenHash [32]byte) error {
+func (t *memTx) DeleteBearerSession(tokenHash [32]byte) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -482,7 +482,7 @@ func (t *memTx) DeleteOperatorSession(tokenHash [32]byte) error {
 	return nil
 }
 
-func (t *memTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
+func (t *memTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
 	if err := t.readable(); err != nil {
 		return nil, err
 	}
@@ -493,8 +493,8 @@ func (t *memTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
 	return sortedKeys(hs, cmpHash), nil
 }
 
-func (t *memTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error {
-	return each(t, t.d.opSessions, cmpHash, func(h [32]byte, s authn.Session) error { return fn(h, cloneOperatorSession(s)) })
+func (t *memTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
+	return each(t, t.d.opSessions, cmpHash, func(h [32]byte, s authn.BearerSession) error { return fn(h, cloneOperatorSession(s)) })
 }
 
 func (t *memTx) Counter(key string) (binding.Counter, error) {

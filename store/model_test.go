@@ -22,9 +22,9 @@ import (
 // secret hashes specific to one key or session, so that a derived index is unambiguous.
 type model struct {
 	nodes      map[didkey.PublicKey]Node
-	sessions   map[string]binding.Session
+	sessions   map[string]binding.BindingSession
 	bindings   map[didkey.PublicKey]binding.Binding
-	opSessions map[[32]byte]authn.Session
+	opSessions map[[32]byte]authn.BearerSession
 	counters   map[string]binding.Counter
 	revoked    map[[2]string]Revocation
 	deleted    map[string]bool // ids of deleted sessions, which stay used
@@ -33,9 +33,9 @@ type model struct {
 func newModel() *model {
 	return &model{
 		nodes:      map[didkey.PublicKey]Node{},
-		sessions:   map[string]binding.Session{},
+		sessions:   map[string]binding.BindingSession{},
 		bindings:   map[didkey.PublicKey]binding.Binding{},
-		opSessions: map[[32]byte]authn.Session{},
+		opSessions: map[[32]byte]authn.BearerSession{},
 		counters:   map[string]binding.Counter{},
 		revoked:    map[[2]string]Revocation{},
 		deleted:    map[string]bool{},
@@ -114,7 +114,7 @@ func genOp(t *rapid.T) modelOp {
 		return modelOp{"PutNode", func(tx Tx) error { return tx.PutNode(n) }, func(m *model) { m.nodes[k] = n }}
 	case 2:
 		id := rapid.SampledFrom(modelSessions).Draw(t, "id")
-		s := binding.Session{
+		s := binding.BindingSession{
 			ID:        id,
 			State:     binding.State(rapid.IntRange(int(binding.Initiated), int(binding.Cancelled)).Draw(t, "state")),
 			NodeKey:   rapid.SampledFrom(modelKeys).Draw(t, "key"),
@@ -124,7 +124,7 @@ func genOp(t *rapid.T) modelOp {
 		}
 		s.Request.RequestedTaskTypes = genWords(t, "requested")
 		s.Request.RequestedSingleLimit = genLimit(t, "single")
-		return modelOp{"PutSession", func(tx Tx) error { return tx.PutSession(s) }, func(m *model) { m.sessions[id] = s }}
+		return modelOp{"PutSession", func(tx Tx) error { return tx.PutBindingSession(s) }, func(m *model) { m.sessions[id] = s }}
 	case 3:
 		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
 		b := binding.Binding{
@@ -138,18 +138,18 @@ func genOp(t *rapid.T) modelOp {
 		return modelOp{"PutBinding", func(tx Tx) error { return tx.PutBinding(b) }, func(m *model) { m.bindings[k] = b }}
 	case 4:
 		h := rapid.SampledFrom(modelTokens).Draw(t, "token")
-		s := authn.Session{OperatorDID: rapid.SampledFrom(modelOperators).Draw(t, "operator"), ExpiresAt: genTime(t, "expires")}
-		return modelOp{"PutOperatorSession", func(tx Tx) error { return tx.PutOperatorSession(h, s) }, func(m *model) { m.opSessions[h] = s }}
+		s := authn.BearerSession{OperatorDID: rapid.SampledFrom(modelOperators).Draw(t, "operator"), ExpiresAt: genTime(t, "expires")}
+		return modelOp{"PutOperatorSession", func(tx Tx) error { return tx.PutBearerSession(h, s) }, func(m *model) { m.opSessions[h] = s }}
 	case 5:
 		h := rapid.SampledFrom(modelTokens).Draw(t, "token")
-		return modelOp{"DeleteOperatorSession", func(tx Tx) error { return tx.DeleteOperatorSession(h) }, func(m *model) { delete(m.opSessions, h) }}
+		return modelOp{"DeleteOperatorSession", func(tx Tx) error { return tx.DeleteBearerSession(h) }, func(m *model) { delete(m.opSessions, h) }}
 	case 6:
 		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
 		c := binding.Counter{Count: rapid.IntRange(0, 100).Draw(t, "count"), Start: genTime(t, "start")}
 		return modelOp{"PutCounter", func(tx Tx) error { return tx.PutCounter(k, c) }, func(m *model) { m.counters[k] = c }}
 	case 7:
 		id := rapid.SampledFrom(modelSessions).Draw(t, "id")
-		return modelOp{"DeleteSession", func(tx Tx) error { return tx.DeleteSession(id) }, func(m *model) {
+		return modelOp{"DeleteSession", func(tx Tx) error { return tx.DeleteBindingSession(id) }, func(m *model) {
 			if _, ok := m.sessions[id]; ok {
 				m.deleted[id] = true
 			}
@@ -260,31 +260,31 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		// Sessions and their indexes.
 		for _, id := range modelSessions {
 			s, ok := m.sessions[id]
-			got, err := tx.Session(id)
+			got, err := tx.BindingSession(id)
 			lookup("Session", s, ok, got, err)
-			if used, err := tx.SessionIDUsed(id); err != nil || used != (ok || m.deleted[id]) {
+			if used, err := tx.BindingSessionIDUsed(id); err != nil || used != (ok || m.deleted[id]) {
 				t.Fatalf("SessionIDUsed(%s) = %v, %v; want %v", id, used, err, ok || m.deleted[id])
 			}
 			for _, h := range modelHashes(id) {
-				got, err := tx.SessionIDBySecret(h)
+				got, err := tx.BindingSessionIDBySecret(h)
 				lookup("SessionIDBySecret", id, ok && h != ([32]byte{}) && (s.CodeHash == h || s.TokenHash == h), got, err)
 			}
 		}
 		for _, k := range modelKeys {
-			var want []binding.Session
+			var want []binding.BindingSession
 			for _, id := range sortedKeys(m.sessions, strings.Compare) {
 				if m.sessions[id].NodeKey == k && !m.sessions[id].State.Terminal() {
 					want = append(want, m.sessions[id])
 				}
 			}
-			got, err := tx.OpenSessionsByNode(k)
+			got, err := tx.OpenBindingSessionsByNode(k)
 			if err != nil {
 				return err
 			}
 			modelDiff("OpenSessionsByNode", want, got)
 		}
-		var sessions []binding.Session
-		if err := tx.EachSession(func(s binding.Session) error { sessions = append(sessions, s); return nil }); err != nil {
+		var sessions []binding.BindingSession
+		if err := tx.EachBindingSession(func(s binding.BindingSession) error { sessions = append(sessions, s); return nil }); err != nil {
 			return err
 		}
 		modelDiff("EachSession", valuesInOrder(m.sessions, strings.Compare), sessions)
@@ -314,11 +314,11 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		// Bearer sessions and counters.
 		for _, h := range modelTokens {
 			s, ok := m.opSessions[h]
-			got, err := tx.OperatorSession(h)
+			got, err := tx.BearerSession(h)
 			lookup("OperatorSession", s, ok, got, err)
 		}
 		var hashes [][32]byte
-		if err := tx.EachOperatorSession(func(h [32]byte, s authn.Session) error {
+		if err := tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error {
 			hashes = append(hashes, h)
 			modelDiff("EachOperatorSession", m.opSessions[h], s)
 			return nil
@@ -333,7 +333,7 @@ func checkModel(t *rapid.T, s Store, m *model) {
 					want = append(want, h)
 				}
 			}
-			got, err := tx.OperatorSessionsOf(op)
+			got, err := tx.BearerSessionsOf(op)
 			if err != nil {
 				return err
 			}

@@ -647,11 +647,11 @@ func jsonRows[T any](t *pgTx, sql string, args ...any) ([]T, error) {
 	return out, t.check(rows.Err())
 }
 
-func (t *pgTx) Session(id string) (binding.Session, error) {
+func (t *pgTx) BindingSession(id string) (binding.BindingSession, error) {
 	if err := t.readable(); err != nil {
-		return binding.Session{}, err
+		return binding.BindingSession{}, err
 	}
-	return jsonRow[binding.Session](t, `SELECT rec FROM svrp_binding_sessions WHERE id = $1`, []byte(id))
+	return jsonRow[binding.BindingSession](t, `SELECT rec FROM svrp_binding_sessions WHERE id = $1`, []byte(id))
 }
 
 // hashArg is a secret hash as a column: NULL for the zero hash, which means "none".
@@ -662,7 +662,7 @@ func hashArg(h [32]byte) any {
 	return h[:]
 }
 
-func (t *pgTx) PutSession(s binding.Session) error {
+func (t *pgTx) PutBindingSession(s binding.BindingSession) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -682,7 +682,7 @@ func (t *pgTx) PutSession(s binding.Session) error {
 		[]byte(s.ID), s.NodeKey[:], hashArg(s.CodeHash), hashArg(s.TokenHash), rec, !s.State.Terminal())
 }
 
-func (t *pgTx) DeleteSession(id string) error {
+func (t *pgTx) DeleteBindingSession(id string) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -693,7 +693,7 @@ func (t *pgTx) DeleteSession(id string) error {
 	return t.exec(`INSERT INTO svrp_used_session_ids (id_hash) VALUES ($1) ON CONFLICT DO NOTHING`, []byte(usedIDHash(id)))
 }
 
-func (t *pgTx) SessionIDUsed(id string) (bool, error) {
+func (t *pgTx) BindingSessionIDUsed(id string) (bool, error) {
 	if err := t.readable(); err != nil {
 		return false, err
 	}
@@ -703,7 +703,7 @@ func (t *pgTx) SessionIDUsed(id string) (bool, error) {
 	return used, t.check(err)
 }
 
-func (t *pgTx) SessionIDBySecret(h [32]byte) (string, error) {
+func (t *pgTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 	if err := t.readable(); err != nil {
 		return "", err
 	}
@@ -716,18 +716,18 @@ func (t *pgTx) SessionIDBySecret(h [32]byte) (string, error) {
 	return string(id), t.check(err)
 }
 
-func (t *pgTx) OpenSessionsByNode(k didkey.PublicKey) ([]binding.Session, error) {
+func (t *pgTx) OpenBindingSessionsByNode(k didkey.PublicKey) ([]binding.BindingSession, error) {
 	if err := t.readable(); err != nil {
 		return nil, err
 	}
-	return jsonRows[binding.Session](t, `SELECT rec FROM svrp_binding_sessions WHERE node_key = $1 AND open ORDER BY id`, k[:])
+	return jsonRows[binding.BindingSession](t, `SELECT rec FROM svrp_binding_sessions WHERE node_key = $1 AND open ORDER BY id`, k[:])
 }
 
-func (t *pgTx) EachSession(fn func(binding.Session) error) error {
+func (t *pgTx) EachBindingSession(fn func(binding.BindingSession) error) error {
 	return page(t, `SELECT id, rec FROM svrp_binding_sessions WHERE id > $1 ORDER BY id LIMIT $2`, []byte{},
-		func(r pgx.Rows) (any, binding.Session, error) {
+		func(r pgx.Rows) (any, binding.BindingSession, error) {
 			var id, rec []byte
-			var s binding.Session
+			var s binding.BindingSession
 			if err := r.Scan(&id, &rec); err != nil {
 				return nil, s, t.check(err)
 			}
@@ -814,14 +814,14 @@ func (t *pgTx) RevocationCount() (int, error) {
 	return n, t.check(err)
 }
 
-func (t *pgTx) OperatorSession(tokenHash [32]byte) (authn.Session, error) {
+func (t *pgTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
 	if err := t.readable(); err != nil {
-		return authn.Session{}, err
+		return authn.BearerSession{}, err
 	}
-	return jsonRow[authn.Session](t, `SELECT rec FROM svrp_operator_sessions WHERE token_hash = $1`, tokenHash[:])
+	return jsonRow[authn.BearerSession](t, `SELECT rec FROM svrp_operator_sessions WHERE token_hash = $1`, tokenHash[:])
 }
 
-func (t *pgTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
+func (t *pgTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -834,7 +834,7 @@ func (t *pgTx) PutOperatorSession(tokenHash [32]byte, s authn.Session) error {
 		tokenHash[:], rec, []byte(s.OperatorDID))
 }
 
-func (t *pgTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
+func (t *pgTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
 	if err := t.readable(); err != nil {
 		return nil, err
 	}
@@ -859,7 +859,7 @@ func (t *pgTx) OperatorSessionsOf(operatorDID string) ([][32]byte, error) {
 	return out, t.check(rows.Err())
 }
 
-func (t *pgTx) DeleteOperatorSession(tokenHash [32]byte) error {
+func (t *pgTx) DeleteBearerSession(tokenHash [32]byte) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -871,11 +871,11 @@ type hashed[T any] struct {
 	v T
 }
 
-func (t *pgTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error {
+func (t *pgTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
 	return page(t, `SELECT token_hash, rec FROM svrp_operator_sessions WHERE token_hash > $1 ORDER BY token_hash LIMIT $2`, []byte{},
-		func(r pgx.Rows) (any, hashed[authn.Session], error) {
+		func(r pgx.Rows) (any, hashed[authn.BearerSession], error) {
 			var h, rec []byte
-			var e hashed[authn.Session]
+			var e hashed[authn.BearerSession]
 			if err := r.Scan(&h, &rec); err != nil {
 				return nil, e, t.check(err)
 			}
@@ -887,7 +887,7 @@ func (t *pgTx) EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) 
 				return nil, e, fmt.Errorf("store: failed to decode a bearer session: %w", err)
 			}
 			return h, e, nil
-		}, func(e hashed[authn.Session]) error { return fn(e.h, e.v) })
+		}, func(e hashed[authn.BearerSession]) error { return fn(e.h, e.v) })
 }
 
 func (t *pgTx) Counter(key string) (binding.Counter, error) {

@@ -28,7 +28,7 @@ var (
 // looked up, and a state outside the known ones has no stored spelling, so the Badger
 // encoding would fail when decoding it. The memory store checks the same so that both
 // implementations fail alike.
-func checkSession(s binding.Session) error {
+func checkSession(s binding.BindingSession) error {
 	if s.ID == "" {
 		return errors.New("store: binding session without an id")
 	}
@@ -47,7 +47,7 @@ func usedIDHash(id string) string {
 
 // secretHashes returns the hashes of s worth indexing: a zero hash means "no such secret"
 // and must not make every such session findable under it.
-func secretHashes(s binding.Session) [][32]byte {
+func secretHashes(s binding.BindingSession) [][32]byte {
 	var hs [][32]byte
 	for _, h := range [...][32]byte{s.CodeHash, s.TokenHash} {
 		if h != ([32]byte{}) && !slices.Contains(hs, h) {
@@ -68,7 +68,7 @@ func cloneNode(n Node) Node {
 	return n
 }
 
-func cloneSession(s binding.Session) binding.Session {
+func cloneSession(s binding.BindingSession) binding.BindingSession {
 	s.Request.RequestedTaskTypes = slices.Clone(s.Request.RequestedTaskTypes)
 	s.Request.RequestedSingleLimit = clonePtr(s.Request.RequestedSingleLimit)
 	s.Request.RequestedDailyLimit = clonePtr(s.Request.RequestedDailyLimit)
@@ -95,10 +95,10 @@ func cloneBinding(b binding.Binding) binding.Binding {
 	return b
 }
 
-// authn.Session and binding.Counter hold no references; these exist so that the day they
+// authn.BearerSession and binding.Counter hold no references; these exist so that the day they
 // do, there is one place to change and the clone test covers it.
 
-func cloneOperatorSession(s authn.Session) authn.Session { return s }
+func cloneOperatorSession(s authn.BearerSession) authn.BearerSession { return s }
 
 func cloneCounter(c binding.Counter) binding.Counter { return c }
 

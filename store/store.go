@@ -115,24 +115,24 @@ type Tx interface {
 	// NodeCount returns the number of node records.
 	NodeCount() (int, error)
 
-	// Session returns the binding session with this binding_session_id.
-	Session(id string) (binding.Session, error)
-	// PutSession creates or replaces a binding session and keeps its indexes (secret hashes,
+	// BindingSession returns the binding session with this binding_session_id.
+	BindingSession(id string) (binding.BindingSession, error)
+	// PutBindingSession creates or replaces a binding session and keeps its indexes (secret hashes,
 	// node key) in step. The node-key index holds only sessions whose stored state is not
 	// terminal, so a key's open sessions are found without reading its history.
-	PutSession(s binding.Session) error
-	// DeleteSession removes a binding session and its index entries, keeping only a hash of
+	PutBindingSession(s binding.BindingSession) error
+	// DeleteBindingSession removes a binding session and its index entries, keeping only a hash of
 	// its id so that SessionIDUsed still reports the id as taken; absent is not an error.
-	DeleteSession(id string) error
-	// SessionIDUsed reports whether a session with this id exists or ever existed.
-	SessionIDUsed(id string) (bool, error)
-	// SessionIDBySecret returns the id of the session whose CodeHash or TokenHash is h.
-	SessionIDBySecret(h [32]byte) (string, error)
-	// OpenSessionsByNode returns the sessions of a node key whose stored state is not
+	DeleteBindingSession(id string) error
+	// BindingSessionIDUsed reports whether a session with this id exists or ever existed.
+	BindingSessionIDUsed(id string) (bool, error)
+	// BindingSessionIDBySecret returns the id of the session whose CodeHash or TokenHash is h.
+	BindingSessionIDBySecret(h [32]byte) (string, error)
+	// OpenBindingSessionsByNode returns the sessions of a node key whose stored state is not
 	// terminal (one whose expiry has passed but was not yet stored as EXPIRED included).
-	OpenSessionsByNode(key didkey.PublicKey) ([]binding.Session, error)
-	// EachSession calls fn for every binding session until fn returns an error.
-	EachSession(fn func(binding.Session) error) error
+	OpenBindingSessionsByNode(key didkey.PublicKey) ([]binding.BindingSession, error)
+	// EachBindingSession calls fn for every binding session until fn returns an error.
+	EachBindingSession(fn func(binding.BindingSession) error) error
 
 	// Binding returns the active binding of a node key.
 	Binding(node didkey.PublicKey) (binding.Binding, error)
@@ -153,16 +153,16 @@ type Tx interface {
 	// it before each new one to keep the list within its bound.
 	RevocationCount() (int, error)
 
-	// OperatorSession returns the bearer session stored under a token hash.
-	OperatorSession(tokenHash [32]byte) (authn.Session, error)
-	// PutOperatorSession stores a bearer session under its token hash.
-	PutOperatorSession(tokenHash [32]byte, s authn.Session) error
-	// DeleteOperatorSession removes a bearer session; absent is not an error.
-	DeleteOperatorSession(tokenHash [32]byte) error
-	// OperatorSessionsOf returns the token hashes of the bearer sessions of operatorDID.
-	OperatorSessionsOf(operatorDID string) ([][32]byte, error)
-	// EachOperatorSession calls fn for every bearer session until fn returns an error.
-	EachOperatorSession(fn func(tokenHash [32]byte, s authn.Session) error) error
+	// BearerSession returns the bearer session stored under a token hash.
+	BearerSession(tokenHash [32]byte) (authn.BearerSession, error)
+	// PutBearerSession stores a bearer session under its token hash.
+	PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error
+	// DeleteBearerSession removes a bearer session; absent is not an error.
+	DeleteBearerSession(tokenHash [32]byte) error
+	// BearerSessionsOf returns the token hashes of the bearer sessions of operatorDID.
+	BearerSessionsOf(operatorDID string) ([][32]byte, error)
+	// EachBearerSession calls fn for every bearer session until fn returns an error.
+	EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error
 
 	// Counter returns the counter under key, or the zero Counter when there is none.
 	Counter(key string) (binding.Counter, error)

@@ -98,8 +98,8 @@ func testNode(k didkey.PublicKey) Node {
 	}
 }
 
-func testSession(id string, k didkey.PublicKey) binding.Session {
-	return binding.Session{
+func testSession(id string, k didkey.PublicKey) binding.BindingSession {
+	return binding.BindingSession{
 		ID:      id,
 		State:   binding.PendingNodeAcceptance,
 		NodeKey: k,
@@ -181,8 +181,8 @@ func testBinding(k didkey.PublicKey, operator string) binding.Binding {
 	}
 }
 
-func testOpSession(operator string) authn.Session {
-	return authn.Session{OperatorDID: operator, IssuedAt: testTime(8), ExpiresAt: testTime(9)}
+func testOpSession(operator string) authn.BearerSession {
+	return authn.BearerSession{OperatorDID: operator, IssuedAt: testTime(8), ExpiresAt: testTime(9)}
 }
 
 // Helpers that fail the test on a transaction error.
@@ -224,22 +224,22 @@ func testNotFound(t *testing.T, s Store) {
 		wantNotFound(t, "NodeKeyByDID", err)
 		_, err = tx.NodeKeyByDID("")
 		wantNotFound(t, "NodeKeyByDID(\"\")", err)
-		_, err = tx.Session("nope")
+		_, err = tx.BindingSession("nope")
 		wantNotFound(t, "Session", err)
-		_, err = tx.SessionIDBySecret(testHash("x"))
+		_, err = tx.BindingSessionIDBySecret(testHash("x"))
 		wantNotFound(t, "SessionIDBySecret", err)
-		_, err = tx.SessionIDBySecret([32]byte{})
+		_, err = tx.BindingSessionIDBySecret([32]byte{})
 		wantNotFound(t, "SessionIDBySecret(zero)", err)
 		_, err = tx.Binding(k)
 		wantNotFound(t, "Binding", err)
-		_, err = tx.OperatorSession(testHash("t"))
+		_, err = tx.BearerSession(testHash("t"))
 		wantNotFound(t, "OperatorSession", err)
 
 		keys, err := tx.NodeKeysByShortBody(k.ShortBody())
 		if err != nil || len(keys) != 0 {
 			t.Errorf("NodeKeysByShortBody = %v, %v; want empty, nil", keys, err)
 		}
-		ss, err := tx.OpenSessionsByNode(k)
+		ss, err := tx.OpenBindingSessionsByNode(k)
 		if err != nil || len(ss) != 0 {
 			t.Errorf("OpenSessionsByNode = %v, %v; want empty, nil", ss, err)
 		}
@@ -258,10 +258,12 @@ func testNotFound(t *testing.T, s Store) {
 		calls := 0
 		count := func() error { calls++; return nil }
 		for name, each := range map[string]func() error{
-			"EachNode":            func() error { return tx.EachNode(func(Node) error { return count() }) },
-			"EachSession":         func() error { return tx.EachSession(func(binding.Session) error { return count() }) },
-			"EachOperatorSession": func() error { return tx.EachOperatorSession(func([32]byte, authn.Session) error { return count() }) },
-			"EachCounter":         func() error { return tx.EachCounter(func(string, binding.Counter) error { return count() }) },
+			"EachNode":    func() error { return tx.EachNode(func(Node) error { return count() }) },
+			"EachSession": func() error { return tx.EachBindingSession(func(binding.BindingSession) error { return count() }) },
+			"EachOperatorSession": func() error {
+				return tx.EachBearerSession(func([32]byte, authn.BearerSession) error { return count() })
+			},
+			"EachCounter": func() error { return tx.EachCounter(func(string, binding.Counter) error { return count() }) },
 		} {
 			if err := each(); err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -273,7 +275,7 @@ func testNotFound(t *testing.T, s Store) {
 		return nil
 	})
 	update(t, s, func(tx Tx) error {
-		if err := tx.DeleteOperatorSession(testHash("t")); err != nil {
+		if err := tx.DeleteBearerSession(testHash("t")); err != nil {
 			t.Errorf("DeleteOperatorSession of absent: %v", err)
 		}
 		if err := tx.DeleteCounter("c"); err != nil {
@@ -291,15 +293,15 @@ func testRoundTrip(t *testing.T, s Store) {
 	bearer := testOpSession("did:svrp:o:0a1b2c3d")
 	c := binding.Counter{Count: 3, Start: testTime(10)}
 	// A session as initiate leaves it: no pointers set, no operator yet.
-	bare := binding.Session{ID: "s2", State: binding.Initiated, NodeKey: k, CodeHash: testHash("c2"), CreatedAt: testTime(11)}
+	bare := binding.BindingSession{ID: "s2", State: binding.Initiated, NodeKey: k, CodeHash: testHash("c2"), CreatedAt: testTime(11)}
 	bare.Request.RequestedTaskTypes = []string{}
 	update(t, s, func(tx Tx) error {
 		return errors.Join(
 			tx.PutNode(n),
-			tx.PutSession(sess),
-			tx.PutSession(bare),
+			tx.PutBindingSession(sess),
+			tx.PutBindingSession(bare),
 			tx.PutBinding(b),
-			tx.PutOperatorSession(testHash("tok"), bearer),
+			tx.PutBearerSession(testHash("tok"), bearer),
 			tx.PutCounter("resolve|1.2.3.4", c),
 		)
 	})
@@ -309,12 +311,12 @@ func testRoundTrip(t *testing.T, s Store) {
 			t.Fatal(err)
 		}
 		diff(t, "Node", n, gotN)
-		gotS, err := tx.Session("s1")
+		gotS, err := tx.BindingSession("s1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		diff(t, "Session", sess, gotS)
-		gotBare, err := tx.Session("s2")
+		gotBare, err := tx.BindingSession("s2")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +326,7 @@ func testRoundTrip(t *testing.T, s Store) {
 			t.Fatal(err)
 		}
 		diff(t, "Binding", b, gotB)
-		gotOS, err := tx.OperatorSession(testHash("tok"))
+		gotOS, err := tx.BearerSession(testHash("tok"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +356,7 @@ func testIsolation(t *testing.T, s Store) {
 	n := testNode(k)
 	sess := testSession("s1", k)
 	b := testBinding(k, "did:svrp:o:0a1b2c3d")
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(n), tx.PutSession(sess), tx.PutBinding(b)) })
+	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(n), tx.PutBindingSession(sess), tx.PutBinding(b)) })
 
 	// Change what was passed in.
 	n.Capabilities[0] = "changed"
@@ -374,7 +376,7 @@ func testIsolation(t *testing.T, s Store) {
 		view(t, s, func(tx Tx) error {
 			gotN, err := tx.Node(k)
 			diff(t, when+": Node", wantN, gotN)
-			gotS, err2 := tx.Session("s1")
+			gotS, err2 := tx.BindingSession("s1")
 			diff(t, when+": Session", wantS, gotS)
 			gotB, err3 := tx.Binding(k)
 			diff(t, when+": Binding", wantB, gotB)
@@ -386,7 +388,7 @@ func testIsolation(t *testing.T, s Store) {
 	// Change what came out, by every path that returns values.
 	view(t, s, func(tx Tx) error {
 		mutNode := func(n Node) { n.Capabilities[0] = "changed"; *n.Signature = "changed" }
-		mutSession := func(s binding.Session) {
+		mutSession := func(s binding.BindingSession) {
 			s.Request.RequestedTaskTypes[0] = "changed"
 			*s.Request.RequestedDailyLimit = -1
 			s.DeviceCredential.Permissions[0] = "changed"
@@ -404,15 +406,15 @@ func testIsolation(t *testing.T, s Store) {
 		if err := tx.EachNode(func(n Node) error { mutNode(n); return nil }); err != nil {
 			return err
 		}
-		gotS, err := tx.Session("s1")
+		gotS, err := tx.BindingSession("s1")
 		if err != nil {
 			return err
 		}
 		mutSession(gotS)
-		if err := tx.EachSession(func(s binding.Session) error { mutSession(s); return nil }); err != nil {
+		if err := tx.EachBindingSession(func(s binding.BindingSession) error { mutSession(s); return nil }); err != nil {
 			return err
 		}
-		ss, err := tx.OpenSessionsByNode(k)
+		ss, err := tx.OpenBindingSessionsByNode(k)
 		if err != nil {
 			return err
 		}
@@ -534,12 +536,12 @@ func testShortBodyIndex(t *testing.T, s Store) {
 func testSecretIndex(t *testing.T, s Store) {
 	k := testKey(1)
 	a, b := testSession("a", k), testSession("b", k)
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutSession(a), tx.PutSession(b)) })
+	update(t, s, func(tx Tx) error { return errors.Join(tx.PutBindingSession(a), tx.PutBindingSession(b)) })
 	find := func(h [32]byte) (string, error) {
 		var id string
 		err := s.View(context.Background(), func(tx Tx) error {
 			var err error
-			id, err = tx.SessionIDBySecret(h)
+			id, err = tx.BindingSessionIDBySecret(h)
 			return err
 		})
 		return id, err
@@ -557,7 +559,7 @@ func testSecretIndex(t *testing.T, s Store) {
 	oldCode, oldToken := a.CodeHash, a.TokenHash
 	a.CodeHash = [32]byte{}
 	a.TokenHash = testHash("token a 2")
-	update(t, s, func(tx Tx) error { return tx.PutSession(a) })
+	update(t, s, func(tx Tx) error { return tx.PutBindingSession(a) })
 	for _, h := range [][32]byte{oldCode, oldToken, {}} {
 		if _, err := find(h); !errors.Is(err, ErrNotFound) {
 			t.Errorf("SessionIDBySecret(old or zero hash) = %v, want ErrNotFound", err)
@@ -573,12 +575,12 @@ func testSecretIndex(t *testing.T, s Store) {
 	// A session whose code and token hash are equal is indexed once and found.
 	c := testSession("c", k)
 	c.TokenHash = c.CodeHash
-	update(t, s, func(tx Tx) error { return tx.PutSession(c) })
+	update(t, s, func(tx Tx) error { return tx.PutBindingSession(c) })
 	if got, err := find(c.CodeHash); err != nil || got != "c" {
 		t.Errorf("SessionIDBySecret(shared hash) = %q, %v; want c", got, err)
 	}
 	c.TokenHash = testHash("token c 2")
-	update(t, s, func(tx Tx) error { return tx.PutSession(c) })
+	update(t, s, func(tx Tx) error { return tx.PutBindingSession(c) })
 	if got, err := find(c.CodeHash); err != nil || got != "c" {
 		t.Errorf("SessionIDBySecret(code kept) = %q, %v; want c", got, err)
 	}
@@ -588,15 +590,15 @@ func testSessionsByNode(t *testing.T, s Store) {
 	k1, k2 := testKey(1), testKey(2)
 	update(t, s, func(tx Tx) error {
 		return errors.Join(
-			tx.PutSession(testSession("s3", k1)),
-			tx.PutSession(testSession("s1", k1)),
-			tx.PutSession(testSession("s2", k2)),
+			tx.PutBindingSession(testSession("s3", k1)),
+			tx.PutBindingSession(testSession("s1", k1)),
+			tx.PutBindingSession(testSession("s2", k2)),
 		)
 	})
 	ids := func(k didkey.PublicKey) []string {
 		var out []string
 		view(t, s, func(tx Tx) error {
-			ss, err := tx.OpenSessionsByNode(k)
+			ss, err := tx.OpenBindingSessionsByNode(k)
 			for _, s := range ss {
 				if s.NodeKey != k {
 					t.Errorf("OpenSessionsByNode(%v) returned a session of %v", k, s.NodeKey)
@@ -613,17 +615,17 @@ func testSessionsByNode(t *testing.T, s Store) {
 	// A session put under another key moves; a terminal state leaves the index, and only
 	// the index: the session itself stays readable.
 	s3 := testSession("s3", k2)
-	update(t, s, func(tx Tx) error { return tx.PutSession(s3) })
+	update(t, s, func(tx Tx) error { return tx.PutBindingSession(s3) })
 	diff(t, "OpenSessionsByNode(k1) after a move", []string{"s1"}, ids(k1))
 	diff(t, "OpenSessionsByNode(k2) after a move", []string{"s2", "s3"}, ids(k2))
 	s1 := testSession("s1", k1)
 	s1.State = binding.Active
-	update(t, s, func(tx Tx) error { return tx.PutSession(s1) })
+	update(t, s, func(tx Tx) error { return tx.PutBindingSession(s1) })
 	diff(t, "OpenSessionsByNode(k1) after a terminal state", []string(nil), ids(k1))
 
 	var all []string
 	view(t, s, func(tx Tx) error {
-		return tx.EachSession(func(s binding.Session) error { all = append(all, s.ID); return nil })
+		return tx.EachBindingSession(func(s binding.BindingSession) error { all = append(all, s.ID); return nil })
 	})
 	diff(t, "EachSession", []string{"s1", "s2", "s3"}, all)
 }
@@ -631,24 +633,24 @@ func testSessionsByNode(t *testing.T, s Store) {
 func testDeleteSession(t *testing.T, s Store) {
 	k := testKey(1)
 	a := testSession("a", k)
-	update(t, s, func(tx Tx) error { return tx.PutSession(a) })
+	update(t, s, func(tx Tx) error { return tx.PutBindingSession(a) })
 	used := func(id string) bool {
 		var u bool
-		view(t, s, func(tx Tx) (err error) { u, err = tx.SessionIDUsed(id); return err })
+		view(t, s, func(tx Tx) (err error) { u, err = tx.BindingSessionIDUsed(id); return err })
 		return u
 	}
 	if !used("a") || used("b") {
 		t.Fatalf("SessionIDUsed(a, b) = %v, %v; want true, false", used("a"), used("b"))
 	}
-	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteSession("a"), tx.DeleteSession("never")) })
+	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteBindingSession("a"), tx.DeleteBindingSession("never")) })
 	view(t, s, func(tx Tx) error {
-		if _, err := tx.Session("a"); !errors.Is(err, ErrNotFound) {
+		if _, err := tx.BindingSession("a"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Session(deleted) err = %v; want ErrNotFound", err)
 		}
-		if id, err := tx.SessionIDBySecret(a.CodeHash); !errors.Is(err, ErrNotFound) {
+		if id, err := tx.BindingSessionIDBySecret(a.CodeHash); !errors.Is(err, ErrNotFound) {
 			t.Errorf("SessionIDBySecret(deleted code) = %q, %v; want ErrNotFound", id, err)
 		}
-		if ss, err := tx.OpenSessionsByNode(k); len(ss) != 0 || err != nil {
+		if ss, err := tx.OpenBindingSessionsByNode(k); len(ss) != 0 || err != nil {
 			t.Errorf("OpenSessionsByNode after delete = %v, %v; want empty", ss, err)
 		}
 		return nil
@@ -819,15 +821,15 @@ func sortKeys(ks ...didkey.PublicKey) []didkey.PublicKey {
 func testOperatorSessions(t *testing.T, s Store) {
 	h1, h2 := testHash("t1"), testHash("t2")
 	s1, s2 := testOpSession("did:svrp:o:aaaaaaaa"), testOpSession("did:svrp:o:bbbbbbbb")
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutOperatorSession(h1, s1), tx.PutOperatorSession(h2, s2)) })
+	update(t, s, func(tx Tx) error { return errors.Join(tx.PutBearerSession(h1, s1), tx.PutBearerSession(h2, s2)) })
 	type entry struct {
 		H [32]byte
-		S authn.Session
+		S authn.BearerSession
 	}
 	all := func() []entry {
 		var out []entry
 		view(t, s, func(tx Tx) error {
-			return tx.EachOperatorSession(func(h [32]byte, s authn.Session) error { out = append(out, entry{h, s}); return nil })
+			return tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error { out = append(out, entry{h, s}); return nil })
 		})
 		return out
 	}
@@ -837,14 +839,14 @@ func testOperatorSessions(t *testing.T, s Store) {
 	}
 	diff(t, "EachOperatorSession", want, all())
 	view(t, s, func(tx Tx) error {
-		got, err := tx.OperatorSession(h2)
+		got, err := tx.BearerSession(h2)
 		diff(t, "OperatorSession", s2, got)
 		return err
 	})
-	update(t, s, func(tx Tx) error { return tx.DeleteOperatorSession(h1) })
+	update(t, s, func(tx Tx) error { return tx.DeleteBearerSession(h1) })
 	diff(t, "EachOperatorSession after delete", []entry{{h2, s2}}, all())
 	view(t, s, func(tx Tx) error {
-		_, err := tx.OperatorSession(h1)
+		_, err := tx.BearerSession(h1)
 		wantNotFound(t, "OperatorSession after delete", err)
 		return nil
 	})
@@ -853,20 +855,20 @@ func testOperatorSessions(t *testing.T, s Store) {
 	of := func(op string) [][32]byte {
 		var out [][32]byte
 		view(t, s, func(tx Tx) (err error) {
-			out, err = tx.OperatorSessionsOf(op)
+			out, err = tx.BearerSessionsOf(op)
 			return err
 		})
 		return out
 	}
 	diff(t, "OperatorSessionsOf(A) after delete", [][32]byte(nil), of(s1.OperatorDID))
 	diff(t, "OperatorSessionsOf(B)", [][32]byte{h2}, of(s2.OperatorDID))
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutOperatorSession(h2, s1), tx.PutOperatorSession(h1, s1)) })
+	update(t, s, func(tx Tx) error { return errors.Join(tx.PutBearerSession(h2, s1), tx.PutBearerSession(h1, s1)) })
 	diff(t, "OperatorSessionsOf(B) after h2 moved to A", [][32]byte(nil), of(s2.OperatorDID))
 	diff(t, "OperatorSessionsOf(A)", sortHashes(h1, h2), of(s1.OperatorDID))
 	for _, q := range []string{"did:svrp:o:", "did:svrp:o:aaaaaaa", s1.OperatorDID + "/"} {
 		diff(t, "OperatorSessionsOf of a prefix", [][32]byte(nil), of(q))
 	}
-	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteOperatorSession(h1), tx.DeleteOperatorSession(h1)) })
+	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteBearerSession(h1), tx.DeleteBearerSession(h1)) })
 	diff(t, "OperatorSessionsOf(A) after deleting h1", [][32]byte{h2}, of(s1.OperatorDID))
 }
 
@@ -919,8 +921,8 @@ func testEachStops(t *testing.T, s Store) {
 			k := testKey(i)
 			err := errors.Join(
 				tx.PutNode(testNode(k)),
-				tx.PutSession(testSession(fmt.Sprint("s", i), k)),
-				tx.PutOperatorSession(testHash(fmt.Sprint(i)), testOpSession("op")),
+				tx.PutBindingSession(testSession(fmt.Sprint("s", i), k)),
+				tx.PutBearerSession(testHash(fmt.Sprint(i)), testOpSession("op")),
 				tx.PutCounter(fmt.Sprint(i), binding.Counter{Count: i}),
 			)
 			if err != nil {
@@ -932,10 +934,12 @@ func testEachStops(t *testing.T, s Store) {
 	stop := errors.New("stop")
 	view(t, s, func(tx Tx) error {
 		for name, each := range map[string]func(func() error) error{
-			"EachNode":    func(f func() error) error { return tx.EachNode(func(Node) error { return f() }) },
-			"EachSession": func(f func() error) error { return tx.EachSession(func(binding.Session) error { return f() }) },
+			"EachNode": func(f func() error) error { return tx.EachNode(func(Node) error { return f() }) },
+			"EachSession": func(f func() error) error {
+				return tx.EachBindingSession(func(binding.BindingSession) error { return f() })
+			},
 			"EachOperatorSession": func(f func() error) error {
-				return tx.EachOperatorSession(func([32]byte, authn.Session) error { return f() })
+				return tx.EachBearerSession(func([32]byte, authn.BearerSession) error { return f() })
 			},
 			"EachCounter": func(f func() error) error { return tx.EachCounter(func(string, binding.Counter) error { return f() }) },
 		} {
@@ -962,8 +966,8 @@ func testInvalidSession(t *testing.T, s Store) {
 	worse := testSession("y", testKey(1))
 	worse.State = 200
 	err := s.Update(context.Background(), func(tx Tx) error {
-		for _, sess := range []binding.Session{noID, badState, worse} {
-			if err := tx.PutSession(sess); err == nil {
+		for _, sess := range []binding.BindingSession{noID, badState, worse} {
+			if err := tx.PutBindingSession(sess); err == nil {
 				t.Errorf("PutSession(id %q, state %d) succeeded", sess.ID, sess.State)
 			}
 		}
@@ -974,7 +978,7 @@ func testInvalidSession(t *testing.T, s Store) {
 	}
 	view(t, s, func(tx Tx) error {
 		n := 0
-		err := tx.EachSession(func(binding.Session) error { n++; return nil })
+		err := tx.EachBindingSession(func(binding.BindingSession) error { n++; return nil })
 		if n != 0 {
 			t.Errorf("%d invalid sessions stored", n)
 		}
@@ -997,7 +1001,7 @@ func snapshot(t *testing.T, s Store, keys []didkey.PublicKey, dids, ops []string
 		for _, k := range keys {
 			add(tx.Node(k))
 			add(tx.NodeKeysByShortBody(k.ShortBody()))
-			add(tx.OpenSessionsByNode(k))
+			add(tx.OpenBindingSessionsByNode(k))
 			add(tx.Binding(k))
 		}
 		for _, d := range dids {
@@ -1007,15 +1011,15 @@ func snapshot(t *testing.T, s Store, keys []didkey.PublicKey, dids, ops []string
 			add(tx.BindingsByOperator(o))
 		}
 		for _, h := range hashes {
-			add(tx.SessionIDBySecret(h))
-			add(tx.OperatorSession(h))
+			add(tx.BindingSessionIDBySecret(h))
+			add(tx.BearerSession(h))
 		}
 		add(tx.NodeCount())
 		var all []any
 		add(nil, errors.Join(
 			tx.EachNode(func(n Node) error { all = append(all, n); return nil }),
-			tx.EachSession(func(s binding.Session) error { all = append(all, s); return nil }),
-			tx.EachOperatorSession(func(h [32]byte, s authn.Session) error { all = append(all, h, s); return nil }),
+			tx.EachBindingSession(func(s binding.BindingSession) error { all = append(all, s); return nil }),
+			tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error { all = append(all, h, s); return nil }),
 			tx.EachCounter(func(k string, c binding.Counter) error { all = append(all, k, c); return nil }),
 		))
 		out = append(out, all...)
@@ -1031,9 +1035,9 @@ func testAtomicity(t *testing.T, s Store) {
 	update(t, s, func(tx Tx) error {
 		return errors.Join(
 			tx.PutNode(testNode(k1)),
-			tx.PutSession(s1),
+			tx.PutBindingSession(s1),
 			tx.PutBinding(testBinding(k1, opA)),
-			tx.PutOperatorSession(testHash("t1"), testOpSession(opA)),
+			tx.PutBearerSession(testHash("t1"), testOpSession(opA)),
 			tx.PutCounter("c", binding.Counter{Count: 1}),
 		)
 	})
@@ -1053,12 +1057,12 @@ func testAtomicity(t *testing.T, s Store) {
 		err := errors.Join(
 			tx.PutNode(n),
 			tx.PutNode(testNode(k2)),
-			tx.PutSession(moved),
-			tx.PutSession(testSession("s2", k2)),
+			tx.PutBindingSession(moved),
+			tx.PutBindingSession(testSession("s2", k2)),
 			tx.PutBinding(testBinding(k1, opB)),
 			tx.PutBinding(testBinding(k2, opA)),
-			tx.DeleteOperatorSession(testHash("t1")),
-			tx.PutOperatorSession(testHash("t2"), testOpSession(opB)),
+			tx.DeleteBearerSession(testHash("t1")),
+			tx.PutBearerSession(testHash("t2"), testOpSession(opB)),
 			tx.PutCounter("c", binding.Counter{Count: 2}),
 			tx.PutCounter("d", binding.Counter{Count: 2}),
 			tx.DeleteCounter("c"),
@@ -1111,10 +1115,10 @@ func testMisuse(t *testing.T, s Store) {
 		kept = tx
 		for name, err := range map[string]error{
 			"PutNode":               tx.PutNode(testNode(testKey(2))),
-			"PutSession":            tx.PutSession(testSession("s", testKey(2))),
+			"PutSession":            tx.PutBindingSession(testSession("s", testKey(2))),
 			"PutBinding":            tx.PutBinding(testBinding(testKey(2), "op")),
-			"PutOperatorSession":    tx.PutOperatorSession(testHash("t"), testOpSession("op")),
-			"DeleteOperatorSession": tx.DeleteOperatorSession(testHash("t")),
+			"PutOperatorSession":    tx.PutBearerSession(testHash("t"), testOpSession("op")),
+			"DeleteOperatorSession": tx.DeleteBearerSession(testHash("t")),
 			"PutCounter":            tx.PutCounter("c", binding.Counter{}),
 			"DeleteCounter":         tx.DeleteCounter("c"),
 		} {
@@ -1137,7 +1141,7 @@ func testMisuse(t *testing.T, s Store) {
 				t.Errorf("write during EachNode: %v, want errWriteInEach", err)
 			}
 			// Reads, including scans, are allowed.
-			_, err := tx.OpenSessionsByNode(n.Key)
+			_, err := tx.OpenBindingSessionsByNode(n.Key)
 			return err
 		})
 	})
@@ -1227,10 +1231,10 @@ func testNoPhantoms(t *testing.T, s Store) {
 		write func(tx Tx, i int) error
 	}{
 		{"OpenSessionsByNode", func(tx Tx) (int, error) {
-			ss, err := tx.OpenSessionsByNode(k)
+			ss, err := tx.OpenBindingSessionsByNode(k)
 			return len(ss), err
 		}, func(tx Tx, i int) error {
-			return tx.PutSession(testSession(fmt.Sprint("phantom-", i), k))
+			return tx.PutBindingSession(testSession(fmt.Sprint("phantom-", i), k))
 		}},
 		{"NodeCount", func(tx Tx) (int, error) { return tx.NodeCount() }, func(tx Tx, i int) error {
 			return tx.PutNode(testNode(testKey(100 + i)))

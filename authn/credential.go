@@ -78,8 +78,8 @@ func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device
 	if err != nil {
 		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential: %w", err)
 	}
-	// Profile 5.2: an unparsable credential key is DC_ID_BINDING, the device key included,
-	// although only step 6 (or authorize's signature check) verifies under it.
+	// docs/protocol.md §5.2: an unparsable credential key is DC_ID_BINDING, the device key
+	// included, although only step 6 (or authorize's signature check) verifies under it.
 	if _, err := didkey.DecodeKey(dc.DevicePublicKey); err != nil {
 		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential device_public_key: %w", err)
 	}

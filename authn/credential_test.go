@@ -234,7 +234,7 @@ func TestDeviceKey(t *testing.T) {
 	dev.Credential.DevicePublicKey = "0x1234"
 	_, err := dev.DeviceKey()
 	wantCode(t, err, proto.DCIDBinding)
-	// Profile 5.2: VerifyCredential already refuses such a key, at step 2.
+	// docs/protocol.md §5.2: VerifyCredential already refuses such a key, at step 2.
 	f := w.credentialFields()
 	f.DevicePublicKey = "0x1234"
 	_, err = authn.VerifyCredential(w.signCredential(f), prefix, testNow)

@@ -322,7 +322,7 @@ func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 	w.Write(openAPI)
 }
 
-// health keeps the profile's shape ({status, service, count}) and adds `store` when the
+// health keeps the protocol's shape ({status, service, count}) and adds `store` when the
 // store watches a disk. A store that refuses writes turns status to "degraded": reads are
 // still served, so the answer stays 200 and a client reading only status and count still
 // parses it.

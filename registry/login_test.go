@@ -295,7 +295,7 @@ func TestDeviceLoginCodes(t *testing.T) {
 			l.Signature = sign(t, op.device, canonical.Login{OperatorDID: op.did, DevicePublicKey: op.cred.DevicePublicKey, Challenge: l.Challenge, IssuedAt: l.IssuedAt})
 			return l
 		}, 401, "BAD_SIGNATURE", true},
-		// Profile 5.2: an unparsable credential key is DC_ID_BINDING, the device key too,
+		// docs/protocol.md §5.2: an unparsable credential key is DC_ID_BINDING, the device key too,
 		// so it fails at step 2 and leaves the challenge usable.
 		{"device key not 32 bytes", mutate(func(dc *authn.DeviceCredential) { dc.DevicePublicKey = base58.Encode(make([]byte, 33)) }), 401, "DC_ID_BINDING", false},
 	}

@@ -51,7 +51,7 @@ func TestLogsKeepNoSecret(t *testing.T) {
 				logger = slog.New(slog.NewTextHandler(&out, opts))
 			}
 			dir := t.TempDir()
-			st, err := store.OpenBadger(dir, store.WithLogger(logger))
+			st, err := store.OpenBadger(dir, store.WithBadgerLogger(logger))
 			if err != nil {
 				t.Fatal(err)
 			}

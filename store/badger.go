@@ -90,8 +90,8 @@ const (
 	gcDiscardRatio = 0.5
 )
 
-// Option configures [OpenBadger].
-type Option func(*badgerConfig)
+// BadgerOption configures [OpenBadger].
+type BadgerOption func(*badgerConfig)
 
 type badgerConfig struct {
 	logger  *slog.Logger
@@ -99,25 +99,25 @@ type badgerConfig struct {
 	commit  func(updates int, took time.Duration, err error)
 }
 
-// WithCommitObserver calls fn after every commit with the number of Update functions the
+// WithBadgerCommitObserver calls fn after every commit with the number of Update functions the
 // commit carried (the group's size), how long running them, committing and syncing took,
 // and the commit's error. fn runs on the commit goroutine, so it must be quick.
-func WithCommitObserver(fn func(updates int, took time.Duration, err error)) Option {
+func WithBadgerCommitObserver(fn func(updates int, took time.Duration, err error)) BadgerOption {
 	return func(c *badgerConfig) { c.commit = fn }
 }
 
-// WithLogger sends Badger's own messages to l, with component=badger: errors and warnings
+// WithBadgerLogger sends Badger's own messages to l, with component=badger: errors and warnings
 // at their level, at most a few a minute (a failing flush retries every second, and would
 // otherwise fill the log), and the rest at [LevelTrace], since Badger reports every
 // compaction and file replay. The store's own changes of state (writes refused, writes
 // resumed) go to l once each. Without it nothing is logged. Badger's messages name files
 // and keys; the store's keys hold hashes and DIDs, never a secret.
-func WithLogger(l *slog.Logger) Option {
+func WithBadgerLogger(l *slog.Logger) BadgerOption {
 	return func(c *badgerConfig) { c.logger = l }
 }
 
-// WithDiskReserve sets the free space kept on the store's volume (see [DiskReserve]).
-func WithDiskReserve(r DiskReserve) Option {
+// WithBadgerDiskReserve sets the free space kept on the store's volume (see [DiskReserve]).
+func WithBadgerDiskReserve(r DiskReserve) BadgerOption {
 	return func(c *badgerConfig) { c.reserve = r }
 }
 
@@ -134,14 +134,14 @@ func WithDiskReserve(r DiskReserve) Option {
 // Under load this turns one sync per write into one sync per group.
 //
 // The store watches its disk (see [Health]): it refuses writes with [ErrUnavailable] while
-// the volume's free space is below the reserve ([WithDiskReserve]) or below what Badger
+// the volume's free space is below the reserve ([WithBadgerDiskReserve]) or below what Badger
 // needs to write out what it holds, and once the directory is removed, replaced or can no
 // longer take new files. Badger writes its files through memory maps of sparse files, and
 // a page that finds no room on a full volume kills the process with SIGBUS; no Badger
 // option preallocates them or writes them otherwise, so the reserve is what keeps Badger's
 // writes off a volume that cannot hold them. OpenBadger fails with [ErrNoSpace],
 // [ErrReadOnly], [ErrLocked] or [ErrNotDataDir] on a directory it cannot open safely.
-func OpenBadger(dir string, opts ...Option) (s Store, err error) {
+func OpenBadger(dir string, opts ...BadgerOption) (s Store, err error) {
 	if dir == "" {
 		return nil, errors.New("store: empty Badger directory")
 	}
@@ -423,7 +423,7 @@ type badgerStore struct {
 	unwatch   chan struct{}
 	unwatched chan struct{}
 
-	// observe is WithCommitObserver's function, or a no-op.
+	// observe is WithBadgerCommitObserver's function, or a no-op.
 	observe func(updates int, took time.Duration, err error)
 }
 

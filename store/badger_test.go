@@ -20,7 +20,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 )
 
-func openBadger(t testing.TB, dir string, opts ...Option) Store {
+func openBadger(t testing.TB, dir string, opts ...BadgerOption) Store {
 	t.Helper()
 	s, err := OpenBadger(dir, opts...)
 	if err != nil {
@@ -171,7 +171,7 @@ func TestBadgerLogger(t *testing.T) {
 	h := &recordingHandler{}
 	dir := t.TempDir()
 	for range 2 { // create, then reopen
-		s := openBadger(t, dir, WithLogger(slog.New(h)))
+		s := openBadger(t, dir, WithBadgerLogger(slog.New(h)))
 		update(t, s, func(tx Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) })
 		if err := s.Close(); err != nil {
 			t.Fatal(err)

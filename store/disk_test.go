@@ -27,7 +27,7 @@ func TestBadgerBelowReserve(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	s := openBadger(t, t.TempDir(), WithLogger(log), WithDiskReserve(DiskReserve{Bytes: 1 << 62}))
+	s := openBadger(t, t.TempDir(), WithBadgerLogger(log), WithBadgerDiskReserve(DiskReserve{Bytes: 1 << 62}))
 	defer s.Close()
 	for range 3 {
 		if err := putNode(s, 1); !errors.Is(err, ErrUnavailable) {

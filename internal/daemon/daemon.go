@@ -625,9 +625,9 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 		if err != nil {
 			return nil, nil, err
 		}
-		opts := []store.Option{store.WithLogger(log), store.WithDiskReserve(c.DiskReserve)}
+		opts := []store.BadgerOption{store.WithBadgerLogger(log), store.WithBadgerDiskReserve(c.DiskReserve)}
 		if m != nil {
-			opts = append(opts, store.WithCommitObserver(m.Commit))
+			opts = append(opts, store.WithBadgerCommitObserver(m.Commit))
 		}
 		st, err := store.OpenBadger(abs, opts...)
 		switch {

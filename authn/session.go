@@ -57,6 +57,23 @@ func (s BearerSession) Check(now time.Time) error {
 	return nil
 }
 
+// Operator is the operator a live bearer session vouches for. The registry's operator actions
+// take an Operator rather than a DID string, so that a DID read from a request body cannot stand
+// where an authenticated one is due; [BearerSession.Operator] makes one. A program that
+// authenticates operators its own way may build one from the DID it trusts.
+type Operator struct {
+	// DID is the operator's DID, did:svrp:o:….
+	DID string
+}
+
+// Operator returns the operator of the session if it is still valid at now (see [BearerSession.Check]).
+func (s BearerSession) Operator(now time.Time) (Operator, error) {
+	if err := s.Check(now); err != nil {
+		return Operator{}, err
+	}
+	return Operator{DID: s.OperatorDID}, nil
+}
+
 // ParseBearer extracts the token from an Authorization header of the form
 // "Bearer <token>", the scheme in any case, separated from the token by spaces or tabs.
 // A missing or empty header, another scheme, or a token that is empty, longer than 256

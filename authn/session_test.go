@@ -103,6 +103,24 @@ func TestSessionExpiry(t *testing.T) {
 	wantCode(t, authn.BearerSession{}.Check(testNow), proto.NoSession)
 }
 
+// TestSessionOperator: a session yields its operator while, and only while, Check passes.
+func TestSessionOperator(t *testing.T) {
+	s := authn.NewBearerSession("did:svrp:o:0efdccc6", testNow)
+	if op, err := s.Operator(testNow.Add(3599 * time.Second)); err != nil || op != (authn.Operator{DID: "did:svrp:o:0efdccc6"}) {
+		t.Errorf("live session: %+v, %v", op, err)
+	}
+	op, err := s.Operator(testNow.Add(time.Hour))
+	wantCode(t, err, proto.SessionExpired)
+	if op != (authn.Operator{}) {
+		t.Errorf("an expired session vouched for %+v", op)
+	}
+	op, err = authn.BearerSession{}.Operator(testNow)
+	wantCode(t, err, proto.NoSession)
+	if op != (authn.Operator{}) {
+		t.Errorf("no session vouched for %+v", op)
+	}
+}
+
 func TestParseBearer(t *testing.T) {
 	const tok = "7KkAbNYjGBphqEP2XYYNDZP31jwdmQMeXzo1en9Xf9NL"
 	tests := []struct {

@@ -100,7 +100,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 // Resolve moves the session a code names from INITIATED to PENDING_OPERATOR and shows it to
 // the operator. Every failure is the same NOT_FOUND; failures are counted per code and per
 // client address, and over either limit the answer is RATE_LIMITED.
-func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.ResolveRequest, addr string) (api.ResolveView, error) {
+func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.ResolveRequest, addr string) (api.ResolveView, error) {
 	presented := binding.NormalizeCode(req.ShortCode)
 	if req.ShortCode == "" {
 		presented = req.BindingToken
@@ -117,7 +117,7 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 	}{
 		{"resolve-code/" + hex.EncodeToString(h[:]), binding.ResolveFailureLimit, LimitResolvePerCode},
 		{"resolve-addr/" + addr, s.resolveAddressLimit, LimitResolvePerAddress},
-		{"resolve-op/" + operatorDID, s.limits.ResolveOperatorLimit, LimitResolvePerOperator},
+		{"resolve-op/" + op.DID, s.limits.ResolveOperatorLimit, LimitResolvePerOperator},
 		{"resolve-all", s.limits.ResolveGlobalLimit, LimitResolveGlobal},
 	}
 	codeKey := budgets[0].key
@@ -159,7 +159,7 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 			}
 			return nil
 		}
-		next.OperatorDID = operatorDID
+		next.OperatorDID = op.DID
 		view = resolveView(next)
 		if err := tx.DeleteCounter(codeKey); err != nil {
 			return err
@@ -172,7 +172,7 @@ func (s *Service) Resolve(ctx context.Context, operatorDID string, req api.Resol
 	if err != nil {
 		return api.ResolveView{}, err
 	}
-	s.log.Info("binding resolved", "binding_session_id", view.BindingSessionID, "operator_did", operatorDID)
+	s.log.Info("binding resolved", "binding_session_id", view.BindingSessionID, "operator_did", op.DID)
 	return view, nil
 }
 
@@ -205,14 +205,14 @@ func resolveView(s binding.BindingSession) api.ResolveView {
 
 // Authorize records an operator's signed grant (docs/protocol.md §5.4): PENDING_OPERATOR →
 // PENDING_NODE_ACCEPTANCE.
-func (s *Service) Authorize(ctx context.Context, operatorDID string, req api.AuthorizeRequest) (api.StateResult, error) {
+func (s *Service) Authorize(ctx context.Context, op authn.Operator, req api.AuthorizeRequest) (api.StateResult, error) {
 	now := s.now()
 	return s.transition(ctx, req.BindingSessionID, func(tx store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
 		next, err := binding.Apply(sess, binding.Authorize, now)
 		if err != nil {
 			return sess, err
 		}
-		if sess.OperatorDID != operatorDID || req.DeviceCredential.OperatorDID != operatorDID {
+		if sess.OperatorDID != op.DID || req.DeviceCredential.OperatorDID != op.DID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may authorize it, with its own credential")
 		}
 		err = v.check(sess, func() error {
@@ -311,10 +311,10 @@ func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, err
 }
 
 // CancelByOperator cancels a session as the operator that resolved it.
-func (s *Service) CancelByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
+func (s *Service) CancelByOperator(ctx context.Context, id string, op authn.Operator) (api.StateResult, error) {
 	now := s.now()
 	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
-		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
+		if sess.OperatorDID == "" || sess.OperatorDID != op.DID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may cancel it")
 		}
 		return binding.Apply(sess, binding.Cancel, now)
@@ -344,10 +344,10 @@ func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCance
 
 // RejectByOperator refuses a resolved session as its operator (PENDING_OPERATOR →
 // REJECTED_BY_OPERATOR).
-func (s *Service) RejectByOperator(ctx context.Context, id, operatorDID string) (api.StateResult, error) {
+func (s *Service) RejectByOperator(ctx context.Context, id string, op authn.Operator) (api.StateResult, error) {
 	now := s.now()
 	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
-		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
+		if sess.OperatorDID == "" || sess.OperatorDID != op.DID {
 			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may reject it")
 		}
 		return binding.Apply(sess, binding.OperatorReject, now)

@@ -210,7 +210,7 @@ func TestEnumerationPerAddressLimit(t *testing.T) {
 		t.Fatalf("a blocked valid code and a blocked unknown one differ: %s / %s", blocked, other)
 	}
 	// Another address resolves the same valid code.
-	v, err := w.svc.Resolve(context.Background(), w.op.did, valid, "192.0.2.77")
+	v, err := w.svc.Resolve(context.Background(), authn.Operator{DID: w.op.did}, valid, "192.0.2.77")
 	if err != nil || v.BindingSessionID != "bs-1" {
 		t.Fatalf("another address: %+v %v", v, err)
 	}

@@ -479,7 +479,7 @@ func (h *handler) revoke(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 }
 
 // operator authenticates the bearer of r.
-func (h *handler) operator(r *http.Request) (string, error) {
+func (h *handler) operator(r *http.Request) (authn.Operator, error) {
 	return h.s.Authenticate(r.Context(), r.Header.Get("Authorization"))
 }
 
@@ -588,7 +588,7 @@ func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprout
 
 // asResolver runs an operator's action on a session in the protocol's order: unknown id,
 // then the bearer, then the action's own checks.
-func (h *handler) asResolver(w http.ResponseWriter, r *http.Request, id string, act func(ctx context.Context, id, operatorDID string) (api.StateResult, error)) {
+func (h *handler) asResolver(w http.ResponseWriter, r *http.Request, id string, act func(ctx context.Context, id string, op authn.Operator) (api.StateResult, error)) {
 	if _, err := h.s.SessionStatus(r.Context(), id); err != nil {
 		h.fail(w, err)
 		return

@@ -202,9 +202,9 @@ func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBindi
 // UnbindByOperator ends the active binding that session id created, as the binding's
 // operator (docs/protocol.md §10.6): unknown id → NOT_FOUND, another operator → PERMISSION_DENIED,
 // a binding that is not the node's current one → BAD_STATE.
-func (s *Service) UnbindByOperator(ctx context.Context, id, operatorDID string) (api.UnbindResult, error) {
+func (s *Service) UnbindByOperator(ctx context.Context, id string, op authn.Operator) (api.UnbindResult, error) {
 	return s.unbind(ctx, id, binding.UnboundByOperator, func(sess binding.BindingSession) error {
-		if sess.OperatorDID == "" || sess.OperatorDID != operatorDID {
+		if sess.OperatorDID == "" || sess.OperatorDID != op.DID {
 			return proto.New(proto.PermissionDenied, "only the operator of this binding may unbind it")
 		}
 		return nil

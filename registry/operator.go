@@ -141,12 +141,12 @@ func (s *Service) loggedIn(sess authn.BearerSession, token string) api.LoginResu
 	return api.LoginResult{SessionToken: token, OperatorDID: sess.OperatorDID, ExpiresIn: int(authn.SessionTTL / time.Second)}
 }
 
-// Authenticate returns the operator DID of a bearer Authorization header (NO_SESSION,
+// Authenticate returns the operator of a bearer Authorization header (NO_SESSION,
 // SESSION_EXPIRED).
-func (s *Service) Authenticate(ctx context.Context, header string) (string, error) {
+func (s *Service) Authenticate(ctx context.Context, header string) (authn.Operator, error) {
 	token, err := authn.ParseBearer(header)
 	if err != nil {
-		return "", err
+		return authn.Operator{}, err
 	}
 	var sess authn.BearerSession
 	err = s.store.View(ctx, func(tx store.Tx) (err error) {
@@ -154,32 +154,29 @@ func (s *Service) Authenticate(ctx context.Context, header string) (string, erro
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return "", proto.New(proto.NoSession, "no session for this bearer token; log in")
+		return authn.Operator{}, proto.New(proto.NoSession, "no session for this bearer token; log in")
 	}
 	if err != nil {
-		return "", err
+		return authn.Operator{}, err
 	}
-	if err := sess.Check(s.now()); err != nil {
-		return "", err
-	}
-	return sess.OperatorDID, nil
+	return sess.Operator(s.now())
 }
 
 // BoundNodes lists the nodes actively bound to an operator; a node is online when it was
 // seen within window (DefaultOnlineWindow when 0).
-func (s *Service) BoundNodes(ctx context.Context, operatorDID string, window time.Duration) (api.OperatorNodes, error) {
+func (s *Service) BoundNodes(ctx context.Context, op authn.Operator, window time.Duration) (api.OperatorNodes, error) {
 	if window <= 0 {
 		window = DefaultOnlineWindow
 	}
-	return s.boundNodes(ctx, operatorDID, window)
+	return s.boundNodes(ctx, op, window)
 }
 
 // boundNodes is BoundNodes with the window taken as given, 0 included.
-func (s *Service) boundNodes(ctx context.Context, operatorDID string, window time.Duration) (api.OperatorNodes, error) {
+func (s *Service) boundNodes(ctx context.Context, op authn.Operator, window time.Duration) (api.OperatorNodes, error) {
 	now := s.now()
-	out := api.OperatorNodes{OperatorDID: operatorDID, Nodes: []api.BoundNode{}}
+	out := api.OperatorNodes{OperatorDID: op.DID, Nodes: []api.BoundNode{}}
 	err := s.store.View(ctx, func(tx store.Tx) error {
-		bs, err := tx.BindingsByOperator(operatorDID)
+		bs, err := tx.BindingsByOperator(op.DID)
 		if err != nil {
 			return err
 		}
@@ -223,9 +220,9 @@ const (
 )
 
 // CreditsView returns the credits view of an operator: zeros, with source not_yet_wired.
-func (s *Service) CreditsView(operatorDID string) api.Credits {
+func (s *Service) CreditsView(op authn.Operator) api.Credits {
 	return api.Credits{
-		OperatorDID: operatorDID,
+		OperatorDID: op.DID,
 		Unit:        "test-credit",
 		Disclaimer:  CreditsDisclaimer,
 		Settled:     api.Amount{Meaning: "Confirmed by evidence verification and settlement."},
@@ -236,8 +233,8 @@ func (s *Service) CreditsView(operatorDID string) api.Credits {
 }
 
 // EvidenceView returns the evidence view of an operator: empty, with source not_yet_wired.
-func (s *Service) EvidenceView(operatorDID string) api.Evidence {
-	return api.Evidence{OperatorDID: operatorDID, Evidence: []any{}, Source: SourceNotYetWired, Note: EvidenceNote}
+func (s *Service) EvidenceView(op authn.Operator) api.Evidence {
+	return api.Evidence{OperatorDID: op.DID, Evidence: []any{}, Source: SourceNotYetWired, Note: EvidenceNote}
 }
 
 func nonNil(l []string) []string {

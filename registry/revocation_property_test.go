@@ -183,7 +183,7 @@ func TestRevocationProperty(t *testing.T) {
 					return
 				}
 				id := rapid.SampledFrom(active).Draw(rt, "session")
-				_, err := svc.UnbindByOperator(ctx, id, base.did)
+				_, err := svc.UnbindByOperator(ctx, id, authn.Operator{DID: base.did})
 				if err != nil && proto.CodeOf(err) != proto.BadState {
 					rt.Fatalf("unbind: %v", err)
 				}

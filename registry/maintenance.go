@@ -180,6 +180,10 @@ func counterWindow(key string) time.Duration {
 		return initiateWindow
 	case strings.HasPrefix(key, revokeCounterPrefix):
 		return revokeWindow
+	case strings.HasPrefix(key, "login-addr/"):
+		return authn.ChallengeTTL
+	case strings.HasPrefix(key, "login-fail-"):
+		return loginWindow
 	}
 	return binding.ResolveWindow
 }

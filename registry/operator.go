@@ -30,6 +30,9 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 // the used-challenge set (limits.go).
 func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.LoginResult, error) {
 	now := s.now()
+	if s.checker != nil {
+		return s.loginShared(ctx, l, addr, now)
+	}
 	did := l.DeviceCredential.OperatorDID
 	pair := did + "\x00" + addr
 	switch {
@@ -43,26 +46,11 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	case !s.loginAttempts.takeBelow(addr, s.limits.LoginAddressLimit, now):
 		return api.LoginResult{}, rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 	}
-	// With challenges consumed in the store, step 5 only checks the challenge here; the
-	// login's write transaction consumes it, or, when a later step failed, a transaction of
-	// its own, since a challenge that passed step 5 is spent whatever came after. A second
-	// use is BAD_CHALLENGE whatever else is wrong, as step 5 comes first.
-	var ch *checkedChallenge
-	challenges := s.challenges
-	if s.checker != nil {
-		ch = &checkedChallenge{Challenges: s.challenges, checker: s.checker}
-		challenges = ch
-	}
 	var dev authn.Device
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		dev, err = authn.VerifyLogin(l, s.prefix, now, challenges, revocations(tx))
+		dev, err = authn.VerifyLogin(l, s.prefix, now, s.challenges, revocations(tx))
 		return err
 	})
-	if err != nil && ch != nil && ch.id != nil {
-		if cerr := s.store.Update(ctx, func(tx store.Tx) error { return consume(tx, ch) }); cerr != nil {
-			err = cerr
-		}
-	}
 	if err != nil {
 		if proto.CodeOf(err) != proto.Internal {
 			s.loginFailAddr.add(addr, now)
@@ -83,9 +71,6 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
 	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		if err := consume(tx, ch); err != nil {
-			return err
-		}
 		// A revocation may have landed since the check above; the session must not outlive
 		// it, so the check is made again where the session is written.
 		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx)); err != nil {
@@ -98,6 +83,142 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return api.LoginResult{}, err
 	}
 	return s.loggedIn(sess, token), nil
+}
+
+// loginShared is Login on a store shared by several registries: the challenge is consumed
+// in the store, and the login budgets are store counters, so that neither a challenge nor a
+// budget multiplies by the number of daemons. The budgets are read before any verification
+// and read again, and counted, in the one write transaction every attempt ends with: the
+// login's own when it succeeds, one that records the failure (and consumes a challenge that
+// passed step 5, which is spent whatever came after) when it does not. A second use of a
+// challenge is BAD_CHALLENGE whatever else is wrong, as step 5 comes first.
+func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, now time.Time) (api.LoginResult, error) {
+	did := l.DeviceCredential.OperatorDID
+	keys := loginKeys{
+		attempts: "login-addr/" + addr, failAddr: "login-fail-addr/" + addr,
+		failOp: "login-fail-op/" + did, failPair: "login-fail-pair/" + did + "\x00" + addr,
+	}
+	if s.bearers.live(now) >= s.limits.MaxBearerSessions {
+		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
+		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
+	}
+	ch := &checkedChallenge{Challenges: s.challenges, checker: s.checker}
+	var dev authn.Device
+	var verr error
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		if err := s.loginBudgets(tx, keys, now); err != nil {
+			return err
+		}
+		dev, verr = authn.VerifyLogin(l, s.prefix, now, ch, revocations(tx))
+		return nil
+	})
+	if err != nil {
+		return api.LoginResult{}, err
+	}
+	var token string
+	var hash [32]byte
+	var sess authn.Session
+	id := ""
+	if verr == nil {
+		if token, hash, err = authn.NewToken(s.rand); err != nil {
+			return api.LoginResult{}, err
+		}
+		sess = authn.NewSession(dev.OperatorDID.String(), now)
+		sess.RevocationID = dev.Credential.RevocationID
+		id = hex.EncodeToString(hash[:])
+		if !s.bearers.reserve(id, sess.ExpiresAt, s.limits.MaxBearerSessions, now) {
+			s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
+			return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
+		}
+	}
+	var failed error // why the login failed, when the transaction records a failure
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		failed = verr
+		if err := s.loginBudgets(tx, keys, now); err != nil {
+			return err
+		}
+		if err := count(tx, keys.attempts, now, authn.ChallengeTTL); err != nil {
+			return err
+		}
+		if err := consume(tx, ch); err != nil {
+			if proto.CodeOf(err) != proto.BadChallenge {
+				return err
+			}
+			failed = err
+		}
+		// A revocation may have landed since the check above; the session must not outlive
+		// it, so the check is made again where the session is written.
+		if failed == nil {
+			failed = authn.CheckCredentialRevoked(dev.Credential, revocations(tx))
+		}
+		if failed != nil {
+			if proto.CodeOf(failed) == proto.Internal {
+				return failed
+			}
+			for _, k := range []string{keys.failAddr, keys.failOp, keys.failPair} {
+				if err := count(tx, k, now, loginWindow); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return tx.PutOperatorSession(hash, sess)
+	})
+	if err == nil {
+		err = failed
+	}
+	if err != nil {
+		if id != "" {
+			s.bearers.remove(id)
+		}
+		return api.LoginResult{}, err
+	}
+	return s.loggedIn(sess, token), nil
+}
+
+// loginKeys are the counters of one login's budgets.
+type loginKeys struct{ attempts, failAddr, failOp, failPair string }
+
+// loginBudgets refuses a login over one of its budgets, as Login's in-memory ones do: the
+// failures of the address, the failures naming the operator (only from an address that
+// itself failed), and the attempts of the address.
+func (s *Service) loginBudgets(tx store.Tx, k loginKeys, now time.Time) error {
+	read := func(key string) (binding.Counter, error) { return tx.Counter(key) }
+	failAddr, err := read(k.failAddr)
+	if err != nil {
+		return err
+	}
+	if failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, loginWindow) {
+		return rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
+	}
+	failOp, err := read(k.failOp)
+	if err != nil {
+		return err
+	}
+	failPair, err := read(k.failPair)
+	if err != nil {
+		return err
+	}
+	if failOp.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow) && failPair.Blocked(now, 1, loginWindow) {
+		return rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator; wait and try again")
+	}
+	attempts, err := read(k.attempts)
+	if err != nil {
+		return err
+	}
+	if attempts.Blocked(now, s.limits.LoginAddressLimit, authn.ChallengeTTL) {
+		return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
+	}
+	return nil
+}
+
+// count adds one event to the counter under key.
+func count(tx store.Tx, key string, now time.Time, window time.Duration) error {
+	c, err := tx.Counter(key)
+	if err != nil {
+		return err
+	}
+	return tx.PutCounter(key, c.Fail(now, window))
 }
 
 // consume records a challenge checked at login step 5 as used, in tx, when challenges are

@@ -1,9 +1,14 @@
 package registry_test
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // TestEndpointsOnPostgres runs the endpoint tests again with the harness on PostgreSQL, as
@@ -55,5 +60,33 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"UnbindByNode", TestUnbindByNode}, {"UnbindByOperator", TestUnbindByOperator},
 	} {
 		t.Run(tt.name, tt.fn)
+	}
+}
+
+// TestLoginBudgetsSharedOnPostgres runs two registries on one database: failed logins made
+// through either count against one budget, so the limit does not double with the daemons.
+func TestLoginBudgetsSharedOnPostgres(t *testing.T) {
+	pgtest.URL(t)
+	onPostgres = true
+	defer func() { onPostgres = false }()
+	dir := t.TempDir()
+	c := &clock{now: epoch}
+	limit := func(cfg *registry.Config) { cfg.LoginFailureAddressLimit = 4 }
+	a := startHarness(t, openStore(t, dir), dir, c, limit)
+	b := startHarness(t, openStore(t, dir), dir, c, limit)
+	op := newOperator(t, "shared-budget", epoch)
+	for i, h := range []*harness{a, b, a, b} {
+		_, raw := h.do("POST", "/v1/auth/device-login", op.loginRequest(t, "not-a-challenge", epoch), "")
+		if !strings.Contains(string(raw), string(proto.BadChallenge)) {
+			t.Fatalf("failure %d: %s, want BAD_CHALLENGE", i+1, raw)
+		}
+	}
+	for name, h := range map[string]*harness{"a": a, "b": b} {
+		var ch api.ChallengeResult
+		h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
+		status, raw := h.do("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, epoch), "")
+		if status != http.StatusTooManyRequests {
+			t.Errorf("login on %s after four failures over two registries: %d %s, want 429", name, status, raw)
+		}
 	}
 }

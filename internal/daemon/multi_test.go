@@ -83,7 +83,7 @@ func on(op *client.Operator, c *client.Client) *client.Operator {
 // that follow the others within a second, and a daemon killed mid-load without loss.
 func TestMultiDaemon(t *testing.T) {
 	pgtest.URL(t)
-	ds, cs, _ := threeDaemons(t, "--flush-every", "200ms")
+	ds, cs, _ := threeDaemons(t, "--flush-every", "200ms", "--login-failure-address-limit", "1000000", "--login-failure-operator-limit", "1000000")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	t.Run("RegistrationVisibleWithinASecond", func(t *testing.T) {

@@ -117,13 +117,13 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	}
 	var token string
 	var hash [32]byte
-	var sess authn.Session
+	var sess authn.BearerSession
 	id := ""
 	if verr == nil {
 		if token, hash, err = authn.NewToken(s.rand); err != nil {
 			return api.LoginResult{}, err
 		}
-		sess = authn.NewSession(dev.OperatorDID.String(), now)
+		sess = authn.NewBearerSession(dev.OperatorDID.String(), now)
 		sess.RevocationID = dev.Credential.RevocationID
 		id = hex.EncodeToString(hash[:])
 		if !s.bearers.reserve(id, sess.ExpiresAt, s.limits.MaxBearerSessions, now) {
@@ -162,7 +162,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 			}
 			return nil
 		}
-		return tx.PutOperatorSession(hash, sess)
+		return tx.PutBearerSession(hash, sess)
 	})
 	if err == nil {
 		err = failed

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
@@ -70,7 +71,7 @@ func TestLoginBudgetsSharedOnPostgres(t *testing.T) {
 	onPostgres = true
 	defer func() { onPostgres = false }()
 	dir := t.TempDir()
-	c := &clock{now: epoch}
+	c := testkit.NewClock(epoch)
 	limit := func(cfg *registry.Config) { cfg.LoginFailureAddressLimit = 4 }
 	a := startHarness(t, openStore(t, dir), dir, c, limit)
 	b := startHarness(t, openStore(t, dir), dir, c, limit)

@@ -18,8 +18,8 @@
 //     rate (see its documentation for the bound and why it fails closed).
 //   - [NewToken], [HashToken], [NewBearerSession], [BearerSession.Check] and [ParseBearer] are the bearer
 //     sessions that a successful login opens: one hour, never refreshed.
-//   - [VerifyNodeRequest] checks a node-signed request: id-binding, then freshness of ts,
-//     then the signature, in the order of description section 5.4.
+//   - [NodeChecker] checks a node-signed request: id-binding, then freshness of ts, then the
+//     signature, in the order of description section 5.4.
 //
 // # What it leaves to others
 //

@@ -9,20 +9,47 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// VerifyNodeRequest checks a request that a node signed with its own key (heartbeat, poll,
-// cancel and the like), in the order of description 5.4 — identity binding, then freshness,
-// then signature — stopping at the first failure:
+// NodeMessage is a message a node signs with its own key about itself. It names the node's
+// DID and carries the node's ts, so a check reads both from the message that is signed rather
+// than from arguments that could disagree with it. canonical's Heartbeat, Poll, Cancel and
+// Unbind are NodeMessages.
+type NodeMessage interface {
+	canonical.Message
+	Signer() (did string, ts int64)
+}
+
+// NodeChecker checks requests that a node signed with its own key (heartbeat, poll, cancel,
+// unbind). Like x/crypto/ssh's CertChecker it holds what every check shares — the signing
+// domain and the clock — so that a check takes only the request's own parts.
+type NodeChecker struct {
+	// Prefix is the domain prefix the messages are signed under.
+	Prefix string
+	// Clock returns the registry's time. It must be set: this package reads no clock of its
+	// own, and a checker without one refuses every request (INTERNAL).
+	Clock func() time.Time
+}
+
+// Check verifies a node-signed message m and its signature sig under key, in the order of
+// description 5.4 — identity binding, then freshness, then signature — stopping at the first
+// failure:
 //
-//  1. did parses as a did:svrp DID (ID_BINDING_REQUIRED when it is not one at all,
-//     ID_BINDING_FAILED when it breaks the grammar), does not carry the operator tag and
+//  1. the DID m names parses as a did:svrp DID (ID_BINDING_REQUIRED when it is not one at
+//     all, ID_BINDING_FAILED when it breaks the grammar), does not carry the operator tag and
 //     derives from key (ID_BINDING_FAILED);
-//  2. |now − ts| ≤ NodeTSTolerance, with now truncated to the second (STALE_TS);
-//  3. sig is key's signature over m under prefix (BAD_SIGNATURE). A message that breaks the
+//  2. |now − ts| ≤ NodeTSTolerance for the ts m carries, with now from Clock truncated to the
+//     second (STALE_TS);
+//  3. sig is key's signature over m under Prefix (BAD_SIGNATURE). A message that breaks the
 //     injectivity rules gives canonical's BAD_REQUEST error instead.
 //
-// The caller builds m from the same did and ts it passes here, and finds key (the registered
-// key, or one sent with the request) by its own rules.
-func VerifyNodeRequest(did string, key didkey.PublicKey, ts int64, now time.Time, prefix string, m canonical.Message, sig string) error {
+// The caller finds key (the registered key, or one sent with the request) by its own rules.
+func (c *NodeChecker) Check(key didkey.PublicKey, m NodeMessage, sig string) error {
+	if m == nil {
+		return proto.New(proto.Internal, "no message to verify")
+	}
+	if c.Clock == nil {
+		return proto.New(proto.Internal, "the node checker has no clock")
+	}
+	did, ts := m.Signer()
 	d, err := didkey.Parse(did)
 	if err != nil {
 		return err
@@ -33,13 +60,10 @@ func VerifyNodeRequest(did string, key didkey.PublicKey, ts int64, now time.Time
 	if !d.Matches(key) {
 		return proto.New(proto.IDBindingFailed, "the node DID does not derive from the node key")
 	}
-	if !withinTolerance(ts, now.Unix(), int64(NodeTSTolerance/time.Second)) {
+	if !withinTolerance(ts, c.Clock().Unix(), int64(NodeTSTolerance/time.Second)) {
 		return proto.New(proto.StaleTS, fmt.Sprintf("ts %d is more than %d s from registry time", ts, int64(NodeTSTolerance/time.Second)))
 	}
-	if m == nil {
-		return proto.New(proto.Internal, "no message to verify")
-	}
-	if err := canonical.Verify(key, prefix, m, sig); err != nil {
+	if err := canonical.Verify(key, c.Prefix, m, sig); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return err
 		}

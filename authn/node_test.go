@@ -43,7 +43,7 @@ func TestVerifyNodeRequest(t *testing.T) {
 		key  didkey.PublicKey
 		ts   int64
 		now  time.Time
-		msg  canonical.Message
+		msg  authn.NodeMessage
 		sig  string
 		want proto.Code
 	}{
@@ -71,7 +71,7 @@ func TestVerifyNodeRequest(t *testing.T) {
 		{"signature not base58", short, key, ts, testNow, nil, "0OIl", proto.BadSignature},
 		{"empty signature", short, key, ts, testNow, nil, "-", proto.BadSignature},
 		{"message given explicitly", short, key, ts, testNow, canonical.Heartbeat{DID: short, TS: ts}, "", ""},
-		{"unrenderable message", short, key, ts, testNow, canonical.Register{DID: short, PublicKey: key.Base58(), Endpoint: "a\nb"}, "x", proto.BadRequest},
+		{"unrenderable message", short, key, ts, testNow, canonical.Cancel{BindingSessionID: "a\nb", NodeDID: short, TS: ts}, "x", proto.BadRequest},
 		{"nil message", short, key, ts, testNow, nil, "nil", proto.Internal},
 		// Order: identity, then freshness, then signature.
 		{"wrong key and stale", short, other, ts - 1000, testNow, nil, "bad", proto.IDBindingFailed},
@@ -92,10 +92,31 @@ func TestVerifyNodeRequest(t *testing.T) {
 			case "-":
 				sig = ""
 			}
-			wantCode(t, authn.VerifyNodeRequest(tt.did, tt.key, tt.ts, tt.now, prefix, msg, sig), tt.want)
+			c := authn.NodeChecker{Prefix: prefix, Clock: func() time.Time { return tt.now }}
+			wantCode(t, c.Check(tt.key, msg, sig), tt.want)
 		})
 	}
 	// A signature under one prefix does not verify under another.
-	err := authn.VerifyNodeRequest(short, key, ts, testNow, "libertynet", canonical.Heartbeat{DID: short, TS: ts}, sign(short, ts))
-	wantCode(t, err, proto.BadSignature)
+	c := authn.NodeChecker{Prefix: "libertynet", Clock: func() time.Time { return testNow }}
+	wantCode(t, c.Check(key, canonical.Heartbeat{DID: short, TS: ts}, sign(short, ts)), proto.BadSignature)
+	// The DID and ts checked are the ones the message carries, for every node message.
+	for _, m := range []authn.NodeMessage{
+		canonical.Heartbeat{DID: short, TS: ts - 301},
+		canonical.Poll{NodeDID: short, TS: ts + 301},
+		canonical.Cancel{BindingSessionID: "bs-1", NodeDID: short, TS: ts - 301},
+		canonical.Unbind{BindingSessionID: "bs-1", NodeDID: short, TS: ts + 301},
+	} {
+		wantCode(t, c.Check(key, m, "x"), proto.StaleTS)
+	}
+	for _, m := range []authn.NodeMessage{
+		canonical.Heartbeat{DID: opDID.String(), TS: ts},
+		canonical.Poll{NodeDID: opDID.String(), TS: ts},
+		canonical.Cancel{BindingSessionID: "bs-1", NodeDID: opDID.String(), TS: ts},
+		canonical.Unbind{BindingSessionID: "bs-1", NodeDID: opDID.String(), TS: ts},
+	} {
+		wantCode(t, c.Check(key, m, "x"), proto.IDBindingFailed)
+	}
+	// A checker without a clock refuses: the package reads no clock of its own.
+	noClock := authn.NodeChecker{Prefix: prefix}
+	wantCode(t, noClock.Check(key, canonical.Heartbeat{DID: short, TS: ts}, sign(short, ts)), proto.Internal)
 }

@@ -180,6 +180,9 @@ type Heartbeat struct {
 	TS  int64  `json:"ts"`
 }
 
+// Signer returns the DID of the node that signs the message, and its ts.
+func (m Heartbeat) Signer() (did string, ts int64) { return m.DID, m.TS }
+
 // Bytes implements [Message].
 func (m Heartbeat) Bytes(prefix string) ([]byte, error) {
 	b := newBuilder(prefix, HeartbeatDomain, 128)
@@ -193,6 +196,9 @@ type Poll struct {
 	NodeDID string `json:"node_did"`
 	TS      int64  `json:"ts"`
 }
+
+// Signer returns the DID of the node that signs the message, and its ts.
+func (m Poll) Signer() (did string, ts int64) { return m.NodeDID, m.TS }
 
 // Bytes implements [Message].
 func (m Poll) Bytes(prefix string) ([]byte, error) {
@@ -304,6 +310,9 @@ type Cancel struct {
 	NodeDID          string `json:"node_did"`
 	TS               int64  `json:"ts"`
 }
+
+// Signer returns the DID of the node that signs the message, and its ts.
+func (m Cancel) Signer() (did string, ts int64) { return m.NodeDID, m.TS }
 
 // Bytes implements [Message].
 func (m Cancel) Bytes(prefix string) ([]byte, error) {

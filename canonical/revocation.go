@@ -33,6 +33,9 @@ type Unbind struct {
 	TS               int64  `json:"ts"`
 }
 
+// Signer returns the DID of the node that signs the message, and its ts.
+func (m Unbind) Signer() (did string, ts int64) { return m.NodeDID, m.TS }
+
 // Bytes implements [Message].
 func (m Unbind) Bytes(prefix string) ([]byte, error) {
 	b := newBuilder(prefix, UnbindDomain, 192)

@@ -215,7 +215,6 @@ func (s *Service) UnbindByOperator(ctx context.Context, id string, op authn.Oper
 // over message 12 (docs/protocol.md §10.6). The signature is verified on a read of the session,
 // before the write transaction, which checks the state again.
 func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbindRequest) (api.UnbindResult, error) {
-	now := s.now()
 	sess, err := s.session(ctx, id)
 	if err != nil {
 		return api.UnbindResult{}, err
@@ -228,7 +227,7 @@ func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbin
 		return api.UnbindResult{}, proto.New(proto.PermissionDenied, "node_did does not name this session's node")
 	}
 	msg := canonical.Unbind{BindingSessionID: id, NodeDID: req.NodeDID, TS: req.TS}
-	if err := authn.VerifyNodeRequest(req.NodeDID, sess.NodeKey, req.TS, now, s.prefix, msg, req.Signature); err != nil {
+	if err := s.nodeChecker.Check(sess.NodeKey, msg, req.Signature); err != nil {
 		return api.UnbindResult{}, err
 	}
 	key := sess.NodeKey

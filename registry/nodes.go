@@ -269,7 +269,7 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.
 		return api.HeartbeatResult{}, err
 	}
 	msg := canonical.Heartbeat{DID: req.DID, TS: req.TS}
-	if err := authn.VerifyNodeRequest(req.DID, key, req.TS, now, s.prefix, msg, req.Signature); err != nil {
+	if err := s.nodeChecker.Check(key, msg, req.Signature); err != nil {
 		return api.HeartbeatResult{}, err
 	}
 	fresh, seen, err := s.heartbeats.advance(key, req.TS, now)

@@ -103,6 +103,7 @@ type Service struct {
 	rand                io.Reader
 	challenges          authn.Challenges
 	checker             authn.ChallengeChecker // when challenges are consumed in the store
+	nodeChecker         authn.NodeChecker      // the node-signed requests, under prefix and clock
 	log                 *slog.Logger
 	strict              bool
 	resolveAddressLimit int
@@ -191,6 +192,7 @@ func New(cfg Config) (*Service, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
+	s.nodeChecker = authn.NodeChecker{Prefix: s.prefix, Clock: s.now}
 	if s.rand == nil {
 		s.rand = rand.Reader
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/svrp/svrp/didkey"
 )
@@ -102,9 +103,11 @@ func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
 			return err
 		}
 		c.nodes = make(map[didkey.PublicKey]*cachedNode, count)
-		c.byDID = make(map[string]didkey.PublicKey, count)
 		c.byShort = make(map[shortBody]didkey.PublicKey, count)
+		// byDID holds only the DIDs byShort cannot find, in most tables a few: it grows.
+		c.byDID = map[string]didkey.PublicKey{}
 		c.sharedShort = map[shortBody][]didkey.PublicKey{}
+		c.capSets = map[string][]string{}
 		return tx.EachNode(func(n Node) error {
 			c.apply(n, 0)
 			return nil
@@ -121,12 +124,19 @@ type nodeCache struct {
 
 	mu    sync.RWMutex
 	nodes map[didkey.PublicKey]*cachedNode
+	// byDID maps the DID a node registered under to its key, unless the DID ends in the
+	// key's short body: those, most of a table, are found through byShort, which holds
+	// every node anyway, and cost no entry here.
 	byDID map[string]didkey.PublicKey
 	// byShort maps a short body to the first key that has it; the rare later keys with the
 	// same body are in sharedShort. One fixed-size entry a node, no slice.
 	byShort     map[shortBody]didkey.PublicKey
 	sharedShort map[shortBody][]didkey.PublicKey
 	dirty       map[didkey.PublicKey]time.Time
+	// capSets holds one copy of each capability list the table has, so that a million nodes
+	// offering the same few lists share them instead of holding one each. Lists are never
+	// modified in place (readers get clones or must not modify), which makes sharing safe.
+	capSets map[string][]string
 	// seq numbers the node writes in the order inner runs its Update functions. A shared
 	// store numbers them itself (revisions), and seq is unused.
 	seq uint64
@@ -188,22 +198,70 @@ func (c *nodeCache) apply(n Node, seq uint64) {
 		return
 	}
 	delete(c.dirty, n.Key)
+	body := shortBodyOf(n.Key)
 	if had {
 		if cur.n.DID != n.DID && c.byDID[cur.n.DID] == n.Key {
 			delete(c.byDID, cur.n.DID)
 		}
 	} else {
-		body := shortBodyOf(n.Key)
 		if _, taken := c.byShort[body]; taken {
 			c.sharedShort[body] = append(c.sharedShort[body], n.Key)
 		} else {
 			c.byShort[body] = n.Key
 		}
 	}
-	if n.DID != "" {
+	if n.DID != "" && !endsInBody(n.DID, body) {
 		c.byDID[n.DID] = n.Key
 	}
+	n.Capabilities = c.capSet(n.Capabilities)
+	n.Region = unique.Make(n.Region).Value()
 	c.nodes[n.Key] = &cachedNode{n: n, seq: seq}
+}
+
+// maxCapSets bounds the distinct capability lists shared: past it a list is kept as it came,
+// so that nodes inventing lists cannot grow the set without end.
+const maxCapSets = 4096
+
+// capSet returns the shared copy of caps, adding it while there is room. Callers hold mu.
+func (c *nodeCache) capSet(caps []string) []string {
+	if len(caps) == 0 {
+		return caps
+	}
+	id := strings.Join(caps, "\x00")
+	if shared, ok := c.capSets[id]; ok {
+		return shared
+	}
+	if len(c.capSets) < maxCapSets {
+		caps = slices.Clip(slices.Clone(caps))
+		c.capSets[id] = caps
+	}
+	return caps
+}
+
+// endsInBody reports whether did ends in body, the short body of the key it names, after its
+// last colon: byShort then finds it.
+func endsInBody(did string, body shortBody) bool {
+	sb, ok := parseShortBody(did[strings.LastIndexByte(did, ':')+1:])
+	return ok && sb == body
+}
+
+// keyByShortDID finds the node whose DID is did among those of did's short body. Callers hold
+// mu for reading.
+func (c *nodeCache) keyByShortDID(did string) (didkey.PublicKey, bool) {
+	sb, ok := parseShortBody(did[strings.LastIndexByte(did, ':')+1:])
+	if !ok {
+		return didkey.PublicKey{}, false
+	}
+	first, ok := c.byShort[sb]
+	if !ok {
+		return didkey.PublicKey{}, false
+	}
+	for _, k := range append([]didkey.PublicKey{first}, c.sharedShort[sb]...) {
+		if cur, ok := c.nodes[k]; ok && cur.n.DID == did {
+			return k, true
+		}
+	}
+	return didkey.PublicKey{}, false
 }
 
 // TouchNode refuses a touch while inner refuses writes: the touch would be acknowledged
@@ -414,6 +472,9 @@ func (t *cacheTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 	}
 	t.c.mu.RLock()
 	k, ok := t.c.byDID[did]
+	if !ok {
+		k, ok = t.c.keyByShortDID(did)
+	}
 	t.c.mu.RUnlock()
 	if !ok {
 		if t.c.feed != nil {

@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 func cached(t testing.TB, inner Store) Store {
@@ -139,5 +143,114 @@ func TestNodeCacheScanSnapshots(t *testing.T) {
 	update(t, s, func(tx Tx) error { return tx.PutNode(re) })
 	if !kept.LastSeen.Equal(n.LastSeen) || kept.Endpoint != n.Endpoint {
 		t.Fatalf("a scanned record changed under its holder: %+v", kept)
+	}
+}
+
+// TestNodeCacheShortDIDsShareABody: the cache finds a DID ending in its key's short body
+// through the short-body index rather than a DID index of its own; two keys whose short
+// bodies collide (the pair of dids.json) are still told apart by the DID each registered,
+// also after one of them moves to another spelling and back, and also after a reopen.
+func TestNodeCacheShortDIDsShareABody(t *testing.T) {
+	pair := testkit.DIDs(t).Collision
+	key := func(seed string) didkey.PublicKey {
+		k, err := didkey.KeyFromEd25519(testkit.SeedKey(seed).Public().(ed25519.PublicKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	a, b := key(pair.First.SeedHex), key(pair.Second.SeedHex)
+	if a.ShortBody() != b.ShortBody() {
+		t.Fatalf("the collision keys do not share a short body: %s, %s", a.ShortBody(), b.ShortBody())
+	}
+	dir := t.TempDir()
+	s := cached(t, openBadger(t, dir))
+	na, nb := testNode(a), testNode(b)
+	na.DID, nb.DID = pair.First.DIDFallback, pair.Second.DIDFallback
+	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(na), tx.PutNode(nb)) })
+	lookup := func(did string) (didkey.PublicKey, error) {
+		var got didkey.PublicKey
+		err := s.View(context.Background(), func(tx Tx) error {
+			var err error
+			got, err = tx.NodeKeyByDID(did)
+			return err
+		})
+		return got, err
+	}
+	want := func(did string, k didkey.PublicKey) {
+		t.Helper()
+		got, err := lookup(did)
+		if k == (didkey.PublicKey{}) {
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("NodeKeyByDID(%s) = %v, %v; want ErrNotFound", did, got, err)
+			}
+			return
+		}
+		if err != nil || got != k {
+			t.Errorf("NodeKeyByDID(%s) = %v, %v; want %v", did, got, err, k)
+		}
+	}
+	none := didkey.PublicKey{}
+	want(pair.First.DIDFallback, a)
+	want(pair.Second.DIDFallback, b)
+	want(shortDID(a), none)
+
+	// The second moves to the short spelling; the first keeps its fallback.
+	nb.DID = shortDID(b)
+	update(t, s, func(tx Tx) error { return tx.PutNode(nb) })
+	want(shortDID(b), b)
+	want(pair.Second.DIDFallback, none)
+	want(pair.First.DIDFallback, a)
+
+	// The first takes the same short spelling (the store does not judge collisions): each
+	// lookup names a node whose DID it is.
+	na.DID = shortDID(a)
+	update(t, s, func(tx Tx) error { return tx.PutNode(na) })
+	if got, err := lookup(shortDID(a)); err != nil || (got != a && got != b) {
+		t.Errorf("NodeKeyByDID(shared short) = %v, %v", got, err)
+	}
+	want(pair.First.DIDFallback, none)
+	na.DID = pair.First.DIDFallback
+	update(t, s, func(tx Tx) error { return tx.PutNode(na) })
+	want(shortDID(b), b)
+	want(pair.First.DIDFallback, a)
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = cached(t, openBadger(t, dir))
+	defer s.Close()
+	want(shortDID(b), b)
+	want(pair.First.DIDFallback, a)
+	want(pair.Second.DIDFallback, none)
+}
+
+// TestNodeCacheSharesCapabilityLists: nodes offering the same capabilities share one list in
+// memory, and a reader's copy is its own.
+func TestNodeCacheSharesCapabilityLists(t *testing.T) {
+	s := cached(t, NewMemory())
+	defer s.Close()
+	k1, k2 := testKey(1), testKey(2)
+	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(testNode(k1)), tx.PutNode(testNode(k2))) })
+	c := s.(*nodeCache)
+	c.mu.RLock()
+	c1, c2 := c.nodes[k1].n.Capabilities, c.nodes[k2].n.Capabilities
+	c.mu.RUnlock()
+	if &c1[0] != &c2[0] {
+		t.Errorf("two nodes with the same capabilities hold two lists")
+	}
+	err := s.View(context.Background(), func(tx Tx) error {
+		n, err := tx.Node(k1)
+		if err != nil {
+			return err
+		}
+		n.Capabilities[0] = "changed"
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2[0] != "gpu" {
+		t.Errorf("a reader's change reached the shared list: %v", c2)
 	}
 }

@@ -16,6 +16,7 @@ func (c *nodeCache) follow(ctx context.Context, feed nodeFeed) (Store, error) {
 	c.byDID = map[string]didkey.PublicKey{}
 	c.byShort = map[shortBody]didkey.PublicKey{}
 	c.sharedShort = map[shortBody][]didkey.PublicKey{}
+	c.capSets = map[string][]string{}
 	mark, err := feed.nodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) })
 	if err != nil {
 		return nil, err

@@ -434,19 +434,22 @@ func testIsolation(t *testing.T, s Store) {
 	check("after changing the outputs")
 }
 
+// nodeKeyByDID looks did up in a View of its own.
+func nodeKeyByDID(s Store, did string) (didkey.PublicKey, error) {
+	var got didkey.PublicKey
+	err := s.View(context.Background(), func(tx Tx) error {
+		var err error
+		got, err = tx.NodeKeyByDID(did)
+		return err
+	})
+	return got, err
+}
+
 func testDIDIndex(t *testing.T, s Store) {
 	k, other := testKey(1), testKey(2)
 	n := testNode(k)
 	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(n), tx.PutNode(testNode(other))) })
-	lookup := func(did string) (didkey.PublicKey, error) {
-		var got didkey.PublicKey
-		err := s.View(context.Background(), func(tx Tx) error {
-			var err error
-			got, err = tx.NodeKeyByDID(did)
-			return err
-		})
-		return got, err
-	}
+	lookup := func(did string) (didkey.PublicKey, error) { return nodeKeyByDID(s, did) }
 	if got, err := lookup(shortDID(k)); err != nil || got != k {
 		t.Errorf("NodeKeyByDID(short) = %v, %v; want %v", got, err, k)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-func TestVerifyNodeRequest(t *testing.T) {
+func TestNodeChecker(t *testing.T) {
 	node := testkit.LabelKey(t, "node")
 	key := pubKey(node)
 	other := pubKey(testkit.LabelKey(t, "other"))

@@ -29,13 +29,13 @@
 // Each step keeps three phases apart: shape (injectivity, field limits, timestamp form; all
 // BAD_REQUEST), verification against the stored session, then the transition.
 //
-//	initiate   ValidateInitiate, NewShortCode, NewBindingToken, HashSecret, NewSession → INITIATED
-//	resolve    NormalizePresented, HashSecret, Counter.Blocked, Apply(Resolve)         → PENDING_OPERATOR
-//	authorize  CheckAuthorizationShape, VerifyAuthorization, Apply(Authorize)          → PENDING_NODE_ACCEPTANCE
+//	initiate   ValidateInitiate, NewShortCode, NewBindingToken, HashSecret, NewBindingSession → INITIATED
+//	resolve    NormalizePresented, HashSecret, Counter.Blocked, Apply(Resolve)                → PENDING_OPERATOR
+//	authorize  CheckAuthorizationShape, VerifyAuthorization, Apply(Authorize)                 → PENDING_NODE_ACCEPTANCE
 //	accept     CheckAcceptanceShape, CheckAcceptance, Apply(Accept), VerifyChain,
-//	           Apply(VerifyOK) and Activate, or Apply(VerifyFail)                      → ACTIVE
+//	           Apply(VerifyOK) and Activate, or Apply(VerifyFail)                             → ACTIVE
 //	reject     CheckAcceptanceShape, CheckAcceptance, VerifyAcceptanceSignature,
-//	           Apply(NodeReject)                                                       → REJECTED_BY_NODE
+//	           Apply(NodeReject)                                                              → REJECTED_BY_NODE
 //
 // Operator reject and cancel are Apply(OperatorReject) and Apply(Cancel) once the registry has
 // checked the caller. Leaving (docs/protocol.md §10.5, §10.6) does not move a state: [Unbind] marks

@@ -170,7 +170,7 @@ func TestValidateInitiateOrder(t *testing.T) {
 	}
 }
 
-func TestNewSession(t *testing.T) {
+func TestNewBindingSession(t *testing.T) {
 	f := newFixture()
 	req := f.initiate(t)
 	req.NodePublicKey = pub(f.node).Hex()
@@ -192,7 +192,7 @@ func TestNewSession(t *testing.T) {
 		UpdatedAt:     tInitiate,
 	}
 	if diff := gocmp.Diff(want, s); diff != "" {
-		t.Fatalf("NewSession (-want, +got):\n%s", diff)
+		t.Fatalf("NewBindingSession (-want, +got):\n%s", diff)
 	}
 	req.RequestedTaskTypes[0] = "changed"
 	*req.RequestedSingleLimit = 99

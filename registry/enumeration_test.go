@@ -280,31 +280,31 @@ func (t recordingTx) NodeCount() (int, error) {
 	return t.tx.NodeCount()
 }
 func (t recordingTx) BindingSession(id string) (binding.BindingSession, error) {
-	t.r.record("Session(%q)", id)
+	t.r.record("BindingSession(%q)", id)
 	return t.tx.BindingSession(id)
 }
 func (t recordingTx) PutBindingSession(s binding.BindingSession) error {
-	t.r.record("PutSession(%+v)", s)
+	t.r.record("PutBindingSession(%+v)", s)
 	return t.tx.PutBindingSession(s)
 }
 func (t recordingTx) DeleteBindingSession(id string) error {
-	t.r.record("DeleteSession(%q)", id)
+	t.r.record("DeleteBindingSession(%q)", id)
 	return t.tx.DeleteBindingSession(id)
 }
 func (t recordingTx) BindingSessionIDUsed(id string) (bool, error) {
-	t.r.record("SessionIDUsed(%q)", id)
+	t.r.record("BindingSessionIDUsed(%q)", id)
 	return t.tx.BindingSessionIDUsed(id)
 }
 func (t recordingTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
-	t.r.record("SessionIDBySecret(%x)", h)
+	t.r.record("BindingSessionIDBySecret(%x)", h)
 	return t.tx.BindingSessionIDBySecret(h)
 }
 func (t recordingTx) OpenBindingSessionsByNode(k didkey.PublicKey) ([]binding.BindingSession, error) {
-	t.r.record("OpenSessionsByNode(%s)", k.Hex())
+	t.r.record("OpenBindingSessionsByNode(%s)", k.Hex())
 	return t.tx.OpenBindingSessionsByNode(k)
 }
 func (t recordingTx) EachBindingSession(fn func(binding.BindingSession) error) error {
-	t.r.record("EachSession")
+	t.r.record("EachBindingSession")
 	return t.tx.EachBindingSession(fn)
 }
 func (t recordingTx) Binding(k didkey.PublicKey) (binding.Binding, error) {
@@ -336,23 +336,23 @@ func (t recordingTx) RevocationCount() (int, error) {
 	return t.tx.RevocationCount()
 }
 func (t recordingTx) BearerSession(h [32]byte) (authn.BearerSession, error) {
-	t.r.record("OperatorSession(%x)", h)
+	t.r.record("BearerSession(%x)", h)
 	return t.tx.BearerSession(h)
 }
 func (t recordingTx) PutBearerSession(h [32]byte, s authn.BearerSession) error {
-	t.r.record("PutOperatorSession(%x, %+v)", h, s)
+	t.r.record("PutBearerSession(%x, %+v)", h, s)
 	return t.tx.PutBearerSession(h, s)
 }
 func (t recordingTx) DeleteBearerSession(h [32]byte) error {
-	t.r.record("DeleteOperatorSession(%x)", h)
+	t.r.record("DeleteBearerSession(%x)", h)
 	return t.tx.DeleteBearerSession(h)
 }
 func (t recordingTx) BearerSessionsOf(op string) ([][32]byte, error) {
-	t.r.record("OperatorSessionsOf(%q)", op)
+	t.r.record("BearerSessionsOf(%q)", op)
 	return t.tx.BearerSessionsOf(op)
 }
 func (t recordingTx) EachBearerSession(fn func([32]byte, authn.BearerSession) error) error {
-	t.r.record("EachOperatorSession")
+	t.r.record("EachBearerSession")
 	return t.tx.EachBearerSession(fn)
 }
 func (t recordingTx) Counter(k string) (binding.Counter, error) {
@@ -423,7 +423,7 @@ func TestEnumerationSameStoreCalls(t *testing.T) {
 	}
 	// The lookup is by the hash of the normalised code.
 	h0 := binding.HashSecret(binding.NormalizeCode(used.ShortCode))
-	lookup := fmt.Sprintf("SessionIDBySecret(%x)", h0)
+	lookup := fmt.Sprintf("BindingSessionIDBySecret(%x)", h0)
 	found := false
 	for _, c := range paths["used code"] {
 		found = found || c == lookup

@@ -33,7 +33,7 @@ func TestClone(t *testing.T) {
 	check("Node", reflect.TypeFor[Node](), func(v any) any { return cloneNode(v.(Node)) })
 	check("Session", reflect.TypeFor[binding.BindingSession](), func(v any) any { return cloneSession(v.(binding.BindingSession)) })
 	check("Binding", reflect.TypeFor[binding.Binding](), func(v any) any { return cloneBinding(v.(binding.Binding)) })
-	check("OperatorSession", reflect.TypeFor[authn.BearerSession](), func(v any) any { return cloneOperatorSession(v.(authn.BearerSession)) })
+	check("OperatorSession", reflect.TypeFor[authn.BearerSession](), func(v any) any { return cloneBearerSession(v.(authn.BearerSession)) })
 	check("Counter", reflect.TypeFor[binding.Counter](), func(v any) any { return cloneCounter(v.(binding.Counter)) })
 }
 

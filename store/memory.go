@@ -456,7 +456,7 @@ func (t *memTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
 	if !ok {
 		return authn.BearerSession{}, ErrNotFound
 	}
-	return cloneOperatorSession(s), nil
+	return cloneBearerSession(s), nil
 }
 
 func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
@@ -467,7 +467,7 @@ func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) erro
 		setRemove(&t.undo, t.d.byOpSess, old.OperatorDID, tokenHash)
 	}
 	setAdd(&t.undo, t.d.byOpSess, s.OperatorDID, tokenHash)
-	mapSet(&t.undo, t.d.opSessions, tokenHash, cloneOperatorSession(s))
+	mapSet(&t.undo, t.d.opSessions, tokenHash, cloneBearerSession(s))
 	return nil
 }
 
@@ -494,7 +494,7 @@ func (t *memTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
 }
 
 func (t *memTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
-	return each(t, t.d.opSessions, cmpHash, func(h [32]byte, s authn.BearerSession) error { return fn(h, cloneOperatorSession(s)) })
+	return each(t, t.d.opSessions, cmpHash, func(h [32]byte, s authn.BearerSession) error { return fn(h, cloneBearerSession(s)) })
 }
 
 func (t *memTx) Counter(key string) (binding.Counter, error) {

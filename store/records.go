@@ -98,7 +98,7 @@ func cloneBinding(b binding.Binding) binding.Binding {
 // authn.BearerSession and binding.Counter hold no references; these exist so that the day they
 // do, there is one place to change and the clone test covers it.
 
-func cloneOperatorSession(s authn.BearerSession) authn.BearerSession { return s }
+func cloneBearerSession(s authn.BearerSession) authn.BearerSession { return s }
 
 func cloneCounter(c binding.Counter) binding.Counter { return c }
 

@@ -30,17 +30,20 @@ func (c *nodeCache) follow(ctx context.Context, feed nodeFeed) (Store, error) {
 // the next tick from the same mark, so nothing is skipped.
 func (c *nodeCache) followLoop(mark int64) {
 	defer close(c.stopped)
+	// Close clears c.stop once this loop has ended; the goroutine below may outlive the
+	// loop, so it must not read the field.
+	stop := c.stop
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-c.stop
+		<-stop
 		cancel()
 	}()
 	t := time.NewTicker(followEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}

@@ -31,6 +31,13 @@ const (
 
 	// DefaultMaxBearerSessions caps the operator bearer sessions alive at once (each lives an
 	// hour); the next login is RATE_LIMITED. A session is a few hundred bytes.
+	//
+	// Both session caps are counted in memory, checked before the write at no cost of a
+	// query, and counted again from the store at every sweep interval (Sweep, or Recount on
+	// the daemons another is sweeping for). On a store shared by N daemons each sees the
+	// others' new and ended sessions at its next count, so the caps may be exceeded by what
+	// the other N−1 daemons add within one sweep interval (and by the few writes in flight
+	// while a count reads), not multiplied by N.
 	DefaultMaxBearerSessions = 100_000
 
 	// DefaultLoginFailureAddressLimit is the number of failed logins one client address may

@@ -18,6 +18,10 @@ import (
 // (their ids stay reserved), and bearer sessions, counters and heartbeat marks whose windows
 // are over are removed. Reads apply expiry on their own, so Sweep only keeps the store tidy
 // and bounded; call it periodically (svrpd does, every minute).
+//
+// A sweep also counts again, from the store, what the global caps count in memory (node
+// records, open binding sessions, live bearer sessions), so that on a store shared by several
+// daemons each sees what the others added at least once a sweep interval (limits.go).
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
@@ -28,8 +32,11 @@ func (s *Service) Sweep(ctx context.Context) error {
 	var retired []string
 	var deadTokens [][32]byte
 	var deadCounters []string
+	live := s.beginCount()
 	err := s.store.View(ctx, func(tx store.Tx) error {
+		live.reset()
 		if err := tx.EachBindingSession(func(sess binding.BindingSession) error {
+			live.session(sess, now)
 			next := binding.ExpireIfDue(sess, now)
 			due, err := retirable(tx, next, now)
 			if err != nil {
@@ -46,6 +53,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return err
 		}
 		if err := tx.EachBearerSession(func(h [32]byte, sess authn.BearerSession) error {
+			live.bearer(h, sess, now)
 			if sess.Check(now) != nil {
 				deadTokens = append(deadTokens, h)
 			}
@@ -60,6 +68,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return nil
 		})
 	})
+	s.endCount(live, err, now)
 	if err != nil {
 		return err
 	}
@@ -145,6 +154,69 @@ func (s *Service) Sweep(ctx context.Context) error {
 		s.log.Debug("sweep", "expired_sessions", len(expired), "deleted_sessions", len(retired), "ended_bearer_sessions", len(deadTokens), "ended_counters", len(deadCounters))
 	}
 	return err
+}
+
+// Recount counts again, from the store, what the global caps count in memory, as Sweep
+// does. On a store shared by several daemons, the daemon that finds another sweeping calls
+// it instead of Sweep, so that its counts are no older than a sweep interval either.
+func (s *Service) Recount(ctx context.Context) error {
+	now := s.now()
+	if err := s.nodes.refresh(ctx, s.store); err != nil {
+		return err
+	}
+	live := s.beginCount()
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		live.reset()
+		if err := tx.EachBindingSession(func(sess binding.BindingSession) error {
+			live.session(sess, now)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.EachBearerSession(func(h [32]byte, sess authn.BearerSession) error {
+			live.bearer(h, sess, now)
+			return nil
+		})
+	})
+	s.endCount(live, err, now)
+	return err
+}
+
+// liveCount is what one read of the store finds alive for the global caps.
+type liveCount struct{ open, bearers map[string]time.Time }
+
+func (s *Service) beginCount() *liveCount {
+	s.openSessions.begin()
+	s.bearers.begin()
+	return &liveCount{}
+}
+
+// reset empties the count, for a transaction that runs again.
+func (l *liveCount) reset() {
+	l.open, l.bearers = make(map[string]time.Time), make(map[string]time.Time)
+}
+
+func (l *liveCount) session(sess binding.BindingSession, now time.Time) {
+	if !binding.ExpireIfDue(sess, now).State.Terminal() {
+		l.open[sess.ID] = sess.ExpiresAt
+	}
+}
+
+func (l *liveCount) bearer(h [32]byte, sess authn.BearerSession, now time.Time) {
+	if sess.Check(now) == nil {
+		l.bearers[hex.EncodeToString(h[:])] = sess.ExpiresAt
+	}
+}
+
+// endCount sets the caps' counts to what the read found, or leaves them when it failed.
+func (s *Service) endCount(l *liveCount, err error, now time.Time) {
+	if err != nil {
+		s.openSessions.abort()
+		s.bearers.abort()
+		return
+	}
+	s.openSessions.replace(l.open, now)
+	s.bearers.replace(l.bearers, now)
 }
 
 // retirable reports whether a session may be deleted: it has been terminal for

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -89,5 +90,53 @@ func TestLoginBudgetsSharedOnPostgres(t *testing.T) {
 		if status != http.StatusTooManyRequests {
 			t.Errorf("login on %s after four failures over two registries: %d %s, want 429", name, status, raw)
 		}
+	}
+}
+
+// TestGlobalCapsSharedOnPostgres runs two registries on one database: the caps on open
+// binding sessions and on bearer sessions count what the other added once it has swept (or
+// recounted), so a cap does not double with the daemons beyond what one sweep interval adds.
+func TestGlobalCapsSharedOnPostgres(t *testing.T) {
+	pgtest.URL(t)
+	onPostgres = true
+	defer func() { onPostgres = false }()
+	dir := t.TempDir()
+	c := testkit.NewClock(epoch)
+	caps := func(cfg *registry.Config) { cfg.MaxOpenBindingSessions = 3; cfg.MaxBearerSessions = 3 }
+	a := startHarness(t, openStore(t, dir), dir, c, caps)
+	b := startHarness(t, openStore(t, dir), dir, c, caps)
+	ctx := context.Background()
+	n := newNode(t, "n")
+	id := func(i int) string { return "bs-cap-" + string(rune('a'+i)) }
+	for i := range 3 {
+		a.ok("POST", "/v1/bindings/initiate", n.initiate(t, id(i), a.now(), nil, nil), "", nil)
+	}
+	if err := b.svc.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.fails("POST", "/v1/bindings/initiate", n.initiate(t, id(3), b.now(), nil, nil), "", http.StatusTooManyRequests, "RATE_LIMITED")
+	// A session ended through a registers on b at its next count, and frees its place there.
+	a.ok("POST", "/v1/bindings/"+id(0)+"/cancel", n.cancelRequest(t, id(0), n.did, a.now()), "", nil)
+	if err := b.svc.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.ok("POST", "/v1/bindings/initiate", n.initiate(t, id(3), b.now(), nil, nil), "", nil)
+	if err := a.svc.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.fails("POST", "/v1/bindings/initiate", n.initiate(t, id(4), a.now(), nil, nil), "", http.StatusTooManyRequests, "RATE_LIMITED")
+
+	op := newOperator(t, "capped", epoch)
+	for range 3 {
+		op.login(a)
+	}
+	if err := b.svc.Recount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ch api.ChallengeResult
+	b.ok("POST", "/v1/auth/challenge", nil, "", &ch)
+	status, raw := b.do("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, b.now()), "")
+	if status != http.StatusTooManyRequests || !strings.Contains(string(raw), "RATE_LIMITED") {
+		t.Errorf("login on b with three bearer sessions made on a: %d %s, want 429 RATE_LIMITED", status, raw)
 	}
 }

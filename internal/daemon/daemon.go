@@ -718,6 +718,10 @@ func sweep(ctx context.Context, svc *registry.Service, st store.Store, pg *store
 			log.Warn("taking the upkeep lock failed", "err", err)
 		} else if !ran {
 			log.Debug("upkeep skipped: another daemon holds the lock")
+			// The global caps still count what the others added, once a sweep interval.
+			if err := svc.Recount(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
+				log.Error("counting for the global caps failed", "err", err)
+			}
 		}
 	}
 }

@@ -311,6 +311,9 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 					return
 				}
 				if !op(w) {
+					// The request was never sent: its share of the budget goes back to
+					// the clients that still have prepared requests.
+					left.Add(1)
 					exhausted.Store(true)
 					return
 				}
@@ -336,10 +339,10 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 	switch {
 	case r.ctx.Err() != nil:
 		res.Stopped = "interrupted"
-	case exhausted.Load():
-		res.Stopped = "prepared"
 	case budgetSpent.Load():
 		res.Stopped = "requests"
+	case exhausted.Load():
+		res.Stopped = "prepared"
 	default:
 		res.Stopped = "duration"
 	}

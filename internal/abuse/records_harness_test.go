@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -79,8 +79,7 @@ func newSteady(t *testing.T, d *daemon) *steady {
 	if _, err := h.node.Register(t.Context(), "203.0.113.200:7000", []string{"inference"}, "eu-west"); err != nil {
 		t.Fatalf("the steady node registers: %v", err)
 	}
-	rootSeed, devSeed := sha256.Sum256([]byte("abuse root")), sha256.Sum256([]byte("abuse device"))
-	root, device := ed25519.NewKeyFromSeed(rootSeed[:]), ed25519.NewKeyFromSeed(devSeed[:])
+	root, device := testkit.TextKey("abuse root"), testkit.TextKey("abuse device")
 	dc, err := client.IssueDeviceCredential(root, device.Public().(ed25519.PublicKey), client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute)})
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +173,7 @@ type testNode struct {
 
 // nodeKey derives a node key from label, so that every run uses the same keys.
 func nodeKey(label string) testNode {
-	seed := sha256.Sum256([]byte("abuse node " + label))
-	priv := ed25519.NewKeyFromSeed(seed[:])
+	priv := testkit.TextKey("abuse node " + label)
 	k, _ := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
 	d, _ := didkey.NodeDID(k, didkey.FormFallback) // 10 hex: no short-body collisions among thousands
 	return testNode{priv: priv, key: k, did: d.String()}

@@ -100,10 +100,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.url, "url", "", "registry to measure, e.g. http://127.0.0.1:8080 (default: an in-process registry, as --self)")
 	fs.BoolVar(&c.self, "self", false, "measure an in-process registry (svrpd serve on 127.0.0.1:0, Badger in a temporary directory); the default without --url or --spawn")
 	fs.BoolVar(&c.selfMemory, "self-memory", false, "like --self with the memory store")
-	fs.StringVar(&c.postgres, "postgres", "", "PostgreSQL URL: run each scenario on the in-process registry twice, on Badger then on this database (a schema of its own per scenario, dropped after), and compare; heartbeat reports the database statements per heartbeat")
+	fs.StringVar(&c.postgres, "postgres", "", "PostgreSQL URL: run each scenario on the in-process registry on Badger, then on this database, then on two svrpd serve processes sharing this database with the clients split between them (a schema of its own per run, dropped after), and compare; heartbeat reports the database statements per heartbeat")
 	fs.BoolVar(&c.spawn, "spawn", false, "measure svrpd serve started as a child process (127.0.0.1:0, Badger in a temporary directory), whose memory is reported apart from the generator's")
 	fs.BoolVar(&c.spawnMemory, "spawn-memory", false, "like --spawn with the memory store")
-	fs.StringVar(&c.spawnBinary, "spawn-binary", "", "the svrpd binary that --spawn and the restart scenario start (default: this executable)")
+	fs.StringVar(&c.spawnBinary, "spawn-binary", "", "the svrpd binary that --spawn, --postgres's two daemons and the restart scenario start (default: this executable)")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow a --url that is not loopback (127.0.0.0/8, ::1, localhost)")
 	fs.StringVar(&c.scenario, "scenario", "all", "heartbeat, login, nodes, peers, journey, all (those five in turn), restart or abuse (slow; run only when named)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "timed window of each scenario, at most "+benchMaxDuration.String())
@@ -129,7 +129,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c.jsonOnly {
 		b.text = io.Discard
 	}
-	if c.spawn || c.spawnMemory || c.scenario == "restart" || c.scenario == "abuse" {
+	if c.spawn || c.spawnMemory || c.postgres != "" || c.scenario == "restart" || c.scenario == "abuse" {
 		b.daemonBin = c.spawnBinary
 		if b.daemonBin == "" {
 			exe, err := os.Executable()
@@ -224,23 +224,30 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintln(b.text)
-		b.onPostgres = true
-		pres, err := b.runScenario(ctx, sc)
-		b.onPostgres = false
-		if err != nil {
-			fmt.Fprintf(stderr, "svrpd bench: %s on PostgreSQL: %v\n", sc.name, err)
-			code = 1
-			continue
-		}
-		b.report(pres)
-		if pres.Errors > 0 {
-			code = 1
-		}
-		if res.OpsPerS > 0 {
-			fmt.Fprintf(b.text, "%s: PostgreSQL at %.0f%% of Badger's rate (%s against %s ops/s)\n", sc.name, 100*pres.OpsPerS/res.OpsPerS, group(pres.OpsPerS), group(res.OpsPerS))
-		}
-		if pres.StatementsPerOp != nil {
-			fmt.Fprintf(b.text, "%s: %.5f database statements per operation in the timed window\n", sc.name, *pres.StatementsPerOp)
+		for _, daemons := range []int{1, 2} {
+			fmt.Fprintln(b.text)
+			b.pgDaemons = daemons
+			pres, err := b.runScenario(ctx, sc)
+			b.pgDaemons = 0
+			on := "PostgreSQL"
+			if daemons > 1 {
+				on = fmt.Sprintf("PostgreSQL with %d daemons", daemons)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "svrpd bench: %s on %s: %v\n", sc.name, on, err)
+				code = 1
+				continue
+			}
+			b.report(pres)
+			if pres.Errors > 0 {
+				code = 1
+			}
+			if res.OpsPerS > 0 {
+				fmt.Fprintf(b.text, "%s: %s at %.0f%% of Badger's rate (%s against %s ops/s)\n", sc.name, on, 100*pres.OpsPerS/res.OpsPerS, group(pres.OpsPerS), group(res.OpsPerS))
+			}
+			if pres.StatementsPerOp != nil {
+				fmt.Fprintf(b.text, "%s: %.5f database statements per operation in the timed window on %s\n", sc.name, *pres.StatementsPerOp, on)
+			}
 		}
 	}
 	if b.stopFailed {
@@ -287,6 +294,12 @@ window begins (writing 5 to /proc/<pid>/clear_refs), so that setup's own peak do
 count; where the kernel refuses the reset it is the largest VmRSS sampled every 50 ms.
 The generator keeps only the head of each answer, so a node list costs it no memory.
 Lines of the daemon's log at --log-level or above are copied to stderr.
+
+With --postgres URL, each scenario runs three times: on the in-process registry on Badger,
+on the in-process registry on PostgreSQL, and on two svrpd serve processes (as with --spawn)
+sharing the database, the clients split between them, each run in a schema of its own that
+is dropped after. Setup registers through both daemons and waits until each lists every
+node; statements per operation are svrpd_store_statements_total of each daemon's /metrics.
 
 To measure a daemon started some other way, start it
 (svrpd serve --register-address-limit 1000000 ...) and pass --url; bench refuses an address
@@ -370,8 +383,8 @@ func (c benchConfig) validate() error {
 		if c.nodes > restartMaxNodes {
 			errs = append(errs, fmt.Errorf("--nodes %d: the restart scenario stores at most %d", c.nodes, restartMaxNodes))
 		}
-	} else if c.spawnBinary != "" && !c.spawn && !c.spawnMemory {
-		errs = append(errs, errors.New("--spawn-binary is for --spawn, --spawn-memory and the restart scenario"))
+	} else if c.spawnBinary != "" && !c.spawn && !c.spawnMemory && c.postgres == "" {
+		errs = append(errs, errors.New("--spawn-binary is for --spawn, --spawn-memory, --postgres and the restart scenario"))
 	}
 	if c.postgres != "" && (c.url != "" || c.selfMemory || c.spawn || c.spawnMemory || c.scenario == "restart" || c.scenario == "abuse") {
 		errs = append(errs, errors.New("--postgres compares the in-process registry on Badger and on PostgreSQL: it takes no --url, --self-memory, --spawn or --spawn-memory, nor the restart and abuse scenarios"))
@@ -420,10 +433,23 @@ type benchTarget struct {
 	path     string // path prefix of every endpoint, "" or "/..."
 	self     bool
 	daemon   *benchDaemon // the child process of --spawn
-	stop     func()
+	// addrs, when there are several daemons behind one database, are their host:ports:
+	// client i connects to addrs[i%len(addrs)].
+	addrs []string
+	// statements, on PostgreSQL, counts the statements the target's daemons have sent.
+	statements func() (uint64, error)
+	stop       func()
 }
 
 func (t *benchTarget) endpoint(p string) string { return t.path + p }
+
+// dialAddr is where client i connects.
+func (t *benchTarget) dialAddr(i int) string {
+	if len(t.addrs) == 0 {
+		return t.addr
+	}
+	return t.addrs[i%len(t.addrs)]
+}
 
 // remoteTarget parses --url and refuses anything but loopback unless allowRemote.
 func remoteTarget(raw string, allowRemote bool) (*benchTarget, error) {

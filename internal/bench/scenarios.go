@@ -69,6 +69,9 @@ func (r *benchRun) registerNodes(n int) ([]benchNode, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.awaitListed(n); err != nil {
+		return nil, err
+	}
 	r.note("registered %s nodes in %.1fs", group(float64(n)), time.Since(start).Seconds())
 	return nodes, nil
 }
@@ -400,8 +403,11 @@ func (r *benchRun) listing(n int, path string) (func(w *worker) bool, error) {
 // were (an existing registry may hold more than bench registered). It reads the answer as
 // the timed requests do, keeping only its head, so a listing of any size is never held
 // whole by the generator.
-func (r *benchRun) count(path string) (int, error) {
-	c, err := dialBench(r.t.addr)
+func (r *benchRun) count(path string) (int, error) { return r.countAt(r.t.addr, path) }
+
+// countAt is count from the daemon at addr.
+func (r *benchRun) countAt(addr, path string) (int, error) {
+	c, err := dialBench(addr)
 	if err != nil {
 		return 0, fmt.Errorf("connecting to %s: %w", r.t.base, err)
 	}

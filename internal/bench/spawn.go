@@ -59,12 +59,15 @@ type benchDaemon struct {
 // level is info because the "svrpd serving" line is how bench learns the address; the
 // format is given because an SVRPD_LOG_FORMAT of json would hide that line from bench.
 func daemonArgs(memory bool, dataDir, prefix string) []string {
-	args := []string{"serve", "--listen", "127.0.0.1:0"}
 	if memory {
-		args = append(args, "--memory")
-	} else {
-		args = append(args, "--data", dataDir)
+		return daemonArgsOn([]string{"--memory"}, prefix)
 	}
+	return daemonArgsOn([]string{"--data", dataDir}, prefix)
+}
+
+// daemonArgsOn is daemonArgs with the store given by its flags.
+func daemonArgsOn(storeArgs []string, prefix string) []string {
+	args := append([]string{"serve", "--listen", "127.0.0.1:0"}, storeArgs...)
 	const unbounded = "1073741824"
 	for _, f := range []string{
 		"register-address-limit", "resolve-address-limit", "initiate-address-limit",

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/svrp/svrp/store"
 	"io"
 	"math"
 	"net"
@@ -67,13 +66,15 @@ func measureCeiling(ctx context.Context, d time.Duration) float64 {
 
 // bench runs scenarios and reports them.
 type bench struct {
-	cfg        benchConfig
-	onPostgres bool // the scenario now runs on cfg.postgres
-	stdout     io.Writer
-	stderr     io.Writer
-	text       io.Writer // the readable report; io.Discard with --json
-	remote     *benchTarget
-	ceiling    float64
+	cfg benchConfig
+	// pgDaemons is, while a scenario runs on cfg.postgres, the number of daemons sharing it:
+	// 1 in this process, or more as child processes. 0 otherwise.
+	pgDaemons int
+	stdout    io.Writer
+	stderr    io.Writer
+	text      io.Writer // the readable report; io.Discard with --json
+	remote    *benchTarget
+	ceiling   float64
 	// loadBefore is the machine's load average before bench began; later readings would
 	// count bench's own earlier scenarios.
 	loadBefore *float64
@@ -170,7 +171,14 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 	default:
 		var err error
 		pg := ""
-		if b.onPostgres {
+		if b.pgDaemons > 1 {
+			if t, err = b.startSpawnedPostgres(ctx, b.pgDaemons); err != nil {
+				return nil, fmt.Errorf("starting the daemons: %w", err)
+			}
+			defer t.stop()
+			break
+		}
+		if b.pgDaemons == 1 {
 			pg = b.cfg.postgres
 		}
 		if t, err = startSelf(ctx, b.cfg.selfMemory, pg, b.cfg.prefix, b.cfg.logLevel, b.stderr); err != nil {
@@ -195,6 +203,9 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 	}
 	if t.daemon != nil {
 		r.say("target %s (svrpd serve, pid %d, %s)", t.base, t.daemon.pid, strings.TrimPrefix(t.label, "spawn-"))
+	}
+	if len(t.addrs) > 1 {
+		r.say("target %d svrpd serve processes on one PostgreSQL database, at %s", len(t.addrs), strings.Join(t.addrs, ", "))
 	}
 	defer func() {
 		for _, w := range r.workers {
@@ -263,7 +274,7 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 func (r *benchRun) dial(n int) error {
 	r.workers = make([]*worker, n)
 	for i := range r.workers {
-		c, err := dialBench(r.t.addr)
+		c, err := dialBench(r.t.dialAddr(i))
 		if err != nil {
 			for _, w := range r.workers[:i] {
 				w.conn.close()
@@ -299,7 +310,13 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	statements := store.PostgresStatements()
+	var statements uint64
+	if r.t.statements != nil {
+		if statements, err = r.t.statements(); err != nil {
+			stopProfile()
+			return err
+		}
+	}
 	start := time.Now()
 	for _, w := range r.workers {
 		wg.Add(1)
@@ -325,13 +342,17 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 	stopProfile()
 
 	res := r.res
-	if r.b.onPostgres {
+	if r.t.statements != nil {
 		// Statements of the timed window, the flushes of its heartbeats included: the flush
 		// after the window is waited for.
 		time.Sleep(2 * time.Second)
+		after, err := r.t.statements()
+		if err != nil {
+			return err
+		}
 		defer func() {
 			if res.Ops > 0 {
-				per := float64(store.PostgresStatements()-statements) / float64(res.Ops)
+				per := float64(after-statements) / float64(res.Ops)
 				res.StatementsPerOp = &per
 			}
 		}()
@@ -495,7 +516,7 @@ func (r *benchRun) setupWorkers() ([]*worker, func(), error) {
 		}
 	}
 	for len(ws) < setupConcurrency {
-		c, err := dialBench(r.t.addr)
+		c, err := dialBench(r.t.dialAddr(len(ws)))
 		if err != nil {
 			closeExtra()
 			return nil, nil, fmt.Errorf("connecting to %s: %w", r.t.base, err)

@@ -115,6 +115,10 @@ func New(reg *prometheus.Registry) *Metrics {
 			}
 			return 0
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: namespace, Name: "store_statements_total",
+			Help: "Statements sent to PostgreSQL, transaction control included (0 on the other stores).",
+		}, func() float64 { return float64(store.PostgresStatements()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"regexp"
 	"runtime/debug"
@@ -13,11 +12,7 @@ import (
 	"github.com/svrp/svrp/internal/svrpdtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	svrpdtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { svrpdtest.Main(m) }
 
 // The top-level help lists every command with one line, whichever way it is asked for, and
 // on standard output with exit 0.

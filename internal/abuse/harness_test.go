@@ -7,7 +7,6 @@
 package abuse
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -17,9 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,85 +30,31 @@ import (
 	"github.com/svrp/svrp/registry/client"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	svrpdtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { svrpdtest.Main(m) }
 
 // daemon is a running svrpd serve.
 type daemon struct {
+	*svrpdtest.Daemon
 	t    *testing.T
 	url  string
 	pid  int
 	data string
-
-	mu  sync.Mutex
-	log []string
 }
-
-var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+)`)
 
 // start runs svrpd serve on Badger in a temporary directory with the given extra flags and
 // returns once it serves; the test's end stops it.
 func start(t *testing.T, flags ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, data: filepath.Join(t.TempDir(), "data")}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", d.data, "--log-level", "info", "--log-format", "text"}, flags...)
-	cmd := exec.Command(svrpdtest.Binary(t), args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SVRPD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d.pid = cmd.Process.Pid
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			d.mu.Lock()
-			d.log = append(d.log, sc.Text())
-			d.mu.Unlock()
-			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-	}()
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	select {
-	case d.url = <-found:
-	case <-exited:
-		t.Fatalf("svrpd exited before serving:\n%s", strings.Join(d.lines(""), "\n"))
-	case <-time.After(30 * time.Second):
-		t.Fatal("svrpd did not serve within 30 s")
-	}
-	return d
+	data := filepath.Join(t.TempDir(), "data")
+	p := svrpdtest.Start(t, nil, append([]string{"--data", data, "--log-level", "info", "--log-format", "text"}, flags...)...)
+	t.Cleanup(p.Stop)
+	return &daemon{Daemon: p, t: t, url: p.URL, pid: p.Pid(), data: data}
 }
 
 // lines returns the log lines that contain sub.
 func (d *daemon) lines(sub string) []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var out []string
-	for _, l := range d.log {
+	for _, l := range d.Log.Lines() {
 		if strings.Contains(l, sub) {
 			out = append(out, l)
 		}

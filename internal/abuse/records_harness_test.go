@@ -28,10 +28,8 @@ import (
 
 // logLines counts the daemon's log lines that contain every one of parts.
 func (d *daemon) logLines(parts ...string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	n := 0
-	for _, l := range d.log {
+	for _, l := range d.Log.Lines() {
 		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
 			n++
 		}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -25,8 +24,9 @@ import (
 func TestCLIWalkthrough(t *testing.T) {
 	bin := svrpdtest.Binary(t)
 	work := t.TempDir()
-	daemon, url := startDaemon(t, bin, filepath.Join(work, "data"))
-	cli := &cliRunner{t: t, bin: bin, dir: work, env: cleanEnv("SVRPD_REGISTRY=" + url)}
+	daemon := svrpdtest.Start(t, nil, "--data", filepath.Join(work, "data"))
+	url := daemon.URL
+	cli := &cliRunner{t: t, bin: bin, dir: work, env: svrpdtest.Env("SVRPD_REGISTRY=" + url)}
 	opDir := filepath.Join(work, "operator")
 	nodeKey := filepath.Join(work, "node.seed")
 
@@ -205,8 +205,8 @@ func TestCLIWalkthrough(t *testing.T) {
 	if exit := runner.stop(t); exit != 0 || !strings.Contains(runner.stdout.String(), "stopped") {
 		t.Errorf("node run exited %d on SIGTERM\n%s", exit, runner.stdout)
 	}
-	if exit := daemon.stop(t); exit != 0 {
-		t.Errorf("svrpd serve exited %d on SIGTERM\n%s", exit, daemon.stderr)
+	if exit := daemon.Signal(t, syscall.SIGTERM); exit != 0 {
+		t.Errorf("svrpd serve exited %d on SIGTERM\n%s", exit, daemon.Log)
 	}
 
 	// No secret reached any output: not the session token, not a seed, not the code in the
@@ -223,13 +223,13 @@ func TestCLIWalkthrough(t *testing.T) {
 		}
 		secrets[name] = strings.TrimSpace(string(b))
 	}
-	all := cli.transcript() + daemon.stderr.String()
+	all := cli.transcript() + daemon.Log.String()
 	for name, v := range secrets {
 		if strings.Contains(all, v) {
 			t.Errorf("the %s appears in the output", name)
 		}
 	}
-	if strings.Contains(daemon.stderr.String(), strings.ReplaceAll(code, "-", "")) {
+	if strings.Contains(daemon.Log.String(), strings.ReplaceAll(code, "-", "")) {
 		t.Error("the short code appears in the daemon's log")
 	}
 }
@@ -247,17 +247,6 @@ func fullNodeDID(t *testing.T, path string) string {
 	}
 	d, _ := didkey.NodeDID(k, didkey.FormFull)
 	return d.String()
-}
-
-// cleanEnv is the test's environment without SVRPD_ variables, plus extra.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SVRPD_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
 }
 
 // stepTimeout bounds one step of the walkthrough; every step normally takes well under a
@@ -359,43 +348,6 @@ func startProc(t *testing.T, cmd *exec.Cmd) *proc {
 		}
 	})
 	return p
-}
-
-// startDaemon runs svrpd serve on a free port and returns it with its URL, read from the
-// "svrpd serving" log line.
-func startDaemon(t *testing.T, bin, data string) (*proc, string) {
-	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", data)
-	cmd.Env = cleanEnv()
-	pr, pw := io.Pipe()
-	logs := &output{}
-	cmd.Stderr = pw
-	p := startProc(t, cmd)
-	p.stderr = logs
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		re := regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+)`)
-		for sc.Scan() {
-			logs.Write([]byte(sc.Text() + "\n"))
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-	}()
-	go func() {
-		<-p.done
-		pw.Close()
-	}()
-	select {
-	case url := <-found:
-		return p, url
-	case <-p.done:
-		t.Fatalf("svrpd serve exited %d before serving:\n%s", p.exit, logs)
-	case <-time.After(stepTimeout):
-		t.Fatalf("svrpd serve did not log its address within %v:\n%s", stepTimeout, logs)
-	}
-	return nil, ""
 }
 
 // cliRunner runs svrpd commands and keeps everything they print.

@@ -25,7 +25,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	w := &walk{
 		t:     t,
 		dir:   work,
-		env:   cleanEnv("SVRPD_LISTEN=127.0.0.1:"+port, "SVRPD_REGISTRY=http://127.0.0.1:"+port, "SVRPD_EVERY=1s", "SVRPD_POLL=200ms"),
+		env:   svrpdtest.Env("SVRPD_LISTEN=127.0.0.1:"+port, "SVRPD_REGISTRY=http://127.0.0.1:"+port, "SVRPD_EVERY=1s", "SVRPD_POLL=200ms"),
 		codes: map[string]string{},
 		fg:    map[string]*walkProc{},
 	}

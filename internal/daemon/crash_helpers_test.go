@@ -1,22 +1,16 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,139 +18,25 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/svrpdtest"
 	"github.com/svrp/svrp/registry/api"
 )
 
 // crashStepTimeout bounds one step of the crash harness (a start, a request, an exit);
 // each normally takes well under a second.
-const crashStepTimeout = 60 * time.Second
+const crashStepTimeout = svrpdtest.StepTimeout
 
-// crashLog keeps every line a daemon writes, across all its runs.
-type crashLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *crashLog) add(line string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, line)
-}
-
-func (l *crashLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// crashDaemon is one run of svrpd serve.
-type crashDaemon struct {
-	cmd     *exec.Cmd
-	url     string
-	serving <-chan string // the address, once it serves
-	done    chan struct{}
-	exit    int
-}
-
-var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+)`)
-
-// crashStart runs svrpd serve on a free loopback port over data, logging at debug level
-// into log, with any extra flags, and returns once it serves.
-func crashStart(t *testing.T, bin, data string, log *crashLog, extra ...string) *crashDaemon {
-	t.Helper()
-	d := crashSpawn(t, bin, data, log, extra...)
-	select {
-	case d.url = <-d.serving:
-		return d
-	case <-d.done:
-		t.Fatalf("svrpd exited %d before serving:\n%s", d.exit, log)
-	case <-time.After(crashStepTimeout):
-		t.Fatalf("svrpd did not serve within %v:\n%s", crashStepTimeout, log)
-	}
-	return nil
-}
-
-// crashSpawn starts svrpd serve as crashStart does, without waiting for it to serve.
-func crashSpawn(t *testing.T, bin, data string, log *crashLog, extra ...string) *crashDaemon {
+// crashStart runs svrpd serve on a free loopback port over data (a directory or a PostgreSQL
+// URL), logging at debug level into log, with any extra flags, and returns once it serves.
+func crashStart(t *testing.T, data string, log *svrpdtest.Log, extra ...string) *svrpdtest.Daemon {
 	t.Helper()
 	where := []string{"--data", data}
 	if strings.HasPrefix(data, "postgres://") {
 		where = []string{"--postgres", data}
 	}
-	args := append(append([]string{"serve", "--listen", "127.0.0.1:0"}, where...),
-		"--log-level", "debug", "--register-address-limit", "1000000",
+	args := append(where, "--log-level", "debug", "--register-address-limit", "1000000",
 		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000")
-	args = append(args, extra...)
-	cmd := exec.Command(bin, args...)
-	// The daemon reads SVRPD_ variables for flags it was not given; the test's own must not
-	// reach it.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SVRPD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan string, 1)
-	d := &crashDaemon{cmd: cmd, done: make(chan struct{}), serving: found}
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			log.add(sc.Text())
-			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	go func() {
-		<-scanned
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			d.exit = ee.ExitCode()
-		default:
-			d.exit = -1
-		}
-		close(d.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			cmd.Process.Kill()
-			<-d.done
-		}
-	})
-	return d
-}
-
-// signal sends sig and waits for the process to end; it returns the exit code, -1 when a
-// signal ended it.
-func (d *crashDaemon) signal(t *testing.T, sig syscall.Signal) int {
-	t.Helper()
-	if err := d.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.done:
-		return d.exit
-	case <-time.After(crashStepTimeout):
-		t.Fatalf("svrpd did not end within %v of %v", crashStepTimeout, sig)
-		return 0
-	}
+	return svrpdtest.Start(t, log, append(args, extra...)...)
 }
 
 // crashClient speaks the registry's HTTP API to one daemon, with raw requests.

@@ -37,13 +37,12 @@ func TestCrashSafety(t *testing.T) {
 		rounds = n
 	}
 	rng := crashRand(t)
-	bin := svrpdtest.Binary(t)
 	data := t.TempDir()
-	log := &crashLog{}
+	log := &svrpdtest.Log{}
 	ledger := newCrashLedger()
-	d := crashStart(t, bin, data, log)
+	d := crashStart(t, data, log)
 	for round := 1; round <= rounds; round++ {
-		c := newCrashClient(d.url)
+		c := newCrashClient(d.URL)
 		stop := make(chan struct{})
 		var killed atomic.Bool
 		var wg sync.WaitGroup
@@ -66,7 +65,7 @@ func TestCrashSafety(t *testing.T) {
 		time.Sleep(delay)
 		killed.Store(true)
 		before := ledger.acknowledged()
-		d.signal(t, syscall.SIGKILL)
+		d.Signal(t, syscall.SIGKILL)
 		close(stop)
 		wg.Wait()
 		for w, err := range errs {
@@ -74,14 +73,14 @@ func TestCrashSafety(t *testing.T) {
 				t.Errorf("round %d worker %d failed before the kill: %v", round, w, err)
 			}
 		}
-		d = crashStart(t, bin, data, log)
-		ledger.verify(t, newCrashClient(d.url))
+		d = crashStart(t, data, log)
+		ledger.verify(t, newCrashClient(d.URL))
 		t.Logf("round %d: SIGKILL after %v with %d writes acknowledged so far; after restart every one is there, no session VERIFYING", round, delay, before)
 		if t.Failed() {
 			break
 		}
 	}
-	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("svrpd exited %d on SIGTERM", code)
 	}
 	// The daemon logged every request at debug level through all of this; no secret the

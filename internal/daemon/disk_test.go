@@ -181,10 +181,10 @@ func checkReadsServe(t *testing.T, c *crashClient, l *crashLedger, wantStore str
 }
 
 // timedSignal sends sig and returns the exit code and how long the process took to end.
-func timedSignal(t *testing.T, d *crashDaemon, sig syscall.Signal) (int, time.Duration) {
+func timedSignal(t *testing.T, d *svrpdtest.Daemon, sig syscall.Signal) (int, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	code := d.signal(t, sig)
+	code := d.Signal(t, sig)
 	return code, time.Since(start)
 }
 
@@ -217,15 +217,14 @@ func checkNoCrash(t *testing.T, log string) {
 // write is there.
 func TestDiskFull(t *testing.T) {
 	tmp := mountTmpfs(t, "96m")
-	bin := svrpdtest.Binary(t)
 	data := filepath.Join(tmp, "data")
 	filler := filepath.Join(tmp, "filler")
 	const reserve = 24 << 20
 	flags := []string{"--disk-reserve", "24MiB", "--shutdown-timeout", "10s"}
-	log := &crashLog{}
+	log := &svrpdtest.Log{}
 	l := newCrashLedger()
-	d := crashStart(t, bin, data, log, flags...)
-	c := newCrashClient(d.url)
+	d := crashStart(t, data, log, flags...)
+	c := newCrashClient(d.URL)
 	for range 50 {
 		if status, code := diskRegister(t, c, l); status != http.StatusOK {
 			t.Fatalf("register on an empty volume: %d %s", status, code)
@@ -280,10 +279,10 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	d = crashStart(t, bin, data, log, flags...)
-	l.verify(t, newCrashClient(d.url))
+	d = crashStart(t, data, log, flags...)
+	l.verify(t, newCrashClient(d.URL))
 	t.Logf("after restart: %d acknowledged registrations, none lost", len(l.nodes))
-	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("exit %d after SIGTERM with space", code)
 	}
 	all := log.String()
@@ -297,12 +296,11 @@ func TestDiskFull(t *testing.T) {
 // nodes: no write is acknowledged once the removal is done, the fault is logged once,
 // /health reports it, reads keep answering, and SIGTERM ends the process within its bound.
 func TestDataDirRemoved(t *testing.T) {
-	bin := svrpdtest.Binary(t)
 	data := filepath.Join(t.TempDir(), "data")
-	log := &crashLog{}
+	log := &svrpdtest.Log{}
 	l := newCrashLedger()
-	d := crashStart(t, bin, data, log, "--shutdown-timeout", "10s")
-	c := newCrashClient(d.url)
+	d := crashStart(t, data, log, "--shutdown-timeout", "10s")
+	c := newCrashClient(d.URL)
 
 	var removed atomic.Int64 // unix nanoseconds when RemoveAll returned
 	var lateAcks, refused, firstRefused atomic.Int64
@@ -373,12 +371,11 @@ func TestDataDirRemoved(t *testing.T) {
 // acknowledged write.
 func TestDataDirReadOnly(t *testing.T) {
 	needRoot(t, "chattr +i")
-	bin := svrpdtest.Binary(t)
 	data := filepath.Join(t.TempDir(), "data")
-	log := &crashLog{}
+	log := &svrpdtest.Log{}
 	l := newCrashLedger()
-	d := crashStart(t, bin, data, log, "--shutdown-timeout", "10s")
-	c := newCrashClient(d.url)
+	d := crashStart(t, data, log, "--shutdown-timeout", "10s")
+	c := newCrashClient(d.URL)
 	for range 200 {
 		if status, code := diskRegister(t, c, l); status != http.StatusOK {
 			t.Fatalf("register: %d %s", status, code)
@@ -408,10 +405,10 @@ func TestDataDirReadOnly(t *testing.T) {
 	}
 
 	immutable(t, data, false)
-	d = crashStart(t, bin, data, log, "--shutdown-timeout", "10s")
-	l.verify(t, newCrashClient(d.url))
+	d = crashStart(t, data, log, "--shutdown-timeout", "10s")
+	l.verify(t, newCrashClient(d.URL))
 	t.Logf("after restart: %d acknowledged registrations, none lost", len(l.nodes))
-	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("exit %d after SIGTERM", code)
 	}
 	all := log.String()
@@ -440,10 +437,9 @@ func holdRequest(t *testing.T, url string) {
 // TestShutdownBound holds a request open across SIGTERM: the daemon waits for it at most
 // half of --shutdown-timeout, then closes the store and exits 0 within the bound.
 func TestShutdownBound(t *testing.T) {
-	bin := svrpdtest.Binary(t)
-	log := &crashLog{}
-	d := crashStart(t, bin, filepath.Join(t.TempDir(), "data"), log, "--shutdown-timeout", "3s")
-	holdRequest(t, d.url)
+	log := &svrpdtest.Log{}
+	d := crashStart(t, filepath.Join(t.TempDir(), "data"), log, "--shutdown-timeout", "3s")
+	holdRequest(t, d.URL)
 	code, took := timedSignal(t, d, syscall.SIGTERM)
 	t.Logf("SIGTERM with a request held open: exit %d after %v", code, took.Round(time.Millisecond))
 	if code != 0 || took > 3*time.Second+time.Second {
@@ -457,16 +453,13 @@ func TestShutdownBound(t *testing.T) {
 // TestSecondSignal sends SIGTERM while a request holds the shutdown up, then SIGINT: the
 // second signal ends the process at once with status 1.
 func TestSecondSignal(t *testing.T) {
-	bin := svrpdtest.Binary(t)
-	log := &crashLog{}
-	d := crashStart(t, bin, filepath.Join(t.TempDir(), "data"), log, "--shutdown-timeout", "60s")
-	holdRequest(t, d.url)
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	log := &svrpdtest.Log{}
+	d := crashStart(t, filepath.Join(t.TempDir(), "data"), log, "--shutdown-timeout", "60s")
+	holdRequest(t, d.URL)
+	d.Send(t, syscall.SIGTERM)
 	select {
-	case <-d.done:
-		t.Fatalf("the daemon ended (exit %d) while a request was still open", d.exit)
+	case <-d.Done():
+		t.Fatalf("the daemon ended (exit %d) while a request was still open", d.Exit())
 	case <-time.After(500 * time.Millisecond):
 	}
 	code, took := timedSignal(t, d, syscall.SIGINT)
@@ -484,11 +477,7 @@ func TestSecondSignal(t *testing.T) {
 func startFailure(t *testing.T, bin string, args ...string) (int, []string) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SVRPD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = svrpdtest.Env()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -535,7 +524,7 @@ func TestStartOnBadDisk(t *testing.T) {
 		}, "not a svrpd data directory"},
 		{"locked by another process", func(t *testing.T) string {
 			dir := filepath.Join(t.TempDir(), "data")
-			crashStart(t, bin, dir, &crashLog{})
+			crashStart(t, dir, &svrpdtest.Log{})
 			return dir
 		}, "locked by another process"},
 		{"read-only", func(t *testing.T) string {
@@ -551,8 +540,8 @@ func TestStartOnBadDisk(t *testing.T) {
 			// A data directory that served before, on a volume filled since.
 			tmp := mountTmpfs(t, "32m")
 			dir := filepath.Join(tmp, "data")
-			d := crashStart(t, bin, dir, &crashLog{}, "--disk-reserve", "1MiB")
-			if code := d.signal(t, syscall.SIGTERM); code != 0 {
+			d := crashStart(t, dir, &svrpdtest.Log{}, "--disk-reserve", "1MiB")
+			if code := d.Signal(t, syscall.SIGTERM); code != 0 {
 				t.Fatalf("exit %d", code)
 			}
 			fillTo(t, filepath.Join(tmp, "filler"), 0)
@@ -600,17 +589,16 @@ func TestNothingOnDiskBeforeListening(t *testing.T) {
 // root for the mount.
 func TestCrashSafetyDiskFilling(t *testing.T) {
 	tmp := mountTmpfs(t, "96m")
-	bin := svrpdtest.Binary(t)
 	data := filepath.Join(tmp, "data")
 	filler := filepath.Join(tmp, "filler")
 	flags := []string{"--disk-reserve", "24MiB"}
-	log := &crashLog{}
+	log := &svrpdtest.Log{}
 	ledger := newCrashLedger()
 	rng := crashRand(t)
-	d := crashStart(t, bin, data, log, flags...)
+	d := crashStart(t, data, log, flags...)
 	var refusedTotal int64
 	for round := 1; round <= 3; round++ {
-		c := newCrashClient(d.url)
+		c := newCrashClient(d.URL)
 		stop := make(chan struct{})
 		var killed atomic.Bool
 		var refused atomic.Int64
@@ -645,7 +633,7 @@ func TestCrashSafetyDiskFilling(t *testing.T) {
 		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
 		killed.Store(true)
 		before := ledger.acknowledged()
-		d.signal(t, syscall.SIGKILL)
+		d.Signal(t, syscall.SIGKILL)
 		close(stop)
 		wg.Wait()
 		for w, err := range errs {
@@ -656,8 +644,8 @@ func TestCrashSafetyDiskFilling(t *testing.T) {
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-		d = crashStart(t, bin, data, log, flags...)
-		ledger.verify(t, newCrashClient(d.url))
+		d = crashStart(t, data, log, flags...)
+		ledger.verify(t, newCrashClient(d.URL))
 		refusedTotal += refused.Load()
 		t.Logf("round %d: volume filled, %d journeys refused, SIGKILL with %d writes acknowledged so far; after restart every one is there", round, refused.Load(), before)
 		if t.Failed() {
@@ -667,7 +655,7 @@ func TestCrashSafetyDiskFilling(t *testing.T) {
 	if refusedTotal == 0 {
 		t.Errorf("no write was refused: the volume never went below the reserve")
 	}
-	if code := d.signal(t, syscall.SIGTERM); code != 0 {
+	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("svrpd exited %d on SIGTERM", code)
 	}
 	checkNoCrash(t, log.String())

@@ -29,16 +29,15 @@ const multiStepTimeout = 20 * time.Second
 
 // threeDaemons starts three svrpd processes on one PostgreSQL schema and returns them with a
 // client for each.
-func threeDaemons(t *testing.T, extra ...string) ([]*crashDaemon, []*client.Client, *crashLog) {
+func threeDaemons(t *testing.T, extra ...string) ([]*svrpdtest.Daemon, []*client.Client, *svrpdtest.Log) {
 	t.Helper()
 	url := pgtest.Schema(t)
-	bin := svrpdtest.Binary(t)
-	log := &crashLog{}
-	var ds []*crashDaemon
+	log := &svrpdtest.Log{}
+	var ds []*svrpdtest.Daemon
 	var cs []*client.Client
 	for range 3 {
-		d := crashStart(t, bin, url, log, extra...)
-		c, err := client.New(d.url, client.WithRetry(client.RetryPolicy{}))
+		d := crashStart(t, url, log, extra...)
+		c, err := client.New(d.URL, client.WithRetry(client.RetryPolicy{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,8 +155,8 @@ func TestMultiDaemon(t *testing.T) {
 
 	t.Run("ChallengeFromAnotherDaemon", func(t *testing.T) {
 		// The challenge is fetched from B; the login goes to A.
-		route := &splitTransport{challenge: ds[1].url, rest: ds[0].url}
-		c, err := client.New(ds[0].url, client.WithHTTPClient(&http.Client{Transport: route}), client.WithRetry(client.RetryPolicy{}))
+		route := &splitTransport{challenge: ds[1].URL, rest: ds[0].URL}
+		c, err := client.New(ds[0].URL, client.WithHTTPClient(&http.Client{Transport: route}), client.WithRetry(client.RetryPolicy{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +174,7 @@ func TestMultiDaemon(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				resp, err := http.Post(ds[i%3].url+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
+				resp, err := http.Post(ds[i%3].URL+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
 				if err != nil {
 					t.Error(err)
 					return
@@ -199,8 +198,8 @@ func TestMultiDaemon(t *testing.T) {
 		}
 
 		// A fresh challenge, its login raced: exactly one session.
-		route2 := &splitTransport{challenge: ds[2].url, rest: ds[2].url, hold: true}
-		c2, _ := client.New(ds[2].url, client.WithHTTPClient(&http.Client{Transport: route2}), client.WithRetry(client.RetryPolicy{}))
+		route2 := &splitTransport{challenge: ds[2].URL, rest: ds[2].URL, hold: true}
+		c2, _ := client.New(ds[2].URL, client.WithHTTPClient(&http.Client{Transport: route2}), client.WithRetry(client.RetryPolicy{}))
 		root, device := newKey(t), newKey(t)
 		cred, _ := client.IssueDeviceCredential(root, device.Public().(ed25519.PublicKey), client.CredentialOptions{})
 		c2.Login(ctx, device, cred) // held: the body is captured, not sent
@@ -211,7 +210,7 @@ func TestMultiDaemon(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				resp, err := http.Post(ds[i%3].url+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
+				resp, err := http.Post(ds[i%3].URL+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
 				if err != nil {
 					t.Error(err)
 					return
@@ -353,7 +352,7 @@ func TestMultiDaemon(t *testing.T) {
 		}
 		time.Sleep(700 * time.Millisecond)
 		killed.Store(true)
-		ds[2].signal(t, syscall.SIGKILL)
+		ds[2].Signal(t, syscall.SIGKILL)
 		time.Sleep(700 * time.Millisecond)
 		close(stop)
 		wg.Wait()

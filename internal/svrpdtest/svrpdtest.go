@@ -1,6 +1,6 @@
-// Package svrpdtest builds the svrpd binary for tests that must run the daemon or the CLI as
-// a separate process (crash, end-to-end and spawn tests): killing a process or reading what a
-// person sees cannot be done with a goroutine. It is imported by tests only.
+// Package svrpdtest builds and runs the svrpd binary for tests that must run the daemon or
+// the CLI as a separate process (crash, end-to-end, abuse and spawn tests): killing a process
+// or reading what a person sees cannot be done with a goroutine. It is imported by tests only.
 package svrpdtest
 
 import (
@@ -20,7 +20,7 @@ var (
 )
 
 // Binary builds github.com/svrp/svrp/svrpd once per test process and returns its path. The
-// binary lives in a directory removed by Cleanup, which the test package's TestMain calls.
+// binary lives in a directory removed by Cleanup, which Main calls from the test package's TestMain.
 func Binary(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {

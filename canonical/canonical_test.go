@@ -114,6 +114,54 @@ func jsonName(f reflect.StructField) string {
 	return name
 }
 
+// fieldNames returns the protocol's names of a message struct's fields, in their order.
+func fieldNames(typ reflect.Type) []string {
+	var names []string
+	for i := 0; i < typ.NumField(); i++ {
+		names = append(names, jsonName(typ.Field(i)))
+	}
+	return names
+}
+
+// checkSignedCase reproduces one signed vector case with m, decoded from the case's fields,
+// whose domain suffix is domain: the domain, the bytes (text and hex), the key from the seed,
+// the signature Sign makes and Verify of the vector's. It returns the bytes and the key.
+func checkSignedCase(t *testing.T, c testkit.SignedCase, domain string, m canonical.Message) ([]byte, didkey.PublicKey) {
+	t.Helper()
+	if c.Domain != c.Prefix+domain {
+		t.Errorf("domain %q, want %q", c.Domain, c.Prefix+domain)
+	}
+	got, err := m.Bytes(c.Prefix)
+	if err != nil {
+		t.Fatalf("Bytes: %v", err)
+	}
+	if diff := cmp.Diff(c.ExpectedUTF8, string(got)); diff != "" {
+		t.Errorf("bytes (-want +got):\n%s", diff)
+	}
+	if hex.EncodeToString(got) != c.ExpectedHex {
+		t.Errorf("hex %x, want %s", got, c.ExpectedHex)
+	}
+	priv := testkit.SeedKey(c.SeedHex)
+	pub := pubOf(t, priv)
+	if pub.Hex() != c.PublicKeyHex || pub.Base58() != c.PublicKeyB58 {
+		t.Fatalf("seed gives key %s, want %s", pub.Base58(), c.PublicKeyB58)
+	}
+	sig, err := canonical.Sign(priv, c.Prefix, m)
+	if err != nil || sig != c.SignatureB58 {
+		t.Errorf("Sign = %q, %v; want %q", sig, err, c.SignatureB58)
+	}
+	if err := canonical.Verify(pub, c.Prefix, m, c.SignatureB58); err != nil {
+		t.Errorf("Verify(vector signature): %v", err)
+	}
+	// The vector's signature must also verify over the vector's bytes on their own, so a
+	// wrong expectation in the file cannot hide behind a matching bug.
+	raw, _ := base58.Decode(c.SignatureB58)
+	if !ed25519.Verify(pub.Ed25519(), []byte(c.ExpectedUTF8), raw) {
+		t.Errorf("vector signature does not verify over expected_utf8")
+	}
+	return got, pub
+}
+
 func TestVectorMessageTable(t *testing.T) {
 	v := loadCanon(t)
 	for _, k := range kinds {
@@ -124,13 +172,9 @@ func TestVectorMessageTable(t *testing.T) {
 		if spec.DomainSuffix != k.domain {
 			t.Errorf("message %d domain suffix %q, vectors say %q", k.num, k.domain, spec.DomainSuffix)
 		}
-		var names []string
-		for i := 0; i < k.typ().NumField(); i++ {
-			names = append(names, jsonName(k.typ().Field(i)))
-		}
 		// The struct lists the fields in signing order, so its JSON names must be the
 		// protocol's field list exactly.
-		if diff := cmp.Diff(spec.Fields, names); diff != "" {
+		if diff := cmp.Diff(spec.Fields, fieldNames(k.typ())); diff != "" {
 			t.Errorf("message %d (%s) fields (-vectors +struct):\n%s", k.num, k.typ().Name(), diff)
 		}
 	}
@@ -146,48 +190,17 @@ func TestVectorCanonical(t *testing.T) {
 	for _, c := range v.Cases {
 		t.Run(c.ID, func(t *testing.T) {
 			k := kindOf(t, c.Message)
-			if c.Domain != c.Prefix+k.domain {
-				t.Errorf("domain %q, want %q", c.Domain, c.Prefix+k.domain)
-			}
 			m := decodeMessage(t, c.Message, c.Fields)
-			got, err := m.Bytes(c.Prefix)
-			if err != nil {
-				t.Fatalf("Bytes: %v", err)
-			}
-			if diff := cmp.Diff(c.ExpectedUTF8, string(got)); diff != "" {
-				t.Errorf("bytes (-want +got):\n%s", diff)
-			}
-			if hex.EncodeToString(got) != c.ExpectedHex {
-				t.Errorf("hex %x, want %s", got, c.ExpectedHex)
-			}
+			got, pub := checkSignedCase(t, c, k.domain, m)
 			if !bytes.HasPrefix(got, []byte(c.Domain+"\n")) {
 				t.Errorf("bytes do not start with the domain line %q", c.Domain)
 			}
-
 			signer, ok := v.Signers[c.Signer]
 			if !ok || signer.SeedHex != c.SeedHex {
 				t.Fatalf("signer %q not in the signers table", c.Signer)
 			}
 			if want := v.Messages[strconv.Itoa(c.Message)].SignedBy; !strings.HasPrefix(c.Signer, want) {
 				t.Errorf("signed by %q, message table says %q", c.Signer, want)
-			}
-			priv := testkit.SeedKey(c.SeedHex)
-			pub := pubOf(t, priv)
-			if pub.Hex() != c.PublicKeyHex || pub.Base58() != c.PublicKeyB58 {
-				t.Fatalf("seed gives key %s, want %s", pub.Base58(), c.PublicKeyB58)
-			}
-			sig, err := canonical.Sign(priv, c.Prefix, m)
-			if err != nil || sig != c.SignatureB58 {
-				t.Errorf("Sign = %q, %v; want %q", sig, err, c.SignatureB58)
-			}
-			if err := canonical.Verify(pub, c.Prefix, m, c.SignatureB58); err != nil {
-				t.Errorf("Verify(vector signature): %v", err)
-			}
-			// The vector's signature must also verify over the vector's bytes on their
-			// own, so a wrong expectation in the file cannot hide behind a matching bug.
-			raw, _ := base58.Decode(c.SignatureB58)
-			if !ed25519.Verify(pub.Ed25519(), []byte(c.ExpectedUTF8), raw) {
-				t.Errorf("vector signature does not verify over expected_utf8")
 			}
 			other := "other"
 			if c.Prefix == other {

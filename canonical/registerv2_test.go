@@ -2,13 +2,10 @@ package canonical_test
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/testkit"
@@ -26,12 +23,7 @@ func TestVectorRegisterV2(t *testing.T) {
 	if spec.Domain != "P"+canonical.RegisterV2Domain {
 		t.Errorf("message 10 domain %q, want P%s", spec.Domain, canonical.RegisterV2Domain)
 	}
-	typ := kind{zero: canonical.RegisterV2{}}.typ()
-	var names []string
-	for i := 0; i < typ.NumField(); i++ {
-		names = append(names, jsonName(typ.Field(i)))
-	}
-	if diff := cmp.Diff(spec.Fields, names); diff != "" {
+	if diff := cmp.Diff(spec.Fields, fieldNames(kind{zero: canonical.RegisterV2{}}.typ())); diff != "" {
 		t.Errorf("message 10 fields (-vectors +struct):\n%s", diff)
 	}
 	checked := 0
@@ -40,9 +32,6 @@ func TestVectorRegisterV2(t *testing.T) {
 			continue
 		}
 		t.Run(c.ID, func(t *testing.T) {
-			if c.Domain != c.Prefix+canonical.RegisterV2Domain {
-				t.Errorf("domain %q, want %q", c.Domain, c.Prefix+canonical.RegisterV2Domain)
-			}
 			var m canonical.RegisterV2
 			dec := json.NewDecoder(bytes.NewReader(c.Fields))
 			dec.DisallowUnknownFields()
@@ -50,32 +39,7 @@ func TestVectorRegisterV2(t *testing.T) {
 				t.Fatalf("fields: %v", err)
 			}
 			m.PublicKey = toBase58(t, m.PublicKey)
-			got, err := m.Bytes(c.Prefix)
-			if err != nil {
-				t.Fatalf("Bytes: %v", err)
-			}
-			if diff := cmp.Diff(c.ExpectedUTF8, string(got)); diff != "" {
-				t.Errorf("bytes (-want +got):\n%s", diff)
-			}
-			if hex.EncodeToString(got) != c.ExpectedHex {
-				t.Errorf("hex %x, want %s", got, c.ExpectedHex)
-			}
-			priv := testkit.SeedKey(c.SeedHex)
-			pub := pubOf(t, priv)
-			if pub.Base58() != c.PublicKeyB58 || pub.Hex() != c.PublicKeyHex {
-				t.Fatalf("seed gives key %s, want %s", pub.Base58(), c.PublicKeyB58)
-			}
-			sig, err := canonical.Sign(priv, c.Prefix, m)
-			if err != nil || sig != c.SignatureB58 {
-				t.Errorf("Sign = %q, %v; want %q", sig, err, c.SignatureB58)
-			}
-			if err := canonical.Verify(pub, c.Prefix, m, c.SignatureB58); err != nil {
-				t.Errorf("Verify(vector signature): %v", err)
-			}
-			raw, _ := base58.Decode(c.SignatureB58)
-			if !ed25519.Verify(pub.Ed25519(), []byte(c.ExpectedUTF8), raw) {
-				t.Errorf("vector signature does not verify over expected_utf8")
-			}
+			_, pub := checkSignedCase(t, c, canonical.RegisterV2Domain, m)
 			// A v2 signature is not a v1 signature over the same fields, nor one over
 			// another ts: the domain and the ts are both signed.
 			v1 := canonical.Register{DID: m.DID, PublicKey: m.PublicKey, Endpoint: m.Endpoint, Capabilities: m.Capabilities, Region: m.Region}

@@ -2,14 +2,11 @@ package canonical_test
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/mr-tron/base58"
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/testkit"
@@ -55,11 +52,7 @@ func TestExtensionVectors(t *testing.T) {
 		if spec.Domain != "P"+k.domain {
 			t.Errorf("message %d domain %q, struct says P%s", num, spec.Domain, k.domain)
 		}
-		var names []string
-		for i := 0; i < k.typ().NumField(); i++ {
-			names = append(names, jsonName(k.typ().Field(i)))
-		}
-		if diff := cmp.Diff(spec.Fields, names); diff != "" {
+		if diff := cmp.Diff(spec.Fields, fieldNames(k.typ())); diff != "" {
 			t.Errorf("message %d fields (-vectors +struct):\n%s", num, diff)
 		}
 	}
@@ -70,36 +63,8 @@ func TestExtensionVectors(t *testing.T) {
 			continue // message 10, register v2: issue 11
 		}
 		t.Run(c.ID, func(t *testing.T) {
-			if c.Domain != c.Prefix+k.domain {
-				t.Errorf("domain %q, want %q", c.Domain, c.Prefix+k.domain)
-			}
 			m := decodeExt(t, k, c.Fields)
-			got, err := m.Bytes(c.Prefix)
-			if err != nil {
-				t.Fatalf("Bytes: %v", err)
-			}
-			if diff := cmp.Diff(c.ExpectedUTF8, string(got)); diff != "" {
-				t.Errorf("bytes (-want +got):\n%s", diff)
-			}
-			if hex.EncodeToString(got) != c.ExpectedHex {
-				t.Errorf("hex %x, want %s", got, c.ExpectedHex)
-			}
-			priv := testkit.SeedKey(c.SeedHex)
-			pub := pubOf(t, priv)
-			if pub.Base58() != c.PublicKeyB58 || pub.Hex() != c.PublicKeyHex {
-				t.Fatalf("seed gives key %s, want %s", pub.Base58(), c.PublicKeyB58)
-			}
-			sig, err := canonical.Sign(priv, c.Prefix, m)
-			if err != nil || sig != c.SignatureB58 {
-				t.Errorf("Sign = %q, %v; want %q", sig, err, c.SignatureB58)
-			}
-			if err := canonical.Verify(pub, c.Prefix, m, c.SignatureB58); err != nil {
-				t.Errorf("Verify(vector signature): %v", err)
-			}
-			raw, _ := base58.Decode(c.SignatureB58)
-			if !ed25519.Verify(pub.Ed25519(), []byte(c.ExpectedUTF8), raw) {
-				t.Errorf("vector signature does not verify over expected_utf8")
-			}
+			_, pub := checkSignedCase(t, c, k.domain, m)
 			other := "other"
 			if err := canonical.Verify(pub, other, m, c.SignatureB58); proto.CodeOf(err) != proto.BadSignature {
 				t.Errorf("Verify under prefix %q = %v, want BAD_SIGNATURE", other, err)

@@ -165,36 +165,42 @@ func TestMultiDaemon(t *testing.T) {
 			t.Fatalf("challenges from B %d, logins on A %d; want 1 and 1", route.challenges.Load(), route.logins.Load())
 		}
 
-		// The same signed login raced across the three daemons: exactly one session.
-		body := route.loginBody()
+		// race sends the login body attempts times, spread over the three daemons at once,
+		// and counts the sessions and the BAD_CHALLENGE answers.
 		const attempts = 64
-		var ok, bad atomic.Int32
-		var wg sync.WaitGroup
-		for i := range attempts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp, err := http.Post(ds[i%3].URL+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				raw, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				switch {
-				case resp.StatusCode == http.StatusOK:
-					ok.Add(1)
-				case strings.Contains(string(raw), string(proto.BadChallenge)):
-					bad.Add(1)
-				default:
-					t.Errorf("replayed login: %d %s", resp.StatusCode, raw)
-				}
-			}()
+		race := func(what string, body []byte) (ok, bad int32) {
+			var oks, bads atomic.Int32
+			var wg sync.WaitGroup
+			for i := range attempts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					resp, err := http.Post(ds[i%3].URL+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					raw, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					switch {
+					case resp.StatusCode == http.StatusOK:
+						oks.Add(1)
+					case strings.Contains(string(raw), string(proto.BadChallenge)):
+						bads.Add(1)
+					default:
+						t.Errorf("%s login: %d %s", what, resp.StatusCode, raw)
+					}
+				}()
+			}
+			wg.Wait()
+			return oks.Load(), bads.Load()
 		}
-		wg.Wait()
+
+		// The same signed login raced across the three daemons: exactly one session.
+		ok, bad := race("replayed", route.loginBody())
 		// The login above already consumed the challenge: every replay is refused.
-		if ok.Load() != 0 || bad.Load() != attempts {
-			t.Errorf("replays of a used challenge: %d sessions, %d BAD_CHALLENGE; want 0 and %d", ok.Load(), bad.Load(), attempts)
+		if ok != 0 || bad != attempts {
+			t.Errorf("replays of a used challenge: %d sessions, %d BAD_CHALLENGE; want 0 and %d", ok, bad, attempts)
 		}
 
 		// A fresh challenge, its login raced: exactly one session.
@@ -203,33 +209,9 @@ func TestMultiDaemon(t *testing.T) {
 		root, device := newKey(t), newKey(t)
 		cred, _ := client.IssueDeviceCredential(root, device.Public().(ed25519.PublicKey), client.CredentialOptions{})
 		c2.Login(ctx, device, cred) // held: the body is captured, not sent
-		body = route2.loginBody()
-		ok.Store(0)
-		bad.Store(0)
-		for i := range attempts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp, err := http.Post(ds[i%3].URL+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				raw, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				switch {
-				case resp.StatusCode == http.StatusOK:
-					ok.Add(1)
-				case strings.Contains(string(raw), string(proto.BadChallenge)):
-					bad.Add(1)
-				default:
-					t.Errorf("raced login: %d %s", resp.StatusCode, raw)
-				}
-			}()
-		}
-		wg.Wait()
-		if ok.Load() != 1 || bad.Load() != attempts-1 {
-			t.Errorf("one challenge raced over three daemons: %d sessions, %d BAD_CHALLENGE; want 1 and %d", ok.Load(), bad.Load(), attempts-1)
+		ok, bad = race("raced", route2.loginBody())
+		if ok != 1 || bad != attempts-1 {
+			t.Errorf("one challenge raced over three daemons: %d sessions, %d BAD_CHALLENGE; want 1 and %d", ok, bad, attempts-1)
 		}
 	})
 

@@ -1,11 +1,9 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -24,28 +22,7 @@ func slowServe(t *testing.T, timeouts Timeouts) string {
 		ResolveAddressLimit: registry.DefaultResolveAddressLimit, RegisterAddressLimit: registry.DefaultRegisterAddressLimit, MaxNodes: registry.DefaultMaxNodes,
 		SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", Timeouts: timeouts,
 	}.WithDefaults()
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, slog.New(slog.DiscardHandler), ready) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	select {
-	case addr := <-ready:
-		return addr
-	case err := <-done:
-		t.Fatalf("serve stopped before serving: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	return ""
+	return strings.TrimPrefix(serve(t, c), "http://")
 }
 
 // closedWithin reads from conn until the server closes it, and fails the test if that has

@@ -36,8 +36,6 @@ func TestMain(m *testing.M) { svrpdtest.Main(m) }
 type daemon struct {
 	*svrpdtest.Daemon
 	t    *testing.T
-	url  string
-	pid  int
 	data string
 }
 
@@ -48,7 +46,7 @@ func start(t *testing.T, flags ...string) *daemon {
 	data := filepath.Join(t.TempDir(), "data")
 	p := svrpdtest.Start(t, nil, append([]string{"--data", data, "--log-level", "info", "--log-format", "text"}, flags...)...)
 	t.Cleanup(p.Stop)
-	return &daemon{Daemon: p, t: t, url: p.URL, pid: p.Pid(), data: data}
+	return &daemon{Daemon: p, t: t, data: data}
 }
 
 // lines returns the log lines that contain sub.
@@ -77,7 +75,7 @@ func addr(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
 // api returns a registry client that sends from ip and never retries.
 func (d *daemon) api(ip string) *client.Client {
 	d.t.Helper()
-	c, err := client.New(d.url, client.WithHTTPClient(from(ip)), client.WithRetry(client.RetryPolicy{}))
+	c, err := client.New(d.URL, client.WithHTTPClient(from(ip)), client.WithRetry(client.RetryPolicy{}))
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -91,7 +89,7 @@ func (d *daemon) post(hc *http.Client, path string, body any, header http.Header
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, d.url+path, bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, d.URL+path, bytes.NewReader(b))
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -113,7 +111,7 @@ func (d *daemon) post(hc *http.Client, path string, body any, header http.Header
 // rssKiB is the daemon's resident set.
 func (d *daemon) rssKiB() int {
 	d.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Pid()))
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/internal/svrpdtest"
 )
 
 // The listing readers of row 1 run in a child process (this test binary, re-run with
@@ -33,7 +35,7 @@ type readers struct {
 func startReaders(t *testing.T, d *daemon, n int, for_ time.Duration) *readers {
 	t.Helper()
 	r := &readers{cmd: exec.Command(os.Args[0], "-test.run=^TestListingReaders$")}
-	r.cmd.Env = append(os.Environ(), readersURLEnv+"="+d.url, readersCountEnv+"="+strconv.Itoa(n), readersForEnv+"="+for_.String())
+	r.cmd.Env = append(os.Environ(), readersURLEnv+"="+d.URL, readersCountEnv+"="+strconv.Itoa(n), readersForEnv+"="+for_.String())
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -76,7 +78,7 @@ func TestListingReaders(t *testing.T) {
 	}
 	n, _ := strconv.Atoi(os.Getenv(readersCountEnv))
 	dur, _ := time.ParseDuration(os.Getenv(readersForEnv))
-	d := &daemon{url: url}
+	d := &daemon{Daemon: &svrpdtest.Daemon{URL: url}}
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	var listings, sent atomic.Int64

@@ -40,7 +40,7 @@ func (d *daemon) logLines(parts ...string) int {
 // memory returns the daemon's resident set now and its peak so far, in bytes (Linux).
 func (d *daemon) memory(t *testing.T) (rss, peak int64) {
 	t.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.pid))
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Pid()))
 	if err != nil {
 		t.Skipf("no /proc to read the daemon's memory from: %v", err)
 	}
@@ -111,7 +111,7 @@ func (d *daemon) send(t testing.TB, c *http.Client, method, path string, body an
 		}
 		rd = &buf
 	}
-	req, err := http.NewRequest(method, d.url+path, rd)
+	req, err := http.NewRequest(method, d.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func decode(raw []byte, v any) bool { return json.Unmarshal(raw, v) == nil }
 // drain makes a GET whose body it reads and discards, as a reader that only wants to cost the
 // registry does; it returns the status and the body's size.
 func (d *daemon) drain(c *http.Client, path string) (int, int64, error) {
-	res, err := c.Get(d.url + path)
+	res, err := c.Get(d.URL + path)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -17,7 +17,7 @@ import (
 func TestRow4IdleConnections(t *testing.T) {
 	const total, perAddr, addrs = 120, 10, 20
 	d := start(t, "--max-connections", fmt.Sprint(total), "--max-connections-per-address", fmt.Sprint(perAddr))
-	host := strings.TrimPrefix(d.url, "http://")
+	host := strings.TrimPrefix(d.URL, "http://")
 
 	// Each connection makes one request and then holds the connection idle.
 	hold := func(ip string) (net.Conn, bool) {
@@ -63,7 +63,7 @@ func TestRow4IdleConnections(t *testing.T) {
 	}
 
 	// The daemon holds at most the total cap of connections, whatever was attempted.
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d.pid))
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestRow4IdleConnections(t *testing.T) {
 
 	// An honest client from a fresh address is served during the hold.
 	for i := range 5 {
-		res, err := from(fmt.Sprintf("127.0.0.%d", 10+i)).Get(d.url + "/health")
+		res, err := from(fmt.Sprintf("127.0.0.%d", 10+i)).Get(d.URL + "/health")
 		if err != nil {
 			t.Fatalf("honest /health during the hold: %v", err)
 		}
@@ -85,7 +85,7 @@ func TestRow4IdleConnections(t *testing.T) {
 	}
 
 	// The file limit was raised to its hard limit.
-	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", d.pid))
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", d.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // and 15).
 func (d *daemon) cpuTicks() int {
 	d.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.Pid()))
 	if err != nil {
 		d.t.Fatal(err)
 	}

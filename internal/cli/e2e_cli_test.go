@@ -287,21 +287,19 @@ func (o *output) waitFor(t *testing.T, pattern string) []string {
 	}
 }
 
-// proc is a process running in the background.
+// proc is a process running in the background, with what it prints.
 type proc struct {
-	cmd            *exec.Cmd
+	*svrpdtest.Process
 	stdout, stderr *output
-	done           chan struct{}
-	exit           int
 }
 
 func (p *proc) wait(t *testing.T) int {
 	t.Helper()
 	select {
-	case <-p.done:
-		return p.exit
+	case <-p.Done():
+		return p.Exit()
 	case <-time.After(stepTimeout):
-		t.Fatalf("%s did not exit within %v\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, stepTimeout, p.stdout, p.stderr)
+		t.Fatalf("%s did not exit within %v\nstdout:\n%s\nstderr:\n%s", p.Cmd.Args, stepTimeout, p.stdout, p.stderr)
 		return -1
 	}
 }
@@ -309,44 +307,20 @@ func (p *proc) wait(t *testing.T) int {
 // stop sends SIGTERM and waits for the exit code.
 func (p *proc) stop(t *testing.T) int {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatal(err)
-	}
+	p.Send(t, syscall.SIGTERM)
 	return p.wait(t)
 }
 
 func startProc(t *testing.T, cmd *exec.Cmd) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
+	p := &proc{stdout: &output{}, stderr: &output{}}
 	if cmd.Stdout == nil {
 		cmd.Stdout = p.stdout
 	}
 	if cmd.Stderr == nil {
 		cmd.Stderr = p.stderr
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			p.exit = ee.ExitCode()
-		default:
-			p.exit = -1
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	p.Process = svrpdtest.StartProcess(t, cmd)
 	return p
 }
 

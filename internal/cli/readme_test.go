@@ -212,7 +212,7 @@ func (w *walk) expect(p *walkProc, lines []string) {
 func (w *walk) end(p *walkProc) {
 	w.t.Helper()
 	if exit := p.p.wait(w.t); exit != p.want {
-		w.t.Fatalf("%v exited %d, want %d:\n%s", p.p.cmd.Args, exit, p.want, p.all)
+		w.t.Fatalf("%v exited %d, want %d:\n%s", p.p.Cmd.Args, exit, p.want, p.all)
 	}
 }
 
@@ -225,7 +225,7 @@ func (w *walk) finish() {
 	}
 	for i := len(w.bg) - 1; i >= 0; i-- {
 		if exit := w.bg[i].p.stop(w.t); exit != 0 {
-			w.t.Errorf("%v exited %d on SIGTERM:\n%s", w.bg[i].p.cmd.Args, exit, w.bg[i].all)
+			w.t.Errorf("%v exited %d on SIGTERM:\n%s", w.bg[i].p.Cmd.Args, exit, w.bg[i].all)
 		}
 	}
 }

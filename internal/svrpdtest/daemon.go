@@ -55,36 +55,108 @@ func (l *Log) String() string {
 	return strings.Join(l.Lines(), "\n")
 }
 
+// Process is a command a test started; the test's end kills it if it still runs.
+type Process struct {
+	Cmd *exec.Cmd
+
+	done chan struct{}
+	exit int
+}
+
+// StartProcess starts cmd and watches for its end.
+func StartProcess(t testing.TB, cmd *exec.Cmd) *Process {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return watch(t, cmd, nil)
+}
+
+// watch waits for the started cmd to end, once drained (if not nil) is closed: Wait closes
+// the pipes, so it must not run before their reader is done.
+func watch(t testing.TB, cmd *exec.Cmd, drained <-chan struct{}) *Process {
+	p := &Process{Cmd: cmd, done: make(chan struct{})}
+	go func() {
+		if drained != nil {
+			<-drained
+		}
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &ee):
+			p.exit = ee.ExitCode()
+		default:
+			p.exit = -1
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.Cmd.Process.Pid }
+
+// Done is closed once the process has ended (and, for a Daemon, its stderr is read).
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit is the exit code, -1 when a signal ended it; valid once Done is closed.
+func (p *Process) Exit() int { return p.exit }
+
+// Send sends sig without waiting; a process that has already ended is no error.
+func (p *Process) Send(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatal(err)
+	}
+}
+
+// Signal sends sig and waits for the process to end; it returns the exit code, -1 when a
+// signal ended it.
+func (p *Process) Signal(t testing.TB, sig syscall.Signal) int {
+	t.Helper()
+	p.Send(t, sig)
+	select {
+	case <-p.done:
+		return p.exit
+	case <-time.After(StepTimeout):
+		t.Fatalf("%v did not end within %v of %v", p.Cmd.Args, StepTimeout, sig)
+		return 0
+	}
+}
+
+// Stop ends the process gently, SIGTERM and, past StepTimeout, SIGKILL, asserting nothing.
+func (p *Process) Stop() {
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(StepTimeout):
+		p.Cmd.Process.Kill()
+		<-p.done
+	}
+}
+
 // Daemon is one run of svrpd serve as a separate process.
 type Daemon struct {
+	*Process
 	URL string // the base URL, once it serves
 	Log *Log   // its stderr, line by line
 
-	cmd     *exec.Cmd
 	serving chan string
-	done    chan struct{}
-	exit    int
 }
 
 // Start runs svrpd serve --listen 127.0.0.1:0 with args and returns once it serves, its URL
 // read from the "svrpd serving" log line. Its stderr goes to log, which several runs may
 // share; a nil log gets a new one. The test's end kills it if it still runs.
 func Start(t testing.TB, log *Log, args ...string) *Daemon {
-	t.Helper()
-	d := spawn(t, log, args...)
-	select {
-	case d.URL = <-d.serving:
-		return d
-	case <-d.done:
-		t.Fatalf("svrpd serve exited %d before serving:\n%s", d.exit, d.Log)
-	case <-time.After(StepTimeout):
-		t.Fatalf("svrpd serve did not serve within %v:\n%s", StepTimeout, d.Log)
-	}
-	return nil
-}
-
-// spawn starts svrpd serve as Start does, without waiting for it to serve.
-func spawn(t testing.TB, log *Log, args ...string) *Daemon {
 	t.Helper()
 	if log == nil {
 		log = &Log{}
@@ -98,7 +170,7 @@ func spawn(t testing.TB, log *Log, args ...string) *Daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{Log: log, cmd: cmd, serving: make(chan string, 1), done: make(chan struct{})}
+	d := &Daemon{Log: log, serving: make(chan string, 1)}
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
@@ -114,70 +186,16 @@ func spawn(t testing.TB, log *Log, args ...string) *Daemon {
 			}
 		}
 	}()
-	go func() {
-		<-scanned
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			d.exit = ee.ExitCode()
-		default:
-			d.exit = -1
-		}
-		close(d.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			cmd.Process.Kill()
-			<-d.done
-		}
-	})
-	return d
-}
-
-// Pid is the process id.
-func (d *Daemon) Pid() int { return d.cmd.Process.Pid }
-
-// Done is closed once the process has ended and its stderr is read to the end.
-func (d *Daemon) Done() <-chan struct{} { return d.done }
-
-// Exit is the exit code, -1 when a signal ended it; valid once Done is closed.
-func (d *Daemon) Exit() int { return d.exit }
-
-// Send sends sig without waiting; a process that has already ended is no error.
-func (d *Daemon) Send(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	if err := d.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatal(err)
-	}
-}
-
-// Signal sends sig and waits for the process to end; it returns the exit code, -1 when a
-// signal ended it.
-func (d *Daemon) Signal(t testing.TB, sig syscall.Signal) int {
-	t.Helper()
-	d.Send(t, sig)
+	d.Process = watch(t, cmd, scanned)
 	select {
+	case d.URL = <-d.serving:
+		return d
 	case <-d.done:
-		return d.exit
+		t.Fatalf("svrpd serve exited %d before serving:\n%s", d.exit, d.Log)
 	case <-time.After(StepTimeout):
-		t.Fatalf("svrpd did not end within %v of %v:\n%s", StepTimeout, sig, d.Log)
-		return 0
+		t.Fatalf("svrpd serve did not serve within %v:\n%s", StepTimeout, d.Log)
 	}
-}
-
-// Stop ends the process gently, SIGTERM and, past StepTimeout, SIGKILL, asserting nothing.
-func (d *Daemon) Stop() {
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(StepTimeout):
-		d.cmd.Process.Kill()
-		<-d.done
-	}
+	return nil
 }
 
 // Main runs a test package's tests and then removes the binary Binary built: a test

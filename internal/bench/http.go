@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 )
@@ -35,6 +36,7 @@ var errMalformedAnswer = errors.New("malformed HTTP answer")
 // benchConn is one keep-alive connection, used by one goroutine at a time.
 type benchConn struct {
 	addr    string
+	source  *net.TCPAddr // the local address to send from, or nil for the system's choice
 	nc      net.Conn
 	br      *bufio.Reader
 	body    []byte // the kept head of the last answer's body
@@ -52,9 +54,25 @@ func dialBench(addr string) (*benchConn, error) {
 	return c, c.redial()
 }
 
+// dialClient opens client i's connection. Against an IPv4 loopback registry each client
+// sends from its own address, 127.3.x.y, as distinct operators and nodes would: otherwise
+// every request would share one client address and its per-address budgets, a hot spot no
+// real registry sees (all of 127/8 reaches the loopback interface on Linux).
+func dialClient(addr string, i int) (*benchConn, error) {
+	c := &benchConn{addr: addr, body: make([]byte, 0, benchKeep)}
+	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().Is4() && ap.Addr().IsLoopback() {
+		c.source = &net.TCPAddr{IP: net.IPv4(127, 3, byte(i>>8), byte(i)+1)}
+	}
+	return c, c.redial()
+}
+
 func (c *benchConn) redial() error {
 	c.close()
-	nc, err := net.DialTimeout("tcp", c.addr, 10*time.Second)
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if c.source != nil {
+		d.LocalAddr = c.source
+	}
+	nc, err := d.Dial("tcp", c.addr)
 	if err != nil {
 		return err
 	}

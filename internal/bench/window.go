@@ -274,7 +274,7 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 func (r *benchRun) dial(n int) error {
 	r.workers = make([]*worker, n)
 	for i := range r.workers {
-		c, err := dialBench(r.t.dialAddr(i))
+		c, err := dialClient(r.t.dialAddr(i), i)
 		if err != nil {
 			for _, w := range r.workers[:i] {
 				w.conn.close()
@@ -516,7 +516,7 @@ func (r *benchRun) setupWorkers() ([]*worker, func(), error) {
 		}
 	}
 	for len(ws) < setupConcurrency {
-		c, err := dialBench(r.t.dialAddr(len(ws)))
+		c, err := dialClient(r.t.dialAddr(len(ws)), len(ws))
 		if err != nil {
 			closeExtra()
 			return nil, nil, fmt.Errorf("connecting to %s: %w", r.t.base, err)

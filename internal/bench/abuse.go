@@ -164,6 +164,7 @@ func (b *bench) spawnAbuse(ctx context.Context) (*abuseRun, func(), error) {
 			c.Close()
 		}
 		if err := d.stop(); err != nil {
+			fmt.Fprintf(b.stderr, "svrpd bench: %v\n", err)
 			b.stopFailed = true
 		}
 		os.RemoveAll(dir)
@@ -272,7 +273,8 @@ func (b *bench) runAbuseRow(ctx context.Context, row abuseRow) (*abuseResult, er
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	// stop is replaced once the rows that need a reference daemon have stopped this one.
+	defer func() { stop() }()
 	res := &abuseResult{Row: row.n, What: row.what}
 	if row.n == 10 {
 		// Idle cost first, before anything is stored or sent.

@@ -507,24 +507,22 @@ const DefaultBenchMaxConnections = 1 << 16
 
 // startSelf runs serve in this process until the returned target's stop is called.
 func startSelf(ctx context.Context, memory bool, postgres, prefix, logLevel string, stderr io.Writer) (*benchTarget, error) {
-	dir := ""
-	label := "self-memory"
 	if postgres != "" {
 		return startSelfPostgres(ctx, postgres, prefix, logLevel, stderr)
 	}
-	if !memory {
-		var err error
-		if dir, err = os.MkdirTemp("", "svrpd-bench-"); err != nil {
-			return nil, err
-		}
-		label = "self-badger"
+	if memory {
+		return runSelf(ctx, benchServeConfig(true, "", prefix, logLevel), "self-memory", stderr, func() {})
 	}
-	cleanup := func() {
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
+	dir, err := os.MkdirTemp("", "svrpd-bench-")
+	if err != nil {
+		return nil, err
 	}
-	c := benchServeConfig(memory, dir, prefix, logLevel)
+	return runSelf(ctx, benchServeConfig(false, dir, prefix, logLevel), "self-badger", stderr, func() { os.RemoveAll(dir) })
+}
+
+// runSelf runs the daemon with c in this process until the returned target's stop is called;
+// cleanup runs once the daemon has stopped, or at once when it cannot start.
+func runSelf(ctx context.Context, c daemon.Config, label string, stderr io.Writer, cleanup func()) (*benchTarget, error) {
 	if err := c.Validate(); err != nil {
 		cleanup()
 		return nil, err
@@ -532,7 +530,7 @@ func startSelf(ctx context.Context, memory bool, postgres, prefix, logLevel stri
 	sctx, cancel := context.WithCancel(ctx)
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- daemon.Run(sctx, c, daemon.NewLogger(stderr, logLevel, "text"), ready) }()
+	go func() { done <- daemon.Run(sctx, c, daemon.NewLogger(stderr, c.LogLevel, "text"), ready) }()
 	select {
 	case addr := <-ready:
 		host, _, _ := net.SplitHostPort(addr)
@@ -540,7 +538,7 @@ func startSelf(ctx context.Context, memory bool, postgres, prefix, logLevel stri
 			label: label, base: "http://" + addr, addr: addr, host: addr, hostname: host, self: true,
 			stop: func() {
 				cancel()
-				<-done
+				<-done // daemon.Run ends within its shutdown bound
 				cleanup()
 			},
 		}, nil

@@ -48,34 +48,12 @@ func startSelfPostgres(ctx context.Context, base, prefix, logLevel string, stder
 	}
 	c := benchServeConfig(false, "", prefix, logLevel)
 	c.Postgres = pgURL
-	if err := c.Validate(); err != nil {
-		drop()
+	t, err := runSelf(ctx, c, "self-postgres", stderr, drop)
+	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- daemon.Run(sctx, c, daemon.NewLogger(stderr, logLevel, "text"), ready) }()
-	select {
-	case addr := <-ready:
-		host, _, _ := net.SplitHostPort(addr)
-		return &benchTarget{
-			label: "self-postgres", base: "http://" + addr, addr: addr, host: addr, hostname: host, self: true,
-			statements: func() (uint64, error) { return store.PostgresStatements(), nil },
-			stop: func() {
-				cancel()
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-				}
-				drop()
-			},
-		}, nil
-	case err := <-done:
-		cancel()
-		drop()
-		return nil, err
-	}
+	t.statements = func() (uint64, error) { return store.PostgresStatements(), nil }
+	return t, nil
 }
 
 func pgExec(ctx context.Context, base, sql string) error {

@@ -4,15 +4,17 @@
 // # Which bytes are signed
 //
 // Every signed message is UTF-8 text: a domain literal "<prefix>-<name>:v1", then the
-// message's fields in a fixed order, all joined by one LF, with no trailing LF. Fields render
-// as follows:
+// message's fields in the protocol's order, all joined by one LF, with no trailing LF. Each
+// message is a struct that declares its fields in that order under their protocol names (the
+// JSON tags), and its bytes are rendered from that declaration alone. Fields render by their
+// Go type as follows:
 //
 //	string              as is ("" stands for null or absent)
-//	list of strings     sorted ascending by bytes, joined with ","; empty list → ""
-//	boolean             True / False
-//	number (limits)     float64, shortest round-trip decimal, no exponent, no ".0"; nil → ""
-//	timestamp           the string as given (callers check the 20-char form with [ParseTime])
-//	unix ts             base-10 integer
+//	[]string            sorted ascending by bytes, joined with ","; empty list → ""
+//	bool                True / False
+//	*float64 (limits)   shortest round-trip decimal, no exponent, no ".0"; nil → ""
+//	string (timestamp)  as given (callers check the 20-char form with [ParseTime])
+//	int64 (unix ts)     base-10 integer
 //
 // The prefix is "service" by default ([DefaultPrefix]); the live network uses "libertynet".
 // Each message type ([Login], [DeviceCredential], [Register], [Heartbeat], [Poll],
@@ -37,8 +39,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/mr-tron/base58"
@@ -91,12 +96,7 @@ type Login struct {
 
 // Bytes implements [Message].
 func (m Login) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, LoginDomain, 160)
-	b.str("operator_did", m.OperatorDID)
-	b.str("device_public_key", m.DevicePublicKey)
-	b.str("challenge", m.Challenge)
-	b.str("issued_at", m.IssuedAt)
-	return b.done()
+	return encode(prefix, LoginDomain, &m)
 }
 
 // DeviceCredential is message 2, signed once by the operator's root key: this device key may
@@ -115,17 +115,7 @@ type DeviceCredential struct {
 
 // Bytes implements [Message].
 func (m DeviceCredential) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, DeviceCredentialDomain, 320)
-	b.str("credential_id", m.CredentialID)
-	b.str("operator_did", m.OperatorDID)
-	b.str("operator_root_public_key", m.OperatorRootPublicKey)
-	b.str("device_id", m.DeviceID)
-	b.str("device_public_key", m.DevicePublicKey)
-	b.list("permissions", m.Permissions)
-	b.str("issued_at", m.IssuedAt)
-	b.str("expires_at", m.ExpiresAt)
-	b.str("revocation_id", m.RevocationID)
-	return b.done()
+	return encode(prefix, DeviceCredentialDomain, &m)
 }
 
 // Register is message 3, signed by the node key when it registers.
@@ -139,13 +129,7 @@ type Register struct {
 
 // Bytes implements [Message].
 func (m Register) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, RegisterDomain, 192)
-	b.str("did", m.DID)
-	b.str("public_key", m.PublicKey)
-	b.str("endpoint", m.Endpoint)
-	b.list("capabilities", m.Capabilities)
-	b.str("region", m.Region)
-	return b.done()
+	return encode(prefix, RegisterDomain, &m)
 }
 
 // RegisterV2Domain is the domain suffix of message 10 (docs/protocol.md §10.1).
@@ -164,14 +148,7 @@ type RegisterV2 struct {
 
 // Bytes implements [Message].
 func (m RegisterV2) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, RegisterV2Domain, 208)
-	b.str("did", m.DID)
-	b.str("public_key", m.PublicKey)
-	b.str("endpoint", m.Endpoint)
-	b.list("capabilities", m.Capabilities)
-	b.str("region", m.Region)
-	b.integer(m.TS)
-	return b.done()
+	return encode(prefix, RegisterV2Domain, &m)
 }
 
 // Heartbeat is message 4, signed by the node key to refresh last_seen.
@@ -185,10 +162,7 @@ func (m Heartbeat) Signer() (did string, ts int64) { return m.DID, m.TS }
 
 // Bytes implements [Message].
 func (m Heartbeat) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, HeartbeatDomain, 128)
-	b.str("did", m.DID)
-	b.integer(m.TS)
-	return b.done()
+	return encode(prefix, HeartbeatDomain, &m)
 }
 
 // Poll is message 5, signed by the node key to ask for authorizations awaiting it.
@@ -202,10 +176,7 @@ func (m Poll) Signer() (did string, ts int64) { return m.NodeDID, m.TS }
 
 // Bytes implements [Message].
 func (m Poll) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, PollDomain, 128)
-	b.str("node_did", m.NodeDID)
-	b.integer(m.TS)
-	return b.done()
+	return encode(prefix, PollDomain, &m)
 }
 
 // BindingSession is message 6: the node's signed description of itself at initiate.
@@ -226,20 +197,7 @@ type BindingSession struct {
 
 // Bytes implements [Message].
 func (m BindingSession) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, BindingSessionDomain, 384)
-	b.str("binding_session_id", m.BindingSessionID)
-	b.str("node_did", m.NodeDID)
-	b.str("node_public_key", m.NodePublicKey)
-	b.str("device_summary", m.DeviceSummary)
-	b.str("os", m.OS)
-	b.str("region", m.Region)
-	b.list("requested_task_types", m.RequestedTaskTypes)
-	b.number("requested_single_limit", m.RequestedSingleLimit)
-	b.number("requested_daily_limit", m.RequestedDailyLimit)
-	b.str("nonce", m.Nonce)
-	b.str("created_at", m.CreatedAt)
-	b.str("expires_at", m.ExpiresAt)
-	return b.done()
+	return encode(prefix, BindingSessionDomain, &m)
 }
 
 // Authorization is message 7, the AuthorizationCredential signed by the device key: this
@@ -258,17 +216,7 @@ type Authorization struct {
 
 // Bytes implements [Message].
 func (m Authorization) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, AuthorizationDomain, 320)
-	b.str("binding_session_id", m.BindingSessionID)
-	b.str("node_did", m.NodeDID)
-	b.str("operator_did", m.OperatorDID)
-	b.list("task_types", m.TaskTypes)
-	b.number("single_limit", m.SingleLimit)
-	b.number("daily_limit", m.DailyLimit)
-	b.str("revocation_id", m.RevocationID)
-	b.str("issued_at", m.IssuedAt)
-	b.str("expires_at", m.ExpiresAt)
-	return b.done()
+	return encode(prefix, AuthorizationDomain, &m)
 }
 
 // Digest returns authorization_digest: the lowercase hex SHA-256 of the message's bytes,
@@ -294,14 +242,7 @@ type Acceptance struct {
 
 // Bytes implements [Message].
 func (m Acceptance) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, AcceptanceDomain, 256)
-	b.str("binding_session_id", m.BindingSessionID)
-	b.str("node_did", m.NodeDID)
-	b.str("operator_did", m.OperatorDID)
-	b.str("authorization_digest", m.AuthorizationDigest)
-	b.boolean(m.Accepted)
-	b.str("issued_at", m.IssuedAt)
-	return b.done()
+	return encode(prefix, AcceptanceDomain, &m)
 }
 
 // Cancel is message 9, signed by the node key to cancel one of its binding sessions.
@@ -316,11 +257,7 @@ func (m Cancel) Signer() (did string, ts int64) { return m.NodeDID, m.TS }
 
 // Bytes implements [Message].
 func (m Cancel) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, CancelDomain, 192)
-	b.str("binding_session_id", m.BindingSessionID)
-	b.str("node_did", m.NodeDID)
-	b.integer(m.TS)
-	return b.done()
+	return encode(prefix, CancelDomain, &m)
 }
 
 // Sign signs the message's bytes under prefix and returns the base58 signature.
@@ -437,87 +374,81 @@ func appendNumber(dst []byte, v float64) []byte {
 	return strconv.AppendFloat(dst, v, 'f', -1, 64)
 }
 
-// builder joins the fields of one message. The first failing field sets err and later calls
-// do nothing, so a Bytes method reads as the field list of the protocol.
-type builder struct {
-	buf []byte
-	err error
-}
-
-func newBuilder(prefix, suffix string, size int) *builder {
-	b := &builder{}
+// encode renders the message m points to under prefix and the domain suffix: the domain
+// line, then every field of the struct in the order the struct declares them, each named in
+// errors by its JSON name. The struct declaration is therefore the message's field list of
+// docs/protocol.md, and a field cannot be signed under one name and decoded under another.
+func encode(prefix, suffix string, m any) ([]byte, error) {
 	if err := CheckPrefix(prefix); err != nil {
-		b.err = err
-		return b
+		return nil, err
 	}
-	b.buf = make([]byte, 0, size)
-	b.buf = append(b.buf, prefix...)
-	b.buf = append(b.buf, suffix...)
-	return b
-}
-
-func (b *builder) str(field, s string) {
-	if b.err != nil {
-		return
-	}
-	if b.err = CheckString(field, s); b.err == nil {
-		b.buf = append(append(b.buf, '\n'), s...)
-	}
-}
-
-func (b *builder) list(field string, items []string) {
-	if b.err != nil {
-		return
-	}
-	if b.err = CheckList(field, items); b.err != nil {
-		return
-	}
-	b.buf = append(b.buf, '\n')
-	if !slices.IsSorted(items) {
-		items = slices.Sorted(slices.Values(items))
-	}
-	for i, it := range items {
-		if i > 0 {
-			b.buf = append(b.buf, ',')
+	v := reflect.ValueOf(m).Elem()
+	names := fieldNames(v.Type())
+	buf := make([]byte, 0, len(prefix)+len(suffix)+40*len(names))
+	buf = append(append(buf, prefix...), suffix...)
+	for i, name := range names {
+		var err error
+		if buf, err = appendField(append(buf, '\n'), name, v.Field(i)); err != nil {
+			return nil, err
 		}
-		b.buf = append(b.buf, it...)
 	}
+	return buf, nil
 }
 
-func (b *builder) number(field string, v *float64) {
-	if b.err != nil {
-		return
+// appendField renders one field by its Go type: string, []string, *float64 (a limit, nil
+// for null), bool or int64 (a unix ts).
+func appendField(dst []byte, name string, v reflect.Value) ([]byte, error) {
+	switch v.Kind() {
+	case reflect.String:
+		if err := CheckString(name, v.String()); err != nil {
+			return nil, err
+		}
+		return append(dst, v.String()...), nil
+	case reflect.Slice:
+		items := v.Interface().([]string)
+		if err := CheckList(name, items); err != nil {
+			return nil, err
+		}
+		if !slices.IsSorted(items) {
+			items = slices.Sorted(slices.Values(items))
+		}
+		for i, it := range items {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, it...)
+		}
+		return dst, nil
+	case reflect.Pointer:
+		if v.IsNil() {
+			return dst, nil
+		}
+		if err := CheckNumber(name, v.Elem().Float()); err != nil {
+			return nil, err
+		}
+		return appendNumber(dst, v.Elem().Float()), nil
+	case reflect.Bool:
+		if v.Bool() {
+			return append(dst, "True"...), nil
+		}
+		return append(dst, "False"...), nil
+	case reflect.Int64:
+		return strconv.AppendInt(dst, v.Int(), 10), nil
 	}
-	b.buf = append(b.buf, '\n')
-	if v == nil {
-		return
-	}
-	if b.err = CheckNumber(field, *v); b.err == nil {
-		b.buf = appendNumber(b.buf, *v)
-	}
+	return nil, proto.New(proto.Internal, fmt.Sprintf("field %s has no signed form", name))
 }
 
-func (b *builder) boolean(v bool) {
-	if b.err != nil {
-		return
-	}
-	if v {
-		b.buf = append(b.buf, "\nTrue"...)
-	} else {
-		b.buf = append(b.buf, "\nFalse"...)
-	}
-}
+// fieldNamesOf caches, per message type, the JSON names of its fields in their order.
+var fieldNamesOf sync.Map
 
-func (b *builder) integer(v int64) {
-	if b.err != nil {
-		return
+func fieldNames(t reflect.Type) []string {
+	if names, ok := fieldNamesOf.Load(t); ok {
+		return names.([]string)
 	}
-	b.buf = strconv.AppendInt(append(b.buf, '\n'), v, 10)
-}
-
-func (b *builder) done() ([]byte, error) {
-	if b.err != nil {
-		return nil, b.err
+	names := make([]string, t.NumField())
+	for i := range names {
+		names[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
 	}
-	return b.buf, nil
+	fieldNamesOf.Store(t, names)
+	return names
 }

@@ -17,12 +17,7 @@ type Revocation struct {
 
 // Bytes implements [Message].
 func (m Revocation) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, RevocationDomain, 192)
-	b.str("operator_did", m.OperatorDID)
-	b.str("operator_root_public_key", m.OperatorRootPublicKey)
-	b.str("revocation_id", m.RevocationID)
-	b.str("revoked_at", m.RevokedAt)
-	return b.done()
+	return encode(prefix, RevocationDomain, &m)
 }
 
 // Unbind is message 12, signed by the node key to end the active binding that one of its
@@ -38,9 +33,5 @@ func (m Unbind) Signer() (did string, ts int64) { return m.NodeDID, m.TS }
 
 // Bytes implements [Message].
 func (m Unbind) Bytes(prefix string) ([]byte, error) {
-	b := newBuilder(prefix, UnbindDomain, 192)
-	b.str("binding_session_id", m.BindingSessionID)
-	b.str("node_did", m.NodeDID)
-	b.integer(m.TS)
-	return b.done()
+	return encode(prefix, UnbindDomain, &m)
 }

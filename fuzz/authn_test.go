@@ -249,6 +249,61 @@ func FuzzVerifyLogin(f *testing.F) {
 	})
 }
 
+var revocationCodes = map[proto.Code]bool{proto.BadRequest: true, proto.DCIDBinding: true, proto.DCBadSignature: true}
+
+// FuzzVerifyRevocation: VerifyRevocation (POST /v1/auth/revoke, docs/protocol.md §10.5) is
+// deterministic and never panics; it fails only with BAD_REQUEST, DC_ID_BINDING or
+// DC_BAD_SIGNATURE and returns nothing then; BAD_REQUEST exactly when the shape check
+// fails; and what it accepts has a revocation_id of 1–256 bytes, a revoked_at in the
+// 20-character form at most 5 s ahead, a root key that derives the o-tagged DID, and the
+// root key's signature over message 11.
+func FuzzVerifyRevocation(f *testing.F) {
+	for _, c := range extensionCases(f, 11) {
+		body := `{"revocation":` + string(c.Fields) + `,"signature":"` + c.SignatureB58 + `"}`
+		f.Add([]byte(body), c.Prefix, authnNow)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, prefix string, unix int64) {
+		var r authn.SignedRevocation
+		if json.Unmarshal(data, &r) != nil {
+			return
+		}
+		now := time.Unix(unix, 0).UTC()
+		got, err := authn.VerifyRevocation(r, prefix, now)
+		got2, err2 := authn.VerifyRevocation(r, prefix, now)
+		if got != got2 || proto.CodeOf(err) != proto.CodeOf(err2) || (err == nil) != (err2 == nil) {
+			t.Fatalf("two runs disagree: %v / %v", err, err2)
+		}
+		if err != nil {
+			if !revocationCodes[proto.CodeOf(err)] {
+				t.Fatalf("error %q carries code %s", err, proto.CodeOf(err))
+			}
+			if got != (authn.Revoked{}) {
+				t.Fatalf("failure returned %+v", got)
+			}
+			shapeOK := authn.CheckRevocationShape(r, now) == nil
+			if shapeOK == (proto.CodeOf(err) == proto.BadRequest) && canonical.CheckPrefix(prefix) == nil {
+				t.Fatalf("BAD_REQUEST is %v but the shape check says %v: %v", proto.CodeOf(err) == proto.BadRequest, shapeOK, err)
+			}
+			return
+		}
+		m := r.Revocation
+		if n := len(m.RevocationID); n < 1 || n > authn.MaxIDLen {
+			t.Fatalf("accepted a revocation_id of %d bytes", n)
+		}
+		at, perr := canonical.ParseTime(m.RevokedAt)
+		if perr != nil || at.After(now.Truncate(time.Second).Add(authn.RevocationSkew)) || !at.Equal(got.RevokedAt) {
+			t.Fatalf("accepted revoked_at %q at %s", m.RevokedAt, now)
+		}
+		d, root, cerr := didkey.CheckOperator(m.OperatorDID, m.OperatorRootPublicKey)
+		if cerr != nil || d.String() != got.OperatorDID || got.RevocationID != m.RevocationID {
+			t.Fatalf("accepted a revocation whose operator does not bind: %v", cerr)
+		}
+		if err := canonical.Verify(root, prefix, m, r.Signature); err != nil {
+			t.Fatalf("accepted a revocation whose signature fails: %v", err)
+		}
+	})
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1

@@ -70,6 +70,33 @@ func messageSeeds[T canonical.Message](f *testing.F, num int) (prefixes []string
 	return prefixes, msgs
 }
 
+// extensionCases returns the message num cases of extensions.json: messages 10 to 12 of
+// docs/protocol.md §10.
+func extensionCases(f *testing.F, num int) []testkit.SignedCase {
+	f.Helper()
+	var out []testkit.SignedCase
+	for _, c := range testkit.Extensions(f).Cases {
+		if c.Message == num {
+			out = append(out, c)
+		}
+	}
+	requireVectorSeeds(f, len(out))
+	return out
+}
+
+// extensionSeeds returns the prefix and fields of every message num case of extensions.json.
+func extensionSeeds[T canonical.Message](f *testing.F, num int) (prefixes []string, msgs []T) {
+	f.Helper()
+	for _, c := range extensionCases(f, num) {
+		var m T
+		if err := json.Unmarshal(c.Fields, &m); err != nil {
+			f.Fatalf("%s: %v", c.ID, err)
+		}
+		prefixes, msgs = append(prefixes, c.Prefix), append(msgs, m)
+	}
+	return prefixes, msgs
+}
+
 func setSeedLimit(m any, field string, v float64) bool {
 	switch m := m.(type) {
 	case *canonical.BindingSession:
@@ -635,5 +662,46 @@ func FuzzCancel(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix, id, nodeDID string, ts int64) {
 		checkSignedMessage(t, prefix, canonical.CancelDomain, canonical.Cancel{BindingSessionID: id, NodeDID: nodeDID, TS: ts},
 			strField("binding_session_id", id), strField("node_did", nodeDID), intField("ts", ts))
+	})
+}
+
+// The messages of docs/protocol.md §10 follow the same rules; their seeds are the cases of
+// extensions.json.
+
+func FuzzRegisterV2(f *testing.F) {
+	prefixes, msgs := extensionSeeds[canonical.RegisterV2](f, 10)
+	for i, m := range msgs {
+		f.Add(prefixes[i], m.DID, m.PublicKey, m.Endpoint, joinFuzzList(m.Capabilities), m.Region, m.TS)
+	}
+	f.Fuzz(func(t *testing.T, prefix, did, publicKey, endpoint, capabilities, region string, ts int64) {
+		caps := splitFuzzList(capabilities)
+		m := canonical.RegisterV2{DID: did, PublicKey: publicKey, Endpoint: endpoint, Capabilities: caps, Region: region, TS: ts}
+		checkSignedMessage(t, prefix, canonical.RegisterV2Domain, m,
+			strField("did", did), strField("public_key", publicKey), strField("endpoint", endpoint),
+			listField("capabilities", caps), strField("region", region), intField("ts", ts))
+	})
+}
+
+func FuzzRevocation(f *testing.F) {
+	prefixes, msgs := extensionSeeds[canonical.Revocation](f, 11)
+	for i, m := range msgs {
+		f.Add(prefixes[i], m.OperatorDID, m.OperatorRootPublicKey, m.RevocationID, m.RevokedAt)
+	}
+	f.Fuzz(func(t *testing.T, prefix, did, key, id, at string) {
+		m := canonical.Revocation{OperatorDID: did, OperatorRootPublicKey: key, RevocationID: id, RevokedAt: at}
+		checkSignedMessage(t, prefix, canonical.RevocationDomain, m,
+			strField("operator_did", did), strField("operator_root_public_key", key),
+			strField("revocation_id", id), strField("revoked_at", at))
+	})
+}
+
+func FuzzUnbind(f *testing.F) {
+	prefixes, msgs := extensionSeeds[canonical.Unbind](f, 12)
+	for i, m := range msgs {
+		f.Add(prefixes[i], m.BindingSessionID, m.NodeDID, m.TS)
+	}
+	f.Fuzz(func(t *testing.T, prefix, id, did string, ts int64) {
+		checkSignedMessage(t, prefix, canonical.UnbindDomain, canonical.Unbind{BindingSessionID: id, NodeDID: did, TS: ts},
+			strField("binding_session_id", id), strField("node_did", did), intField("ts", ts))
 	})
 }

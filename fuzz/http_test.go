@@ -2,7 +2,9 @@ package fuzz
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -444,4 +446,130 @@ func FuzzHTTP(f *testing.F) {
 			t.Fatalf("%s: error with Content-Type %q", what, ct)
 		}
 	})
+}
+
+// FuzzRegisterV2Verify posts any body to POST /api/v1/register of a registry whose clock
+// stands at the vectors' time, after a valid v2 registration of the vectors' node. Whatever
+// the body: no panic, a known code, and the rules of docs/protocol.md §10.1 hold — an accepted v2
+// registration verified over message 10 and is newer than the last one (or repeats it
+// exactly), a refused one changed nothing, and posting the same body again changes nothing.
+func FuzzRegisterV2Verify(f *testing.F) {
+	c := extensionCases(f, 10)[0]
+	seed, err := hex.DecodeString(c.SeedHex)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var vec canonical.RegisterV2
+	if err := json.Unmarshal(c.Fields, &vec); err != nil {
+		f.Fatalf("%s: %v", c.ID, err)
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	key, _ := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
+	body := func(m canonical.RegisterV2, sig *string, tsRaw string) []byte {
+		r := map[string]any{"did": m.DID, "public_key": key.Hex(), "endpoint": m.Endpoint, "capabilities": m.Capabilities}
+		if m.Region != "" {
+			r["region"] = m.Region
+		}
+		if sig != nil {
+			r["signature"] = *sig
+		}
+		raw, _ := json.Marshal(r)
+		if tsRaw != "" {
+			raw = append(raw[:len(raw)-1], []byte(`,"ts":`+tsRaw+`}`)...)
+		}
+		return raw
+	}
+	signAt := func(m canonical.RegisterV2, ts int64) (canonical.RegisterV2, string) {
+		m.TS = ts
+		m.PublicKey = key.Base58()
+		sig, err := canonical.Sign(priv, canonical.DefaultPrefix, m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return m, sig
+	}
+	base, baseSig := signAt(vec, vec.TS)
+	f.Add(body(base, &baseSig, "1736937000")) // the stored registration again
+	newer, newerSig := signAt(vec, vec.TS+1)
+	f.Add(body(newer, &newerSig, "1736937001")) // a newer one
+	older, olderSig := signAt(vec, vec.TS-1)
+	f.Add(body(older, &olderSig, "1736936999"))    // an older one
+	f.Add(body(newer, &newerSig, "1736937002"))    // ts other than signed
+	f.Add(body(newer, nil, "1736937001"))          // unsigned v2
+	f.Add(body(newer, &newerSig, ""))              // a v2 signature sent as v1
+	f.Add(body(newer, &newerSig, `"1736937001"`))  // ts a string
+	f.Add(body(newer, &newerSig, "1.736937001e9")) // ts not an integer
+	f.Add(body(newer, &newerSig, "null"))          // ts null: a v1 registration
+	far, farSig := signAt(vec, vec.TS+301)
+	f.Add(body(far, &farSig, "1736937301")) // outside the window
+	long := string(bytes.Repeat([]byte("<"), 257))
+	f.Add(body(newer, &long, "1736937001")) // signature over its cap
+
+	f.Fuzz(func(t *testing.T, in []byte) {
+		now := time.Unix(vec.TS, 0).UTC()
+		svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := registry.NewHandler(svc)
+		post := func(b []byte) (int, []byte) {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("POST", "/api/v1/register", bytes.NewReader(b)))
+			return w.Code, w.Body.Bytes()
+		}
+		if code, out := post(body(base, &baseSig, "1736937000")); code != http.StatusOK {
+			t.Fatalf("the vector registration: %d %s", code, out)
+		}
+		snapshot := func() []store.Node {
+			nodes, err := svc.Nodes(context.Background(), api.NodeFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nodes
+		}
+		before := snapshot()
+		code, out := post(in)
+		after := snapshot()
+		if code != http.StatusOK {
+			var e api.ErrorBody
+			if json.Unmarshal(out, &e) != nil || httpKnownCodes[e.Code] != code {
+				t.Fatalf("status %d with body %s", code, out)
+			}
+			if !sameNodes(before, after) {
+				t.Fatalf("a refused registration (%s) changed the table", e.Code)
+			}
+			return
+		}
+		var res api.RegisterResult
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("200 with body %s", out)
+		}
+		if ts := res.Data.RegistrationTS; ts != nil {
+			k, err := didkey.DecodeKey(res.Data.PublicKey)
+			if err != nil || res.Data.Signature == nil {
+				t.Fatalf("a v2 record without a usable key or signature: %s", out)
+			}
+			region := ""
+			if res.Data.Region != nil {
+				region = *res.Data.Region
+			}
+			m := canonical.RegisterV2{DID: res.Data.DID, PublicKey: k.Base58(), Endpoint: res.Data.Endpoint, Capabilities: res.Data.Capabilities, Region: region, TS: *ts}
+			if err := canonical.Verify(k, canonical.DefaultPrefix, m, *res.Data.Signature); err != nil {
+				t.Fatalf("a v2 record that does not re-verify over message 10: %v", err)
+			}
+			if k == key && *ts < vec.TS {
+				t.Fatalf("registration_ts went back from %d to %d", vec.TS, *ts)
+			}
+		}
+		again, outAgain := post(in)
+		if again != http.StatusOK || !sameNodes(after, snapshot()) {
+			t.Fatalf("posting the same registration again: %d %s, or it changed the table", again, outAgain)
+		}
+	})
+}
+
+func sameNodes(a, b []store.Node) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
 }

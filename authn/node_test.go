@@ -94,8 +94,15 @@ func TestNodeChecker(t *testing.T) {
 			}
 			c := authn.NodeChecker{Prefix: prefix, Clock: func() time.Time { return tt.now }}
 			wantCode(t, c.Check(tt.key, msg, sig), tt.want)
+			if tt.want != proto.IDBindingRequired && tt.want != proto.IDBindingFailed {
+				// CheckBound makes every step after the identity binding, with the same answers.
+				wantCode(t, c.CheckBound(tt.key, msg, sig), tt.want)
+			}
 		})
 	}
+	// CheckBound leaves the identity binding to its caller: it reads no DID.
+	bound := authn.NodeChecker{Prefix: prefix, Clock: func() time.Time { return testNow }}
+	wantCode(t, bound.CheckBound(key, canonical.Heartbeat{DID: opDID.String(), TS: ts}, sign(opDID.String(), ts)), "")
 	// A signature under one prefix does not verify under another.
 	c := authn.NodeChecker{Prefix: "libertynet", Clock: func() time.Time { return testNow }}
 	wantCode(t, c.Check(key, canonical.Heartbeat{DID: short, TS: ts}, sign(short, ts)), proto.BadSignature)

@@ -326,14 +326,24 @@ func CheckOperator(did, rootKey string) (DID, PublicKey, error) {
 }
 
 func bind(d DID, key string) (DID, PublicKey, error) {
-	k, err := DecodeKey(key)
+	k, err := d.Bind(key)
 	if err != nil {
 		return DID{}, PublicKey{}, err
 	}
-	if !d.Matches(k) {
-		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s does not derive from the key presented", quote(d.s)))
-	}
 	return d, k, nil
+}
+
+// Bind decodes key (hex or base58, 32 bytes) and checks that d derives from it: the
+// id-binding check for a DID already parsed, so that a caller never parses it twice.
+func (d DID) Bind(key string) (PublicKey, error) {
+	k, err := DecodeKey(key)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	if !d.Matches(k) {
+		return PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s does not derive from the key presented", quote(d.s)))
+	}
+	return k, nil
 }
 
 // SameIdentity reports whether a and b are two spellings of the identity k, that is whether

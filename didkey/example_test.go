@@ -67,3 +67,18 @@ func ExampleDID_Matches() {
 	// fallback true
 	// full true
 }
+
+// A DID parsed once is bound to a key sent beside it without parsing it again.
+func ExampleDID_Bind() {
+	d, err := didkey.Parse("did:svrp:n:024f53bf")
+	if err != nil {
+		panic(err)
+	}
+	k, err := d.Bind("FTmQDvKxAi2H8zuj5A2EiWoypxRCYvupQNirSboqhGJi")
+	fmt.Println(k.ShortBody(), err)
+	_, err = d.Bind("8ZyRZ8XDhWBA5D1rQkYsZrPLBQpCu9SkKufsiLoy7z3f")
+	fmt.Println(err)
+	// Output:
+	// 024f53bf <nil>
+	// "did:svrp:n:024f53bf" does not derive from the key presented
+}

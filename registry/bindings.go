@@ -334,7 +334,7 @@ func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCance
 		}
 		msg := canonical.Cancel{BindingSessionID: id, NodeDID: req.NodeDID, TS: req.TS}
 		if err := v.check(sess, func() error {
-			return s.nodeChecker.Check(sess.NodeKey, msg, req.Signature)
+			return s.nodeChecker.CheckBound(sess.NodeKey, msg, req.Signature)
 		}); err != nil {
 			return sess, err
 		}
@@ -362,7 +362,7 @@ func (s *Service) Pending(ctx context.Context, req api.PendingRequest) (api.Pend
 	}
 	now := s.now()
 	msg := canonical.Poll{NodeDID: req.NodeDID, TS: req.TS}
-	if err := s.nodeChecker.Check(key, msg, req.Signature); err != nil {
+	if err := s.nodeChecker.CheckBound(key, msg, req.Signature); err != nil {
 		return api.PendingResult{}, err
 	}
 	out := api.PendingResult{Pending: []api.PendingAuthorization{}}

@@ -227,7 +227,7 @@ func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbin
 		return api.UnbindResult{}, proto.New(proto.PermissionDenied, "node_did does not name this session's node")
 	}
 	msg := canonical.Unbind{BindingSessionID: id, NodeDID: req.NodeDID, TS: req.TS}
-	if err := s.nodeChecker.Check(sess.NodeKey, msg, req.Signature); err != nil {
+	if err := s.nodeChecker.CheckBound(sess.NodeKey, msg, req.Signature); err != nil {
 		return api.UnbindResult{}, err
 	}
 	key := sess.NodeKey

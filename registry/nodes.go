@@ -247,14 +247,16 @@ func checkList(field string, items []string) error {
 	return nil
 }
 
-// Heartbeat refreshes a registered node's last_seen (docs/protocol.md §5.1).
+// Heartbeat refreshes a registered node's last_seen (docs/protocol.md §5.1). The DID is
+// parsed once and bound once: the key is the one registered under it, so only freshness and
+// the signature are left to check.
 func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResult, error) {
 	did, err := parseNodeDID(req.DID)
 	if err != nil {
 		return api.HeartbeatResult{}, err
 	}
 	if req.PublicKey != nil {
-		if _, _, err := didkey.CheckNode(req.DID, *req.PublicKey); err != nil {
+		if _, err := did.Bind(*req.PublicKey); err != nil {
 			return api.HeartbeatResult{}, err
 		}
 	}
@@ -269,7 +271,7 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.
 		return api.HeartbeatResult{}, err
 	}
 	msg := canonical.Heartbeat{DID: req.DID, TS: req.TS}
-	if err := s.nodeChecker.Check(key, msg, req.Signature); err != nil {
+	if err := s.nodeChecker.CheckBound(key, msg, req.Signature); err != nil {
 		return api.HeartbeatResult{}, err
 	}
 	fresh, seen, err := s.heartbeats.advance(key, req.TS, now)

@@ -463,11 +463,16 @@ func (b *badgerStore) View(ctx context.Context, fn func(Tx) error) error {
 	if b.closed.Load() {
 		return errClosed
 	}
-	return b.db.View(func(txn *badger.Txn) error {
-		tx := &badgerTx{txn: txn}
-		defer func() { tx.done = true }()
-		return fn(tx)
-	})
+	// The transaction begins at the first read: a View whose reads are all served by the
+	// node cache in front (a heartbeat's lookup) costs Badger nothing.
+	tx := &badgerTx{db: b.db}
+	defer func() {
+		tx.done = true
+		if tx.txn != nil {
+			tx.txn.Discard()
+		}
+	}()
+	return fn(tx)
 }
 
 func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
@@ -695,6 +700,7 @@ func (b *badgerStore) Maintain(ctx context.Context) error {
 
 type badgerTx struct {
 	txn *badger.Txn
+	db  *badger.DB // a View's: txn is begun from it at the first read
 	txState
 	// undo holds, for each key this Tx wrote, what the shared transaction held before, so
 	// that a failing function of a group can be taken back alone. Nil when the Tx has the
@@ -776,8 +782,26 @@ func kind(k []byte) string {
 	return "index"
 }
 
+// reader returns the transaction reads go through, beginning a View's at its first read.
+func (t *badgerTx) reader() (*badger.Txn, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	if t.txn == nil {
+		if t.db.IsClosed() {
+			return nil, errClosed
+		}
+		t.txn = t.db.NewTransaction(false)
+	}
+	return t.txn, nil
+}
+
 func (t *badgerTx) getRaw(k []byte) ([]byte, error) {
-	item, err := t.txn.Get(k)
+	txn, err := t.reader()
+	if err != nil {
+		return nil, err
+	}
+	item, err := txn.Get(k)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, ErrNotFound
 	}
@@ -846,7 +870,11 @@ func (t *badgerTx) scan(prefix []byte, keysOnly bool, fn func(rest, val []byte) 
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = !keysOnly
-	it := t.txn.NewIterator(opts)
+	txn, err := t.reader()
+	if err != nil {
+		return err
+	}
+	it := txn.NewIterator(opts)
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		// Badger's own buffers, valid until the next item: every caller decodes or copies

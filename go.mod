@@ -9,7 +9,6 @@ require (
 	github.com/getkin/kin-openapi v0.135.0
 	github.com/google/go-cmp v0.7.0
 	github.com/jackc/pgx/v5 v5.8.0
-	github.com/julienschmidt/httprouter v1.3.0
 	github.com/mr-tron/base58 v1.3.0
 	github.com/prometheus/client_golang v1.23.2
 	pgregory.net/rapid v1.3.0

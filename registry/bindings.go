@@ -310,6 +310,64 @@ func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, err
 	return st, nil
 }
 
+// Two actions on a binding session have two forms each (docs/protocol.md §5.4 cancel, §10.6
+// unbind): the node's, signed over its own message, and the operator's, carried by its
+// bearer token alone. A request with an Authorization header is the operator's and its body
+// is ignored; one without is the node's. The HTTP layer hands both parts over as received, and
+// cancelBy and unbindBy pick the form.
+
+// cancelBy cancels session id in the form the request takes.
+func (s *Service) cancelBy(ctx context.Context, id, bearer string, body []byte) (api.StateResult, error) {
+	if bearer != "" {
+		return asOperator(ctx, s, id, bearer, s.CancelByOperator)
+	}
+	req, err := api.DecodeNodeCancel(body)
+	if err != nil {
+		return api.StateResult{}, err
+	}
+	return s.CancelByNode(ctx, id, req)
+}
+
+// unbindBy ends the binding session id created, in the form the request takes.
+func (s *Service) unbindBy(ctx context.Context, id, bearer string, body []byte) (api.UnbindResult, error) {
+	if bearer != "" {
+		return asOperator(ctx, s, id, bearer, s.UnbindByOperator)
+	}
+	req, err := api.DecodeNodeUnbind(body)
+	if err != nil {
+		return api.UnbindResult{}, err
+	}
+	return s.UnbindByNode(ctx, id, req)
+}
+
+// rejectBy rejects session id for the operator whose bearer token came with the request.
+func (s *Service) rejectBy(ctx context.Context, id, bearer string) (api.StateResult, error) {
+	return asOperator(ctx, s, id, bearer, s.RejectByOperator)
+}
+
+// asOperator runs an operator's action on session id in the protocol's order: an unknown id
+// first, then the bearer, then the action's own checks. The id and the bearer are read in
+// one View; the action reads the session again in its own transaction.
+func asOperator[R any](ctx context.Context, s *Service, id, bearer string, act func(context.Context, string, authn.Operator) (R, error)) (R, error) {
+	var op authn.Operator
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		_, err := tx.BindingSession(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return errSessionNotFound()
+		}
+		if err != nil {
+			return err
+		}
+		op, err = s.authenticate(tx, bearer)
+		return err
+	})
+	if err != nil {
+		var none R
+		return none, err
+	}
+	return act(ctx, id, op)
+}
+
 // CancelByOperator cancels a session as the operator that resolved it.
 func (s *Service) CancelByOperator(ctx context.Context, id string, op authn.Operator) (api.StateResult, error) {
 	now := s.now()

@@ -9,16 +9,6 @@ func Endpoints() [][2]string {
 	return out
 }
 
-// RoutePatterns returns the method and httprouter pattern of every route NewHandler serves.
-func RoutePatterns(s *Service) [][2]string {
-	r := newRouter(&handler{s: s})
-	out := make([][2]string, len(r.routes))
-	for i, rt := range r.routes {
-		out[i] = [2]string{rt.method, rt.pattern}
-	}
-	return out
-}
-
 // OpenAPI returns the OpenAPI document NewHandler serves.
 func OpenAPI() []byte { return openAPI }
 

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/proto"
@@ -65,40 +63,48 @@ var statusOf = map[proto.Code]int{
 //go:embed openapi.json
 var openAPI []byte
 
-// endpoints is every endpoint of the API as method and path template ({id} stands for a
-// binding session id). knownPath, routeOf and allowOf read it, so the Allow header, the
-// 404-or-405 choice and the route a request is counted under come from one table; the tests
-// hold it against the router's routes and the OpenAPI document, so a route that one of them
-// lacks fails a test.
-var endpoints = []struct{ method, path string }{
-	{"GET", "/health"},
-	{"GET", "/nodes"},
-	{"GET", "/peers"},
-	{"GET", "/api/v1/peers"},
-	{"POST", "/api/v1/register"},
-	{"POST", "/api/v1/heartbeat"},
-	{"POST", "/v1/auth/challenge"},
-	{"POST", "/v1/auth/device-login"},
-	{"POST", "/v1/auth/logout"},
-	{"POST", "/v1/auth/revoke"},
-	{"GET", "/v1/operator/me/nodes"},
-	{"GET", "/v1/operator/me/credits"},
-	{"GET", "/v1/operator/me/evidence"},
-	{"POST", "/v1/bindings/initiate"},
-	{"POST", "/v1/bindings/resolve"},
-	{"POST", "/v1/bindings/authorize"},
-	{"GET", "/v1/bindings/{id}/status"},
-	{"POST", "/v1/bindings/{id}/cancel"},
-	{"POST", "/v1/bindings/{id}/reject"},
-	{"POST", "/v1/bindings/{id}/unbind"},
-	{"POST", "/v1/node/bindings/pending"},
-	{"POST", "/v1/node/bindings/{id}/accept"},
-	{"POST", "/v1/node/bindings/{id}/reject"},
-	{"GET", "/openapi.json"},
+// endpoint is one endpoint of the API: its method, its path template ({id} stands for a
+// binding session id) and what serves it.
+type endpoint struct {
+	method, path string
+	serve        func(h *handler, w http.ResponseWriter, r *http.Request, id string)
+}
+
+// endpoints is the API, and its router: ServeHTTP serves a request with the entry its method
+// and path name. The Allow header, the choice of 404 or 405 and the route a request is
+// counted under come from the same table, and the tests hold it against the OpenAPI
+// document, so an endpoint one of them lacks fails a test. A table rather than httprouter,
+// which cannot hold /v1/bindings/initiate beside /v1/bindings/{id}/cancel, or net/http's
+// ServeMux, which redirects the unclean paths the API answers 404.
+var endpoints = []endpoint{
+	{"GET", "/health", (*handler).health},
+	{"GET", "/nodes", (*handler).nodes},
+	{"GET", "/peers", (*handler).peers},
+	{"GET", "/api/v1/peers", (*handler).apiPeers},
+	{"POST", "/api/v1/register", (*handler).register},
+	{"POST", "/api/v1/heartbeat", (*handler).heartbeat},
+	{"POST", "/v1/auth/challenge", (*handler).challenge},
+	{"POST", "/v1/auth/device-login", (*handler).deviceLogin},
+	{"POST", "/v1/auth/logout", (*handler).logout},
+	{"POST", "/v1/auth/revoke", (*handler).revoke},
+	{"GET", "/v1/operator/me/nodes", (*handler).operatorNodes},
+	{"GET", "/v1/operator/me/credits", (*handler).credits},
+	{"GET", "/v1/operator/me/evidence", (*handler).evidence},
+	{"POST", "/v1/bindings/initiate", (*handler).initiate},
+	{"POST", "/v1/bindings/resolve", (*handler).resolve},
+	{"POST", "/v1/bindings/authorize", (*handler).authorize},
+	{"GET", "/v1/bindings/{id}/status", (*handler).status},
+	{"POST", "/v1/bindings/{id}/cancel", (*handler).cancel},
+	{"POST", "/v1/bindings/{id}/reject", (*handler).operatorReject},
+	{"POST", "/v1/bindings/{id}/unbind", (*handler).unbind},
+	{"POST", "/v1/node/bindings/pending", (*handler).pending},
+	{"POST", "/v1/node/bindings/{id}/accept", (*handler).accept},
+	{"POST", "/v1/node/bindings/{id}/reject", (*handler).nodeReject},
+	{"GET", "/openapi.json", (*handler).openapi},
 	// The live network's node script posts to the unversioned paths.
-	{"POST", "/register"},
-	{"POST", "/heartbeat"},
-	{"GET", "/metrics"},
+	{"POST", "/register", (*handler).register},
+	{"POST", "/heartbeat", (*handler).heartbeat},
+	{"GET", "/metrics", (*handler).metrics},
 }
 
 // NewHandler returns the whole HTTP API of the registry (docs/protocol.md section 5). Paths
@@ -111,93 +117,7 @@ func NewHandler(s *Service, opts ...Option) http.Handler {
 	for _, o := range opts {
 		o(&h.opts)
 	}
-	return h.logged(h.cors(newRouter(h)))
-}
-
-// router is httprouter's router remembering the method and pattern of every route, so that
-// a test can hold the routes against the endpoint table.
-type router struct {
-	*httprouter.Router
-	routes []route
-}
-
-type route struct{ method, pattern string }
-
-func (r *router) Handle(method, pattern string, handle httprouter.Handle) {
-	r.routes = append(r.routes, route{method, pattern})
-	r.Router.Handle(method, pattern, handle)
-}
-
-func (r *router) Handler(method, pattern string, handler http.Handler) {
-	r.routes = append(r.routes, route{method, pattern})
-	r.Router.Handler(method, pattern, handler)
-}
-
-func (r *router) HandlerFunc(method, pattern string, handler http.HandlerFunc) {
-	r.Handler(method, pattern, handler)
-}
-
-func (r *router) GET(pattern string, handle httprouter.Handle) {
-	r.Handle(http.MethodGet, pattern, handle)
-}
-
-func (r *router) POST(pattern string, handle httprouter.Handle) {
-	r.Handle(http.MethodPost, pattern, handle)
-}
-
-// newRouter routes every endpoint of the API to h.
-func newRouter(h *handler) *router {
-	s := h.s
-	r := &router{Router: httprouter.New()}
-	r.RedirectTrailingSlash = false
-	r.RedirectFixedPath = false
-	r.HandleOPTIONS = false
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
-	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if !knownPath(req.URL.Path) {
-			w.Header().Del("Allow")
-			h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
-			return
-		}
-		w.Header().Set("Allow", allowOf(req.URL.Path))
-		h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
-	})
-	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
-		s.log.Error("handler panicked", "method", req.Method, "path", req.URL.Path)
-		h.fail(w, errors.New("panic"))
-	}
-
-	r.GET("/health", h.health)
-	r.GET("/nodes", h.nodes)
-	r.GET("/peers", h.peers)
-	r.GET("/api/v1/peers", h.apiPeers)
-	r.POST("/api/v1/register", h.register)
-	r.POST("/api/v1/heartbeat", h.heartbeat)
-	r.POST("/register", h.register)
-	r.POST("/heartbeat", h.heartbeat)
-
-	r.POST("/v1/auth/challenge", h.challenge)
-	r.POST("/v1/auth/device-login", h.deviceLogin)
-	r.POST("/v1/auth/logout", h.logout)
-	r.POST("/v1/auth/revoke", h.revoke)
-
-	r.GET("/v1/operator/me/nodes", h.operatorNodes)
-	r.GET("/v1/operator/me/credits", h.credits)
-	r.GET("/v1/operator/me/evidence", h.evidence)
-
-	// httprouter cannot hold a fixed segment and a parameter at one place in one method's
-	// tree, so /v1/bindings/initiate and /v1/bindings/{id}/cancel share a parameter route
-	// and are told apart here.
-	r.POST("/v1/bindings/:name", h.bindingsPost)
-	r.POST("/v1/bindings/:name/:action", h.bindingPost)
-	r.GET("/v1/bindings/:name/status", h.status)
-	r.POST("/v1/node/bindings/:name", h.nodeBindingsPost)
-	r.POST("/v1/node/bindings/:name/:action", h.nodeBindingPost)
-	r.GET("/openapi.json", h.openapi)
-	r.GET("/metrics", h.metrics)
-	return r
+	return h.logged(h.cors(h))
 }
 
 type handler struct {
@@ -205,16 +125,46 @@ type handler struct {
 	opts handlerOptions
 }
 
-// knownPath reports whether path is an endpoint of the API, whatever the method. The
-// router's parameter routes also match paths that are no endpoint (POST /v1/bindings/{name}
-// is one only for initiate, resolve and authorize), and those answer 404 to every method,
-// not 405.
+// ServeHTTP serves r with the endpoint it names: 404 when its path is no endpoint's, 405
+// with the Allow header when the path is known but not with this method.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			h.s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path)
+			h.fail(w, errors.New("panic"))
+		}
+	}()
+	known := false
+	for i := range endpoints {
+		e := &endpoints[i]
+		id, ok := matchTemplate(e.path, r.URL.Path)
+		if !ok {
+			continue
+		}
+		if e.method == r.Method {
+			if sw, ok := w.(*statusWriter); ok {
+				sw.route = e.path
+			}
+			e.serve(h, w, r, id)
+			return
+		}
+		known = true
+	}
+	if !known {
+		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
+		return
+	}
+	w.Header().Set("Allow", allowOf(r.URL.Path))
+	h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
+}
+
+// knownPath reports whether path is an endpoint of the API, whatever the method.
 func knownPath(path string) bool { return routeOf(path) != "" }
 
 // routeOf returns the template of the endpoint path is an instance of, or "".
 func routeOf(path string) string {
 	for _, e := range endpoints {
-		if matchTemplate(e.path, path) {
+		if _, ok := matchTemplate(e.path, path); ok {
 			return e.path
 		}
 	}
@@ -225,7 +175,7 @@ func routeOf(path string) string {
 func allowOf(path string) string {
 	var methods []string
 	for _, e := range endpoints {
-		if matchTemplate(e.path, path) && !slices.Contains(methods, e.method) {
+		if _, ok := matchTemplate(e.path, path); ok && !slices.Contains(methods, e.method) {
 			methods = append(methods, e.method)
 		}
 	}
@@ -233,16 +183,22 @@ func allowOf(path string) string {
 }
 
 // matchTemplate reports whether path is an instance of the endpoint template tmpl, where
-// {id} matches one non-empty segment.
-func matchTemplate(tmpl, path string) bool {
+// {id} matches one non-empty segment, and returns that segment.
+func matchTemplate(tmpl, path string) (id string, ok bool) {
 	for {
 		t, tRest, tMore := strings.Cut(tmpl, "/")
 		p, pRest, pMore := strings.Cut(path, "/")
-		if tMore != pMore || (t != p && (t != "{id}" || p == "")) {
-			return false
+		if tMore != pMore {
+			return "", false
+		}
+		switch {
+		case t == "{id}" && p != "":
+			id = p
+		case t != p:
+			return "", false
 		}
 		if !tMore {
-			return true
+			return id, true
 		}
 		tmpl, path = tRest, pRest
 	}
@@ -316,7 +272,7 @@ func handle[T, R any](h *handler, w http.ResponseWriter, r *http.Request, dec fu
 	h.fail(w, err)
 }
 
-func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(openAPI)))
 	w.Write(openAPI)
@@ -326,7 +282,7 @@ func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 // store watches a disk. A store that refuses writes turns status to "degraded": reads are
 // still served, so the answer stays 200 and a client reading only status and count still
 // parses it.
-func (h *handler) health(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) health(w http.ResponseWriter, r *http.Request, _ string) {
 	n, err := h.s.NodeCount(r.Context())
 	st := h.s.StoreHealth()
 	status := "ok"
@@ -424,29 +380,29 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind)
 	w.Write([]byte(k.tail))
 }
 
-func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ string) {
 	h.listing(w, r, nodesListing)
 }
 
-func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ string) {
 	h.listing(w, r, apiPeersListing)
 }
 
-func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ string) {
 	h.listing(w, r, peersListing)
 }
 
-func (h *handler) register(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) register(w http.ResponseWriter, r *http.Request, _ string) {
 	handle(h, w, r, api.DecodeRegister, func(ctx context.Context, req api.RegisterRequest) (api.RegisterResult, error) {
 		return h.s.Register(ctx, req, h.s.clientAddr(r))
 	})
 }
 
-func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, _ string) {
 	handle(h, w, r, api.DecodeHeartbeat, h.s.Heartbeat)
 }
 
-func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ string) {
 	// Any or no body: it is read (within the limit) and ignored.
 	if _, err := body(w, r); err != nil {
 		h.fail(w, err)
@@ -456,13 +412,13 @@ func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ httprouter
 	h.reply(w, res, err)
 }
 
-func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, _ string) {
 	handle(h, w, r, api.DecodeLogin, func(ctx context.Context, l authn.Login) (api.LoginResult, error) {
 		return h.s.Login(ctx, l, h.s.clientAddr(r))
 	})
 }
 
-func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ string) {
 	// Any or no body: it is read (within the limit) and ignored; the bearer is the request.
 	if _, err := body(w, r); err != nil {
 		h.fail(w, err)
@@ -472,7 +428,7 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	h.reply(w, res, err)
 }
 
-func (h *handler) revoke(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) revoke(w http.ResponseWriter, r *http.Request, _ string) {
 	handle(h, w, r, api.DecodeRevocation, func(ctx context.Context, rev authn.SignedRevocation) (api.RevokeResult, error) {
 		return h.s.Revoke(ctx, rev, h.s.clientAddr(r))
 	})
@@ -483,7 +439,7 @@ func (h *handler) operator(r *http.Request) (authn.Operator, error) {
 	return h.s.Authenticate(r.Context(), r.Header.Get("Authorization"))
 }
 
-func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ string) {
 	op, err := h.operator(r)
 	if err != nil {
 		h.fail(w, err)
@@ -494,15 +450,11 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ httpro
 		h.fail(w, err)
 		return
 	}
-	window := DefaultOnlineWindow
-	if f.OnlineSet {
-		window = f.OnlineWithin
-	}
-	res, err := h.s.boundNodes(r.Context(), op, window)
+	res, err := h.s.BoundNodes(r.Context(), op, f)
 	h.reply(w, res, err)
 }
 
-func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ string) {
 	op, err := h.operator(r)
 	if err != nil {
 		h.fail(w, err)
@@ -511,7 +463,7 @@ func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	h.reply(w, h.s.CreditsView(op), nil)
 }
 
-func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ string) {
 	op, err := h.operator(r)
 	if err != nil {
 		h.fail(w, err)
@@ -520,113 +472,71 @@ func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ httprouter.
 	h.reply(w, h.s.EvidenceView(op), nil)
 }
 
-func (h *handler) bindingsPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	switch p.ByName("name") {
-	case "initiate":
-		handle(h, w, r, api.DecodeInitiate, func(ctx context.Context, req binding.InitiateRequest) (api.InitiateResult, error) {
-			return h.s.Initiate(ctx, req, h.s.clientAddr(r))
-		})
-	case "resolve":
-		handle(h, w, r, api.DecodeResolve, func(ctx context.Context, req api.ResolveRequest) (api.ResolveView, error) {
-			op, err := h.operator(r)
-			if err != nil {
-				return api.ResolveView{}, err
-			}
-			return h.s.Resolve(ctx, op, req, h.s.clientAddr(r))
-		})
-	case "authorize":
-		handle(h, w, r, api.DecodeAuthorize, func(ctx context.Context, req api.AuthorizeRequest) (api.StateResult, error) {
-			op, err := h.operator(r)
-			if err != nil {
-				return api.StateResult{}, err
-			}
-			return h.s.Authorize(ctx, op, req)
-		})
-	default:
-		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
-	}
+func (h *handler) initiate(w http.ResponseWriter, r *http.Request, _ string) {
+	handle(h, w, r, api.DecodeInitiate, func(ctx context.Context, req binding.InitiateRequest) (api.InitiateResult, error) {
+		return h.s.Initiate(ctx, req, h.s.clientAddr(r))
+	})
 }
 
-func (h *handler) bindingPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	id := p.ByName("name")
-	switch p.ByName("action") {
-	case "cancel":
-		if r.Header.Get("Authorization") == "" {
-			handle(h, w, r, api.DecodeNodeCancel, func(ctx context.Context, req api.NodeCancelRequest) (api.StateResult, error) {
-				return h.s.CancelByNode(ctx, id, req)
-			})
-			return
-		}
-		h.asResolver(w, r, id, h.s.CancelByOperator)
-	case "reject":
-		h.asResolver(w, r, id, h.s.RejectByOperator)
-	case "unbind":
-		if r.Header.Get("Authorization") == "" {
-			handle(h, w, r, api.DecodeNodeUnbind, func(ctx context.Context, req api.NodeUnbindRequest) (api.UnbindResult, error) {
-				return h.s.UnbindByNode(ctx, id, req)
-			})
-			return
-		}
-		if _, err := h.s.session(r.Context(), id); err != nil {
-			h.fail(w, err)
-			return
-		}
+func (h *handler) resolve(w http.ResponseWriter, r *http.Request, _ string) {
+	handle(h, w, r, api.DecodeResolve, func(ctx context.Context, req api.ResolveRequest) (api.ResolveView, error) {
 		op, err := h.operator(r)
 		if err != nil {
-			h.fail(w, err)
-			return
+			return api.ResolveView{}, err
 		}
-		res, err := h.s.UnbindByOperator(r.Context(), id, op)
-		h.reply(w, res, err)
-	case "status":
-		w.Header().Set("Allow", allowOf(r.URL.Path))
-		h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
-	default:
-		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
-	}
+		return h.s.Resolve(ctx, op, req, h.s.clientAddr(r))
+	})
 }
 
-// asResolver runs an operator's action on a session in the protocol's order: unknown id,
-// then the bearer, then the action's own checks.
-func (h *handler) asResolver(w http.ResponseWriter, r *http.Request, id string, act func(ctx context.Context, id string, op authn.Operator) (api.StateResult, error)) {
-	if _, err := h.s.SessionStatus(r.Context(), id); err != nil {
-		h.fail(w, err)
-		return
-	}
-	op, err := h.operator(r)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	res, err := act(r.Context(), id, op)
+func (h *handler) authorize(w http.ResponseWriter, r *http.Request, _ string) {
+	handle(h, w, r, api.DecodeAuthorize, func(ctx context.Context, req api.AuthorizeRequest) (api.StateResult, error) {
+		op, err := h.operator(r)
+		if err != nil {
+			return api.StateResult{}, err
+		}
+		return h.s.Authorize(ctx, op, req)
+	})
+}
+
+func (h *handler) status(w http.ResponseWriter, r *http.Request, id string) {
+	res, err := h.s.SessionStatus(r.Context(), id)
 	h.reply(w, res, err)
 }
 
-func (h *handler) status(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	res, err := h.s.SessionStatus(r.Context(), p.ByName("name"))
-	h.reply(w, res, err)
+// cancel, operatorReject and unbind hand the bearer and the body over as received: the
+// service picks the form (cancelBy).
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request, id string) {
+	handle(h, w, r, asIs, func(ctx context.Context, b []byte) (api.StateResult, error) {
+		return h.s.cancelBy(ctx, id, r.Header.Get("Authorization"), b)
+	})
 }
 
-func (h *handler) nodeBindingsPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	if p.ByName("name") != "pending" {
-		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
-		return
-	}
+func (h *handler) operatorReject(w http.ResponseWriter, r *http.Request, id string) {
+	handle(h, w, r, asIs, func(ctx context.Context, _ []byte) (api.StateResult, error) {
+		return h.s.rejectBy(ctx, id, r.Header.Get("Authorization"))
+	})
+}
+
+func (h *handler) unbind(w http.ResponseWriter, r *http.Request, id string) {
+	handle(h, w, r, asIs, func(ctx context.Context, b []byte) (api.UnbindResult, error) {
+		return h.s.unbindBy(ctx, id, r.Header.Get("Authorization"), b)
+	})
+}
+
+// asIs is the decoder of a request whose form the service picks from its parts.
+func asIs(b []byte) ([]byte, error) { return b, nil }
+
+func (h *handler) pending(w http.ResponseWriter, r *http.Request, _ string) {
 	handle(h, w, r, api.DecodePending, h.s.Pending)
 }
 
-func (h *handler) nodeBindingPost(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	id, action := p.ByName("name"), p.ByName("action")
-	if action != "accept" && action != "reject" {
-		h.fail(w, proto.New(proto.NotFound, "no such endpoint"))
-		return
-	}
-	if action == "accept" {
-		handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.AcceptResult, error) {
-			return h.s.Accept(ctx, id, acc)
-		})
-		return
-	}
+func (h *handler) accept(w http.ResponseWriter, r *http.Request, id string) {
+	handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.AcceptResult, error) {
+		return h.s.Accept(ctx, id, acc)
+	})
+}
+
+func (h *handler) nodeReject(w http.ResponseWriter, r *http.Request, id string) {
 	handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.StateResult, error) {
 		return h.s.RejectByNode(ctx, id, acc)
 	})
@@ -639,6 +549,7 @@ type statusWriter struct {
 	status int
 	code   proto.Code
 	limit  string
+	route  string // the endpoint template that served the request, when one did
 }
 
 func (w *statusWriter) WriteHeader(status int) {
@@ -657,7 +568,10 @@ func (h *handler) logged(next http.Handler) http.Handler {
 		took := time.Since(start)
 		h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", took)
 		if h.opts.observe != nil {
-			route := routeOf(r.URL.Path)
+			route := sw.route
+			if route == "" {
+				route = routeOf(r.URL.Path)
+			}
 			if route == "" {
 				route = RouteUnknown
 			}

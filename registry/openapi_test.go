@@ -237,22 +237,7 @@ func sortedPairs(p [][2]string) [][2]string {
 	return p
 }
 
-// patternMatches reports whether an httprouter pattern (":name" for one segment) matches
-// path.
-func patternMatches(pattern, path string) bool {
-	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")
-	if len(ps) != len(xs) {
-		return false
-	}
-	for i := range ps {
-		if ps[i] != xs[i] && !(strings.HasPrefix(ps[i], ":") && xs[i] != "") {
-			return false
-		}
-	}
-	return true
-}
-
-// TestOpenAPIRoutes: the document, the endpoint table and the router hold the same
+// TestOpenAPIRoutes: the document and the endpoint table, which is the router, hold the same
 // endpoints. A route the document lacks, a documented path nothing serves, or another
 // method served on a documented path fails here.
 func TestOpenAPIRoutes(t *testing.T) {
@@ -264,15 +249,6 @@ func TestOpenAPIRoutes(t *testing.T) {
 	table := sortedPairs(registry.Endpoints())
 	if got := documented(doc); !slices.Equal(got, table) {
 		t.Errorf("the document's operations differ from the endpoint table:\ndocument: %v\ntable:    %v", got, table)
-	}
-
-	// Every route the router holds serves at least one endpoint of the table.
-	for _, rt := range registry.RoutePatterns(h.svc) {
-		if !slices.ContainsFunc(table, func(e [2]string) bool {
-			return e[0] == rt[0] && patternMatches(rt[1], strings.ReplaceAll(e[1], "{id}", "bs-routes"))
-		}) {
-			t.Errorf("the router serves %s %s, which no documented endpoint uses", rt[0], rt[1])
-		}
 	}
 
 	// Every documented path answers exactly its documented methods: a served method never

@@ -265,15 +265,21 @@ func (s *Service) loggedIn(sess authn.BearerSession, token string) api.LoginResu
 // Authenticate returns the operator of a bearer Authorization header (NO_SESSION,
 // SESSION_EXPIRED).
 func (s *Service) Authenticate(ctx context.Context, header string) (authn.Operator, error) {
+	var op authn.Operator
+	err := s.store.View(ctx, func(tx store.Tx) (err error) {
+		op, err = s.authenticate(tx, header)
+		return err
+	})
+	return op, err
+}
+
+// authenticate is Authenticate within tx, for a use case that reads more than the bearer.
+func (s *Service) authenticate(tx store.Tx, header string) (authn.Operator, error) {
 	token, err := authn.ParseBearer(header)
 	if err != nil {
 		return authn.Operator{}, err
 	}
-	var sess authn.BearerSession
-	err = s.store.View(ctx, func(tx store.Tx) (err error) {
-		sess, err = tx.BearerSession(authn.HashToken(token))
-		return err
-	})
+	sess, err := tx.BearerSession(authn.HashToken(token))
 	if errors.Is(err, store.ErrNotFound) {
 		return authn.Operator{}, proto.New(proto.NoSession, "no session for this bearer token; log in")
 	}
@@ -283,17 +289,15 @@ func (s *Service) Authenticate(ctx context.Context, header string) (authn.Operat
 	return sess.Operator(s.now())
 }
 
-// BoundNodes lists the nodes actively bound to an operator; a node is online when it was
-// seen within window (DefaultOnlineWindow when 0).
-func (s *Service) BoundNodes(ctx context.Context, op authn.Operator, window time.Duration) (api.OperatorNodes, error) {
-	if window <= 0 {
-		window = DefaultOnlineWindow
+// BoundNodes lists the nodes actively bound to an operator. A node is online when it was
+// seen within f's window: f.OnlineWithin when f.OnlineSet (0 keeps the nodes seen this
+// second), DefaultOnlineWindow otherwise. Every bound node is listed whatever f's other
+// fields say: they select listings, not this view.
+func (s *Service) BoundNodes(ctx context.Context, op authn.Operator, f api.NodeFilter) (api.OperatorNodes, error) {
+	window := DefaultOnlineWindow
+	if f.OnlineSet {
+		window = f.OnlineWithin
 	}
-	return s.boundNodes(ctx, op, window)
-}
-
-// boundNodes is BoundNodes with the window taken as given, 0 included.
-func (s *Service) boundNodes(ctx context.Context, op authn.Operator, window time.Duration) (api.OperatorNodes, error) {
 	now := s.now()
 	out := api.OperatorNodes{OperatorDID: op.DID, Nodes: []api.BoundNode{}}
 	err := s.store.View(ctx, func(tx store.Tx) error {

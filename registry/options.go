@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
 	"github.com/svrp/svrp/proto"
 )
 
@@ -101,7 +99,7 @@ func (h *handler) cors(next http.Handler) http.Handler {
 	})
 }
 
-func (h *handler) metrics(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (h *handler) metrics(w http.ResponseWriter, r *http.Request, _ string) {
 	if h.opts.metrics == nil {
 		h.fail(w, proto.New(proto.NotFound, "no metrics on this address"))
 		return

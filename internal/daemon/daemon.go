@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"net/url"
 	"path/filepath"
@@ -75,6 +76,9 @@ type Config struct {
 	// MetricsListen is where GET /metrics is served: MetricsOnMain (on Listen's
 	// listener), a host:port of its own, or "" for nowhere.
 	MetricsListen string
+	// DebugListen is a loopback host:port where Go's profiler (net/http/pprof) is served
+	// on a listener of its own, or "" for nowhere (the default).
+	DebugListen string
 	// dataGiven records that --data was set explicitly, which --memory contradicts.
 	dataGiven bool
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
@@ -127,6 +131,11 @@ func (c Config) Validate() error {
 	if c.MetricsListen != "" && c.MetricsListen != MetricsOnMain {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			errs = append(errs, fmt.Errorf("--metrics-listen %q: want host:port, %q (on --listen's address) or empty (no metrics)", c.MetricsListen, MetricsOnMain))
+		}
+	}
+	if c.DebugListen != "" {
+		if err := checkDebugListen(c.DebugListen); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, o := range c.CORSOrigins {
@@ -231,6 +240,43 @@ func checkOrigin(o string) error {
 		return fmt.Errorf("--cors-origin %q: want scheme://host[:port], such as https://console.example.net", o)
 	}
 	return nil
+}
+
+// checkDebugListen accepts only a loopback address for the profiler: anyone who reaches it
+// can make the daemon spend its CPU profiling and tracing, and read its goroutines' stacks.
+// A name other than localhost is refused even when it resolves to loopback, since what is
+// checked is what is typed; an empty host would listen on every interface.
+func checkDebugListen(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--debug-listen %q: want a loopback host:port, such as 127.0.0.1:6060", addr)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--debug-listen %q: the profiler is served on loopback only (127.0.0.0/8, ::1 or localhost); reach it from elsewhere through an SSH tunnel", addr)
+}
+
+// debugHandler serves Go's profiler: the index, each named profile (heap, goroutine, ...),
+// the CPU profile, the execution trace and symbol lookup. The command line is left out: it
+// may carry a database URL with its password. Importing net/http/pprof also registers these
+// handlers on http.DefaultServeMux, which svrpd never serves.
+func debugHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/debug/pprof/cmdline" {
+			http.NotFound(w, r)
+			return
+		}
+		pprof.Index(w, r)
+	})
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	return mux
 }
 
 // ParseLevel reads --log-level: trace (Badger's own debug messages too), debug (one line
@@ -368,6 +414,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "bound on a shutdown (draining requests, closing the store); past it, or if the store cannot close, svrpd exits 1")
 	fs.BoolVar(&c.Console, "console", true, "serve the operator console in the browser under /console/ (--console=false turns it off)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", MetricsOnMain, `where to serve GET /metrics (Prometheus): "main" on --listen's address, a host:port of its own, or "" for nowhere`)
+	fs.StringVar(&c.DebugListen, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port of its own, for go tool pprof; loopback only (default: off)")
 	fs.Func("cors-origin", "let browser pages of this `origin` (scheme://host[:port]) call the API; repeatable or comma-separated (default none)", func(v string) error {
 		for _, o := range strings.Split(v, ",") {
 			if o = strings.TrimSpace(o); o != "" {
@@ -453,6 +500,13 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 			defer metricsLn.Close()
 		}
 	}
+	var debugLn net.Listener
+	if c.DebugListen != "" {
+		if debugLn, err = net.Listen("tcp", c.DebugListen); err != nil {
+			return startError{fmt.Errorf("--debug-listen: %w", err)}
+		}
+		defer debugLn.Close()
+	}
 	st, pg, err := openStore(ctx, c, log, m)
 	if err != nil {
 		return startError{err}
@@ -523,7 +577,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 	srv := newServer(handler)
 	srv.ConnState = ln.connState
-	served := make(chan error, 2)
+	served := make(chan error, 3)
 	go func() { served <- srv.Serve(ln) }()
 	metricsAt := ""
 	var metricsSrv *http.Server
@@ -536,6 +590,16 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		metricsAt = "http://" + metricsLn.Addr().String() + "/metrics"
 	case m != nil:
 		metricsAt = "http://" + ln.Addr().String() + "/metrics"
+	}
+	var debugSrv *http.Server
+	if debugLn != nil {
+		// No read or write bound but the headers': a CPU profile or a trace answers only
+		// after the seconds it was asked to run.
+		debugSrv = &http.Server{
+			Handler: debugHandler(), ReadHeaderTimeout: timeouts.ReadHeader, MaxHeaderBytes: maxHeaderBytes,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		}
+		go func() { served <- debugSrv.Serve(debugLn) }()
 	}
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
@@ -556,7 +620,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if c.Console {
 		consoleURL = "http://" + ln.Addr().String() + console.Path
 	}
-	log.Info("svrpd serving", "addr", "http://"+ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt)
+	attrs := []any{"addr", "http://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
+	if debugLn != nil {
+		attrs = append(attrs, "pprof", "http://"+debugLn.Addr().String()+"/debug/pprof/")
+	}
+	log.Info("svrpd serving", attrs...)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -581,6 +649,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 	if metricsSrv != nil {
 		metricsSrv.Close()
+	}
+	if debugSrv != nil {
+		debugSrv.Close()
 	}
 	stopSweep()
 	// The sweeper may be inside a write that a failing disk holds up; it gets the rest of

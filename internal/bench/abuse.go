@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,16 +278,17 @@ func (b *bench) runAbuseRow(ctx context.Context, row abuseRow) (*abuseResult, er
 	if row.n == 10 {
 		// Idle cost first, before anything is stored or sent.
 		time.Sleep(2 * time.Second)
-		t0, err := procTicks(a.d.pid)
+		const idle = 10 * time.Second
+		c0, err := processCPU(a.d.pid)
 		if err != nil {
 			return nil, err
 		}
-		time.Sleep(10 * time.Second)
-		t1, err := procTicks(a.d.pid)
+		time.Sleep(idle)
+		c1, err := processCPU(a.d.pid)
 		if err != nil {
 			return nil, err
 		}
-		p := round(float64(t1-t0)/10, 3) // ticks are 10 ms: ticks/10 s = percent
+		p := round(100*(c1-c0).Seconds()/idle.Seconds(), 3)
 		res.IdleCPUPercent = &p
 	}
 	if err := a.honestSetup(); err != nil {
@@ -383,22 +383,6 @@ func (b *bench) reportAbuse(r *abuseResult) {
 	fmt.Fprintln(b.text)
 	line, _ := json.Marshal(r)
 	fmt.Fprintln(b.stdout, string(line))
-}
-
-// procTicks is a process's user and system time in clock ticks.
-func procTicks(pid int) (int, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	u, _ := strconv.Atoi(f[11])
-	st, _ := strconv.Atoi(f[12])
-	return u + st, nil
 }
 
 // flood runs fn from workers goroutines until stop is closed.

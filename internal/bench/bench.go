@@ -58,8 +58,12 @@ type benchScenario struct {
 	// verifies is the number of Ed25519 verifications the registry makes per operation,
 	// counted from its code: heartbeat, the node's signature; login, the credential's root
 	// signature and the login signature; journey, initiate 1 (node) + resolve 0 + authorize
-	// 2 (credential, authorization) + pending 1 (poll) + accept 4 (the whole chain).
+	// 2 (credential, authorization) + pending 1 (poll) + accept 4 (the whole chain); accept,
+	// the whole chain: the session's node signature, the credential's root signature, the
+	// authorization and the acceptance.
 	verifies int
+	// alone marks a scenario that all leaves out: it is run only when named.
+	alone bool
 }
 
 var benchScenarios = []benchScenario{
@@ -68,6 +72,10 @@ var benchScenarios = []benchScenario{
 	{name: "nodes", clients: 16, nodes: 1_000},
 	{name: "peers", clients: 16, nodes: 1_000},
 	{name: "journey", clients: 16, verifies: 8},
+	// Its setup carries each session through initiate, resolve and authorize, which takes
+	// longer than the window it prepares for; the journey scenario already times accepts
+	// among the other steps.
+	{name: "accept", clients: 16, verifies: 4, alone: true},
 }
 
 // journeySteps name the requests of one binding journey, in order.
@@ -81,6 +89,7 @@ const (
 	// the memory they take in the generator.
 	benchMaxLogins   = 200_000
 	benchMaxJourneys = 20_000
+	benchMaxAccepts  = 50_000
 	// Heartbeat rounds are signed one second of ts apart, from benchHeartbeatLead seconds
 	// in the past to at most benchHeartbeatAhead in the future, so every ts stays inside the
 	// registry's 300 s window while it is sent.
@@ -105,16 +114,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.spawnMemory, "spawn-memory", false, "like --spawn with the memory store")
 	fs.StringVar(&c.spawnBinary, "spawn-binary", "", "the svrpd binary that --spawn, --postgres's two daemons and the restart scenario start (default: this executable)")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow a --url that is not loopback (127.0.0.0/8, ::1, localhost)")
-	fs.StringVar(&c.scenario, "scenario", "all", "heartbeat, login, nodes, peers, journey, all (those five in turn), restart or abuse (slow; run only when named)")
+	fs.StringVar(&c.scenario, "scenario", "all", "heartbeat, login, nodes, peers, journey, all (those five in turn), accept, restart or abuse (run only when named)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "timed window of each scenario, at most "+benchMaxDuration.String())
 	fs.Int64Var(&c.requests, "requests", 1_000_000, "most operations per scenario (journeys for journey); the window ends at whichever bound comes first")
-	fs.IntVar(&c.clients, "clients", 0, "concurrent connections (default per scenario: 64 heartbeat and login, 16 nodes, peers and journey)")
+	fs.IntVar(&c.clients, "clients", 0, "concurrent connections (default per scenario: 64 heartbeat and login, 16 nodes, peers, journey and accept)")
 	fs.IntVar(&c.nodes, "nodes", 0, "nodes registered for heartbeat, nodes and peers, or stored for restart (default 10000 for heartbeat, 1000 for nodes and peers, 1000000 for restart, which takes at most 5000000)")
 	fs.DurationVar(&c.ceilingTime, "ceiling-time", 2*time.Second, "how long to measure the Ed25519 verify ceiling (0 skips it)")
 	fs.StringVar(&c.prefix, "prefix", canonical.DefaultPrefix, "domain prefix of every signed message; must be the registry's")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level of the in-process registry, or the least level of a spawned daemon's log lines copied to stderr (svrpd serve logs at info by default, one line per binding step)")
 	fs.BoolVar(&c.jsonOnly, "json", false, "print only the JSON line of each scenario")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file (with an in-process registry it covers the registry and the generator, otherwise the generator alone; read it with go tool pprof)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file: with --spawn or --spawn-memory the daemon's (served by its --debug-listen), with an in-process registry the registry's and the generator's, otherwise the generator's alone; read it with go tool pprof")
 	fs.Usage = func() { benchUsage(fs.Output(), fs) }
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
@@ -198,12 +207,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c.ceilingTime > 0 {
 		b.ceiling = measureCeiling(ctx, c.ceilingTime)
 		n := runtime.NumCPU()
-		fmt.Fprintf(b.text, "verify ceiling: %s Ed25519 verifies/s on %d CPUs (%s per core), measured for %s\n",
-			group(b.ceiling), n, group(b.ceiling/float64(n)), c.ceilingTime)
+		if b.ceiling > 0 {
+			b.verifyUs = round(1e6*float64(n)/b.ceiling, 2)
+		}
+		fmt.Fprintf(b.text, "verify ceiling: %s Ed25519 verifies/s on %d CPUs (%s per core: %.1f µs per verify), measured for %s\n",
+			group(b.ceiling), n, group(b.ceiling/float64(n)), b.verifyUs, c.ceilingTime)
 	}
 	code := 0
 	for _, sc := range benchScenarios {
-		if c.scenario != "all" && c.scenario != sc.name {
+		if c.scenario != sc.name && (c.scenario != "all" || sc.alone) {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -293,13 +305,20 @@ serving (the window's peak less the RSS after setup). The peak is VmHWM reset as
 window begins (writing 5 to /proc/<pid>/clear_refs), so that setup's own peak does not
 count; where the kernel refuses the reset it is the largest VmRSS sampled every 50 ms.
 The generator keeps only the head of each answer, so a node list costs it no memory.
-Lines of the daemon's log at --log-level or above are copied to stderr.
+Lines of the daemon's log at --log-level or above are copied to stderr. The daemon's CPU
+time (utime and stime of /proc/<pid>/stat, to 10 ms) is read as the window begins and ends:
+server CPU per operation, and that over the time of the operation's verifies on one core,
+one verify's time being the ceiling's per CPU turned around (on a busy machine the ceiling
+is low and the ratio flattering). With --cpuprofile the daemon is started with
+--debug-listen 127.0.0.1:0, and the file is its CPU profile, fetched from
+/debug/pprof/profile for the whole seconds that cover the window.
 
 With --postgres URL, each scenario runs three times: on the in-process registry on Badger,
 on the in-process registry on PostgreSQL, and on two svrpd serve processes (as with --spawn)
 sharing the database, the clients split between them, each run in a schema of its own that
 is dropped after. Setup registers through both daemons and waits until each lists every
-node; statements per operation are svrpd_store_statements_total of each daemon's /metrics.
+node; statements per operation are svrpd_store_statements_total of each daemon's /metrics,
+and the two daemons' CPU is reported as with --spawn (PostgreSQL's own is not counted).
 
 To measure a daemon started some other way, start it
 (svrpd serve --register-address-limit 1000000 ...) and pass --url; bench refuses an address
@@ -319,6 +338,10 @@ the registry for CPU while it is measured:
              over the digest of the authorization bench signed; only resolve is assembled
              in the window, around the short code initiate returns (8 verifies: initiate 1,
              authorize 2, pending 1, accept 4)
+  accept     not part of all, since its setup takes longer than its window: binds like
+             journey, but setup carries each session through initiate, resolve and
+             authorize, and the window sends only the signed acceptances (4 verifies: the
+             node's session signature, the credential, the authorization, the acceptance)
   restart    not part of all, since it is slow (a million nodes take one to one and a half
              minutes on two cores): fills a Badger store in a temporary directory with --nodes node
              records (default 1,000,000, at most 5,000,000) through the store API, in
@@ -342,7 +365,7 @@ the registry for CPU while it is measured:
              by the Go client. One JSON line per row (login_*/heartbeat_* p50/p99 without and
              under attack, their p99 ratios, attack_answers, daemon_rss_peak_mb,
              reference_rss_peak_mb, idle_cpu_percent).
-Login and journey first run short calibration batches to size what they prepare; if the
+Login, journey and accept first run short calibration batches to size what they prepare; if the
 prepared requests run out before --duration, the window ends there and says so. Signed
 timestamps and challenges are valid for 300 s, hence the limit on --duration. A window ends
 at --duration or --requests, whichever comes first, plus the time the requests in flight
@@ -352,8 +375,9 @@ Output. Each scenario prints its figures and one JSON line (ops_per_s, p50_ms, p
 errors and errors_by_code, ceiling_verifies_per_s, fraction_of_ceiling: ops/s times verifies
 per op over the ceiling, clients, nodes, duration_s; for an in-process registry rss_*_mb
 and hwm_mb; with --spawn daemon_rss_ready_mb, daemon_hwm_setup_mb,
-daemon_rss_peak_window_mb, daemon_rss_growth_mb, daemon_rss_end_mb, daemon_peak_source
-and the generator's own generator_rss_mb and generator_hwm_mb); --json prints only the
+daemon_rss_peak_window_mb, daemon_rss_growth_mb, daemon_rss_end_mb, daemon_peak_source,
+the generator's own generator_rss_mb and generator_hwm_mb, and server_cpu_s,
+server_cpu_us_per_op, verify_us and cpu_vs_verify); --json prints only the
 JSON lines. An operation is one request, or one whole journey. The exit code is 1 when a
 scenario could not run, any request failed, or a spawned daemon did not stop cleanly.
 
@@ -397,7 +421,7 @@ func (c benchConfig) validate() error {
 		known = known || c.scenario == sc.name
 	}
 	if !known {
-		errs = append(errs, fmt.Errorf("--scenario %q: want heartbeat, login, nodes, peers, journey, all, restart or abuse", c.scenario))
+		errs = append(errs, fmt.Errorf("--scenario %q: want heartbeat, login, nodes, peers, journey, all, accept, restart or abuse", c.scenario))
 	}
 	if c.duration <= 0 || c.duration > benchMaxDuration {
 		errs = append(errs, fmt.Errorf("--duration must be more than 0 and at most %s (signed timestamps last 300 s)", benchMaxDuration))
@@ -433,6 +457,8 @@ type benchTarget struct {
 	path     string // path prefix of every endpoint, "" or "/..."
 	self     bool
 	daemon   *benchDaemon // the child process of --spawn
+	// daemons are every child process serving the target, whose CPU time is measured.
+	daemons []*benchDaemon
 	// addrs, when there are several daemons behind one database, are their host:ports:
 	// client i connects to addrs[i%len(addrs)].
 	addrs []string

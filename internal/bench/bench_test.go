@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
@@ -263,6 +264,7 @@ func TestBenchSpawnsTheDaemon(t *testing.T) {
 		t.Skip("builds svrpd and runs the load generator")
 	}
 	bin := svrpdtest.Binary(t)
+	profile := filepath.Join(t.TempDir(), "daemon.prof")
 	tmp := t.TempDir()
 	// Temporary directories go here, so the test can see that each is removed.
 	t.Setenv("TMPDIR", tmp)
@@ -272,7 +274,7 @@ func TestBenchSpawnsTheDaemon(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := Main(t.Context(), []string{
 			"--spawn", "--spawn-binary", bin, "--scenario", "heartbeat", "--nodes", "50", "--clients", "4",
-			"--duration", "300ms", "--ceiling-time", "100ms", "--json",
+			"--duration", "300ms", "--ceiling-time", "100ms", "--json", "--cpuprofile", profile,
 		}, &stdout, &stderr)
 		if code != 0 {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
@@ -298,6 +300,34 @@ func TestBenchSpawnsTheDaemon(t *testing.T) {
 		}
 		if res.RSSReadyMB != nil || res.HWMMB != nil {
 			t.Error("the in-process RSS fields are set for a spawned daemon")
+		}
+		// The daemon's CPU in the window, per heartbeat and against one verify.
+		if res.ServerCPUS == nil || res.ServerCPUUsPerOp == nil || res.VerifyUs == nil || res.CPUVsVerify == nil {
+			t.Fatalf("server CPU %v s, %v µs per op, verify %v µs, ratio %v; want all four", res.ServerCPUS, res.ServerCPUUsPerOp, res.VerifyUs, res.CPUVsVerify)
+		}
+		if perOp := *res.ServerCPUS * 1e6 / float64(res.Ops); *res.ServerCPUS <= 0 || *res.ServerCPUS > 2*res.DurationS*float64(res.CPUs) ||
+			*res.ServerCPUUsPerOp < 0.9*perOp || *res.ServerCPUUsPerOp > 1.1*perOp {
+			t.Errorf("server CPU %.3f s in a %.3f s window, %.1f µs per op of %d", *res.ServerCPUS, res.DurationS, *res.ServerCPUUsPerOp, res.Ops)
+		}
+		if want := *res.ServerCPUUsPerOp / *res.VerifyUs; *res.CPUVsVerify < 0.95*want || *res.CPUVsVerify > 1.05*want {
+			t.Errorf("cpu_vs_verify %.2f, want %.2f (%.1f µs per op over one verify of %.1f µs)", *res.CPUVsVerify, want, *res.ServerCPUUsPerOp, *res.VerifyUs)
+		}
+		// The profile is the daemon's: gzipped, and naming the registry's heartbeat handler,
+		// which the generator never runs.
+		raw, err := os.ReadFile(profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatalf("the profile is not gzipped: %v", err)
+		}
+		pb, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(pb, []byte("github.com/svrp/svrp/registry.")) {
+			t.Errorf("the profile (%d bytes) names no function of the registry", len(pb))
 		}
 		if d := time.Since(start); d > 30*time.Second {
 			t.Errorf("took %s", d)

@@ -99,7 +99,7 @@ func (b *bench) startSpawnedPostgres(ctx context.Context, n int) (*benchTarget, 
 	host, _, _ := net.SplitHostPort(addrs[0])
 	return &benchTarget{
 		label: fmt.Sprintf("spawn-postgres-%d", n), base: "http://" + addrs[0], addr: addrs[0], host: addrs[0], hostname: host,
-		addrs: addrs, stop: stop,
+		addrs: addrs, daemons: ds, stop: stop,
 		statements: func() (uint64, error) {
 			var sum uint64
 			for _, a := range addrs {

@@ -42,6 +42,10 @@ func TestBenchPostgresTwoDaemons(t *testing.T) {
 		if onPG := res.Target != "self-badger"; onPG != (res.StatementsPerOp != nil) {
 			t.Errorf("%s: statements per op %v", res.Target, res.StatementsPerOp)
 		}
+		// The two daemons' CPU is theirs to report; without a ceiling there is no ratio.
+		if spawned := res.Target == "spawn-postgres-2"; spawned != (res.ServerCPUS != nil && *res.ServerCPUS > 0) || res.CPUVsVerify != nil {
+			t.Errorf("%s: server CPU %v s, cpu_vs_verify %v", res.Target, res.ServerCPUS, res.CPUVsVerify)
+		}
 	}
 	if want := []string{"self-badger", "self-postgres", "spawn-postgres-2"}; !slices.Equal(targets, want) {
 		t.Errorf("targets %q, want %q", targets, want)

@@ -1,10 +1,14 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
@@ -62,6 +66,22 @@ func (b *bench) report(res *benchResult) {
 		}
 		say("%s ops/s = %.2f of the verify ceiling (%s verifies/s; %d %s per op)",
 			group(res.OpsPerS), *res.FractionOfCeiling, group(res.CeilingVerifiesPerS), res.VerifiesPerOp, unit)
+	}
+	if res.ServerCPUS != nil && res.ServerCPUUsPerOp != nil {
+		op := "op"
+		if res.Scenario == "journey" {
+			op = "journey"
+		}
+		line := fmt.Sprintf("server CPU %.2f s in the window (%.2f of %d CPUs busy): %.1f µs per %s",
+			*res.ServerCPUS, *res.ServerCPUS/res.DurationS, res.CPUs, *res.ServerCPUUsPerOp, op)
+		if res.CPUVsVerify != nil && res.VerifyUs != nil {
+			unit := "verifies"
+			if res.VerifiesPerOp == 1 {
+				unit = "verify"
+			}
+			line += fmt.Sprintf(" = %.2f× its %d %s (%.1f µs each on one core)", *res.CPUVsVerify, res.VerifiesPerOp, unit, *res.VerifyUs)
+		}
+		say("%s", line)
 	}
 	if res.DaemonRSSReadyMB != nil && res.DaemonHWMSetupMB != nil && res.DaemonRSSPeakWindowMB != nil && res.DaemonRSSEndMB != nil && res.DaemonRSSGrowthMB != nil {
 		how := "VmHWM, reset as the window began"
@@ -221,11 +241,16 @@ func group(v float64) string {
 	return b.String()
 }
 
-// startProfile starts the CPU profile of one timed window when --cpuprofile asks for it.
-// With several scenarios each window overwrites the file, so it holds the last one.
-func (b *bench) startProfile() (stop func(), err error) {
+// startProfile starts the CPU profile of one timed window when --cpuprofile asks for it: the
+// daemon's when the target is one spawned with its profiler, else this process's. With
+// several scenarios each window overwrites the file, so it holds the last one. stop ends it
+// and reports whether the file was written whole.
+func (b *bench) startProfile(ctx context.Context, t *benchTarget) (stop func() error, err error) {
 	if b.cfg.cpuProfile == "" {
-		return func() {}, nil
+		return func() error { return nil }, nil
+	}
+	if t.daemon != nil && t.daemon.debugAddr != "" {
+		return startDaemonProfile(ctx, t.daemon.debugAddr, b.cfg.cpuProfile, b.cfg.duration)
 	}
 	f, err := os.Create(b.cfg.cpuProfile)
 	if err != nil {
@@ -235,8 +260,66 @@ func (b *bench) startProfile() (stop func(), err error) {
 		f.Close()
 		return nil, err
 	}
-	return func() {
+	return func() error {
 		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// profileSettle is how long bench waits after asking a daemon for its CPU profile before
+// the window begins. The daemon answers only when the profile ends, so nothing tells when it
+// began; on loopback it begins within a millisecond, and this leaves room for a busy machine.
+const profileSettle = 250 * time.Millisecond
+
+// startDaemonProfile asks the profiler at addr for a CPU profile that covers the settle time
+// and a window of the given duration, in the whole seconds the profiler takes, and writes
+// it to path as it arrives. The profile runs on past a window that ends early; stop waits
+// for its end.
+func startDaemonProfile(ctx context.Context, addr, path string, window time.Duration) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	seconds := int64(math.Ceil((profileSettle + window).Seconds())) + 1
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
+	c := http.Client{Timeout: time.Duration(seconds)*time.Second + time.Minute}
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+				return fmt.Errorf("%s: %s %s", url, resp.Status, strings.TrimSpace(string(msg)))
+			}
+			_, err = io.Copy(f, resp.Body)
+			return err
+		}()
+	}()
+	fail := func(err error) error {
 		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("the daemon's CPU profile: %w", err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			err = errors.New("it ended before the window began")
+		}
+		return nil, fail(err)
+	case <-time.After(profileSettle):
+	}
+	return func() error {
+		if err := <-done; err != nil {
+			return fail(err)
+		}
+		return f.Close()
 	}, nil
 }

@@ -437,10 +437,16 @@ type preparedJourney struct {
 	initiate, authorize, pending, accept []byte
 }
 
-// journey prepares binding journeys, each with a new node key, for one logged-in operator.
-// The acceptance is signed beforehand too: its authorization_digest is the SHA-256 of the
-// authorization bench itself signed.
-func (r *benchRun) journey() (func(w *worker) bool, error) {
+// binder prepares binding journeys, each with a new node key, for one logged-in operator.
+type binder struct {
+	r     *benchRun
+	token string // the operator's bearer token
+	op    benchOperator
+	runID string
+	seq   atomic.Int64
+}
+
+func (r *benchRun) newBinder() (*binder, error) {
 	op, err := newBenchOperator(r.b.cfg.prefix)
 	if err != nil {
 		return nil, err
@@ -453,80 +459,99 @@ func (r *benchRun) journey() (func(w *worker) bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logging the operator in: %w", err)
 	}
-	token := session.Token
 	var idBytes [6]byte
 	if _, err := rand.Read(idBytes[:]); err != nil {
 		return nil, err
 	}
-	runID := hex.EncodeToString(idBytes[:])
+	return &binder{r: r, token: session.Token, op: op, runID: hex.EncodeToString(idBytes[:])}, nil
+}
+
+// build signs one journey created at now. The acceptance is signed too: its
+// authorization_digest is the SHA-256 of the authorization bench itself signed.
+func (bd *binder) build(now time.Time) (preparedJourney, error) {
+	var pj preparedJourney
+	r, op, prefix := bd.r, bd.op, bd.r.b.cfg.prefix
 	single, grantSingle, grantDaily := 10.0, 5.0, 50.0
 	tasks := []string{"inference"}
-	prefix := r.b.cfg.prefix
-	var seq atomic.Int64
-	build := func(now time.Time) (preparedJourney, error) {
-		var pj preparedJourney
-		nd, err := newBenchNode()
-		if err != nil {
-			return pj, err
-		}
-		id := fmt.Sprintf("bench-%s-%d", runID, seq.Add(1))
-		at := canonical.FormatTime(now)
-		ini := binding.InitiateRequest{BindingSession: canonical.BindingSession{
-			BindingSessionID: id, NodeDID: nd.did, NodePublicKey: nd.key.Base58(),
-			DeviceSummary: "bench", OS: "linux", Region: "bench",
-			RequestedTaskTypes: tasks, RequestedSingleLimit: &single,
-			Nonce: "nonce-" + id, CreatedAt: at, ExpiresAt: canonical.FormatTime(now.Add(client.MaxSessionTTL)),
-		}}
-		if ini.NodeSignature, err = canonical.Sign(nd.priv, prefix, ini.BindingSession); err != nil {
-			return pj, err
-		}
-		az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
-			BindingSessionID: id, NodeDID: nd.did, OperatorDID: op.cred.OperatorDID,
-			TaskTypes: tasks, SingleLimit: &grantSingle, DailyLimit: &grantDaily,
-			RevocationID: "rev-" + id, IssuedAt: at, ExpiresAt: canonical.FormatTime(now.Add(time.Hour)),
-		}}
-		if az.Signature, err = canonical.Sign(op.device, prefix, az.Authorization); err != nil {
-			return pj, err
-		}
-		poll := api.PendingRequest{NodeDID: nd.did, NodePublicKey: nd.key.Base58(), TS: now.Unix()}
-		if poll.Signature, err = canonical.Sign(nd.priv, prefix, canonical.Poll{NodeDID: nd.did, TS: poll.TS}); err != nil {
-			return pj, err
-		}
-		digest, err := az.Digest(prefix)
-		if err != nil {
-			return pj, err
-		}
-		acc := binding.Acceptance{Acceptance: canonical.Acceptance{
-			BindingSessionID: id, NodeDID: nd.did, OperatorDID: op.cred.OperatorDID,
-			AuthorizationDigest: digest, Accepted: true, IssuedAt: at,
-		}}
-		if acc.Signature, err = canonical.Sign(nd.priv, prefix, acc.Acceptance); err != nil {
-			return pj, err
-		}
-		bodies := make([][]byte, 4)
-		for i, v := range []any{ini, api.AuthorizeRequest{BindingSessionID: id, DeviceCredential: op.cred, AuthorizationCredential: az}, poll, api.AcceptanceRequest{Acceptance: acc}} {
-			if bodies[i], err = json.Marshal(v); err != nil {
-				return pj, err
-			}
-		}
-		pj.initiate = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/v1/bindings/initiate"), "", bodies[0])
-		pj.authorize = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/v1/bindings/authorize"), token, bodies[1])
-		pj.pending = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/v1/node/bindings/pending"), "", bodies[2])
-		pj.accept = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/v1/node/bindings/"+url.PathEscape(id)+"/accept"), "", bodies[3])
-		return pj, nil
+	nd, err := newBenchNode()
+	if err != nil {
+		return pj, err
 	}
-	prepare := func(k int) ([]preparedJourney, error) {
-		now := time.Now().UTC().Truncate(time.Second)
-		out := make([]preparedJourney, k)
-		err := parallel(r.ctx, k, runtime.NumCPU(), func(_, i int) error {
-			var err error
-			out[i], err = build(now)
-			return err
-		})
-		return out, err
+	id := fmt.Sprintf("bench-%s-%d", bd.runID, bd.seq.Add(1))
+	at := canonical.FormatTime(now)
+	ini := binding.InitiateRequest{BindingSession: canonical.BindingSession{
+		BindingSessionID: id, NodeDID: nd.did, NodePublicKey: nd.key.Base58(),
+		DeviceSummary: "bench", OS: "linux", Region: "bench",
+		RequestedTaskTypes: tasks, RequestedSingleLimit: &single,
+		Nonce: "nonce-" + id, CreatedAt: at, ExpiresAt: canonical.FormatTime(now.Add(client.MaxSessionTTL)),
+	}}
+	if ini.NodeSignature, err = canonical.Sign(nd.priv, prefix, ini.BindingSession); err != nil {
+		return pj, err
 	}
+	az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
+		BindingSessionID: id, NodeDID: nd.did, OperatorDID: op.cred.OperatorDID,
+		TaskTypes: tasks, SingleLimit: &grantSingle, DailyLimit: &grantDaily,
+		RevocationID: "rev-" + id, IssuedAt: at, ExpiresAt: canonical.FormatTime(now.Add(time.Hour)),
+	}}
+	if az.Signature, err = canonical.Sign(op.device, prefix, az.Authorization); err != nil {
+		return pj, err
+	}
+	poll := api.PendingRequest{NodeDID: nd.did, NodePublicKey: nd.key.Base58(), TS: now.Unix()}
+	if poll.Signature, err = canonical.Sign(nd.priv, prefix, canonical.Poll{NodeDID: nd.did, TS: poll.TS}); err != nil {
+		return pj, err
+	}
+	digest, err := az.Digest(prefix)
+	if err != nil {
+		return pj, err
+	}
+	acc := binding.Acceptance{Acceptance: canonical.Acceptance{
+		BindingSessionID: id, NodeDID: nd.did, OperatorDID: op.cred.OperatorDID,
+		AuthorizationDigest: digest, Accepted: true, IssuedAt: at,
+	}}
+	if acc.Signature, err = canonical.Sign(nd.priv, prefix, acc.Acceptance); err != nil {
+		return pj, err
+	}
+	bodies := make([][]byte, 4)
+	for i, v := range []any{ini, api.AuthorizeRequest{BindingSessionID: id, DeviceCredential: op.cred, AuthorizationCredential: az}, poll, api.AcceptanceRequest{Acceptance: acc}} {
+		if bodies[i], err = json.Marshal(v); err != nil {
+			return pj, err
+		}
+	}
+	pj.initiate = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/v1/bindings/initiate"), "", bodies[0])
+	pj.authorize = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/v1/bindings/authorize"), bd.token, bodies[1])
+	pj.pending = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/v1/node/bindings/pending"), "", bodies[2])
+	pj.accept = appendRequest(nil, "POST", r.t.host, r.t.endpoint("/v1/node/bindings/"+url.PathEscape(id)+"/accept"), "", bodies[3])
+	return pj, nil
+}
 
-	resolvePath := r.t.endpoint("/v1/bindings/resolve")
+// prepare signs k journeys, all created now.
+func (bd *binder) prepare(k int) ([]preparedJourney, error) {
+	now := time.Now().UTC().Truncate(time.Second)
+	out := make([]preparedJourney, k)
+	err := parallel(bd.r.ctx, k, runtime.NumCPU(), func(_, i int) error {
+		var err error
+		out[i], err = bd.build(now)
+		return err
+	})
+	return out, err
+}
+
+// resolve builds into w.buf the operator's resolve of the short code initiate returned.
+func (bd *binder) resolve(w *worker, code []byte) []byte {
+	w.buf = appendHead(w.buf[:0], "POST", bd.r.t.host, bd.r.t.endpoint("/v1/bindings/resolve"), bd.token, len(`{"short_code":""}`)+len(code))
+	w.buf = append(w.buf, `{"short_code":"`...)
+	w.buf = append(w.buf, code...)
+	w.buf = append(w.buf, `"}`...)
+	return w.buf
+}
+
+// journey prepares whole binding journeys and sends each as a node and its operator would:
+// initiate, resolve, authorize, pending, accept.
+func (r *benchRun) journey() (func(w *worker) bool, error) {
+	bd, err := r.newBinder()
+	if err != nil {
+		return nil, err
+	}
 	var journeys []preparedJourney
 	var next atomic.Int64
 	send := func(w *worker) bool {
@@ -545,11 +570,7 @@ func (r *benchRun) journey() (func(w *worker) bool, error) {
 			w.stats.errs["200 initiate answer without short_code"]++
 			return true
 		}
-		w.buf = appendHead(w.buf[:0], "POST", r.t.host, resolvePath, token, len(`{"short_code":""}`)+len(code))
-		w.buf = append(w.buf, `{"short_code":"`...)
-		w.buf = append(w.buf, code...)
-		w.buf = append(w.buf, `"}`...)
-		if !w.send(w.buf, &steps[1]) || !w.send(pj.authorize, &steps[2]) ||
+		if !w.send(bd.resolve(w, code), &steps[1]) || !w.send(pj.authorize, &steps[2]) ||
 			!w.send(pj.pending, &steps[3]) || !w.send(pj.accept, &steps[4]) {
 			return true
 		}
@@ -558,7 +579,7 @@ func (r *benchRun) journey() (func(w *worker) bool, error) {
 		return true
 	}
 	err = r.calibrate(4, benchMaxJourneys, func(k int) error {
-		journeys, err = prepare(k)
+		journeys, err = bd.prepare(k)
 		next.Store(0)
 		return err
 	}, send, "signed %s journeys (a node key, initiate, authorization, poll and acceptance each) in %.1fs")
@@ -566,4 +587,81 @@ func (r *benchRun) journey() (func(w *worker) bool, error) {
 		return nil, err
 	}
 	return send, nil
+}
+
+// accept prepares binding sessions up to the node's acceptance (initiate, resolve and
+// authorize sent in setup) and sends only the signed acceptances, each of which verifies the
+// whole four-signature chain.
+func (r *benchRun) accept() (func(w *worker) bool, error) {
+	bd, err := r.newBinder()
+	if err != nil {
+		return nil, err
+	}
+	prepare := func(k int) ([][]byte, error) {
+		journeys, err := bd.prepare(k)
+		if err != nil {
+			return nil, err
+		}
+		ws, done, err := r.setupWorkers()
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		accepts := make([][]byte, k)
+		err = parallel(r.ctx, k, len(ws), func(g, i int) error {
+			if err := bd.authorize(ws[g], &journeys[i]); err != nil {
+				return err
+			}
+			accepts[i] = journeys[i].accept
+			return nil
+		})
+		return accepts, err
+	}
+	var accepts [][]byte
+	var next atomic.Int64
+	send := func(w *worker) bool {
+		i := int(next.Add(1) - 1)
+		if i >= len(accepts) {
+			return false
+		}
+		if w.send(accepts[i], &w.stats.hist) {
+			w.stats.ok++
+		}
+		return true
+	}
+	err = r.calibrate(8, benchMaxAccepts, func(k int) error {
+		accepts, err = prepare(k)
+		next.Store(0)
+		return err
+	}, send, "signed %s journeys and carried each session to the node's acceptance (initiate, resolve, authorize) in %.1fs")
+	if err != nil {
+		return nil, err
+	}
+	return send, nil
+}
+
+// authorize sends pj's initiate, resolve and authorize over w, leaving its session waiting
+// for the node's acceptance.
+func (bd *binder) authorize(w *worker, pj *preparedJourney) error {
+	step := func(name string, req []byte) error {
+		status, err := w.conn.roundTrip(req, time.Now())
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if status < 200 || status > 299 {
+			return fmt.Errorf("%s: %s", name, answerCode(status, w.conn.body))
+		}
+		return nil
+	}
+	if err := step("initiate", pj.initiate); err != nil {
+		return err
+	}
+	code, ok := jsonStringField(w.conn.body, "short_code")
+	if !ok {
+		return errors.New("initiate: the answer has no short_code")
+	}
+	if err := step("resolve", bd.resolve(w, code)); err != nil {
+		return err
+	}
+	return step("authorize", pj.authorize)
 }

@@ -47,6 +47,7 @@ type benchDaemon struct {
 
 	mu          sync.Mutex
 	addr        string // host:port from the "svrpd serving" line
+	debugAddr   string // host:port of its profiler, when started with --debug-listen
 	servingAt   time.Time
 	tableLoad   time.Duration // took= of the "node table loaded" line
 	tableNodes  int
@@ -169,6 +170,7 @@ func (d *benchDaemon) note(line string) {
 			return
 		}
 		d.addr, d.servingAt = addr, time.Now()
+		d.debugAddr = strings.TrimSuffix(strings.TrimPrefix(logField(line, "pprof"), "http://"), "/debug/pprof/")
 		close(d.serving)
 	}
 }
@@ -379,15 +381,25 @@ func (b *bench) startSpawned(ctx context.Context) (*benchTarget, error) {
 			os.RemoveAll(dir)
 		}
 	}
+	args := daemonArgs(memory, dir, b.cfg.prefix)
+	if b.cfg.cpuProfile != "" {
+		// The profile is the daemon's, fetched from its profiler while the window runs.
+		args = append(args, "--debug-listen", "127.0.0.1:0")
+	}
 	level, _ := daemon.ParseLevel(b.cfg.logLevel)
-	d, err := spawnDaemon(ctx, b.daemonBin, daemonArgs(memory, dir, b.cfg.prefix), b.stderr, level, daemonServeTimeout)
+	d, err := spawnDaemon(ctx, b.daemonBin, args, b.stderr, level, daemonServeTimeout)
 	if err != nil {
 		cleanup()
 		return nil, err
 	}
+	if b.cfg.cpuProfile != "" && d.debugAddr == "" {
+		d.kill()
+		cleanup()
+		return nil, fmt.Errorf("%s did not name its profiler's address in its \"svrpd serving\" line (pprof=), so --cpuprofile cannot profile it", b.daemonBin)
+	}
 	host, _, _ := net.SplitHostPort(d.addr)
 	return &benchTarget{
-		label: label, base: "http://" + d.addr, addr: d.addr, host: d.addr, hostname: host, daemon: d,
+		label: label, base: "http://" + d.addr, addr: d.addr, host: d.addr, hostname: host, daemon: d, daemons: []*benchDaemon{d},
 		stop: func() {
 			if err := d.stop(); err != nil {
 				fmt.Fprintf(b.stderr, "svrpd bench: %v\n", err)

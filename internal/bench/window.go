@@ -75,6 +75,9 @@ type bench struct {
 	text      io.Writer // the readable report; io.Discard with --json
 	remote    *benchTarget
 	ceiling   float64
+	// verifyUs is one Ed25519 verify's time on one core, in µs: the ceiling's rate per CPU
+	// turned around. 0 when the ceiling was not measured.
+	verifyUs float64
 	// loadBefore is the machine's load average before bench began; later readings would
 	// count bench's own earlier scenarios.
 	loadBefore *float64
@@ -112,6 +115,13 @@ type benchResult struct {
 	Prepared            int              `json:"prepared"`
 	Stopped             string           `json:"stopped"`
 	Steps               []benchStep      `json:"steps,omitempty"`
+	// The CPU time (user and system) the target's own processes spent in the timed window,
+	// with --spawn and the daemons of --postgres: in all, per operation, and per operation
+	// over the time of its verifies on one core (verify_us, from the ceiling).
+	ServerCPUS       *float64 `json:"server_cpu_s,omitempty"`
+	ServerCPUUsPerOp *float64 `json:"server_cpu_us_per_op,omitempty"`
+	VerifyUs         *float64 `json:"verify_us,omitempty"`
+	CPUVsVerify      *float64 `json:"cpu_vs_verify,omitempty"`
 	// StatementsPerOp is, on PostgreSQL, the database statements of the timed window per
 	// operation.
 	StatementsPerOp *float64 `json:"statements_per_op,omitempty"`
@@ -197,6 +207,9 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 			fmt.Fprintf(b.text, sc.name+": "+format+"\n", args...)
 		},
 	}
+	if b.verifyUs > 0 {
+		r.res.VerifyUs = &b.verifyUs
+	}
 	if t.self {
 		r.say("target %s (in-process, %s)", t.base, strings.TrimPrefix(t.label, "self-"))
 		r.res.RSSStartMB, _ = rssMB()
@@ -229,6 +242,8 @@ func (b *bench) runScenario(ctx context.Context, sc benchScenario) (*benchResult
 		op, err = r.listing(nodes, "/peers")
 	case "journey":
 		op, err = r.journey()
+	case "accept":
+		op, err = r.accept()
 	}
 	if err != nil {
 		return nil, err
@@ -301,11 +316,9 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 	var stop, exhausted, budgetSpent atomic.Bool
 	var left atomic.Int64
 	left.Store(r.b.cfg.requests)
-	timer := time.AfterFunc(r.b.cfg.duration, func() { stop.Store(true) })
-	defer timer.Stop()
 	unwatch := context.AfterFunc(r.ctx, func() { stop.Store(true) })
 	defer unwatch()
-	stopProfile, err := r.b.startProfile()
+	stopProfile, err := r.b.startProfile(r.ctx, r.t)
 	if err != nil {
 		return err
 	}
@@ -317,6 +330,10 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 			return err
 		}
 	}
+	// The window's clock starts once the profile runs and the counters are read.
+	timer := time.AfterFunc(r.b.cfg.duration, func() { stop.Store(true) })
+	defer timer.Stop()
+	cpuBefore, cpuOK := r.t.serverCPU()
 	start := time.Now()
 	for _, w := range r.workers {
 		wg.Add(1)
@@ -339,7 +356,10 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	stopProfile()
+	cpuAfter, cpuAfterOK := r.t.serverCPU()
+	cpuOK = cpuOK && cpuAfterOK
+	// A daemon's profile runs on past the window, to the whole seconds it was asked for.
+	profileErr := stopProfile()
 
 	res := r.res
 	if r.t.statements != nil {
@@ -392,7 +412,29 @@ func (r *benchRun) window(op func(w *worker) bool) error {
 		f := round(res.OpsPerS*float64(r.sc.verifies)/r.b.ceiling, 3)
 		res.FractionOfCeiling = &f
 	}
-	return nil
+	if cpuOK && res.Ops > 0 {
+		cpu := cpuAfter - cpuBefore
+		total, perOp := round(cpu.Seconds(), 3), round(float64(cpu.Microseconds())/float64(res.Ops), 1)
+		res.ServerCPUS, res.ServerCPUUsPerOp = &total, &perOp
+		if r.sc.verifies > 0 && r.b.verifyUs > 0 {
+			ratio := round(perOp/(float64(r.sc.verifies)*r.b.verifyUs), 2)
+			res.CPUVsVerify = &ratio
+		}
+	}
+	return profileErr
+}
+
+// serverCPU is the CPU time the target's own processes have used so far; ok is false when it
+// has none (in-process, --url) or their time cannot be read.
+func (t *benchTarget) serverCPU() (cpu time.Duration, ok bool) {
+	for _, d := range t.daemons {
+		c, err := processCPU(d.pid)
+		if err != nil {
+			return 0, false
+		}
+		cpu += c
+	}
+	return cpu, len(t.daemons) > 0
 }
 
 // worker is one client: a connection, a scratch buffer and its own tallies, so the timed

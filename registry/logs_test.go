@@ -1,12 +1,10 @@
 package registry_test
 
 import (
-	"bytes"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mr-tron/base58"
@@ -17,24 +15,6 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-// syncBuffer is a bytes.Buffer that handlers on several goroutines may write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestLogsKeepNoSecret runs a whole journey, with its usual failures, under a debug logger
 // of each format the daemon offers, the store logging to it too as svrpd wires it, and
 // checks that no seed, bearer token, challenge, short code (in any spelling the registry
@@ -42,7 +22,7 @@ func (b *syncBuffer) String() string {
 func TestLogsKeepNoSecret(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
-			var out syncBuffer
+			var out testkit.Buffer
 			opts := &slog.HandlerOptions{Level: slog.LevelDebug}
 			var logger *slog.Logger
 			if format == "json" {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // The walkthrough of the README, as a person with two terminals runs it: every step is a
@@ -254,22 +255,7 @@ func fullNodeDID(t *testing.T, path string) string {
 const stepTimeout = 30 * time.Second
 
 // output collects what a process writes, safe to read while it runs.
-type output struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
+type output struct{ testkit.Buffer }
 
 // waitFor polls the output until it matches pattern, and returns the submatches.
 func (o *output) waitFor(t *testing.T, pattern string) []string {

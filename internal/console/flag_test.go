@@ -1,36 +1,17 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/svrp/svrp/internal/daemon"
+	"github.com/svrp/svrp/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer the daemon's logger and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+) .* console=(\S+)`)
 
@@ -38,7 +19,7 @@ var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0
 func serve(t *testing.T, args ...string) (base, consoleURL string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- daemon.Main(ctx, append([]string{"--memory", "--listen", "127.0.0.1:0"}, args...), io.Discard, &stderr)

@@ -208,6 +208,28 @@ func checkNoCrash(t *testing.T, log string) {
 	}
 }
 
+// checkFaultLog fails when the daemon's log shows a crash, or does not say once per fault
+// that the store refuses writes.
+func checkFaultLog(t *testing.T, log string, faults int) {
+	t.Helper()
+	checkNoCrash(t, log)
+	if n := countLines(log, `msg="store refuses writes"`); n != faults {
+		t.Errorf("%d lines say the store refuses writes; want one per fault (%d)", n, faults)
+	}
+}
+
+// restartIntact restarts the daemon on data once a fault has passed, checks that every write
+// it acknowledged is there, and stops it, which must then go cleanly.
+func restartIntact(t *testing.T, data string, log *svrpdtest.Log, l *crashLedger, flags ...string) {
+	t.Helper()
+	d := crashStart(t, data, log, flags...)
+	l.verify(t, newCrashClient(d.URL))
+	t.Logf("after restart: %d acknowledged registrations, none lost", len(l.nodes))
+	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("exit %d after SIGTERM once the fault had passed", code)
+	}
+}
+
 // TestDiskFull puts the data directory on a 96 MiB tmpfs. First the volume is filled to just
 // above the reserve, so that the daemon's own registrations take it below: writes are then
 // refused with 503 while reads answer 200, and resume by themselves once the filler is
@@ -279,17 +301,8 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	d = crashStart(t, data, log, flags...)
-	l.verify(t, newCrashClient(d.URL))
-	t.Logf("after restart: %d acknowledged registrations, none lost", len(l.nodes))
-	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
-		t.Errorf("exit %d after SIGTERM with space", code)
-	}
-	all := log.String()
-	checkNoCrash(t, all)
-	if n := countLines(all, `msg="store refuses writes"`); n != 2 {
-		t.Errorf("%d lines say the store refuses writes; want one per fault (2)", n)
-	}
+	restartIntact(t, data, log, l, flags...)
+	checkFaultLog(t, log.String(), 2)
 }
 
 // TestDataDirRemoved removes the data directory under a running daemon while it registers
@@ -356,10 +369,7 @@ func TestDataDirRemoved(t *testing.T) {
 		t.Errorf("exit %d after %v; want 1 within the 10s bound", code, took)
 	}
 	all := log.String()
-	checkNoCrash(t, all)
-	if n := countLines(all, `msg="store refuses writes"`); n != 1 {
-		t.Errorf("%d lines say the store refuses writes; want 1", n)
-	}
+	checkFaultLog(t, all, 1)
 	if n := countLines(all, "component=badger"); n > 10 {
 		t.Errorf("Badger logged %d lines", n)
 	}
@@ -405,17 +415,8 @@ func TestDataDirReadOnly(t *testing.T) {
 	}
 
 	immutable(t, data, false)
-	d = crashStart(t, data, log, "--shutdown-timeout", "10s")
-	l.verify(t, newCrashClient(d.URL))
-	t.Logf("after restart: %d acknowledged registrations, none lost", len(l.nodes))
-	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
-		t.Errorf("exit %d after SIGTERM", code)
-	}
-	all := log.String()
-	checkNoCrash(t, all)
-	if n := countLines(all, `msg="store refuses writes"`); n != 1 {
-		t.Errorf("%d lines say the store refuses writes; want 1", n)
-	}
+	restartIntact(t, data, log, l, "--shutdown-timeout", "10s")
+	checkFaultLog(t, log.String(), 1)
 }
 
 // holdRequest opens a request whose body never finishes, so that a shutdown has a request
@@ -599,48 +600,28 @@ func TestCrashSafetyDiskFilling(t *testing.T) {
 	var refusedTotal int64
 	for round := 1; round <= 3; round++ {
 		c := newCrashClient(d.URL)
-		stop := make(chan struct{})
-		var killed atomic.Bool
 		var refused atomic.Int64
-		var wg sync.WaitGroup
-		errs := make([]error, 4)
-		for w := range errs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// A refusal ends a worker's journey; it starts a new one (a new login, new
-				// nodes) until the round stops.
-				for attempt := 0; ; attempt++ {
-					err := crashWorker(c, ledger, fmt.Sprintf("f%d-w%d-a%d", round, w, attempt), stop)
-					if err == nil || killed.Load() {
-						return
-					}
-					if !strings.Contains(err.Error(), "503 STORE_UNAVAILABLE") {
-						errs[w] = err
-						return
-					}
-					refused.Add(1)
-					select {
-					case <-stop:
-						return
-					case <-time.After(20 * time.Millisecond):
-					}
+		wait := func() {
+			time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
+			fillTo(t, filler, 20<<20)
+			time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+		}
+		before := killRound(t, d, ledger, round, wait, func(w int, stop <-chan struct{}) error {
+			// A refusal ends a worker's journey; it starts a new one (a new login, new
+			// nodes) until the round stops.
+			for attempt := 0; ; attempt++ {
+				err := crashWorker(c, ledger, fmt.Sprintf("f%d-w%d-a%d", round, w, attempt), stop)
+				if err == nil || !strings.Contains(err.Error(), "503 STORE_UNAVAILABLE") {
+					return err
 				}
-			}()
-		}
-		time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
-		fillTo(t, filler, 20<<20)
-		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
-		killed.Store(true)
-		before := ledger.acknowledged()
-		d.Signal(t, syscall.SIGKILL)
-		close(stop)
-		wg.Wait()
-		for w, err := range errs {
-			if err != nil {
-				t.Errorf("round %d worker %d failed before the kill: %v", round, w, err)
+				refused.Add(1)
+				select {
+				case <-stop:
+					return nil
+				case <-time.After(20 * time.Millisecond):
+				}
 			}
-		}
+		})
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}

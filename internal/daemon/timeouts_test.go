@@ -41,19 +41,38 @@ func closedWithin(t *testing.T, conn net.Conn, deadline time.Duration) []byte {
 	return got
 }
 
-// trickle writes p one byte per interval until it is written, the connection fails or stop
-// is closed.
-func trickle(conn net.Conn, p []byte, every time.Duration, stop <-chan struct{}) {
-	for _, b := range p {
-		select {
-		case <-stop:
-			return
-		case <-time.After(every):
-		}
-		if _, err := conn.Write([]byte{b}); err != nil {
-			return
-		}
+// slowClient starts the daemon with timeouts, connects to it and sends head at once; the
+// connection closes when the test ends.
+func slowClient(t *testing.T, timeouts Timeouts, head string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", slowServe(t, timeouts))
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// trickle writes p to conn one byte per interval, in the background, until it is written,
+// the connection fails or the test ends.
+func trickle(t *testing.T, conn net.Conn, p []byte, every time.Duration) {
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for _, b := range p {
+			select {
+			case <-stop:
+				return
+			case <-time.After(every):
+			}
+			if _, err := conn.Write([]byte{b}); err != nil {
+				return
+			}
+		}
+	}()
 }
 
 // The short bound the tests give the server, and the generous margin within which the
@@ -66,18 +85,8 @@ const (
 // TestSlowHeadersCutOff: a client that sends its request headers a byte at a time is cut
 // off once ReadHeaderTimeout has passed, however long its headers would go on.
 func TestSlowHeadersCutOff(t *testing.T) {
-	addr := slowServe(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	stop := make(chan struct{})
-	defer close(stop)
-	if _, err := io.WriteString(conn, "GET /health HTTP/1.1\r\nHost: svrpd\r\nX-Slow: "); err != nil {
-		t.Fatal(err)
-	}
-	go trickle(conn, []byte(strings.Repeat("a", 1<<16)), 50*time.Millisecond, stop)
+	conn := slowClient(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound}, "GET /health HTTP/1.1\r\nHost: svrpd\r\nX-Slow: ")
+	trickle(t, conn, []byte(strings.Repeat("a", 1<<16)), 50*time.Millisecond)
 	start := time.Now()
 	closedWithin(t, conn, slowBound+slowMargin)
 	t.Logf("a trickling client was cut off after %v (ReadHeaderTimeout %v)", time.Since(start).Round(time.Millisecond), slowBound)
@@ -85,32 +94,17 @@ func TestSlowHeadersCutOff(t *testing.T) {
 
 // TestSilentClientCutOff: a client that connects and sends nothing is cut off too.
 func TestSilentClientCutOff(t *testing.T) {
-	addr := slowServe(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound, Idle: slowBound})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := slowClient(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound, Idle: slowBound}, "")
 	closedWithin(t, conn, slowBound+slowMargin)
 }
 
 // TestSlowBodyCutOff: a client that sends its headers at once and then trickles its body
 // is cut off once ReadTimeout has passed.
 func TestSlowBodyCutOff(t *testing.T) {
-	addr := slowServe(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	stop := make(chan struct{})
-	defer close(stop)
 	body := `{"did":"did:svrp:n:00000000","endpoint":"203.0.113.7:7000","padding":"` + strings.Repeat("p", 4000) + `"}`
 	head := fmt.Sprintf("POST /api/v1/register HTTP/1.1\r\nHost: svrpd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-	if _, err := io.WriteString(conn, head); err != nil {
-		t.Fatal(err)
-	}
-	go trickle(conn, []byte(body), 50*time.Millisecond, stop)
+	conn := slowClient(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound}, head)
+	trickle(t, conn, []byte(body), 50*time.Millisecond)
 	got := closedWithin(t, conn, 2*slowBound+slowMargin)
 	t.Logf("the server answered a trickled body with %q and closed", firstLine(got))
 }
@@ -118,15 +112,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 // TestIdleKeepAliveCutOff: a client that made one request and then holds its keep-alive
 // connection open without another is cut off after IdleTimeout.
 func TestIdleKeepAliveCutOff(t *testing.T) {
-	addr := slowServe(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound, Idle: slowBound})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "GET /health HTTP/1.1\r\nHost: svrpd\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	conn := slowClient(t, Timeouts{ReadHeader: slowBound, Read: 2 * slowBound, Idle: slowBound}, "GET /health HTTP/1.1\r\nHost: svrpd\r\n\r\n")
 	got := closedWithin(t, conn, slowBound+slowMargin)
 	if line := firstLine(got); line != "HTTP/1.1 200 OK" {
 		t.Fatalf("first answer %q", line)

@@ -147,6 +147,13 @@ func (c *Client) call(ctx context.Context, req request, out any) error {
 	})
 }
 
+// send is call for an endpoint whose 2xx answer is a T.
+func send[T any](ctx context.Context, c *Client, req request) (T, error) {
+	var out T
+	err := c.call(ctx, req, &out)
+	return out, err
+}
+
 // once makes one HTTP attempt and returns the body of a 2xx answer. A non-2xx answer is an
 // [*Error]; no answer at all is a [*TransportError].
 func (c *Client) once(ctx context.Context, req request, raw []byte) ([]byte, error) {

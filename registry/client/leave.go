@@ -16,32 +16,24 @@ import (
 // Logout sends POST /v1/auth/logout: the session of token ends, and the token gets
 // NO_SESSION from then on.
 func (c *Client) Logout(ctx context.Context, token string) (api.OKResult, error) {
-	var out api.OKResult
-	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/auth/logout", token: token}, &out)
-	return out, err
+	return send[api.OKResult](ctx, c, request{method: http.MethodPost, path: "/v1/auth/logout", token: token})
 }
 
 // Revoke sends POST /v1/auth/revoke with a revocation signed by the root key (see
 // [NewRevocation]). It needs no session: the signature is the authority. Sending one that the
 // registry already recorded is harmless and answers with the first revoked_at.
 func (c *Client) Revoke(ctx context.Context, r authn.SignedRevocation) (api.RevokeResult, error) {
-	var out api.RevokeResult
-	err := c.call(ctx, request{method: http.MethodPost, path: "/v1/auth/revoke", body: r}, &out)
-	return out, err
+	return send[api.RevokeResult](ctx, c, request{method: http.MethodPost, path: "/v1/auth/revoke", body: r})
 }
 
 // OperatorUnbind sends the operator form of POST /v1/bindings/{id}/unbind.
 func (c *Client) OperatorUnbind(ctx context.Context, token, id string) (api.UnbindResult, error) {
-	var out api.UnbindResult
-	err := c.call(ctx, request{method: http.MethodPost, path: sessionPath(id, "unbind"), token: token}, &out)
-	return out, err
+	return send[api.UnbindResult](ctx, c, request{method: http.MethodPost, path: sessionPath(id, "unbind"), token: token})
 }
 
 // NodeUnbind sends the node form of POST /v1/bindings/{id}/unbind.
 func (c *Client) NodeUnbind(ctx context.Context, id string, req api.NodeUnbindRequest) (api.UnbindResult, error) {
-	var out api.UnbindResult
-	err := c.call(ctx, request{method: http.MethodPost, path: sessionPath(id, "unbind"), body: req}, &out)
-	return out, err
+	return send[api.UnbindResult](ctx, c, request{method: http.MethodPost, path: sessionPath(id, "unbind"), body: req})
 }
 
 // NewRevocation builds and signs, with the operator's root key, the revocation of every
@@ -83,14 +75,9 @@ func (o *Operator) Unbind(ctx context.Context, sessionID string) (api.UnbindResu
 // Unbind ends the active binding that session sessionID created, signed by the node key
 // (message 12). The operator's consent is not needed to leave.
 func (n *Node) Unbind(ctx context.Context, sessionID string) (api.UnbindResult, error) {
-	did, _, err := n.identity()
+	req, err := n.sessionRequest(sessionID, true)
 	if err != nil {
 		return api.UnbindResult{}, err
 	}
-	ts := n.Client.now().Unix()
-	sig, err := canonical.Sign(n.Key, n.Client.prefix, canonical.Unbind{BindingSessionID: sessionID, NodeDID: did, TS: ts})
-	if err != nil {
-		return api.UnbindResult{}, err
-	}
-	return n.Client.NodeUnbind(ctx, sessionID, api.NodeUnbindRequest{NodeDID: did, TS: ts, Signature: sig})
+	return n.Client.NodeUnbind(ctx, sessionID, api.NodeUnbindRequest(req))
 }

@@ -342,16 +342,32 @@ func (n *Node) acceptance(p api.PendingAuthorization, accepted bool) (binding.Ac
 // Cancel cancels one of the node's binding sessions (message 9). Any state but a terminal one
 // can be cancelled.
 func (n *Node) Cancel(ctx context.Context, sessionID string) (api.StateResult, error) {
+	req, err := n.sessionRequest(sessionID, false)
+	if err != nil {
+		return api.StateResult{}, err
+	}
+	return n.Client.NodeCancel(ctx, sessionID, req)
+}
+
+// sessionRequest signs, with the node key and the client's clock, message 9 (cancel) or, with
+// unbind, message 12 about one of the node's binding sessions; the two have the same fields,
+// and so have the bodies that carry them.
+func (n *Node) sessionRequest(sessionID string, unbind bool) (api.NodeCancelRequest, error) {
 	did, _, err := n.identity()
 	if err != nil {
-		return api.StateResult{}, err
+		return api.NodeCancelRequest{}, err
 	}
-	ts := n.Client.now().Unix()
-	sig, err := canonical.Sign(n.Key, n.Client.prefix, canonical.Cancel{BindingSessionID: sessionID, NodeDID: did, TS: ts})
+	m := canonical.Cancel{BindingSessionID: sessionID, NodeDID: did, TS: n.Client.now().Unix()}
+	var sig string
+	if unbind {
+		sig, err = canonical.Sign(n.Key, n.Client.prefix, canonical.Unbind(m))
+	} else {
+		sig, err = canonical.Sign(n.Key, n.Client.prefix, m)
+	}
 	if err != nil {
-		return api.StateResult{}, err
+		return api.NodeCancelRequest{}, err
 	}
-	return n.Client.NodeCancel(ctx, sessionID, api.NodeCancelRequest{NodeDID: did, TS: ts, Signature: sig})
+	return api.NodeCancelRequest{NodeDID: did, TS: m.TS, Signature: sig}, nil
 }
 
 // publicKey checks that key is an Ed25519 private key and returns its public half.

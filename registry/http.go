@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bufio"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -295,101 +294,6 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request, _ string) {
 		Count   int    `json:"count"`
 		Store   string `json:"store,omitempty"`
 	}{status, "svrpd", n, st.State}, err)
-}
-
-// listingKind is what one of the three node listings writes around the records it picks.
-type listingKind struct {
-	contentType string
-	head, tail  string
-	json        bool // JSON records joined by ','; else /peers lines
-	counted     bool // head is followed by the count and `,"nodes":[`
-}
-
-var (
-	nodesListing    = listingKind{contentType: "application/json", head: `{"count":`, tail: "]}\n", json: true, counted: true}
-	apiPeersListing = listingKind{contentType: "application/json", head: `{"ok":true,"data":[`, tail: `],"error":null}` + "\n", json: true}
-	peersListing    = listingKind{contentType: "text/plain; charset=utf-8"}
-)
-
-// listing answers one of the three node listings from the current snapshot of the node
-// table (listCache): the filter picks records out of it, and they are written straight from
-// it, so a listing allocates nothing in proportion to the table.
-func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind) {
-	f, err := api.ParseNodeFilter(r.URL.Query())
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	snap, release, err := h.s.lists.get(h.s.listVersion(), func(snap *listSnapshot) error {
-		return h.s.buildSnapshot(r.Context(), snap)
-	})
-	defer release()
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	if !h.s.listingSlot(r.Context()) {
-		return // the client went away while it waited
-	}
-	now := h.s.now()
-	all := keepsAll(f)
-	record := snap.peerLine
-	if k.json {
-		record = snap.jsonRecord
-	}
-	count, size := 0, 0
-	for i, n := range snap.nodes {
-		if all || keepNode(f, n, now) {
-			count++
-			size += len(record(i))
-		}
-	}
-	var head []byte
-	head = append(head, k.head...)
-	if k.counted {
-		head = strconv.AppendInt(head, int64(count), 10)
-		head = append(head, `,"nodes":[`...)
-	}
-	if k.json && count > 1 {
-		size += count - 1
-	}
-	w.Header().Set("Content-Type", k.contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(head)+size+len(k.tail)))
-	w.Write(head)
-	if all {
-		if k.json {
-			w.Write(snap.json)
-		} else {
-			w.Write(snap.peers)
-		}
-	} else {
-		bw := bufio.NewWriterSize(w, listingWriteBuffer)
-		first := true
-		for i, n := range snap.nodes {
-			if !keepNode(f, n, now) {
-				continue
-			}
-			if k.json && !first {
-				bw.WriteByte(',')
-			}
-			first = false
-			bw.Write(record(i))
-		}
-		bw.Flush()
-	}
-	w.Write([]byte(k.tail))
-}
-
-func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ string) {
-	h.listing(w, r, nodesListing)
-}
-
-func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ string) {
-	h.listing(w, r, apiPeersListing)
-}
-
-func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ string) {
-	h.listing(w, r, peersListing)
 }
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, _ string) {

@@ -362,66 +362,6 @@ func lookupNode(tx store.Tx, d didkey.DID) (store.Node, error) {
 	return tx.Node(found[0])
 }
 
-// keepsAll reports whether f keeps every record.
-func keepsAll(f api.NodeFilter) bool {
-	return !f.OnlineSet && f.OnlineWithin <= 0 && len(f.Capabilities) == 0 && f.Region == "" && !f.Callable
-}
-
-// keepNode reports whether n passes f at now.
-func keepNode(f api.NodeFilter, n *store.Node, now time.Time) bool {
-	if (f.OnlineWithin > 0 || f.OnlineSet) && now.Sub(n.LastSeen) > f.OnlineWithin {
-		return false
-	}
-	if f.Region != "" && n.Region != f.Region {
-		return false
-	}
-	for _, c := range f.Capabilities {
-		if !slices.Contains(n.Capabilities, c) {
-			return false
-		}
-	}
-	return !f.Callable || (n.SignatureVerified && Reachability(n.Endpoint) == ReachPublic)
-}
-
-// Nodes returns the node records that pass f, sorted by first_seen then key.
-func (s *Service) Nodes(ctx context.Context, f api.NodeFilter) ([]store.Node, error) {
-	refs, err := s.nodeRefs(ctx, f)
-	out := make([]store.Node, len(refs))
-	for i, n := range refs {
-		out[i] = *n
-	}
-	return out, err
-}
-
-// nodeRefs is Nodes without copies where the store allows it: a store that holds the node
-// table in memory hands out its own unchanging records, so a listing of 100,000 nodes needs
-// a slice of pointers rather than a copy of the table.
-func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node, error) {
-	now := s.now()
-	var out []*store.Node
-	keep := func(n *store.Node) error {
-		if keepNode(f, n, now) {
-			out = append(out, n)
-		}
-		return nil
-	}
-	var err error
-	if sc, ok := s.store.(store.NodeScanner); ok {
-		err = sc.ScanNodes(ctx, keep)
-	} else {
-		err = s.store.View(ctx, func(tx store.Tx) error {
-			return tx.EachNode(func(n store.Node) error { return keep(&n) })
-		})
-	}
-	slices.SortFunc(out, func(a, b *store.Node) int {
-		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.Key[:], b.Key[:])
-	})
-	return out, err
-}
-
 // NodeCount returns the number of registered nodes.
 func (s *Service) NodeCount(ctx context.Context) (int, error) {
 	var n int

@@ -234,20 +234,6 @@ func New(cfg Config) (*Service, error) {
 // Prefix returns the domain prefix the service verifies signatures under.
 func (s *Service) Prefix() string { return s.prefix }
 
-// nodesChanged marks every cached node listing as out of date.
-func (s *Service) nodesChanged() { s.registrations.Add(1) }
-
-// listVersion is the state of the node table for the list cache. Changes another daemon
-// made to a shared store count as registrations: the cache follows them a few times a
-// second, so each is a rebuild at most that often.
-func (s *Service) listVersion() listVersion {
-	regs := s.registrations.Load()
-	if f, ok := s.store.(store.NodeFollower); ok {
-		regs += f.RemoteChanges()
-	}
-	return listVersion{registrations: regs, touches: s.touches.Load(), second: s.now().Unix()}
-}
-
 // now is the registry's clock truncated to whole seconds: every time comparison of the
 // protocol uses it.
 func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Second) }

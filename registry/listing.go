@@ -1,0 +1,500 @@
+package registry
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
+)
+
+// The node listings — GET /nodes, GET /peers and GET /api/v1/peers (docs/protocol.md §5.1) —
+// are the registry's largest answers and the ones any stranger may ask for as often as it
+// likes. Everything about them lives in this file: writing an answer, the filter, the
+// snapshot of the whole table that every answer is cut from, and the JSON of one record.
+
+// listingKind is what one of the three node listings writes around the records it picks.
+type listingKind struct {
+	contentType string
+	head, tail  string
+	json        bool // JSON records joined by ','; else /peers lines
+	counted     bool // head is followed by the count and `,"nodes":[`
+}
+
+var (
+	nodesListing    = listingKind{contentType: "application/json", head: `{"count":`, tail: "]}\n", json: true, counted: true}
+	apiPeersListing = listingKind{contentType: "application/json", head: `{"ok":true,"data":[`, tail: `],"error":null}` + "\n", json: true}
+	peersListing    = listingKind{contentType: "text/plain; charset=utf-8"}
+)
+
+// listing answers one of the three node listings from the current snapshot of the node
+// table (listCache): the filter picks records out of it, and they are written straight from
+// it, so a listing allocates nothing in proportion to the table.
+func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind) {
+	f, err := api.ParseNodeFilter(r.URL.Query())
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	snap, release, err := h.s.lists.get(h.s.listVersion(), func(snap *listSnapshot) error {
+		return h.s.buildSnapshot(r.Context(), snap)
+	})
+	defer release()
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if !h.s.listingSlot(r.Context()) {
+		return // the client went away while it waited
+	}
+	now := h.s.now()
+	all := keepsAll(f)
+	record := snap.peerLine
+	if k.json {
+		record = snap.jsonRecord
+	}
+	count, size := 0, 0
+	for i, n := range snap.nodes {
+		if all || keepNode(f, n, now) {
+			count++
+			size += len(record(i))
+		}
+	}
+	var head []byte
+	head = append(head, k.head...)
+	if k.counted {
+		head = strconv.AppendInt(head, int64(count), 10)
+		head = append(head, `,"nodes":[`...)
+	}
+	if k.json && count > 1 {
+		size += count - 1
+	}
+	w.Header().Set("Content-Type", k.contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(head)+size+len(k.tail)))
+	w.Write(head)
+	if all {
+		if k.json {
+			w.Write(snap.json)
+		} else {
+			w.Write(snap.peers)
+		}
+	} else {
+		bw := bufio.NewWriterSize(w, listingWriteBuffer)
+		first := true
+		for i, n := range snap.nodes {
+			if !keepNode(f, n, now) {
+				continue
+			}
+			if k.json && !first {
+				bw.WriteByte(',')
+			}
+			first = false
+			bw.Write(record(i))
+		}
+		bw.Flush()
+	}
+	w.Write([]byte(k.tail))
+}
+
+func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ string) {
+	h.listing(w, r, nodesListing)
+}
+
+func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ string) {
+	h.listing(w, r, apiPeersListing)
+}
+
+func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ string) {
+	h.listing(w, r, peersListing)
+}
+
+// keepsAll reports whether f keeps every record.
+func keepsAll(f api.NodeFilter) bool {
+	return !f.OnlineSet && f.OnlineWithin <= 0 && len(f.Capabilities) == 0 && f.Region == "" && !f.Callable
+}
+
+// keepNode reports whether n passes f at now.
+func keepNode(f api.NodeFilter, n *store.Node, now time.Time) bool {
+	if (f.OnlineWithin > 0 || f.OnlineSet) && now.Sub(n.LastSeen) > f.OnlineWithin {
+		return false
+	}
+	if f.Region != "" && n.Region != f.Region {
+		return false
+	}
+	for _, c := range f.Capabilities {
+		if !slices.Contains(n.Capabilities, c) {
+			return false
+		}
+	}
+	return !f.Callable || (n.SignatureVerified && Reachability(n.Endpoint) == ReachPublic)
+}
+
+// Nodes returns the node records that pass f, sorted by first_seen then key.
+func (s *Service) Nodes(ctx context.Context, f api.NodeFilter) ([]store.Node, error) {
+	refs, err := s.nodeRefs(ctx, f)
+	out := make([]store.Node, len(refs))
+	for i, n := range refs {
+		out[i] = *n
+	}
+	return out, err
+}
+
+// nodeRefs is Nodes without copies where the store allows it: a store that holds the node
+// table in memory hands out its own unchanging records, so a listing of 100,000 nodes needs
+// a slice of pointers rather than a copy of the table.
+func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node, error) {
+	now := s.now()
+	var out []*store.Node
+	keep := func(n *store.Node) error {
+		if keepNode(f, n, now) {
+			out = append(out, n)
+		}
+		return nil
+	}
+	var err error
+	if sc, ok := s.store.(store.NodeScanner); ok {
+		err = sc.ScanNodes(ctx, keep)
+	} else {
+		err = s.store.View(ctx, func(tx store.Tx) error {
+			return tx.EachNode(func(n store.Node) error { return keep(&n) })
+		})
+	}
+	slices.SortFunc(out, func(a, b *store.Node) int {
+		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Key[:], b.Key[:])
+	})
+	return out, err
+}
+
+// listSnapshot is the whole node table encoded once, at one version: the JSON of every
+// record (for GET /nodes and /api/v1/peers) and its /peers line, in listing order. Every
+// listing, whatever its filter, is written from the one current snapshot by picking records
+// out of it, so a thousand distinct filters cost one encoding and no copies, and a listing
+// holds at most the table's records, each at most the largest record.
+type listSnapshot struct {
+	v     listVersion
+	ready chan struct{} // closed once the fields below are set
+	err   error
+
+	nodes    []*store.Node
+	json     []byte // the records' JSON joined by ','
+	jsonEnd  []int  // record i is json[start(i):jsonEnd[i]], start(i) = jsonEnd[i-1]+1
+	peers    []byte // the /peers lines, one after another
+	peersEnd []int
+
+	size int // bytes held, for maxListingBytes
+	refs int // readers using it, plus one while it is the cache's current snapshot
+}
+
+func (s *listSnapshot) jsonRecord(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = s.jsonEnd[i-1] + 1
+	}
+	return s.json[start:s.jsonEnd[i]]
+}
+
+func (s *listSnapshot) peerLine(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = s.peersEnd[i-1]
+	}
+	return s.peers[start:s.peersEnd[i]]
+}
+
+// listCache keeps the current snapshot. A snapshot is reused while no registration has
+// changed the node table since it was built, and — when heartbeats have moved last_seen
+// since — while the registry clock stays in the second it was built in. So a listing is at
+// most one second stale (timestamps have one-second precision), and an unchanging table is
+// encoded once. One snapshot is built at a time: readers that arrive meanwhile wait for it.
+// The snapshots held at once (the current one and older ones that slow readers are still
+// being sent) stay within maxListingBytes, see limits.go.
+type listCache struct {
+	mu   sync.Mutex
+	cur  *listSnapshot
+	held int // bytes of every snapshot still referenced
+}
+
+// listVersion is what a snapshot was built from: the registrations and heartbeats seen so
+// far, and the second on the registry clock.
+type listVersion struct {
+	registrations uint64
+	touches       uint64
+	second        int64
+}
+
+// fresh reports whether a snapshot built at v still serves a request at now.
+func (v listVersion) fresh(now listVersion) bool {
+	if v.registrations != now.registrations {
+		return false
+	}
+	return v.touches == now.touches || v.second == now.second
+}
+
+// get returns a snapshot for now and the function that releases it, building one with
+// build when the current one is stale and the memory bound leaves room for another.
+func (c *listCache) get(now listVersion, build func(*listSnapshot) error) (*listSnapshot, func(), error) {
+	c.mu.Lock()
+	cur := c.cur
+	if cur != nil && (cur.v.fresh(now) || !c.roomFor(cur)) {
+		cur.refs++
+		c.mu.Unlock()
+		<-cur.ready
+		if cur.err != nil {
+			c.release(cur)
+			return nil, func() {}, cur.err
+		}
+		return cur, func() { c.release(cur) }, nil
+	}
+	s := &listSnapshot{v: now, ready: make(chan struct{}), refs: 2} // the cache's and ours
+	c.cur = s
+	if cur != nil {
+		c.drop(cur)
+	}
+	c.mu.Unlock()
+
+	err := build(s)
+	c.mu.Lock()
+	s.err = err
+	c.held += s.size
+	if err != nil && c.cur == s {
+		c.cur = nil
+		c.drop(s)
+	}
+	c.mu.Unlock()
+	close(s.ready)
+	if err != nil {
+		c.release(s)
+		return nil, func() {}, err
+	}
+	return s, func() { c.release(s) }, nil
+}
+
+// roomFor reports whether a snapshot as large as cur may be built while the snapshots held
+// now stay in memory. When only cur is held there is always room: one rebuild at a time is
+// the least a changing table needs.
+func (c *listCache) roomFor(cur *listSnapshot) bool {
+	select {
+	case <-cur.ready:
+	default:
+		return false // being built: wait for it rather than build a second one
+	}
+	others := c.held - cur.size
+	return others == 0 || c.held+cur.size <= maxListingBytes
+}
+
+func (c *listCache) release(s *listSnapshot) {
+	c.mu.Lock()
+	c.drop(s)
+	c.mu.Unlock()
+}
+
+// drop removes one reference; c.mu is held.
+func (c *listCache) drop(s *listSnapshot) {
+	if s.refs--; s.refs == 0 {
+		c.held -= s.size
+	}
+}
+
+// buildSnapshot encodes the whole node table into s.
+func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
+	nodes, err := s.nodeRefs(ctx, api.NodeFilter{})
+	if err != nil {
+		return err
+	}
+	jsonSize, peersSize := 0, 0
+	for _, n := range nodes {
+		jsonSize += nodeJSONSize(*n) + 1
+		peersSize += len(n.DID) + len(n.Endpoint) + 48
+	}
+	snap.nodes = nodes
+	snap.json = make([]byte, 0, jsonSize)
+	snap.jsonEnd = make([]int, len(nodes))
+	snap.peers = make([]byte, 0, peersSize)
+	snap.peersEnd = make([]int, len(nodes))
+	for i, n := range nodes {
+		if i > 0 {
+			snap.json = append(snap.json, ',')
+		}
+		snap.json = appendNodeJSON(snap.json, *n)
+		snap.jsonEnd[i] = len(snap.json)
+		snap.peers = append(snap.peers, n.DID...)
+		snap.peers = append(snap.peers, ' ')
+		snap.peers = append(snap.peers, n.Key.Base58()...)
+		snap.peers = append(snap.peers, ' ')
+		snap.peers = append(snap.peers, n.Endpoint...)
+		snap.peers = append(snap.peers, '\n')
+		snap.peersEnd[i] = len(snap.peers)
+	}
+	const wordsPerNode = 3 // the pointer and the two offsets
+	snap.size = cap(snap.json) + cap(snap.peers) + len(nodes)*wordsPerNode*8
+	return nil
+}
+
+// listingSlots lets listingSlotCount listings be written at once (see limits.go).
+type listingSlots chan struct{}
+
+// listingSlot waits for a turn to write a listing and reports whether it got one before ctx
+// ended. The turn ends when the request does, or listingSlotHold after it began, whichever
+// comes first: a reader too slow to take its listing in that time keeps receiving it, but
+// no longer holds up anyone else's.
+func (s *Service) listingSlot(ctx context.Context) bool {
+	select {
+	case s.listingTurns <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	release := sync.OnceFunc(func() { <-s.listingTurns })
+	timer := time.AfterFunc(listingSlotHold, release)
+	context.AfterFunc(ctx, func() {
+		timer.Stop()
+		release()
+	})
+	return true
+}
+
+// nodesChanged marks every cached node listing as out of date.
+func (s *Service) nodesChanged() { s.registrations.Add(1) }
+
+// listVersion is the state of the node table for the list cache. Changes another daemon
+// made to a shared store count as registrations: the cache follows them a few times a
+// second, so each is a rebuild at most that often.
+func (s *Service) listVersion() listVersion {
+	regs := s.registrations.Load()
+	if f, ok := s.store.(store.NodeFollower); ok {
+		regs += f.RemoteChanges()
+	}
+	return listVersion{registrations: regs, touches: s.touches.Load(), second: s.now().Unix()}
+}
+
+// The node listings are the registry's largest answers: 100,000 nodes make about 45 MB of
+// JSON. Encoding them with encoding/json goes through a NodeView per record and a buffer
+// that doubles as it grows, several times the answer's size in garbage. appendNodeJSON
+// writes a record straight into one buffer instead, producing exactly the bytes that
+// json.Marshal(nodeView(n)) produces (a property test holds it to that).
+
+// appendNodeJSON appends the JSON of n as NodeView renders it.
+func appendNodeJSON(b []byte, n store.Node) []byte {
+	b = append(b, `{"did":`...)
+	b = appendJSONString(b, n.DID)
+	b = append(b, `,"public_key":"`...)
+	b = hex.AppendEncode(b, n.Key[:])
+	b = append(b, `","endpoint":`...)
+	b = appendJSONString(b, n.Endpoint)
+	b = append(b, `,"capabilities":[`...)
+	for i, c := range n.Capabilities {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, c)
+	}
+	b = append(b, `],"region":`...)
+	if n.Region == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, n.Region)
+	}
+	b = append(b, `,"status":"active","last_seen":"`...)
+	b = canonical.AppendTime(b, n.LastSeen)
+	b = append(b, `","first_seen":"`...)
+	b = canonical.AppendTime(b, n.FirstSeen)
+	b = append(b, `","signature":`...)
+	if n.Signature == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, *n.Signature)
+	}
+	b = append(b, `,"signature_present":`...)
+	b = strconv.AppendBool(b, n.Signature != nil)
+	b = append(b, `,"signature_verified":`...)
+	b = strconv.AppendBool(b, n.SignatureVerified)
+	b = append(b, `,"reachability":"`...)
+	b = append(b, Reachability(n.Endpoint)...)
+	b = append(b, `","registration_ts":`...)
+	if n.RegistrationTS == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *n.RegistrationTS, 10)
+	}
+	return append(b, '}')
+}
+
+// nodeJSONSize estimates the length of appendNodeJSON's output, so that a listing's buffer
+// is allocated once.
+func nodeJSONSize(n store.Node) int {
+	size := 370 + len(n.DID) + len(n.Endpoint) + len(n.Region)
+	for _, c := range n.Capabilities {
+		size += len(c) + 3
+	}
+	if n.Signature != nil {
+		size += len(*n.Signature)
+	}
+	return size
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json writes it: '"' and
+// '\\' escaped, control characters as \n, \r, \t, \b, \f or \u00XX, the HTML characters <, > and &
+// as \u003c, \u003e and \u0026, U+2028 and U+2029 as escapes, and invalid UTF-8 as \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	const digits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', digits[c>>4], digits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', digits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/internal/hints"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -97,6 +98,24 @@ func didForm(s string) (didkey.Form, error) {
 		return didkey.FormFull, nil
 	}
 	return didkey.FormInvalid, fmt.Errorf("--did-form %q: want short, fallback or full", s)
+}
+
+// parseFlags parses the flags of a command whose -h text is usage, then its flags.
+func parseFlags(fs *flag.FlagSet, args []string, usage string) (int, bool) {
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usage)
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	return cmdflag.Parse(fs, args)
+}
+
+// parsePositional is parseFlags for a command that takes positional arguments, anywhere among
+// its flags; it returns them.
+func parsePositional(fs *flag.FlagSet, args []string, usage string) ([]string, int, bool) {
+	pos, flags := splitPositional(fs, args)
+	code, ok := parseFlags(fs, flags, usage)
+	return pos, code, ok
 }
 
 // splitPositional separates positional arguments from flags, so that "resolve CODE --dir D"

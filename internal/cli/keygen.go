@@ -22,8 +22,7 @@ func Keygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "file to write the new key's seed to (required; created with mode 0600)")
 	force := fs.Bool("force", false, "replace the file if it exists (destroys the identity it held)")
 	addClientFlags(fs, true)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: svrpd keygen --out FILE [--force]
+	if code, ok := parseFlags(fs, args, `Usage: svrpd keygen --out FILE [--force]
 
 Creates a new Ed25519 identity for a node. FILE receives the 32-byte seed as 64 hex
 characters and a newline, with mode 0600: it is the node's identity, keep it secret.
@@ -31,12 +30,7 @@ The seed is never printed; the DIDs, the public key and the fingerprint are.
 
 Example:
   svrpd keygen --out node.seed
-  svrpd node run --key node.seed --endpoint 203.0.113.7:7000
-
-Flags:`)
-		fs.PrintDefaults()
-	}
-	if code, ok := cmdflag.Parse(fs, args); !ok {
+  svrpd node run --key node.seed --endpoint 203.0.113.7:7000`); !ok {
 		return code
 	}
 	if *out == "" {

@@ -61,8 +61,7 @@ func runOperatorRevoke(ctx context.Context, args []string, _ io.Reader, stdout, 
 	rootFile := fs.String("root", "", "the root key's seed file (default DIR/root.seed)")
 	out := fs.String("out", "", "write the signed revocation to `FILE` instead of sending it")
 	send := fs.String("send", "", "send a revocation prepared earlier with --out (or by operator init) from `FILE`; needs no --dir")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: svrpd operator revoke --dir DIR [--revocation-id ID] [--root FILE] [--out FILE]
+	pos, code, ok := parsePositional(fs, args, `Usage: svrpd operator revoke --dir DIR [--revocation-id ID] [--root FILE] [--out FILE]
        svrpd operator revoke --send FILE
 
 Revokes, for good, every credential of this operator that carries the revocation_id: a
@@ -78,13 +77,8 @@ is made, keep it with the root key, and send it with --send the day the device i
 Examples:
   svrpd operator revoke --dir ~/.svrp-operator
   svrpd operator revoke --dir ~/.svrp-operator --revocation-id rev-7f3a --out lost-phone.json
-  svrpd operator revoke --send lost-phone.json
-
-Flags:`)
-		fs.PrintDefaults()
-	}
-	pos, flags := splitPositional(fs, args)
-	if code, ok := cmdflag.Parse(fs, flags); !ok {
+  svrpd operator revoke --send lost-phone.json`)
+	if !ok {
 		return code
 	}
 	const cmd = "operator revoke"
@@ -267,22 +261,16 @@ func sameNode(a didkey.DID, b string) bool {
 func runNodeUnbind(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cmdflag.New("node unbind", stderr)
 	nf := addNodeFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: svrpd node unbind SESSION_ID --key FILE
+	pos, code, ok := parsePositional(fs, args, `Usage: svrpd node unbind SESSION_ID --key FILE
 
 Ends the node's binding that binding session SESSION_ID made (node bind prints it), signed
 by the node key. The operator's consent is not needed to leave: the node leaves the
-operator's list at once, and may bind again with svrpd node bind.
-
-Flags:`)
-		fs.PrintDefaults()
-	}
-	pos, flags := splitPositional(fs, args)
-	if code, ok := cmdflag.Parse(fs, flags); !ok {
+operator's list at once, and may bind again with svrpd node bind.`)
+	if !ok {
 		return code
 	}
 	const cmd = "node unbind"
-	hc := hintContext{registry: nf.client.registry}
+	hc := nf.hints()
 	if len(pos) != 1 {
 		return usageError(stderr, cmd, "name the binding session: SESSION_ID")
 	}

@@ -66,6 +66,8 @@ func addNodeFlags(fs *flag.FlagSet) *nodeFlags {
 	return nf
 }
 
+func (nf *nodeFlags) hints() hintContext { return hintContext{registry: nf.client.registry} }
+
 // node loads the key and returns the node on a client of the registry.
 func (nf *nodeFlags) node(stderr io.Writer) (*client.Node, error) {
 	if nf.key == "" {
@@ -95,8 +97,7 @@ func runNodeRun(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	region := fs.String("region", "", "the node's self-reported region")
 	every := fs.Duration("every", defaultHeartbeatEvery, "heartbeat interval, from 1s to 5m")
 	v1 := fs.Bool("register-v1", false, "register without a signed ts (message 3), for a registry that predates registration v2; such a registration can be replayed by anyone")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: svrpd node run --key FILE --endpoint HOST:PORT [--capability C ...] [--region R] [--every 60s] [--register-v1]
+	if code, ok := parseFlags(fs, args, `Usage: svrpd node run --key FILE --endpoint HOST:PORT [--capability C ...] [--region R] [--every 60s] [--register-v1]
 
 Registers the node with a signed, timestamped announcement (registration v2: it cannot be
 replayed or rolled back), then sends a signed heartbeat every
@@ -104,16 +105,11 @@ interval, printing one line per event, until interrupted. A node counts as onlin
 its last heartbeat is recent (10 minutes by default).
 
 Example:
-  svrpd node run --key node.seed --endpoint 203.0.113.7:7000 --capability inference
-
-Flags:`)
-		fs.PrintDefaults()
-	}
-	if code, ok := cmdflag.Parse(fs, args); !ok {
+  svrpd node run --key node.seed --endpoint 203.0.113.7:7000 --capability inference`); !ok {
 		return code
 	}
 	const cmd = "node run"
-	hc := hintContext{registry: nf.client.registry}
+	hc := nf.hints()
 	if *endpoint == "" {
 		return usageError(stderr, cmd, "--endpoint HOST:PORT is required")
 	}
@@ -207,8 +203,7 @@ func runNodeBind(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	osName := fs.String("os", runtime.GOOS, "the node's operating system, shown to the operator")
 	region := fs.String("region", "", "the node's region, shown to the operator")
 	poll := fs.Duration("poll", 2*time.Second, "how often to ask the registry whether the operator answered")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: svrpd node bind --key FILE [--task-type T ...] [--single-limit N] [--daily-limit N] [--ttl 600s] [--yes|--no]
+	if code, ok := parseFlags(fs, args, `Usage: svrpd node bind --key FILE [--task-type T ...] [--single-limit N] [--daily-limit N] [--ttl 600s] [--yes|--no]
 
 Asks to be bound to an operator. Prints a short code and the node's fingerprint: give the
 code to the operator, who runs "svrpd operator resolve CODE" and must see the same
@@ -217,16 +212,11 @@ the node accepts or rejects them (asks unless --yes or --no). Interrupting cance
 session.
 
 Example:
-  svrpd node bind --key node.seed --task-type inference --single-limit 10 --daily-limit 100
-
-Flags:`)
-		fs.PrintDefaults()
-	}
-	if code, ok := cmdflag.Parse(fs, args); !ok {
+  svrpd node bind --key node.seed --task-type inference --single-limit 10 --daily-limit 100`); !ok {
 		return code
 	}
 	const cmd = "node bind"
-	hc := hintContext{registry: nf.client.registry}
+	hc := nf.hints()
 	if *yes && *no {
 		return usageError(stderr, cmd, "--yes and --no exclude each other")
 	}

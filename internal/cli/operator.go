@@ -100,13 +100,8 @@ func (of *operatorFlags) hints() hintContext {
 // parse parses the flags of an operator command with usage text, allowing positional
 // arguments anywhere, and checks --dir.
 func (of *operatorFlags) parse(fs *flag.FlagSet, args []string, usage string, positional int) ([]string, int, bool) {
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), usage)
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	pos, flags := splitPositional(fs, args)
-	if code, ok := cmdflag.Parse(fs, flags); !ok {
+	pos, code, ok := parsePositional(fs, args, usage)
+	if !ok {
 		return nil, code, false
 	}
 	name := strings.TrimPrefix(fs.Name(), "svrpd ")
@@ -520,25 +515,31 @@ was last seen and the limits agreed at binding time.`, 0)
 }
 
 func runOperatorCredits(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := cmdflag.New("operator credits", stderr)
-	of := addOperatorFlags(fs, false)
-	_, code, ok := of.parse(fs, args, `Usage: svrpd operator credits --dir DIR
+	return runOperatorView(ctx, args, stdout, stderr, "credits", `Usage: svrpd operator credits --dir DIR
 
 Shows the credits view. Credits are a test unit, not money; while the view's source is not
-"ledger" every amount is a placeholder.`, 0)
-	if !ok {
+"ledger" every amount is a placeholder.`, (*client.Operator).Credits, printCredits)
+}
+
+// runOperatorView is an operator command that fetches one view of the logged-in operator and
+// prints it.
+func runOperatorView[T any](ctx context.Context, args []string, stdout, stderr io.Writer, name, usage string,
+	fetch func(*client.Operator, context.Context) (T, error), print func(io.Writer, T)) int {
+	fs := cmdflag.New("operator "+name, stderr)
+	of := addOperatorFlags(fs, false)
+	if _, code, ok := of.parse(fs, args, usage, 0); !ok {
 		return code
 	}
-	const cmd = "operator credits"
+	cmd := "operator " + name
 	op, err := of.operator(stderr, false)
 	if err != nil {
 		return fail(stderr, cmd, err, of.hints())
 	}
-	c, err := op.Credits(ctx)
+	v, err := fetch(op, ctx)
 	if err != nil {
 		return fail(stderr, cmd, err, of.hints())
 	}
-	printCredits(stdout, c)
+	print(stdout, v)
 	return 0
 }
 
@@ -569,31 +570,19 @@ func printCredits(w io.Writer, c api.Credits) {
 }
 
 func runOperatorEvidence(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := cmdflag.New("operator evidence", stderr)
-	of := addOperatorFlags(fs, false)
-	_, code, ok := of.parse(fs, args, `Usage: svrpd operator evidence --dir DIR
+	return runOperatorView(ctx, args, stdout, stderr, "evidence", `Usage: svrpd operator evidence --dir DIR
 
-Shows the evidence view: how many records of contribution are counted, and from what source.`, 0)
-	if !ok {
-		return code
-	}
-	const cmd = "operator evidence"
-	op, err := of.operator(stderr, false)
-	if err != nil {
-		return fail(stderr, cmd, err, of.hints())
-	}
-	e, err := op.Evidence(ctx)
-	if err != nil {
-		return fail(stderr, cmd, err, of.hints())
-	}
-	fmt.Fprintf(stdout, "operator:  %s\n", e.OperatorDID)
-	fmt.Fprintf(stdout, "count:     %d\n", e.Count)
-	fmt.Fprintf(stdout, "source:    %s\n", e.Source)
-	fmt.Fprintf(stdout, "note:      %s\n", e.Note)
+Shows the evidence view: how many records of contribution are counted, and from what source.`, (*client.Operator).Evidence, printEvidence)
+}
+
+func printEvidence(w io.Writer, e api.Evidence) {
+	fmt.Fprintf(w, "operator:  %s\n", e.OperatorDID)
+	fmt.Fprintf(w, "count:     %d\n", e.Count)
+	fmt.Fprintf(w, "source:    %s\n", e.Source)
+	fmt.Fprintf(w, "note:      %s\n", e.Note)
 	if e.Source == registry.SourceNotYetWired {
-		fmt.Fprintln(stdout, "\nNOT YET WIRED: nothing is counting evidence; an empty list means unknown, not that nothing was contributed.")
+		fmt.Fprintln(w, "\nNOT YET WIRED: nothing is counting evidence; an empty list means unknown, not that nothing was contributed.")
 	}
-	return 0
 }
 
 func orNone(s *string) string { return orText(s, "(not given)") }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -198,3 +200,97 @@ func BenchmarkEd25519Verify(b *testing.B) {
 }
 
 func testingProcs() int { return runtime.GOMAXPROCS(0) }
+
+// BenchmarkRevoke times one new revocation on Badger while the registry holds many bearer
+// sessions of other operators: a revocation finds its operator's sessions through the
+// store's operator index, so its cost must not grow with the session table.
+func BenchmarkRevoke(b *testing.B) {
+	for _, sessions := range []int{0, 10_000} {
+		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
+			st, err := store.OpenBadger(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			svc, err := registry.New(registry.Config{Store: st, Clock: func() time.Time { return epoch }, RevokeAddressLimit: 1 << 30})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < sessions; i += 1000 {
+				err := st.Update(context.Background(), func(tx store.Tx) error {
+					for j := i; j < i+1000 && j < sessions; j++ {
+						s := authn.NewBearerSession(fmt.Sprintf("did:svrp:o:%08x", j), epoch)
+						s.RevocationID = "rev"
+						if err := tx.PutBearerSession(sha256.Sum256([]byte(fmt.Sprint(j))), s); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			root := testkit.TextKey("bench root")
+			revs := make([]authn.SignedRevocation, b.N)
+			for i := range revs {
+				if revs[i], err = authn.SignRevocation(root, canonical.DefaultPrefix, "", "", fmt.Sprintf("rev-%d", i), epoch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range revs {
+				if _, err := svc.Revoke(context.Background(), revs[i], "192.0.2.1"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBuildListing100k is one build of GET /nodes over 100,000 nodes held in the node
+// cache: what the registry allocates to answer it once (then it serves the cached bytes).
+func BenchmarkBuildListing100k(b *testing.B) {
+	const n = 100_000
+	inner := store.NewMemory()
+	now := time.Now().UTC().Truncate(time.Second)
+	for start := 0; start < n; start += 1000 {
+		err := inner.Update(context.Background(), func(tx store.Tx) error {
+			for i := start; i < start+1000; i++ {
+				var seed [32]byte
+				binary.BigEndian.PutUint64(seed[:], uint64(i))
+				k := didkey.PublicKey(sha256.Sum256(seed[:]))
+				d, _ := didkey.NodeDID(k, didkey.FormShort)
+				sig := "5nG1o7rf7Ta39j6dZosAi7PBAmE5uGEYCFAZZ3mr6F3ZJ8huKbWz8d6xVS6EXLbSRVRD8wAwoAC9w5BGDe6Nzr7u"
+				if err := tx.PutNode(store.Node{Key: k, DID: d.String(), Endpoint: fmt.Sprintf("203.0.113.%d:7000", i%250), Capabilities: []string{"inference"}, Region: "eu-west", Signature: &sig, SignatureVerified: true, FirstSeen: now, LastSeen: now}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	st, err := store.WithNodeCache(context.Background(), inner)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock := testkit.NewClock(now)
+	svc, err := registry.New(registry.Config{Store: st, Clock: clock.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := registry.NewHandler(svc)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		clock.Advance(time.Second) // a new second: the cached listing is rebuilt
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/nodes", nil))
+		if w.Code != 200 {
+			b.Fatal(w.Code)
+		}
+		b.SetBytes(int64(w.Body.Len()))
+	}
+}

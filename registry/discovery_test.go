@@ -3,7 +3,6 @@ package registry_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -294,15 +293,7 @@ func TestNodesFilters(t *testing.T) {
 			}
 
 			req, _ := http.NewRequest("GET", h.srv.URL+"/peers"+tt.query, nil)
-			resp, err := h.srv.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp, body := testkit.Do(t, h.srv.Client(), req)
 			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
 				t.Errorf("/peers: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}

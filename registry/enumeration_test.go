@@ -9,7 +9,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -99,15 +98,7 @@ func (w *arena) rawResolve(t *testing.T, req api.ResolveRequest, token string) s
 		t.Fatal(err)
 	}
 	hr.Header.Set("Authorization", "Bearer "+token)
-	resp, err := w.srv.Client().Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := testkit.Do(t, w.srv.Client(), hr)
 	header := fmt.Sprintf("%s|%s|%v", resp.Header.Get("Content-Type"), resp.Header.Get("Content-Length"), resp.Header.Values("Set-Cookie"))
 	return struct {
 		status int

@@ -173,15 +173,7 @@ func (h *harness) request(method, path string, body any, auth string) (int, []by
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	resp, out := testkit.Do(h.t, h.srv.Client(), req)
 	checkExchange(h.t, h.strictAPI, req, sent, resp, out)
 	checkErrorText(h.t, method+" "+path, resp.StatusCode, out)
 	return resp.StatusCode, out

@@ -2,7 +2,6 @@ package registry_test
 
 import (
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -40,12 +39,7 @@ func (h *harness) withHeader(method, path, authorization string) (int, string) {
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	resp, raw := testkit.Do(h.t, h.srv.Client(), req)
 	var e api.ErrorBody
 	json.Unmarshal(raw, &e)
 	return resp.StatusCode, e.Code

@@ -3,11 +3,11 @@ package registry_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 )
 
@@ -53,15 +53,7 @@ func (h *harness) send(method, path string, body []byte) (int, string, []byte) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	resp, raw := testkit.Do(h.t, h.srv.Client(), req)
 	return resp.StatusCode, resp.Header.Get("Content-Type"), raw
 }
 

@@ -3,12 +3,12 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // --debug-listen serves the profiler on its own loopback listener, named in the "svrpd
@@ -19,7 +19,7 @@ func TestDebugListenServesTheProfiler(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testkit.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -52,15 +52,7 @@ func TestDebugListenServesTheProfiler(t *testing.T) {
 
 	get := func(url string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, body := testkit.Get(t, url)
 		return resp.StatusCode, string(body)
 	}
 	if status, body := get(debugURL); status != http.StatusOK || !strings.Contains(body, "goroutine") || !strings.Contains(body, "profile") {
@@ -106,22 +98,4 @@ func TestDebugListenLoopbackOnly(t *testing.T) {
 			t.Errorf("%v: stderr = %q, want the flag named and loopback asked for", args, stderr.String())
 		}
 	}
-}
-
-// lockedBuffer is a log the daemon writes from its goroutines while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -79,7 +79,7 @@ func (b *bench) report(res *benchResult) {
 			if res.VerifiesPerOp == 1 {
 				unit = "verify"
 			}
-			line += fmt.Sprintf(" = %.2f× its %d %s (%.1f µs each on one core)", *res.CPUVsVerify, res.VerifiesPerOp, unit, *res.VerifyUs)
+			line += fmt.Sprintf(" = %.2f× its %d %s (%.1f µs each)", *res.CPUVsVerify, res.VerifiesPerOp, unit, *res.VerifyUs)
 		}
 		say("%s", line)
 	}

@@ -51,3 +51,15 @@ func TestProcessCPU(t *testing.T) {
 		t.Errorf("%s of CPU in %s on %d CPUs", used, wall, runtime.NumCPU())
 	}
 }
+
+// The ceiling also says what one verify costs in CPU, and no more than its CPUs could
+// have given at the rate it measured.
+func TestCeilingCPUPerVerify(t *testing.T) {
+	rate, perVerify := measureCeiling(t.Context(), 400*time.Millisecond)
+	if rate <= 0 || perVerify < time.Microsecond || perVerify > 10*time.Millisecond {
+		t.Fatalf("%.0f verifies/s, %s of CPU per verify", rate, perVerify)
+	}
+	if busy := rate * perVerify.Seconds(); busy > 1.25*float64(runtime.NumCPU()) {
+		t.Errorf("%.0f verifies/s at %s each keep %.2f CPUs busy, more than the %d there are", rate, perVerify, busy, runtime.NumCPU())
+	}
+}

@@ -119,11 +119,11 @@ func httpGetFixture(t testing.TB) *httpFixture {
 func buildHTTPFixture() (*httpFixture, error) {
 	svc, err := registry.New(registry.Config{
 		Store: store.NewMemory(), Clock: func() time.Time { return httpNow },
-		// The fuzzer sends many failing resolves from one address; the limit is not what
-		// this target is about.
+		// The fuzzer sends many failing resolves and malformed requests from one address;
+		// the limits are not what this target is about.
 		ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30, RevokeAddressLimit: 1 << 30,
 		ResolveOperatorLimit: 1 << 30, ResolveGlobalLimit: 1 << 30, InitiateAddressLimit: 1 << 30,
-		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30,
+		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30,
 	})
 	if err != nil {
 		return nil, err

@@ -27,6 +27,7 @@ const (
 	LimitRevokePerAddress         = "revoke_per_address"          // new revocations from one client address
 	LimitRevocationList           = "revocation_list"             // revocations the registry keeps in all
 	LimitNodes                    = "nodes"                       // node records the registry keeps in all
+	LimitMalformedPerAddress      = "malformed_per_address"       // malformed requests from one client address
 )
 
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
@@ -35,6 +36,7 @@ var RateLimits = []string{
 	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitOpenSessionsPerNode, LimitOpenSessions,
 	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
 	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList, LimitNodes,
+	LimitMalformedPerAddress,
 }
 
 // limitError is a RATE_LIMITED refusal that names the limit which made it, so that the

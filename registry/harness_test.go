@@ -109,10 +109,11 @@ func newPlainHarness(t *testing.T, opts ...harnessOption) *harness {
 
 func startHarness(t *testing.T, st store.Store, dir string, c *testkit.Clock, opts ...harnessOption) *harness {
 	t.Helper()
-	// The hostile and login tables send thousands of failing logins from one address; the
-	// login budgets have their own tests (internal/abuse).
+	// The hostile and login tables send thousands of failing logins and malformed requests
+	// from one address; those budgets have their own tests (malformed_test.go,
+	// internal/abuse).
 	cfg := registry.Config{Store: st, Clock: c.Now, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30,
-		ChallengesInStore: pgStores[st]}
+		MalformedAddressLimit: 1 << 30, ChallengesInStore: pgStores[st]}
 	for _, o := range opts {
 		o(&cfg)
 	}

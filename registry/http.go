@@ -133,6 +133,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, errors.New("panic"))
 		}
 	}()
+	addr := h.s.clientAddr(r)
+	now := h.s.now()
+	if h.s.malformed.count(addr, now) >= h.s.limits.MalformedAddressLimit {
+		// Refused before the body is read; closing makes the sender connect again.
+		w.Header().Set("Connection", "close")
+		h.fail(w, rateLimited(LimitMalformedPerAddress, "too many malformed requests from this address; wait before sending more"))
+		return
+	}
+	if sw, ok := w.(*statusWriter); ok {
+		defer func() {
+			if sw.code == proto.BadRequest || sw.code == proto.PayloadTooLarge {
+				h.s.malformed.add(addr, now)
+			}
+		}()
+	}
 	known := false
 	for i := range endpoints {
 		e := &endpoints[i]

@@ -53,6 +53,17 @@ const (
 	DefaultLoginFailureOperatorLimit = 60
 	loginWindow                      = 10 * time.Minute
 
+	// DefaultMalformedAddressLimit is the number of malformed requests — answered 400
+	// BAD_REQUEST or 413 PAYLOAD_TOO_LARGE — one client address may send per
+	// malformedWindow. Beyond it every request from that address is RATE_LIMITED before its
+	// body is read, and its connection is closed, until the window ends. A client that
+	// follows the protocol sends none, but a 64 KiB body of one long string costs the
+	// registry half a millisecond of a core to read, decode and refuse: one address
+	// sending them back to back would otherwise take the cores honest clients need. It is a
+	// guard of each daemon's own CPU, so each daemon counts in memory what reaches it.
+	DefaultMalformedAddressLimit = 60
+	malformedWindow              = time.Minute
+
 	// DefaultLoginAddressLimit bounds the login attempts (successful or not) one client
 	// address may make per challenge lifetime (authn.ChallengeTTL, 300 s). Every attempt that
 	// reaches the challenge check consumes a challenge, and consumed challenges are kept for

@@ -87,6 +87,7 @@ type Config struct {
 	LoginFailureOperatorLimit int // DefaultLoginFailureOperatorLimit
 	ResolveOperatorLimit      int // DefaultResolveOperatorLimit
 	ResolveGlobalLimit        int // DefaultResolveGlobalLimit
+	MalformedAddressLimit     int // DefaultMalformedAddressLimit
 	// TrustedProxies are the peers whose X-Forwarded-For or Forwarded header names the
 	// client; for any other peer those headers are ignored. Empty trusts none.
 	TrustedProxies []netip.Prefix
@@ -121,6 +122,7 @@ type Service struct {
 	loginFailAddr *windowCounts // per client address
 	loginFailDID  *windowCounts // per operator DID
 	loginFailPair *windowCounts // per operator DID and client address
+	malformed     *windowCounts // malformed requests per client address
 	warnSessions  rareWarning
 	warnBearers   rareWarning
 
@@ -165,6 +167,7 @@ func New(cfg Config) (*Service, error) {
 		loginFailAddr:       newWindowCounts(loginWindow),
 		loginFailDID:        newWindowCounts(loginWindow),
 		loginFailPair:       newWindowCounts(loginWindow),
+		malformed:           newWindowCounts(malformedWindow),
 	}
 	for _, d := range []struct {
 		v   *int
@@ -178,6 +181,7 @@ func New(cfg Config) (*Service, error) {
 		{&s.limits.LoginFailureOperatorLimit, DefaultLoginFailureOperatorLimit},
 		{&s.limits.ResolveOperatorLimit, DefaultResolveOperatorLimit},
 		{&s.limits.ResolveGlobalLimit, DefaultResolveGlobalLimit},
+		{&s.limits.MalformedAddressLimit, DefaultMalformedAddressLimit},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def

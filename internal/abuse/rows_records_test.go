@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
 
@@ -39,15 +40,26 @@ func TestRow1BoundedRecordsAndListings(t *testing.T) {
 	attacker := from(addr(0))
 
 	// 300 registrations with a 63 KB signature, from one address: all refused, none stored.
+	// The first ones are read and refused as malformed; once the address has sent its
+	// budget of malformed requests, the rest are refused before their body is read.
 	huge := strings.Repeat("<", 63<<10)
 	for i := range 300 {
 		r := nodeKey(fmt.Sprint("huge ", i)).registration(t, "203.0.113.40:7000")
 		r.Signature = &huge
 		a := d.send(t, attacker, "POST", "/api/v1/register", r)
-		if a.status != http.StatusBadRequest || a.code != "BAD_REQUEST" {
-			t.Fatalf("registration %d with a 63 KB signature: %s, want 400 BAD_REQUEST", i, a)
+		want, code := http.StatusBadRequest, "BAD_REQUEST"
+		if i >= registry.DefaultMalformedAddressLimit {
+			want, code = http.StatusTooManyRequests, "RATE_LIMITED"
+		}
+		if a.status != want || a.code != code {
+			t.Fatalf("registration %d with a 63 KB signature: %s, want %d %s", i, a, want, code)
 		}
 	}
+	// The address stays refused, whatever it sends, for the rest of the minute.
+	if a := d.send(t, attacker, "POST", "/api/v1/register", nodeKey("huge, then honest").registration(t, "203.0.113.40:7000")); a.status != http.StatusTooManyRequests {
+		t.Fatalf("a valid registration from the address that sent malformed ones: %s, want 429", a)
+	}
+	attacker = from(addr(1))
 	if list, size := d.nodes(t, ""); len(list) != 1 {
 		t.Fatalf("after 300 refused registrations %d nodes are listed (%d bytes)", len(list), size)
 	}

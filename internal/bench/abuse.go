@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,6 +154,9 @@ func (b *bench) spawnAbuse(ctx context.Context) (*abuseRun, func(), error) {
 	}
 	level, _ := daemon.ParseLevel(b.cfg.logLevel)
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--data", dir, "--prefix", b.cfg.prefix, "--log-level", "info", "--log-format", "text"}
+	if b.cfg.cpuProfile != "" {
+		args = append(args, "--debug-listen", "127.0.0.1:0")
+	}
 	d, err := spawnDaemon(ctx, b.daemonBin, args, b.stderr, level, daemonServeTimeout)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -252,7 +257,11 @@ type abuseResult struct {
 // runAbuse runs every row in turn.
 func (b *bench) runAbuse(ctx context.Context) ([]abuseResult, error) {
 	var out []abuseResult
-	for _, row := range abuseRows() {
+	rows, err := pickAbuseRows(abuseRows(), b.cfg.abuseRows)
+	if err != nil {
+		return nil, err
+	}
+	for _, row := range rows {
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}
@@ -263,6 +272,23 @@ func (b *bench) runAbuse(ctx context.Context) ([]abuseResult, error) {
 		}
 		b.reportAbuse(res)
 		out = append(out, *res)
+	}
+	return out, nil
+}
+
+// pickAbuseRows returns the rows named in list ("1,3"), or all of them when list is empty.
+func pickAbuseRows(all []abuseRow, list string) ([]abuseRow, error) {
+	if list == "" {
+		return all, nil
+	}
+	var out []abuseRow
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		i := slices.IndexFunc(all, func(r abuseRow) bool { return r.n == n })
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("--abuse-rows: %q is not a row of the abuse suite (1 to %d)", f, len(all))
+		}
+		out = append(out, all[i])
 	}
 	return out, nil
 }
@@ -305,6 +331,14 @@ func (b *bench) runAbuseRow(ctx context.Context, row abuseRow) (*abuseResult, er
 		return nil, err
 	}
 	watch := a.d.watchPeak(before)
+	stopProfile := func() error { return nil }
+	if b.cfg.cpuProfile != "" {
+		// The daemon's profile of the attack window, one file a row.
+		path := fmt.Sprintf("%s.row%d", b.cfg.cpuProfile, row.n)
+		if stopProfile, err = startDaemonProfile(ctx, a.d.debugAddr, path, abusePhase); err != nil {
+			return nil, err
+		}
+	}
 	halt := make(chan struct{})
 	attacked := make(chan struct{})
 	go func() {
@@ -316,6 +350,9 @@ func (b *bench) runAbuseRow(ctx context.Context, row abuseRow) (*abuseResult, er
 	la, ha, failed := a.honestPhase(abusePhase, 1)
 	close(halt)
 	<-attacked
+	if err := stopProfile(); err != nil {
+		return nil, err
+	}
 	peak, _, _, _, err := watch.finish()
 	if err != nil {
 		return nil, err

@@ -48,6 +48,7 @@ type benchConfig struct {
 	logLevel    string
 	jsonOnly    bool
 	cpuProfile  string
+	abuseRows   string // the abuse rows to run, comma-separated; all when empty
 }
 
 // benchScenario is what a scenario sends and how it is sized unless told otherwise.
@@ -123,6 +124,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.prefix, "prefix", canonical.DefaultPrefix, "domain prefix of every signed message; must be the registry's")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level of the in-process registry, or the least level of a spawned daemon's log lines copied to stderr (svrpd serve logs at info by default, one line per binding step)")
 	fs.BoolVar(&c.jsonOnly, "json", false, "print only the JSON line of each scenario")
+	fs.StringVar(&c.abuseRows, "abuse-rows", "", "with --scenario abuse, the rows to run, comma-separated (default all)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file: with --spawn or --spawn-memory the daemon's (served by its --debug-listen), with an in-process registry the registry's and the generator's, otherwise the generator's alone; read it with go tool pprof")
 	fs.Usage = func() { benchUsage(fs.Output(), fs) }
 	if code, ok := cmdflag.Parse(fs, args); !ok {
@@ -529,7 +531,7 @@ func benchServeConfig(memory bool, dataDir, prefix, logLevel string) daemon.Conf
 		ResolveAddressLimit: unbounded, RegisterAddressLimit: unbounded, MaxNodes: unbounded,
 		InitiateAddressLimit: unbounded, MaxBindingSessions: unbounded, MaxBearerSessions: unbounded,
 		LoginAddressLimit: unbounded, LoginFailureAddressLimit: unbounded, LoginFailureOperatorLimit: unbounded,
-		ResolveOperatorLimit: unbounded, ResolveGlobalLimit: unbounded,
+		ResolveOperatorLimit: unbounded, ResolveGlobalLimit: unbounded, MalformedAddressLimit: unbounded,
 		MaxConnections: DefaultBenchMaxConnections, MaxConnectionsPerAddress: DefaultBenchMaxConnections,
 		SweepEvery: time.Minute, LogLevel: logLevel, LogFormat: "text",
 	}

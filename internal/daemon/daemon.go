@@ -53,6 +53,7 @@ type Config struct {
 	MaxBindingSessions        int
 	MaxBearerSessions         int
 	LoginAddressLimit         int
+	MalformedAddressLimit     int
 	LoginFailureAddressLimit  int
 	LoginFailureOperatorLimit int
 	ResolveOperatorLimit      int
@@ -101,6 +102,7 @@ func (c Config) WithDefaults() Config {
 		{&c.LoginFailureOperatorLimit, registry.DefaultLoginFailureOperatorLimit},
 		{&c.ResolveOperatorLimit, registry.DefaultResolveOperatorLimit},
 		{&c.ResolveGlobalLimit, registry.DefaultResolveGlobalLimit},
+		{&c.MalformedAddressLimit, registry.DefaultMalformedAddressLimit},
 		{&c.MaxConnections, DefaultMaxConnections},
 		{&c.MaxConnectionsPerAddress, DefaultMaxConnectionsPerAddress},
 	} {
@@ -175,6 +177,7 @@ func (c Config) Validate() error {
 		{"login-failure-operator-limit", c.LoginFailureOperatorLimit},
 		{"resolve-operator-limit", c.ResolveOperatorLimit},
 		{"resolve-global-limit", c.ResolveGlobalLimit},
+		{"malformed-address-limit", c.MalformedAddressLimit},
 		{"max-connections", c.MaxConnections},
 		{"max-connections-per-address", c.MaxConnectionsPerAddress},
 	} {
@@ -404,6 +407,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.LoginFailureOperatorLimit, "login-failure-operator-limit", registry.DefaultLoginFailureOperatorLimit, "failed logins per operator DID per 10 minutes before 429 (for addresses that failed)")
 	fs.IntVar(&c.ResolveOperatorLimit, "resolve-operator-limit", registry.DefaultResolveOperatorLimit, "failed binding resolves per operator per 10 minutes before 429")
 	fs.IntVar(&c.ResolveGlobalLimit, "resolve-global-limit", registry.DefaultResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429")
+	fs.IntVar(&c.MalformedAddressLimit, "malformed-address-limit", registry.DefaultMalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read")
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
 	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose X-Forwarded-For / Forwarded names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
@@ -526,7 +530,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		InitiateAddressLimit: c.InitiateAddressLimit, MaxOpenBindingSessions: c.MaxBindingSessions,
 		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
 		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
-		ResolveGlobalLimit: c.ResolveGlobalLimit, TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
+		ResolveGlobalLimit: c.ResolveGlobalLimit, MalformedAddressLimit: c.MalformedAddressLimit,
+		TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
 	}
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed

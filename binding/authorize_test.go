@@ -9,13 +9,12 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 func TestVerifyAuthorizationOrder(t *testing.T) {
-	root2, device2, other := testkit.SeedKey(root2Seed), testkit.SeedKey(device2Seed), testkit.SeedKey(lead0Seed)
+	root2, device2 := testkit.SeedKey(root2Seed), testkit.SeedKey(device2Seed)
 	type request struct {
 		s  *binding.BindingSession
 		dc *authn.DeviceCredential
@@ -90,10 +89,7 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 
 		// The authorization names this session, its node and the credential's operator.
 		{name: "authorization for another session", before: func(f *fixture) { f.az.BindingSessionID = "bs-0002" }, want: proto.BadRequest},
-		{name: "authorization for another node", before: func(f *fixture) {
-			d, _ := didkey.NodeDID(pub(other), didkey.FormShort)
-			f.az.NodeDID = d.String()
-		}, want: proto.BadRequest},
+		{name: "authorization for another node", before: func(f *fixture) { f.az.NodeDID = otherNodeDID }, want: proto.BadRequest},
 		{name: "authorization node_did operator-tagged", before: func(f *fixture) { f.az.NodeDID = "did:svrp:o:34910d78" }, want: proto.BadRequest},
 		{name: "authorization node_did not a DID", before: func(f *fixture) { f.az.NodeDID = "node" }, want: proto.BadRequest},
 		{name: "authorization for another operator", before: func(f *fixture) { f.az.OperatorDID = operator2DID }, want: proto.BadRequest},

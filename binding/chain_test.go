@@ -72,7 +72,6 @@ func TestVerifyChainValid(t *testing.T) {
 // rest of the chain validly signed.
 func TestVerifyChainBreakOneLink(t *testing.T) {
 	root2, device2, other := testkit.SeedKey(root2Seed), testkit.SeedKey(device2Seed), testkit.SeedKey(lead0Seed)
-	otherDID, _ := didkey.NodeDID(pub(other), didkey.FormShort)
 	for _, tc := range []struct {
 		name   string
 		before func(f *fixture)                                                   // signed
@@ -92,7 +91,7 @@ func TestVerifyChainBreakOneLink(t *testing.T) {
 		{name: "description signed by another key", link: binding.LinkSession, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.NodeSignature = sign(t, other, s.Request)
 		}},
-		{name: "node id-binding: DID of another key", link: binding.LinkSession, before: func(f *fixture) { f.req.NodeDID = otherDID.String() }},
+		{name: "node id-binding: DID of another key", link: binding.LinkSession, before: func(f *fixture) { f.req.NodeDID = otherNodeDID }},
 		{name: "node id-binding: operator-tagged DID", link: binding.LinkSession, before: func(f *fixture) { f.req.NodeDID = "did:svrp:o:34910d78" }},
 		{name: "stored key is not the session's", link: binding.LinkSession, after: func(f *fixture, s *binding.BindingSession, a *binding.Acceptance) {
 			s.Request.NodePublicKey = pub(other).Base58()
@@ -144,7 +143,7 @@ func TestVerifyChainBreakOneLink(t *testing.T) {
 			s.Authorization = &az
 		}},
 		{name: "credential names an unusable device key", link: binding.LinkAuthorization, before: func(f *fixture) { f.dc.DevicePublicKey = "nope" }},
-		{name: "authorization for another node", link: binding.LinkAuthorization, before: func(f *fixture) { f.az.NodeDID = otherDID.String() }},
+		{name: "authorization for another node", link: binding.LinkAuthorization, before: func(f *fixture) { f.az.NodeDID = otherNodeDID }},
 		{name: "authorization for another session", link: binding.LinkAuthorization, before: func(f *fixture) { f.az.BindingSessionID = "bs-0002" }},
 		{name: "authorization by another operator", link: binding.LinkAuthorization, before: func(f *fixture) {
 			f.az.OperatorDID, f.acc.OperatorDID = operator2DID, operator2DID
@@ -177,7 +176,7 @@ func TestVerifyChainBreakOneLink(t *testing.T) {
 			az.RevocationID = "authz-rev-0002"
 			f.acc.AuthorizationDigest, _ = az.Digest(prefix)
 		}},
-		{name: "acceptance by another node", link: binding.LinkAcceptance, before: func(f *fixture) { f.acc.NodeDID = otherDID.String() }},
+		{name: "acceptance by another node", link: binding.LinkAcceptance, before: func(f *fixture) { f.acc.NodeDID = otherNodeDID }},
 		{name: "acceptance for another operator", link: binding.LinkAcceptance, before: func(f *fixture) { f.acc.OperatorDID = operator2DID }},
 		{name: "acceptance for another session", link: binding.LinkAcceptance, before: func(f *fixture) { f.acc.BindingSessionID = "bs-0002" }},
 	} {

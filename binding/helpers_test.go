@@ -28,6 +28,7 @@ const (
 	operatorDID  = "did:svrp:o:0efdccc6" // of rootSeed
 	operator2DID = "did:svrp:o:d740e1158b"
 	nodeDID      = "did:svrp:n:34910d78" // of nodeSeed
+	otherNodeDID = "did:svrp:n:12512a76" // of lead0Seed: a node that is not the session's
 )
 
 // Times of the fixture: the session opens at t0 and lives 10 minutes.

@@ -95,10 +95,7 @@ func TestValidateInitiateOrder(t *testing.T) {
 		// Step 2: the DID.
 		{name: "another DID method", before: func(f *fixture) { f.req.NodeDID = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK" }, want: proto.IDBindingRequired},
 		{name: "empty DID", before: func(f *fixture) { f.req.NodeDID = "" }, want: proto.IDBindingRequired},
-		{name: "DID of another key", before: func(f *fixture) {
-			d, _ := didkey.NodeDID(pub(other), didkey.FormShort)
-			f.req.NodeDID = d.String()
-		}, want: proto.IDBindingFailed},
+		{name: "DID of another key", before: func(f *fixture) { f.req.NodeDID = otherNodeDID }, want: proto.IDBindingFailed},
 		{name: "operator-tagged DID", before: func(f *fixture) { f.req.NodeDID = "did:svrp:o:34910d78" }, want: proto.IDBindingFailed},
 		{name: "uppercase hex DID", before: func(f *fixture) { f.req.NodeDID = "did:svrp:n:34910D78" }, want: proto.IDBindingFailed},
 		{name: "key not 32 bytes", after: func(f *fixture, r *binding.InitiateRequest) { r.NodePublicKey = "abc" }, want: proto.IDBindingFailed},

@@ -36,20 +36,12 @@ func mustDecodeKey(t testing.TB, s string) didkey.PublicKey {
 	return k
 }
 
-func mustNodeDID(t testing.TB, k didkey.PublicKey, f didkey.Form) didkey.DID {
+// mustDID derives the DID of k in form f with derive: didkey.NodeDID or didkey.OperatorDID.
+func mustDID(t testing.TB, derive func(didkey.PublicKey, didkey.Form) (didkey.DID, error), k didkey.PublicKey, f didkey.Form) didkey.DID {
 	t.Helper()
-	d, err := didkey.NodeDID(k, f)
+	d, err := derive(k, f)
 	if err != nil {
-		t.Fatalf("NodeDID(%s): %v", f, err)
-	}
-	return d
-}
-
-func mustOperatorDID(t testing.TB, k didkey.PublicKey, f didkey.Form) didkey.DID {
-	t.Helper()
-	d, err := didkey.OperatorDID(k, f)
-	if err != nil {
-		t.Fatalf("OperatorDID(%s): %v", f, err)
+		t.Fatalf("DID of %s in form %s: %v", k.Hex(), f, err)
 	}
 	return d
 }
@@ -65,11 +57,11 @@ func TestVectorKeys(t *testing.T) {
 				"string":                k.String(),
 				"fingerprint":           k.Fingerprint(),
 				"short_body":            k.ShortBody(),
-				"did_short":             mustNodeDID(t, k, didkey.FormShort).String(),
-				"did_fallback":          mustNodeDID(t, k, didkey.FormFallback).String(),
-				"did_full":              mustNodeDID(t, k, didkey.FormFull).String(),
-				"did_operator_short":    mustOperatorDID(t, k, didkey.FormShort).String(),
-				"did_operator_fallback": mustOperatorDID(t, k, didkey.FormFallback).String(),
+				"did_short":             mustDID(t, didkey.NodeDID, k, didkey.FormShort).String(),
+				"did_fallback":          mustDID(t, didkey.NodeDID, k, didkey.FormFallback).String(),
+				"did_full":              mustDID(t, didkey.NodeDID, k, didkey.FormFull).String(),
+				"did_operator_short":    mustDID(t, didkey.OperatorDID, k, didkey.FormShort).String(),
+				"did_operator_fallback": mustDID(t, didkey.OperatorDID, k, didkey.FormFallback).String(),
 			}
 			want := map[string]string{
 				"public_key_hex":        c.PublicKeyHex,
@@ -212,14 +204,14 @@ func TestVectorCollision(t *testing.T) {
 	if first.ShortBody() != c.ShortBody || second.ShortBody() != c.ShortBody {
 		t.Fatalf("short bodies %s and %s, want both %s", first.ShortBody(), second.ShortBody(), c.ShortBody)
 	}
-	short := mustNodeDID(t, first, didkey.FormShort)
-	if short.String() != c.First.DIDShort || mustNodeDID(t, second, didkey.FormShort).String() != c.Second.DIDShort {
+	short := mustDID(t, didkey.NodeDID, first, didkey.FormShort)
+	if short.String() != c.First.DIDShort || mustDID(t, didkey.NodeDID, second, didkey.FormShort).String() != c.Second.DIDShort {
 		t.Errorf("short DIDs differ from the vector")
 	}
 	if !short.Matches(first) || !short.Matches(second) {
 		t.Errorf("the shared short DID must bind to both keys")
 	}
-	f1, f2 := mustNodeDID(t, first, didkey.FormFallback), mustNodeDID(t, second, didkey.FormFallback)
+	f1, f2 := mustDID(t, didkey.NodeDID, first, didkey.FormFallback), mustDID(t, didkey.NodeDID, second, didkey.FormFallback)
 	if f1.String() != c.First.DIDFallback || f2.String() != c.Second.DIDFallback {
 		t.Errorf("fallback DIDs %s, %s; want %s, %s", f1, f2, c.First.DIDFallback, c.Second.DIDFallback)
 	}
@@ -407,12 +399,12 @@ func TestZeroDID(t *testing.T) {
 
 func TestKey(t *testing.T) {
 	k := mustDecodeKey(t, "FTmQDvKxAi2H8zuj5A2EiWoypxRCYvupQNirSboqhGJi")
-	got, ok := mustNodeDID(t, k, didkey.FormFull).Key()
+	got, ok := mustDID(t, didkey.NodeDID, k, didkey.FormFull).Key()
 	if !ok || got != k {
 		t.Errorf("full DID Key() = %s, %v; want %s", got, ok, k)
 	}
 	for _, f := range []didkey.Form{didkey.FormShort, didkey.FormFallback} {
-		if _, ok := mustNodeDID(t, k, f).Key(); ok {
+		if _, ok := mustDID(t, didkey.NodeDID, k, f).Key(); ok {
 			t.Errorf("%s DID yields a key", f)
 		}
 	}
@@ -435,7 +427,7 @@ func TestText(t *testing.T) {
 		t.Errorf("Marshal = %s, %v; want %s", out, err, in)
 	}
 	for _, bad := range []string{`{"did":"did:web:x"}`, `{"did":"did:svrp:n:024F53BF"}`} {
-		r := record{DID: mustNodeDID(t, didkey.PublicKey{}, didkey.FormShort)}
+		r := record{DID: mustDID(t, didkey.NodeDID, didkey.PublicKey{}, didkey.FormShort)}
 		before := r.DID
 		err := json.Unmarshal([]byte(bad), &r)
 		if c := proto.CodeOf(err); c != proto.IDBindingRequired && c != proto.IDBindingFailed {
@@ -449,7 +441,7 @@ func TestText(t *testing.T) {
 
 func TestCheckOrder(t *testing.T) {
 	k := mustDecodeKey(t, "FTmQDvKxAi2H8zuj5A2EiWoypxRCYvupQNirSboqhGJi")
-	short := mustNodeDID(t, k, didkey.FormShort).String()
+	short := mustDID(t, didkey.NodeDID, k, didkey.FormShort).String()
 	tests := []struct {
 		name, did, key string
 		code           proto.Code
@@ -458,7 +450,7 @@ func TestCheckOrder(t *testing.T) {
 		{"foreign method, bad key", "did:web:x", "nope", proto.IDBindingRequired},
 		{"bad grammar, bad key", "did:svrp:n:XYZ", "nope", proto.IDBindingFailed},
 		{"good DID, bad key", short, "nope", proto.IDBindingFailed},
-		{"operator tag on a node", mustOperatorDID(t, k, didkey.FormShort).String(), k.Hex(), proto.IDBindingFailed},
+		{"operator tag on a node", mustDID(t, didkey.OperatorDID, k, didkey.FormShort).String(), k.Hex(), proto.IDBindingFailed},
 		{"other key", short, strings.Repeat("1", 32), proto.IDBindingFailed},
 	}
 	for _, tt := range tests {
@@ -474,7 +466,7 @@ func TestCheckOrder(t *testing.T) {
 func TestMatchesDoesNotAllocate(t *testing.T) {
 	k := mustDecodeKey(t, "FTmQDvKxAi2H8zuj5A2EiWoypxRCYvupQNirSboqhGJi")
 	for _, f := range []didkey.Form{didkey.FormShort, didkey.FormFallback, didkey.FormFull} {
-		d := mustNodeDID(t, k, f)
+		d := mustDID(t, didkey.NodeDID, k, f)
 		if n := testing.AllocsPerRun(100, func() { d.Matches(k) }); n != 0 {
 			t.Errorf("Matches on a %s DID allocates %v times", f, n)
 		}
@@ -580,7 +572,7 @@ func benchKey(b *testing.B) didkey.PublicKey {
 func BenchmarkMatches(b *testing.B) {
 	k := benchKey(b)
 	for _, f := range []didkey.Form{didkey.FormShort, didkey.FormFallback, didkey.FormFull} {
-		d := mustNodeDID(b, k, f)
+		d := mustDID(b, didkey.NodeDID, k, f)
 		b.Run(f.String(), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -594,7 +586,7 @@ func BenchmarkMatches(b *testing.B) {
 
 func BenchmarkCheckNode(b *testing.B) {
 	k := benchKey(b)
-	did := mustNodeDID(b, k, didkey.FormShort).String()
+	did := mustDID(b, didkey.NodeDID, k, didkey.FormShort).String()
 	for _, enc := range []struct{ name, key string }{{"hex", k.Hex()}, {"base58", k.Base58()}} {
 		b.Run(enc.name, func(b *testing.B) {
 			b.ReportAllocs()

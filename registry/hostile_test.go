@@ -1,9 +1,11 @@
 package registry_test
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -135,6 +137,21 @@ type hostileCase struct {
 
 // hostileDeleted marks a field to remove.
 type hostileDeleted struct{}
+
+// hostileEdit is one change to an endpoint's valid request: the value v at path, and the
+// answer the registry must give.
+type hostileEdit struct {
+	path []string
+	v    any
+	want hostileAnswer
+}
+
+// addEdits adds to the endpoint's cases the valid request changed by each edit, under its name.
+func (ep *hostileEndpoint) addEdits(t *testing.T, edits map[string]hostileEdit) {
+	for name, e := range edits {
+		ep.extra = append(ep.extra, ep.mutate(t, name, e.path, e.v, "", e.want))
+	}
+}
 
 // mutate is the case "the valid request with path set to v".
 func (ep *hostileEndpoint) mutate(t *testing.T, name string, path []string, v any, raw string, want hostileAnswer) hostileCase {
@@ -508,20 +525,13 @@ func hostileRegister(t *testing.T, w *arena) []*hostileEndpoint {
 	// does not verify is refused rather than recorded in grace mode.
 	ep.valid = func() jsonTree { return toTree(t, n.registration(t, "203.0.113.7:7000")) }
 	ep.resign = func(b jsonTree, changed []string) {
-		if changed[len(changed)-1] == "signature" {
-			return
-		}
-		req, ok := hostileDecode[api.RegisterRequest](t, b)
-		if !ok {
-			return
-		}
-		k, err := didkey.DecodeKey(req.PublicKey)
-		if err != nil {
-			return
-		}
-		if sig := hostileSign(n.priv, canonical.Register{DID: req.DID, PublicKey: k.Base58(), Endpoint: req.Endpoint, Capabilities: req.Capabilities, Region: req.Region}); sig != "" {
-			b["signature"] = sig
-		}
+		hostileResign(t, b, "", "signature", changed, n.priv, func(req api.RegisterRequest) canonical.Message {
+			k, err := didkey.DecodeKey(req.PublicKey)
+			if err != nil {
+				return nil
+			}
+			return canonical.Register{DID: req.DID, PublicKey: k.Base58(), Endpoint: req.Endpoint, Capabilities: req.Capabilities, Region: req.Region}
+		})
 	}
 	ep.fields = []hostileField{
 		{path: []string{"did"}, kind: fkString, required: true, ctrl: refused.idBindingFailed},
@@ -593,14 +603,9 @@ func hostileHeartbeat(t *testing.T, w *arena) []*hostileEndpoint {
 		return b
 	}
 	ep.resign = func(b jsonTree, changed []string) {
-		if changed[0] == "signature" {
-			return
-		}
-		if req, ok := hostileDecode[api.HeartbeatRequest](t, b); ok {
-			if sig := hostileSign(n.priv, canonical.Heartbeat{DID: req.DID, TS: req.TS}); sig != "" {
-				b["signature"] = sig
-			}
-		}
+		hostileResign(t, b, "", "signature", changed, n.priv, func(req api.HeartbeatRequest) canonical.Message {
+			return canonical.Heartbeat{DID: req.DID, TS: req.TS}
+		})
 	}
 	ep.fields = []hostileField{
 		{path: []string{"did"}, kind: fkString, required: true, ctrl: refused.idBindingFailed},
@@ -610,11 +615,7 @@ func hostileHeartbeat(t *testing.T, w *arena) []*hostileEndpoint {
 	}
 	stranger := newNode(t, "never-registered")
 	now := w.now().Unix()
-	for what, c := range map[string]struct {
-		path []string
-		v    any
-		want hostileAnswer
-	}{
+	ep.addEdits(t, map[string]hostileEdit{
 		"did/other-method":         {[]string{"did"}, "did:key:z6Mk", refused.idBindingNeeded},
 		"did/operator":             {[]string{"did"}, w.op.did, refused.idBindingFailed},
 		"did/upper-hex":            {[]string{"did"}, upperHexDID(n.did), refused.idBindingFailed},
@@ -633,9 +634,7 @@ func hostileHeartbeat(t *testing.T, w *arena) []*hostileEndpoint {
 		"signature/zero":           {[]string{"signature"}, base58.Encode(make([]byte, 64)), refused.badSignature},
 		"signature/by-another-key": {[]string{"signature"}, sign(t, stranger.priv, canonical.Heartbeat{DID: n.did, TS: now}), refused.badSignature},
 		"signature/poll-message":   {[]string{"signature"}, sign(t, n.priv, canonical.Poll{NodeDID: n.did, TS: now}), refused.badSignature},
-	} {
-		ep.extra = append(ep.extra, ep.mutate(t, what, c.path, c.v, "", c.want))
-	}
+	})
 	ep.extra = append(ep.extra, hostileCase{name: "did/never-registered", want: refused.unknownDID, body: func() []byte {
 		return toTree(t, stranger.heartbeat(t, stranger.did, w.now())).encode(t, "")
 	}})
@@ -674,19 +673,33 @@ func hostileCredentialFields(prefix string) []hostileField {
 // hostileResignCredential signs the credential under b[prefix] again with op's root key, unless
 // the change was to that signature.
 func hostileResignCredential(t *testing.T, op operator, b jsonTree, prefix string, changed []string) {
-	if len(changed) == 2 && changed[0] == prefix && changed[1] == "signature" {
+	hostileResign(t, b, prefix, "signature", changed, op.root, func(dc authn.DeviceCredential) canonical.Message { return dc.DeviceCredential })
+}
+
+// hostileResign signs again, with priv, the object under b[in] (the body itself when in is
+// ""), over the message signed takes from it read as a T, and writes the signature into the
+// object's field sigField: unless the change was to that signature, or signed finds no
+// message to sign (nil).
+func hostileResign[T any](t *testing.T, b jsonTree, in, sigField string, changed []string, priv ed25519.PrivateKey, signed func(T) canonical.Message) {
+	obj, sigPath := map[string]any(b), []string{sigField}
+	if in != "" {
+		m, ok := b[in].(map[string]any)
+		if !ok {
+			return
+		}
+		obj, sigPath = m, []string{in, sigField}
+	}
+	if slices.Equal(changed, sigPath) {
 		return
 	}
-	m, ok := b[prefix].(map[string]any)
+	v, ok := hostileDecode[T](t, jsonTree(obj))
 	if !ok {
 		return
 	}
-	dc, ok := hostileDecode[authn.DeviceCredential](t, jsonTree(m))
-	if !ok {
-		return
-	}
-	if sig := hostileSign(op.root, dc.DeviceCredential); sig != "" {
-		m["signature"] = sig
+	if m := signed(v); m != nil {
+		if sig := hostileSign(priv, m); sig != "" {
+			obj[sigField] = sig
+		}
 	}
 }
 
@@ -738,17 +751,9 @@ func hostileLogin(t *testing.T, w *arena) []*hostileEndpoint {
 	ep.valid = func() jsonTree { return toTree(t, op.loginRequest(t, w.challenge(), w.now())) }
 	ep.resign = func(b jsonTree, changed []string) {
 		hostileResignCredential(t, op, b, "device_credential", changed)
-		if len(changed) == 1 && changed[0] == "signature" {
-			return
-		}
-		l, ok := hostileDecode[authn.Login](t, b)
-		if !ok {
-			return
-		}
-		m := canonical.Login{OperatorDID: l.DeviceCredential.OperatorDID, DevicePublicKey: l.DeviceCredential.DevicePublicKey, Challenge: l.Challenge, IssuedAt: l.IssuedAt}
-		if sig := hostileSign(op.device, m); sig != "" {
-			b["signature"] = sig
-		}
+		hostileResign(t, b, "", "signature", changed, op.device, func(l authn.Login) canonical.Message {
+			return canonical.Login{OperatorDID: l.DeviceCredential.OperatorDID, DevicePublicKey: l.DeviceCredential.DevicePublicKey, Challenge: l.Challenge, IssuedAt: l.IssuedAt}
+		})
 	}
 	ep.fields = append(hostileCredentialFields("device_credential"),
 		hostileField{path: []string{"challenge"}, kind: fkString, required: true, ctrl: refused.badChallenge},
@@ -759,11 +764,7 @@ func hostileLogin(t *testing.T, w *arena) []*hostileEndpoint {
 	used := w.challenge()
 	w.ok("POST", "/v1/auth/device-login", op.loginRequest(t, used, w.now()), "", nil)
 	other := newOperator(t, "other", w.now(), "nodes.bind")
-	for what, c := range map[string]struct {
-		path []string
-		v    any
-		want hostileAnswer
-	}{
+	ep.addEdits(t, map[string]hostileEdit{
 		"challenge/already-used":     {[]string{"challenge"}, used, refused.badChallenge},
 		"challenge/never-issued":     {[]string{"challenge"}, base58.Encode(make([]byte, 24)), refused.badChallenge},
 		"challenge/empty":            {[]string{"challenge"}, "", refused.badChallenge},
@@ -775,9 +776,7 @@ func hostileLogin(t *testing.T, w *arena) []*hostileEndpoint {
 		"device-key/not-a-key":       {[]string{"device_credential", "device_public_key"}, "zzzz", refused.dcIDBinding},
 		"device-key/another-device":  {[]string{"device_credential", "device_public_key"}, other.cred.DevicePublicKey, refused.badSignature},
 		"credential/another-op-root": {[]string{"device_credential", "operator_root_public_key"}, other.cred.OperatorRootPublicKey, refused.dcIDBinding},
-	} {
-		ep.extra = append(ep.extra, ep.mutate(t, what, c.path, c.v, "", c.want))
-	}
+	})
 	ep.succeed = func(t *testing.T) { w.ok("POST", "/v1/auth/device-login", ep.valid(), "", nil) }
 	return []*hostileEndpoint{ep}
 }
@@ -819,20 +818,13 @@ func hostileInitiate(t *testing.T, w *arena) []*hostileEndpoint {
 	ep := &hostileEndpoint{name: "initiate", method: "POST", path: "/v1/bindings/initiate"}
 	ep.valid = func() jsonTree { return toTree(t, n.initiate(t, "bs-new", w.now(), num(10), num(100))) }
 	ep.resign = func(b jsonTree, changed []string) {
-		if changed[0] == "node_signature" {
-			return
-		}
-		req, ok := hostileDecode[binding.InitiateRequest](t, b)
-		if !ok {
-			return
-		}
-		m := req.BindingSession
-		if k, err := didkey.DecodeKey(m.NodePublicKey); err == nil {
-			m.NodePublicKey = k.Base58()
-		}
-		if sig := hostileSign(n.priv, m); sig != "" {
-			b["node_signature"] = sig
-		}
+		hostileResign(t, b, "", "node_signature", changed, n.priv, func(req binding.InitiateRequest) canonical.Message {
+			m := req.BindingSession
+			if k, err := didkey.DecodeKey(m.NodePublicKey); err == nil {
+				m.NodePublicKey = k.Base58()
+			}
+			return m
+		})
 	}
 	ep.fields = []hostileField{
 		{path: []string{"binding_session_id"}, kind: fkString, required: true, ctrl: refused.badRequest, id: true},
@@ -959,18 +951,7 @@ func hostileAuthorize(t *testing.T, w *arena) []*hostileEndpoint {
 	ep.valid = func() jsonTree { return toTree(t, op.authorize(t, view, w.now(), num(5), num(50))) }
 	ep.resign = func(b jsonTree, changed []string) {
 		hostileResignCredential(t, op, b, "device_credential", changed)
-		if len(changed) == 2 && changed[0] == "authorization_credential" && changed[1] == "signature" {
-			return
-		}
-		m, ok := b["authorization_credential"].(map[string]any)
-		if !ok {
-			return
-		}
-		if az, ok := hostileDecode[binding.AuthorizationCredential](t, jsonTree(m)); ok {
-			if sig := hostileSign(op.device, az.Authorization); sig != "" {
-				m["signature"] = sig
-			}
-		}
+		hostileResign(t, b, "authorization_credential", "signature", changed, op.device, func(az binding.AuthorizationCredential) canonical.Message { return az.Authorization })
 	}
 	az := func(f string) []string { return []string{"authorization_credential", f} }
 	ep.fields = append([]hostileField{
@@ -996,11 +977,7 @@ func hostileAuthorize(t *testing.T, w *arena) []*hostileEndpoint {
 	ep.extra = append(ep.extra, hostileCase{name: "bearer/another-operator", bearer: otherToken, want: refused.permissionDenied})
 	now := w.now()
 	ts := canonical.FormatTime
-	for what, c := range map[string]struct {
-		path []string
-		v    any
-		want hostileAnswer
-	}{
+	ep.addEdits(t, map[string]hostileEdit{
 		"session/unknown":                {[]string{"binding_session_id"}, "bs-nope", refused.notFound},
 		"session/not-resolved":           {[]string{"binding_session_id"}, "bs-az-initiated", refused.badState},
 		"credential/another-operator":    {[]string{"device_credential"}, map[string]any(toTree(t, other.cred)), refused.permissionDenied},
@@ -1015,9 +992,7 @@ func hostileAuthorize(t *testing.T, w *arena) []*hostileEndpoint {
 		"scope/task-not-requested":       {az("task_types"), []any{"inference", "mining"}, refused.scopeExceeded},
 		"scope/single-over-request":      {az("single_limit"), json.Number("10.5"), refused.scopeExceeded},
 		"scope/single-null-vs-cap":       {az("single_limit"), nil, refused.scopeExceeded},
-	} {
-		ep.extra = append(ep.extra, ep.mutate(t, what, c.path, c.v, "", c.want))
-	}
+	})
 	// The daily limit was requested as null (no cap): any grant fits, so the valid request
 	// grants 50 and this is not a refusal; covered by succeed.
 	ep.succeed = func(t *testing.T) {
@@ -1067,14 +1042,9 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 	byNode := &hostileEndpoint{name: "cancel-node", method: "POST", path: "/v1/bindings/bs-cancel/cancel"}
 	byNode.valid = func() jsonTree { return toTree(t, hostileCancel(t, n, "bs-cancel", w.now())) }
 	byNode.resign = func(b jsonTree, changed []string) {
-		if changed[0] == "signature" {
-			return
-		}
-		if req, ok := hostileDecode[api.NodeCancelRequest](t, b); ok {
-			if sig := hostileSign(n.priv, canonical.Cancel{BindingSessionID: "bs-cancel", NodeDID: req.NodeDID, TS: req.TS}); sig != "" {
-				b["signature"] = sig
-			}
-		}
+		hostileResign(t, b, "", "signature", changed, n.priv, func(req api.NodeCancelRequest) canonical.Message {
+			return canonical.Cancel{BindingSessionID: "bs-cancel", NodeDID: req.NodeDID, TS: req.TS}
+		})
 	}
 	byNode.fields = []hostileField{
 		{path: []string{"node_did"}, kind: fkString, required: true, ctrl: refused.idBindingFailed},
@@ -1082,11 +1052,7 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 		{path: []string{"signature"}, kind: fkString, required: true, ctrl: refused.badSignature},
 	}
 	now := w.now().Unix()
-	for what, c := range map[string]struct {
-		path []string
-		v    any
-		want hostileAnswer
-	}{
+	byNode.addEdits(t, map[string]hostileEdit{
 		"did/other-method":         {[]string{"node_did"}, "did:web:example.com", refused.idBindingNeeded},
 		"did/operator":             {[]string{"node_did"}, w.op.did, refused.idBindingFailed},
 		"did/another-node":         {[]string{"node_did"}, stranger.did, refused.permissionDenied},
@@ -1095,9 +1061,7 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 		"signature/garbage":        {[]string{"signature"}, "0OIl", refused.badSignature},
 		"signature/by-another-key": {[]string{"signature"}, sign(t, stranger.priv, canonical.Cancel{BindingSessionID: "bs-cancel", NodeDID: n.did, TS: now}), refused.badSignature},
 		"signature/over-other-id":  {[]string{"signature"}, hostileCancel(t, n, "bs-cancel-op", w.now()).Signature, refused.badSignature},
-	} {
-		byNode.extra = append(byNode.extra, byNode.mutate(t, what, c.path, c.v, "", c.want))
-	}
+	})
 	for what, c := range map[string]struct {
 		id   string
 		want hostileAnswer
@@ -1150,14 +1114,9 @@ func hostilePending(t *testing.T, w *arena) []*hostileEndpoint {
 	ep := &hostileEndpoint{name: "pending", method: "POST", path: "/v1/node/bindings/pending"}
 	ep.valid = func() jsonTree { return toTree(t, n.poll(t, w.now())) }
 	ep.resign = func(b jsonTree, changed []string) {
-		if changed[0] == "signature" {
-			return
-		}
-		if req, ok := hostileDecode[api.PendingRequest](t, b); ok {
-			if sig := hostileSign(n.priv, canonical.Poll{NodeDID: req.NodeDID, TS: req.TS}); sig != "" {
-				b["signature"] = sig
-			}
-		}
+		hostileResign(t, b, "", "signature", changed, n.priv, func(req api.PendingRequest) canonical.Message {
+			return canonical.Poll{NodeDID: req.NodeDID, TS: req.TS}
+		})
 	}
 	ep.fields = []hostileField{
 		{path: []string{"node_did"}, kind: fkString, required: true, ctrl: refused.idBindingFailed},
@@ -1167,11 +1126,7 @@ func hostilePending(t *testing.T, w *arena) []*hostileEndpoint {
 	}
 	stranger := newNode(t, "stranger")
 	now := w.now().Unix()
-	for what, c := range map[string]struct {
-		path []string
-		v    any
-		want hostileAnswer
-	}{
+	ep.addEdits(t, map[string]hostileEdit{
 		"did/other-method":         {[]string{"node_did"}, "did:web:example.com", refused.idBindingNeeded},
 		"did/operator":             {[]string{"node_did"}, w.op.did, refused.idBindingFailed},
 		"did/another-node":         {[]string{"node_did"}, stranger.did, refused.idBindingFailed},
@@ -1182,9 +1137,7 @@ func hostilePending(t *testing.T, w *arena) []*hostileEndpoint {
 		"signature/garbage":        {[]string{"signature"}, "0OIl", refused.badSignature},
 		"signature/by-another-key": {[]string{"signature"}, sign(t, stranger.priv, canonical.Poll{NodeDID: n.did, TS: now}), refused.badSignature},
 		"signature/heartbeat":      {[]string{"signature"}, sign(t, n.priv, canonical.Heartbeat{DID: n.did, TS: now}), refused.badSignature},
-	} {
-		ep.extra = append(ep.extra, ep.mutate(t, what, c.path, c.v, "", c.want))
-	}
+	})
 	ep.succeed = func(t *testing.T) { w.ok("POST", "/v1/node/bindings/pending", ep.valid(), "", nil) }
 	return []*hostileEndpoint{ep}
 }
@@ -1196,18 +1149,7 @@ func hostileAcceptance(t *testing.T, w *arena, name, id string, accepted bool, p
 	ep := &hostileEndpoint{name: name, method: "POST", path: "/v1/node/bindings/" + id + "/" + action}
 	ep.valid = func() jsonTree { return toTree(t, n.acceptance(t, p, accepted, w.now())) }
 	ep.resign = func(b jsonTree, changed []string) {
-		if len(changed) == 2 && changed[1] == "signature" {
-			return
-		}
-		m, ok := b["acceptance"].(map[string]any)
-		if !ok {
-			return
-		}
-		if acc, ok := hostileDecode[binding.Acceptance](t, jsonTree(m)); ok {
-			if sig := hostileSign(n.priv, acc.Acceptance); sig != "" {
-				m["signature"] = sig
-			}
-		}
+		hostileResign(t, b, "acceptance", "signature", changed, n.priv, func(acc binding.Acceptance) canonical.Message { return acc.Acceptance })
 	}
 	a := func(f string) []string { return []string{"acceptance", f} }
 	ep.fields = []hostileField{
@@ -1222,11 +1164,7 @@ func hostileAcceptance(t *testing.T, w *arena, name, id string, accepted bool, p
 	}
 	stranger := newNode(t, "stranger")
 	other := newOperator(t, "other", w.now(), "nodes.bind")
-	for what, c := range map[string]struct {
-		path []string
-		v    any
-		want hostileAnswer
-	}{
+	ep.addEdits(t, map[string]hostileEdit{
 		"mismatch/session":        {a("binding_session_id"), "bs-other", refused.badRequest},
 		"mismatch/node":           {a("node_did"), stranger.did, refused.badRequest},
 		"mismatch/operator-did":   {a("operator_did"), other.did, refused.badRequest},
@@ -1238,9 +1176,7 @@ func hostileAcceptance(t *testing.T, w *arena, name, id string, accepted bool, p
 		"signature/empty":         {a("signature"), "", refused.badSignature},
 		"signature/by-stranger":   {a("signature"), sign(t, stranger.priv, n.acceptance(t, p, accepted, w.now()).Acceptance.Acceptance), refused.badSignature},
 		"signature/over-opposite": {a("signature"), n.acceptance(t, p, !accepted, w.now()).Acceptance.Signature, refused.badSignature},
-	} {
-		ep.extra = append(ep.extra, ep.mutate(t, what, c.path, c.v, "", c.want))
-	}
+	})
 	for what, c := range map[string]struct {
 		id   string
 		want hostileAnswer

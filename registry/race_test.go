@@ -171,7 +171,7 @@ func TestRaceAcceptOnce(t *testing.T) {
 	if b := d.Bindings[w.n.key.Hex()]; b.SessionID != "bs-race" {
 		t.Fatalf("binding %+v", b)
 	}
-	w.wantStateOf("bs-race", "ACTIVE")
+	w.wantState("bs-race", "ACTIVE")
 }
 
 // TestRaceResolveOnce: 32 resolves of one code at once, by two operators, move the session
@@ -197,7 +197,7 @@ func TestRaceResolveOnce(t *testing.T) {
 	if win%2 == 1 {
 		winner = other.did
 	}
-	st := w.readStatusOf("bs-race")
+	st := w.readStatus("bs-race")
 	if st.State != "PENDING_OPERATOR" || st.OperatorDID == nil || *st.OperatorDID != winner {
 		t.Fatalf("after the race: %+v, want PENDING_OPERATOR by %s", st, winner)
 	}
@@ -214,7 +214,7 @@ func TestRaceInitiateOneID(t *testing.T) {
 		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, nodes[i].initiate(t, "bs-race", w.now(), nil, nil))}
 	}
 	win := raceOneWins(t, "32 initiates, one id", w.raceBurst(reqs), "409 SESSION_EXISTS")
-	st := w.readStatusOf("bs-race")
+	st := w.readStatus("bs-race")
 	if st.NodeDID != nodes[win].did {
 		t.Fatalf("session belongs to %s, want the winner %s", st.NodeDID, nodes[win].did)
 	}
@@ -434,19 +434,5 @@ func TestRaceSupersede(t *testing.T) {
 	listed := len(d.ByOperator[w.op.did]) + len(d.ByOperator[other.did])
 	if listed != 1 || len(d.ByOperator[b.OperatorDID]) != 1 {
 		t.Fatalf("binding by %s, operator index %v", b.OperatorDID, d.ByOperator)
-	}
-}
-
-func (w *arena) readStatusOf(id string) api.Status {
-	w.t.Helper()
-	var st api.Status
-	w.ok("GET", "/v1/bindings/"+id+"/status", nil, "", &st)
-	return st
-}
-
-func (w *arena) wantStateOf(id, state string) {
-	w.t.Helper()
-	if got := w.readStatusOf(id).State; got != state {
-		w.t.Fatalf("session %s: state %s, want %s", id, got, state)
 	}
 }

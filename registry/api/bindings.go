@@ -18,18 +18,7 @@ type InitiateResult struct {
 func DecodeInitiate(body []byte) (binding.InitiateRequest, error) {
 	return decodeWith(body, func(r *reader) binding.InitiateRequest {
 		var req binding.InitiateRequest
-		req.BindingSessionID = r.str("binding_session_id")
-		req.NodeDID = r.str("node_did")
-		req.NodePublicKey = r.str("node_public_key")
-		req.DeviceSummary = r.optStr("device_summary")
-		req.OS = r.optStr("os")
-		req.Region = r.optStr("region")
-		req.RequestedTaskTypes = r.optStrList("requested_task_types")
-		req.RequestedSingleLimit = r.optNumber("requested_single_limit")
-		req.RequestedDailyLimit = r.optNumber("requested_daily_limit")
-		req.Nonce = r.str("nonce")
-		req.CreatedAt = r.str("created_at")
-		req.ExpiresAt = r.str("expires_at")
+		r.message(&req.BindingSession)
 		req.NodeSignature = r.str("node_signature")
 		for _, f := range []string{"device_summary", "os", "region"} {
 			if v, present := r.o.raw(f); present && string(v) == `""` && r.err == nil {
@@ -92,15 +81,7 @@ type AuthorizeRequest struct {
 func decodeAuthorization(o object) (binding.AuthorizationCredential, error) {
 	r := reader{o: o}
 	var az binding.AuthorizationCredential
-	az.BindingSessionID = r.str("binding_session_id")
-	az.NodeDID = r.str("node_did")
-	az.OperatorDID = r.str("operator_did")
-	az.TaskTypes = r.optStrList("task_types")
-	az.SingleLimit = r.optNumber("single_limit")
-	az.DailyLimit = r.optNumber("daily_limit")
-	az.RevocationID = r.str("revocation_id")
-	az.IssuedAt = r.str("issued_at")
-	az.ExpiresAt = r.str("expires_at")
+	r.message(&az.Authorization)
 	az.Signature = r.str("signature")
 	if r.err != nil {
 		return binding.AuthorizationCredential{}, r.err
@@ -196,12 +177,7 @@ func DecodeAcceptance(body []byte) (binding.Acceptance, error) {
 	return decodeWith(body, func(r *reader) binding.Acceptance {
 		a := reader{o: r.obj("acceptance"), err: r.err}
 		var acc binding.Acceptance
-		acc.BindingSessionID = a.str("binding_session_id")
-		acc.NodeDID = a.str("node_did")
-		acc.OperatorDID = a.str("operator_did")
-		acc.AuthorizationDigest = a.str("authorization_digest")
-		acc.Accepted = a.boolean("accepted")
-		acc.IssuedAt = a.str("issued_at")
+		a.message(&acc.Acceptance)
 		acc.Signature = a.str("signature")
 		if a.err == nil {
 			a.err = binding.CheckAcceptanceShape(acc)

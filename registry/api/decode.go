@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/svrp/svrp/proto"
 )
@@ -275,6 +277,40 @@ func (r *reader) obj(field string) object {
 	var o object
 	o, r.err = r.o.obj(field)
 	return o
+}
+
+// message reads the fields of the signed message m points to (a struct of package canonical)
+// in the order the struct declares them, under their JSON names, each by the rule of its Go
+// type: a string is required, unless its tag says omitempty; a list of strings may be absent
+// or null and is then empty, or nil when its tag says omitempty; a limit (*float64) may be
+// absent or null; a boolean and an int64 are required. So every message is read by the same
+// rules, in the same order as its bytes are signed.
+func (r *reader) message(m any) {
+	v := reflect.ValueOf(m).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		optional := opts == "omitempty"
+		switch f := v.Field(i).Addr().Interface().(type) {
+		case *string:
+			if optional {
+				*f = r.optStr(name)
+			} else {
+				*f = r.str(name)
+			}
+		case *[]string:
+			if !optional {
+				*f = r.optStrList(name)
+			} else if _, present := r.o.raw(name); present {
+				*f = r.strList(name)
+			}
+		case **float64:
+			*f = r.optNumber(name)
+		case *bool:
+			*f = r.boolean(name)
+		case *int64:
+			*f = r.integer(name)
+		}
+	}
 }
 
 func badRequest(msg string) error { return proto.New(proto.BadRequest, msg) }

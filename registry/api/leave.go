@@ -17,10 +17,7 @@ func DecodeRevocation(body []byte) (authn.SignedRevocation, error) {
 		ro := r.obj("revocation")
 		rev := reader{o: ro, err: r.err}
 		var sr authn.SignedRevocation
-		sr.Revocation.OperatorDID = rev.str("operator_did")
-		sr.Revocation.OperatorRootPublicKey = rev.str("operator_root_public_key")
-		sr.Revocation.RevocationID = rev.str("revocation_id")
-		sr.Revocation.RevokedAt = rev.str("revoked_at")
+		rev.message(&sr.Revocation)
 		r.err = rev.err
 		sr.Signature = r.str("signature")
 		return sr
@@ -56,16 +53,9 @@ type UnbindResult struct {
 }
 
 // NodeUnbindRequest is the body of the node form of POST /v1/bindings/{id}/unbind: message
-// 12 signed by the node key.
-type NodeUnbindRequest struct {
-	NodeDID   string `json:"node_did"`
-	TS        int64  `json:"ts"`
-	Signature string `json:"signature"`
-}
+// 12 signed by the node key. Message 12 has the fields of message 9, so the body is that of
+// the node form of cancel.
+type NodeUnbindRequest = NodeCancelRequest
 
 // DecodeNodeUnbind reads the body of the node form of POST /v1/bindings/{id}/unbind.
-func DecodeNodeUnbind(body []byte) (NodeUnbindRequest, error) {
-	return decodeWith(body, func(r *reader) NodeUnbindRequest {
-		return NodeUnbindRequest{NodeDID: r.str("node_did"), TS: r.integer("ts"), Signature: r.str("signature")}
-	})
-}
+func DecodeNodeUnbind(body []byte) (NodeUnbindRequest, error) { return DecodeNodeCancel(body) }

@@ -22,17 +22,7 @@ type LoginResult struct {
 func decodeCredential(o object) (authn.DeviceCredential, error) {
 	r := reader{o: o}
 	var dc authn.DeviceCredential
-	dc.CredentialID = r.str("credential_id")
-	dc.OperatorDID = r.str("operator_did")
-	dc.OperatorRootPublicKey = r.str("operator_root_public_key")
-	dc.DeviceID = r.str("device_id")
-	dc.DevicePublicKey = r.str("device_public_key")
-	if _, present := o.raw("permissions"); present {
-		dc.Permissions = r.strList("permissions")
-	}
-	dc.IssuedAt = r.str("issued_at")
-	dc.ExpiresAt = r.str("expires_at")
-	dc.RevocationID = r.str("revocation_id")
+	r.message(&dc.DeviceCredential)
 	dc.Signature = r.str("signature")
 	if r.err != nil {
 		return authn.DeviceCredential{}, r.err

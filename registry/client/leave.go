@@ -79,5 +79,5 @@ func (n *Node) Unbind(ctx context.Context, sessionID string) (api.UnbindResult, 
 	if err != nil {
 		return api.UnbindResult{}, err
 	}
-	return n.Client.NodeUnbind(ctx, sessionID, api.NodeUnbindRequest(req))
+	return n.Client.NodeUnbind(ctx, sessionID, req)
 }

@@ -28,6 +28,14 @@ type NodeToucher interface {
 	Flush(ctx context.Context) error
 }
 
+// lastSeenMover is implemented by a Tx that can move a node's last_seen without the index
+// upkeep of PutNode, which a flush of touches does not need: a touch changes no DID.
+type lastSeenMover interface {
+	// moveLastSeen sets key's last_seen to seen when that is later; a record that is gone
+	// stays gone.
+	moveLastSeen(key didkey.PublicKey, seen time.Time) error
+}
+
 // NodeScanner is implemented by stores that hold the node table in memory: ScanNodes calls
 // fn with every record without copying it. The records are snapshots that never change, so
 // fn may keep them, but must not modify them. The registry uses it to build node listings
@@ -328,7 +336,14 @@ func (c *nodeCache) Flush(ctx context.Context) error {
 		// from inner so that a registration committed since the touch is kept whole. The
 		// touches were acknowledged, so the flush may use the disk's reserve.
 		err := c.inner.Update(withReserve(ctx), func(tx Tx) error {
+			w, moves := tx.(lastSeenMover)
 			for _, k := range chunk {
+				if moves {
+					if err := w.moveLastSeen(k, dirty[k]); err != nil {
+						return err
+					}
+					continue
+				}
 				n, err := tx.Node(k)
 				if errors.Is(err, ErrNotFound) {
 					continue

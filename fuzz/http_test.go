@@ -20,6 +20,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/store"
 )
 
@@ -164,16 +165,14 @@ func buildHTTPFixture() (*httpFixture, error) {
 	fx.seeds[1] = httpJSON(api.HeartbeatRequest{DID: node, TS: ts, Signature: httpSign(npriv, canonical.Heartbeat{DID: node, TS: ts})})
 	fx.seeds[2] = []byte{}
 
-	root, rootKey := httpKey("root")
-	device, deviceKey := httpKey("device")
-	opDID, _ := didkey.OperatorDID(rootKey, didkey.FormShort)
-	cred := authn.DeviceCredential{DeviceCredential: canonical.DeviceCredential{
-		CredentialID: "cred-fuzz", OperatorDID: opDID.String(), OperatorRootPublicKey: rootKey.Base58(),
-		DeviceID: "fuzz", DevicePublicKey: deviceKey.Base58(), Permissions: []string{binding.PermissionBind},
-		IssuedAt: canonical.FormatTime(httpNow.Add(-time.Hour)), ExpiresAt: canonical.FormatTime(httpNow.Add(24 * time.Hour)),
-		RevocationID: "rev-fuzz",
-	}}
-	cred.Signature = httpSign(root, cred.DeviceCredential)
+	root, _ := httpKey("root")
+	device, _ := httpKey("device")
+	cred, err := client.IssueDeviceCredential(root, device.Public().(ed25519.PublicKey), client.CredentialOptions{
+		IssuedAt: httpNow.Add(-time.Hour), Validity: 25 * time.Hour, CredentialID: "cred-fuzz", DeviceID: "fuzz", RevocationID: "rev-fuzz",
+	})
+	if err != nil {
+		return nil, err
+	}
 	login := func() ([]byte, error) {
 		var ch api.ChallengeResult
 		if err := do("POST", "/v1/auth/challenge", nil, "", &ch); err != nil {
@@ -181,7 +180,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 		}
 		issued := canonical.FormatTime(httpNow)
 		return httpJSON(authn.Login{DeviceCredential: cred, Challenge: ch.Challenge, IssuedAt: issued,
-			Signature: httpSign(device, canonical.Login{OperatorDID: opDID.String(), DevicePublicKey: cred.DevicePublicKey, Challenge: ch.Challenge, IssuedAt: issued})}), nil
+			Signature: httpSign(device, canonical.Login{OperatorDID: cred.OperatorDID, DevicePublicKey: cred.DevicePublicKey, Challenge: ch.Challenge, IssuedAt: issued})}), nil
 	}
 	body, err := login()
 	if err != nil {
@@ -225,7 +224,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 	fx.seeds[5] = httpJSON(api.ResolveRequest{ShortCode: strings.ToLower(codes["fz-to-resolve"].ShortCode)})
 	authorize := func(id string) []byte {
 		az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
-			BindingSessionID: id, NodeDID: node, OperatorDID: opDID.String(), TaskTypes: []string{"inference"},
+			BindingSessionID: id, NodeDID: node, OperatorDID: cred.OperatorDID, TaskTypes: []string{"inference"},
 			SingleLimit: ptrFloat(5), DailyLimit: ptrFloat(50), RevocationID: "authz-" + id,
 			IssuedAt: canonical.FormatTime(httpNow), ExpiresAt: canonical.FormatTime(httpNow.Add(time.Hour)),
 		}}
@@ -256,7 +255,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 	}
 	acceptance := func(id string, accepted bool) []byte {
 		acc := binding.Acceptance{Acceptance: canonical.Acceptance{
-			BindingSessionID: id, NodeDID: node, OperatorDID: opDID.String(),
+			BindingSessionID: id, NodeDID: node, OperatorDID: cred.OperatorDID,
 			AuthorizationDigest: digests[id], Accepted: accepted, IssuedAt: canonical.FormatTime(httpNow),
 		}}
 		acc.Signature = httpSign(npriv, acc.Acceptance)
@@ -282,7 +281,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 			return nil, err
 		}
 		az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
-			BindingSessionID: id, NodeDID: did, OperatorDID: opDID.String(), TaskTypes: []string{"inference"},
+			BindingSessionID: id, NodeDID: did, OperatorDID: cred.OperatorDID, TaskTypes: []string{"inference"},
 			RevocationID: "authz-" + id, IssuedAt: canonical.FormatTime(httpNow), ExpiresAt: canonical.FormatTime(httpNow.Add(time.Hour)),
 		}}
 		az.Signature = httpSign(device, az.Authorization)
@@ -294,7 +293,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 			return nil, err
 		}
 		acc := binding.Acceptance{Acceptance: canonical.Acceptance{
-			BindingSessionID: id, NodeDID: did, OperatorDID: opDID.String(), AuthorizationDigest: digest, Accepted: true, IssuedAt: canonical.FormatTime(httpNow),
+			BindingSessionID: id, NodeDID: did, OperatorDID: cred.OperatorDID, AuthorizationDigest: digest, Accepted: true, IssuedAt: canonical.FormatTime(httpNow),
 		}}
 		acc.Signature = httpSign(priv, acc.Acceptance)
 		if err := do("POST", "/v1/node/bindings/"+id+"/accept", httpJSON(api.AcceptanceRequest{Acceptance: acc}), "", nil); err != nil {
@@ -306,7 +305,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 	}
 	// A revocation of an id the fixture's credential does not carry, so that replaying it
 	// leaves the token and the seeds working.
-	rev := canonical.Revocation{OperatorDID: opDID.String(), OperatorRootPublicKey: rootKey.Base58(), RevocationID: "rev-spare", RevokedAt: canonical.FormatTime(httpNow)}
+	rev := canonical.Revocation{OperatorDID: cred.OperatorDID, OperatorRootPublicKey: cred.OperatorRootPublicKey, RevocationID: "rev-spare", RevokedAt: canonical.FormatTime(httpNow)}
 	fx.seeds[18] = httpJSON(authn.SignedRevocation{Revocation: rev, Signature: httpSign(root, rev)})
 	fx.seeds[20] = []byte{}
 	fx.seeds[13] = []byte{}

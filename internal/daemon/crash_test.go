@@ -24,6 +24,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/svrpdtest"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/client"
 )
 
 // crashStepTimeout bounds one step of the crash harness (a start, a request, an exit);
@@ -254,17 +255,15 @@ type crashOperator struct {
 }
 
 func newCrashOperator(now time.Time) crashOperator {
-	root, rk := crashKey()
-	device, dk := crashKey()
-	d, _ := didkey.OperatorDID(rk, didkey.FormShort)
-	cred := authn.DeviceCredential{DeviceCredential: canonical.DeviceCredential{
-		CredentialID: "cred-crash", OperatorDID: d.String(), OperatorRootPublicKey: rk.Base58(),
-		DeviceID: "crash-device", DevicePublicKey: dk.Base58(), Permissions: []string{binding.PermissionBind},
-		IssuedAt: canonical.FormatTime(now.Add(-time.Hour)), ExpiresAt: canonical.FormatTime(now.Add(24 * time.Hour)),
-		RevocationID: "rev-crash",
-	}}
-	cred.Signature = crashSign(root, cred.DeviceCredential)
-	return crashOperator{root: root, device: device, did: d.String(), cred: cred}
+	root, _ := crashKey()
+	device, _ := crashKey()
+	cred, err := client.IssueDeviceCredential(root, device.Public().(ed25519.PublicKey), client.CredentialOptions{
+		IssuedAt: now.Add(-time.Hour), Validity: 25 * time.Hour, CredentialID: "cred-crash", DeviceID: "crash-device", RevocationID: "rev-crash",
+	})
+	if err != nil {
+		panic(err)
+	}
+	return crashOperator{root: root, device: device, did: cred.OperatorDID, cred: cred}
 }
 
 // stateRank orders the states a session passes through on the way to ACTIVE, so that "at

@@ -37,6 +37,15 @@ type Revocations interface {
 	Revoked(operatorDID, revocationID string) (bool, error)
 }
 
+// IsRevoked asks rl whether the pair (operatorDID, revocationID) is revoked; a nil rl revokes
+// nothing.
+func IsRevoked(rl Revocations, operatorDID, revocationID string) (bool, error) {
+	if rl == nil {
+		return false, nil
+	}
+	return rl.Revoked(operatorDID, revocationID)
+}
+
 // RevocationFunc adapts a function to [Revocations].
 type RevocationFunc func(operatorDID, revocationID string) (bool, error)
 
@@ -157,15 +166,9 @@ func SignRevocation(root ed25519.PrivateKey, prefix, operatorDID, rootKey, revoc
 // the credential's (operator_did, revocation_id) is on the list → DC_REVOKED. Callers run it
 // after [VerifyCredential], so the pair is one the root key vouched for.
 func CheckCredentialRevoked(dc DeviceCredential, rl Revocations) error {
-	if rl == nil {
-		return nil
-	}
-	revoked, err := rl.Revoked(dc.OperatorDID, dc.RevocationID)
-	if err != nil {
+	revoked, err := IsRevoked(rl, dc.OperatorDID, dc.RevocationID)
+	if err != nil || !revoked {
 		return err
 	}
-	if revoked {
-		return proto.New(proto.DCRevoked, "this device credential has been revoked by its operator")
-	}
-	return nil
+	return proto.New(proto.DCRevoked, "this device credential has been revoked by its operator")
 }

@@ -27,13 +27,7 @@ func authorizationShape(m canonical.Authorization) (issued, expires time.Time, e
 	if err = checkStrings("node_did", m.NodeDID, "operator_did", m.OperatorDID); err != nil {
 		return
 	}
-	if err = checkTaskTypes("task_types", m.TaskTypes); err != nil {
-		return
-	}
-	if err = checkLimit("single_limit", m.SingleLimit); err != nil {
-		return
-	}
-	if err = checkLimit("daily_limit", m.DailyLimit); err != nil {
+	if err = checkTerms("", m.TaskTypes, m.SingleLimit, m.DailyLimit); err != nil {
 		return
 	}
 	if err = checkText("revocation_id", m.RevocationID, true); err != nil {
@@ -123,33 +117,24 @@ func CheckRevoked(dc authn.DeviceCredential, az AuthorizationCredential, rl auth
 	if err := authn.CheckCredentialRevoked(dc, rl); err != nil {
 		return err
 	}
-	if rl == nil {
-		return nil
-	}
-	revoked, err := rl.Revoked(az.OperatorDID, az.RevocationID)
-	if err != nil {
+	revoked, err := authn.IsRevoked(rl, az.OperatorDID, az.RevocationID)
+	if err != nil || !revoked {
 		return err
 	}
-	if revoked {
-		return proto.New(proto.AuthzRevoked, "this authorization has been revoked by its operator")
-	}
-	return nil
+	return proto.New(proto.AuthzRevoked, "this authorization has been revoked by its operator")
 }
 
 // BindingRevoked reports whether an active binding must end because a credential that made
 // it is revoked (docs/protocol.md §10.5): its authorization's or its device credential's
 // (operator_did, revocation_id) is on rl. s is the session that created b.
 func BindingRevoked(b Binding, s BindingSession, rl authn.Revocations) (bool, error) {
-	if rl == nil {
-		return false, nil
-	}
-	if revoked, err := rl.Revoked(b.OperatorDID, b.RevocationID); err != nil || revoked {
+	if revoked, err := authn.IsRevoked(rl, b.OperatorDID, b.RevocationID); err != nil || revoked {
 		return revoked, err
 	}
 	if s.DeviceCredential == nil {
 		return false, nil
 	}
-	return rl.Revoked(s.DeviceCredential.OperatorDID, s.DeviceCredential.RevocationID)
+	return authn.IsRevoked(rl, s.DeviceCredential.OperatorDID, s.DeviceCredential.RevocationID)
 }
 
 // authorizationNames checks that an authorization is about this session, its node and the

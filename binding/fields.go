@@ -43,6 +43,18 @@ func checkText(field, s string, required bool) error {
 	return canonical.CheckString(field, s)
 }
 
+// checkTerms checks the terms a message carries, task types and the two limits, under their
+// field names with prefix: "requested_" in the node's description, "" in an authorization.
+func checkTerms(prefix string, taskTypes []string, single, daily *float64) error {
+	if err := checkTaskTypes(prefix+"task_types", taskTypes); err != nil {
+		return err
+	}
+	if err := checkLimit(prefix+"single_limit", single); err != nil {
+		return err
+	}
+	return checkLimit(prefix+"daily_limit", daily)
+}
+
 // checkTaskTypes applies the list limits (at most 64 items of 1–64 bytes) and the list
 // injectivity rule.
 func checkTaskTypes(field string, items []string) error {

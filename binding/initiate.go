@@ -81,13 +81,7 @@ func checkInitiateShape(req InitiateRequest) (created, expires time.Time, err er
 			return
 		}
 	}
-	if err = checkTaskTypes("requested_task_types", m.RequestedTaskTypes); err != nil {
-		return
-	}
-	if err = checkLimit("requested_single_limit", m.RequestedSingleLimit); err != nil {
-		return
-	}
-	if err = checkLimit("requested_daily_limit", m.RequestedDailyLimit); err != nil {
+	if err = checkTerms("requested_", m.RequestedTaskTypes, m.RequestedSingleLimit, m.RequestedDailyLimit); err != nil {
 		return
 	}
 	if err = checkText("nonce", m.Nonce, true); err != nil {

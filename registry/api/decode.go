@@ -183,101 +183,62 @@ type reader struct {
 	err error
 }
 
-func (r *reader) str(field string) string {
+// read is one read of the field through get, unless an earlier read failed.
+func read[T any](r *reader, field string, get func(object, string) (T, error)) T {
 	if r.err != nil {
-		return ""
+		var zero T
+		return zero
 	}
-	var s string
-	s, r.err = r.o.str(field)
-	return s
+	v, err := get(r.o, field)
+	r.err = err
+	return v
 }
 
-func (r *reader) optStr(field string) string {
+// readOpt is read for a field that may be absent, saying whether it was present.
+func readOpt[T any](r *reader, field string, get func(object, string) (T, bool, error)) (T, bool) {
 	if r.err != nil {
-		return ""
+		var zero T
+		return zero, false
 	}
-	var s string
-	s, _, r.err = r.o.optStr(field)
+	v, ok, err := get(r.o, field)
+	r.err = err
+	return v, ok
+}
+
+func (r *reader) str(field string) string { return read(r, field, object.str) }
+
+func (r *reader) optStr(field string) string {
+	s, _ := readOpt(r, field, object.optStr)
 	return s
 }
 
 func (r *reader) optStrPtr(field string) *string {
-	if r.err != nil {
-		return nil
+	if s, ok := readOpt(r, field, object.optStr); ok {
+		return &s
 	}
-	s, ok, err := r.o.optStr(field)
-	if r.err = err; !ok {
-		return nil
-	}
-	return &s
+	return nil
 }
 
-func (r *reader) strList(field string) []string {
-	if r.err != nil {
-		return nil
-	}
-	var l []string
-	l, r.err = r.o.strList(field)
-	return l
-}
+func (r *reader) strList(field string) []string { return read(r, field, object.strList) }
 
-func (r *reader) optStrList(field string) []string {
-	if r.err != nil {
-		return nil
-	}
-	var l []string
-	l, r.err = r.o.optStrList(field)
-	return l
-}
+func (r *reader) optStrList(field string) []string { return read(r, field, object.optStrList) }
 
-func (r *reader) optNumber(field string) *float64 {
-	if r.err != nil {
-		return nil
-	}
-	var f *float64
-	f, r.err = r.o.optNumber(field)
-	return f
-}
+func (r *reader) optNumber(field string) *float64 { return read(r, field, object.optNumber) }
 
-func (r *reader) integer(field string) int64 {
-	if r.err != nil {
-		return 0
-	}
-	var n int64
-	n, r.err = r.o.integer(field)
-	return n
-}
+func (r *reader) integer(field string) int64 { return read(r, field, object.integer) }
 
 // optInteger reads an integer that may be absent or null (then nil).
 func (r *reader) optInteger(field string) *int64 {
-	if r.err != nil {
+	if _, ok := r.o.raw(field); !ok || r.err != nil {
 		return nil
 	}
-	if _, ok := r.o.raw(field); !ok {
-		return nil
-	}
-	var n int64
-	n, r.err = r.o.integer(field)
+	n := read(r, field, object.integer)
 	return &n
 }
 
-func (r *reader) boolean(field string) bool {
-	if r.err != nil {
-		return false
-	}
-	var b bool
-	b, r.err = r.o.boolean(field)
-	return b
-}
+func (r *reader) boolean(field string) bool { return read(r, field, object.boolean) }
 
-func (r *reader) obj(field string) object {
-	if r.err != nil {
-		return object{}
-	}
-	var o object
-	o, r.err = r.o.obj(field)
-	return o
-}
+func (r *reader) obj(field string) object { return read(r, field, object.obj) }
 
 // message reads the fields of the signed message m points to (a struct of package canonical)
 // in the order the struct declares them, under their JSON names, each by the rule of its Go

@@ -215,7 +215,7 @@ func pub(priv ed25519.PrivateKey) didkey.PublicKey {
 	return k
 }
 
-func sign(t *testing.T, priv ed25519.PrivateKey, m canonical.Message) string {
+func sign(t testing.TB, priv ed25519.PrivateKey, m canonical.Message) string {
 	t.Helper()
 	sig, err := canonical.Sign(priv, canonical.DefaultPrefix, m)
 	if err != nil {
@@ -231,7 +231,7 @@ type node struct {
 	did  string
 }
 
-func newNode(t *testing.T, label string) node {
+func newNode(t testing.TB, label string) node {
 	priv := testkit.LabelKey(t, label)
 	k := pub(priv)
 	d, _ := didkey.NodeDID(k, didkey.FormShort)
@@ -243,7 +243,7 @@ func (n node) fullDID() string {
 	return d.String()
 }
 
-func (n node) registration(t *testing.T, endpoint string) api.RegisterRequest {
+func (n node) registration(t testing.TB, endpoint string) api.RegisterRequest {
 	req := api.RegisterRequest{
 		DID: n.did, PublicKey: n.key.Hex(), Endpoint: endpoint,
 		Capabilities: []string{"inference"}, Region: "eu-west",
@@ -253,7 +253,7 @@ func (n node) registration(t *testing.T, endpoint string) api.RegisterRequest {
 	return req
 }
 
-func (n node) heartbeat(t *testing.T, did string, ts time.Time) api.HeartbeatRequest {
+func (n node) heartbeat(t testing.TB, did string, ts time.Time) api.HeartbeatRequest {
 	return api.HeartbeatRequest{DID: did, TS: ts.Unix(), Signature: sign(t, n.priv, canonical.Heartbeat{DID: did, TS: ts.Unix()})}
 }
 
@@ -296,7 +296,7 @@ type operator struct {
 	cred         authn.DeviceCredential
 }
 
-func newOperator(t *testing.T, label string, now time.Time, permissions ...string) operator {
+func newOperator(t testing.TB, label string, now time.Time, permissions ...string) operator {
 	root, device := testkit.LabelKey(t, label+"/root"), testkit.LabelKey(t, label+"/device")
 	d, _ := didkey.OperatorDID(pub(root), didkey.FormShort)
 	cred := authn.DeviceCredential{DeviceCredential: canonical.DeviceCredential{
@@ -319,7 +319,7 @@ func (o operator) login(h *harness) string {
 	return res.SessionToken
 }
 
-func (o operator) loginRequest(t *testing.T, challenge string, now time.Time) authn.Login {
+func (o operator) loginRequest(t testing.TB, challenge string, now time.Time) authn.Login {
 	issued := canonical.FormatTime(now)
 	return authn.Login{
 		DeviceCredential: o.cred, Challenge: challenge, IssuedAt: issued,

@@ -189,7 +189,7 @@ func hashHex(code string) string {
 // allows, every resolve from it is RATE_LIMITED, a valid code too, until its window passes;
 // another address is not affected.
 func TestEnumerationPerAddressLimit(t *testing.T) {
-	w := newArena(t, hostileResolveLimit(3))
+	w := newArena(t, resolveAddressLimit(3))
 	ini := w.initiate("bs-1")
 	for i := range 3 {
 		w.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: fmt.Sprintf("ZZZZZZZ%d", i+2)}, w.token, http.StatusNotFound, "NOT_FOUND")
@@ -383,7 +383,7 @@ func TestEnumerationSameStoreCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recordingStore{Store: st}
-	h := startHarness(t, rec, dir, testkit.NewClock(epoch), hostileResolveLimit(1<<20))
+	h := startHarness(t, rec, dir, testkit.NewClock(epoch), resolveAddressLimit(1<<20))
 	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
 	w.token = w.op.login(h)
 	used := w.initiate("bs-used")

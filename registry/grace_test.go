@@ -115,7 +115,7 @@ func TestGraceUnverifiedThenOwner(t *testing.T) {
 // TestGraceStrict: with StrictSignatures no registration that fails to verify is recorded,
 // new key or known, and each changes nothing.
 func TestGraceStrict(t *testing.T) {
-	h := newHarness(t, hostileStrict())
+	h := newHarness(t, strictSignatures())
 	owner := newNode(t, "owner")
 	fresh := newNode(t, "fresh")
 	s := func(v string) *string { return &v }

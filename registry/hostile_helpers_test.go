@@ -18,7 +18,6 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
@@ -230,15 +229,6 @@ func hostileErrorBody(t testing.TB, what string, raw []byte, code string) {
 	}
 }
 
-// hostileResolveLimit raises or lowers the per-address resolve failure limit.
-func hostileResolveLimit(n int) harnessOption {
-	return func(c *registry.Config) { c.ResolveAddressLimit = n }
-}
-
-func hostileStrict() harnessOption {
-	return func(c *registry.Config) { c.StrictSignatures = true }
-}
-
 // arena is a harness with a registered (verified) node and a logged-in operator who may
 // bind, the state most bad requests are aimed at.
 type arena struct {
@@ -252,7 +242,7 @@ func newArena(t *testing.T, opts ...harnessOption) *arena {
 	t.Helper()
 	// The matrices send many failing resolves from one address; the address limit has its
 	// own tests.
-	h := newHarness(t, append([]harnessOption{hostileResolveLimit(1 << 20)}, opts...)...)
+	h := newHarness(t, append([]harnessOption{resolveAddressLimit(1 << 20)}, opts...)...)
 	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
 	h.ok("POST", "/api/v1/register", w.n.registration(t, "203.0.113.7:7000"), "", nil)
 	w.token = w.op.login(h)
@@ -385,6 +375,16 @@ func hostileDecode[T any](t testing.TB, b jsonTree) (T, bool) {
 		return v, false
 	}
 	return v, json.Unmarshal(raw, &v) == nil
+}
+
+// hostileBase58 is a key, in whatever encoding a request gave it, as messages 3 and 6 sign
+// it: base58. ok is false when the text is no key.
+func hostileBase58(key string) (string, bool) {
+	k, err := didkey.DecodeKey(key)
+	if err != nil {
+		return "", false
+	}
+	return k.Base58(), true
 }
 
 // hostileSign signs m, or returns "" when m cannot be rendered (a value that breaks the

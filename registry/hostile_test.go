@@ -16,7 +16,6 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
@@ -526,11 +525,11 @@ func hostileRegister(t *testing.T, w *arena) []*hostileEndpoint {
 	ep.valid = func() jsonTree { return toTree(t, n.registration(t, "203.0.113.7:7000")) }
 	ep.resign = func(b jsonTree, changed []string) {
 		hostileResign(t, b, "", "signature", changed, n.priv, func(req api.RegisterRequest) canonical.Message {
-			k, err := didkey.DecodeKey(req.PublicKey)
-			if err != nil {
+			key, ok := hostileBase58(req.PublicKey)
+			if !ok {
 				return nil
 			}
-			return canonical.Register{DID: req.DID, PublicKey: k.Base58(), Endpoint: req.Endpoint, Capabilities: req.Capabilities, Region: req.Region}
+			return canonical.Register{DID: req.DID, PublicKey: key, Endpoint: req.Endpoint, Capabilities: req.Capabilities, Region: req.Region}
 		})
 	}
 	ep.fields = []hostileField{
@@ -820,8 +819,8 @@ func hostileInitiate(t *testing.T, w *arena) []*hostileEndpoint {
 	ep.resign = func(b jsonTree, changed []string) {
 		hostileResign(t, b, "", "node_signature", changed, n.priv, func(req binding.InitiateRequest) canonical.Message {
 			m := req.BindingSession
-			if k, err := didkey.DecodeKey(m.NodePublicKey); err == nil {
-				m.NodePublicKey = k.Base58()
+			if key, ok := hostileBase58(m.NodePublicKey); ok {
+				m.NodePublicKey = key
 			}
 			return m
 		})

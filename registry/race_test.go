@@ -301,7 +301,7 @@ func newGatedArena(t *testing.T) (*arena, *gateStore) {
 		t.Fatal(err)
 	}
 	g := &gateStore{Store: st}
-	h := startHarness(t, g, dir, testkit.NewClock(epoch), hostileResolveLimit(1<<20))
+	h := startHarness(t, g, dir, testkit.NewClock(epoch), resolveAddressLimit(1<<20))
 	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
 	h.ok("POST", "/api/v1/register", w.n.registration(t, "203.0.113.7:7000"), "", nil)
 	w.token = w.op.login(h)
@@ -388,7 +388,7 @@ func TestRaceRegisterAddressLimit(t *testing.T) {
 // TestRaceResolveAddressLimit: with a limit of 3 failures per address, 24 failing resolves
 // of different codes at once are counted exactly: 3 NOT_FOUND, then RATE_LIMITED.
 func TestRaceResolveAddressLimit(t *testing.T) {
-	w := newArena(t, hostileResolveLimit(3))
+	w := newArena(t, resolveAddressLimit(3))
 	reqs := make([]raceRequest, 24)
 	for i := range reqs {
 		code := fmt.Sprintf("ZZZZZZ%c%c", binding.ShortCodeAlphabet[i%31], binding.ShortCodeAlphabet[i/31])

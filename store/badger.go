@@ -933,21 +933,12 @@ func (t *badgerTx) getNode(k []byte) (Node, error) {
 	return n, nil
 }
 
-// moveLastSeen implements lastSeenMover with one read and one write of the record.
-func (t *badgerTx) moveLastSeen(k didkey.PublicKey, seen time.Time) error {
+// writeTouched implements touchWriter: one write, no read.
+func (t *badgerTx) writeTouched(n Node) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	nk := key(pNode, k.Hex())
-	n, err := t.getNode(nk)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil || !seen.After(n.LastSeen) {
-		return err
-	}
-	n.LastSeen = seen
-	return t.setRaw(nk, appendNode(nil, n))
+	return t.setRaw(key(pNode, n.Key.Hex()), appendNode(nil, n))
 }
 
 func (t *badgerTx) PutNode(n Node) error {

@@ -28,12 +28,11 @@ type NodeToucher interface {
 	Flush(ctx context.Context) error
 }
 
-// lastSeenMover is implemented by a Tx that can move a node's last_seen without the index
-// upkeep of PutNode, which a flush of touches does not need: a touch changes no DID.
-type lastSeenMover interface {
-	// moveLastSeen sets key's last_seen to seen when that is later; a record that is gone
-	// stays gone.
-	moveLastSeen(key didkey.PublicKey, seen time.Time) error
+// touchWriter is implemented by a Tx that can write a node record without the index upkeep
+// of PutNode, which a flush of touches does not need: a touch changes no DID.
+type touchWriter interface {
+	// writeTouched replaces n's record with n, which differs from it in last_seen alone.
+	writeTouched(n Node) error
 }
 
 // NodeScanner is implemented by stores that hold the node table in memory: ScanNodes calls
@@ -99,7 +98,7 @@ type NodeFollower interface {
 // View that miss memory ask the store, so a node registered through another daemon a moment
 // ago is found. Memory never moves last_seen back. Close stops the following.
 func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
-	c := &nodeCache{inner: inner, dirty: map[didkey.PublicKey]time.Time{}}
+	c := &nodeCache{inner: inner, dirty: map[didkey.PublicKey]time.Time{}, writing: map[didkey.PublicKey]int{}}
 	if feed, ok := inner.(nodeFeed); ok {
 		return c.follow(ctx, feed)
 	}
@@ -148,6 +147,10 @@ type nodeCache struct {
 	// seq numbers the node writes in the order inner runs its Update functions. A shared
 	// store numbers them itself (revisions), and seq is unused.
 	seq uint64
+	// writing counts, per key, the node writes an Update has made in inner but not yet
+	// applied to memory (or dropped when the Update failed). A flush writes a record from
+	// memory only when none is in flight for its key: see Flush.
+	writing map[didkey.PublicKey]int
 
 	// Following a shared store.
 	feed    nodeFeed
@@ -182,19 +185,24 @@ func (c *nodeCache) View(ctx context.Context, fn func(Tx) error) error {
 
 func (c *nodeCache) Update(ctx context.Context, fn func(Tx) error) error {
 	var puts []cachedNode
+	var marked []didkey.PublicKey // every key counted in c.writing, once per PutNode run
 	err := c.inner.Update(ctx, func(tx Tx) error {
 		puts = puts[:0]
-		return fn(&cacheTx{Tx: tx, c: c, write: true, puts: &puts})
+		return fn(&cacheTx{Tx: tx, c: c, write: true, puts: &puts, marked: &marked})
 	})
-	if err != nil {
-		return err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range puts {
-		c.apply(p.n, p.seq)
+	if err == nil {
+		for _, p := range puts {
+			c.apply(p.n, p.seq)
+		}
 	}
-	return nil
+	for _, k := range marked {
+		if c.writing[k]--; c.writing[k] <= 0 {
+			delete(c.writing, k)
+		}
+	}
+	return err
 }
 
 // apply puts n into memory unless memory already holds a later write of it. Like PutNode it
@@ -319,6 +327,20 @@ func (c *nodeCache) ScanNodes(ctx context.Context, fn func(*Node) error) error {
 	return nil
 }
 
+// settled returns memory's copy of k's record when it is inner's record with its touches:
+// no write of k is in flight between inner and memory. Inner runs Update functions one at a
+// time, so a write counted in c.writing after this answer runs after the flush's function,
+// and its record is the one inner keeps.
+func (c *nodeCache) settled(k didkey.PublicKey) (Node, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cur, ok := c.nodes[k]
+	if !ok || c.writing[k] > 0 {
+		return Node{}, false
+	}
+	return cur.n, true
+}
+
 func (c *nodeCache) Flush(ctx context.Context) error {
 	c.mu.Lock()
 	dirty := c.dirty
@@ -332,17 +354,20 @@ func (c *nodeCache) Flush(ctx context.Context) error {
 		return c.flushShared(ctx, keys, dirty)
 	}
 	for chunk := range slices.Chunk(keys, flushChunk) {
-		// Straight to inner: memory already holds these times. Each record is read back
-		// from inner so that a registration committed since the touch is kept whole. The
-		// touches were acknowledged, so the flush may use the disk's reserve.
+		// Straight to inner: memory already holds these times. A record is written from
+		// memory when memory holds inner's record (settled), else read back from inner, so
+		// that a registration committed since the touch is kept whole. The touches were
+		// acknowledged, so the flush may use the disk's reserve.
 		err := c.inner.Update(withReserve(ctx), func(tx Tx) error {
-			w, moves := tx.(lastSeenMover)
+			w, rewrites := tx.(touchWriter)
 			for _, k := range chunk {
-				if moves {
-					if err := w.moveLastSeen(k, dirty[k]); err != nil {
-						return err
+				if rewrites {
+					if n, ok := c.settled(k); ok {
+						if err := w.writeTouched(n); err != nil {
+							return err
+						}
+						continue
 					}
-					continue
 				}
 				n, err := tx.Node(k)
 				if errors.Is(err, ErrNotFound) {
@@ -412,10 +437,11 @@ func (c *nodeCache) Close() error {
 // must see inner's latest committed state), and records an Update's node writes for memory.
 type cacheTx struct {
 	Tx
-	c     *nodeCache
-	write bool
-	done  bool // a View's Tx kept past its function; memory reads must refuse it too
-	puts  *[]cachedNode
+	c      *nodeCache
+	write  bool
+	done   bool // a View's Tx kept past its function; memory reads must refuse it too
+	puts   *[]cachedNode
+	marked *[]didkey.PublicKey
 }
 
 // fromMemory reports whether a node read is served from memory, or fails when the Tx is
@@ -436,11 +462,18 @@ func (t *cacheTx) PutNode(n Node) error {
 		*t.puts = append(*t.puts, cachedNode{n: cloneNode(n), seq: rev})
 		return nil
 	}
-	if err := t.Tx.PutNode(n); err != nil {
-		return err
-	}
 	if t.puts == nil {
 		return errReadOnly
+	}
+	// Counted before the write, so that a flush running after this function, in the same
+	// transaction group or a later one, reads the record from inner rather than write back
+	// the memory copy this write replaces.
+	t.c.mu.Lock()
+	t.c.writing[n.Key]++
+	t.c.mu.Unlock()
+	*t.marked = append(*t.marked, n.Key)
+	if err := t.Tx.PutNode(n); err != nil {
+		return err
 	}
 	t.c.mu.Lock()
 	t.c.seq++

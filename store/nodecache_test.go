@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +119,75 @@ func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// TestNodeCacheFlushRacesRegistrations: registrations, touches and flushes of the same
+// records at once leave inner holding what memory holds once the last flush is done. A flush
+// writes a record from memory only while no registration of it is between inner and memory;
+// were it to write one that is, inner would keep an older endpoint than memory.
+func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
+	s := cached(t, openBadger(t, t.TempDir()))
+	defer s.Close()
+	toucher := s.(NodeToucher)
+	keys := []didkey.PublicKey{testKey(1), testKey(2), testKey(3)}
+	for _, k := range keys {
+		update(t, s, func(tx Tx) error { return tx.PutNode(testNode(k)) })
+	}
+	start := testNode(keys[0]).LastSeen
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		defer close(stop)
+		for i := range 300 {
+			k := keys[i%len(keys)]
+			n := testNode(k)
+			n.Endpoint = fmt.Sprintf("198.51.100.%d:%d", i%250+1, 1000+i)
+			n.LastSeen = start.Add(time.Duration(i) * time.Second)
+			if err := s.Update(context.Background(), func(tx Tx) error { return tx.PutNode(n) }); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			toucher.TouchNode(keys[i%len(keys)], start.Add(time.Duration(i)*time.Millisecond))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := toucher.Flush(context.Background()); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	if err := toucher.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		var mem, disk Node
+		view(t, s, func(tx Tx) (err error) { mem, err = tx.Node(k); return err })
+		view(t, s.(*nodeCache).inner, func(tx Tx) (err error) { disk, err = tx.Node(k); return err })
+		if mem.Endpoint != disk.Endpoint || !mem.LastSeen.Equal(disk.LastSeen) {
+			t.Errorf("key %d: memory holds %s seen %v, inner %s seen %v", k[0], mem.Endpoint, mem.LastSeen, disk.Endpoint, disk.LastSeen)
+		}
+	}
 }
 
 // TestNodeCacheScanSnapshots: ScanNodes hands out records that later touches and writes do

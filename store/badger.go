@@ -432,6 +432,17 @@ type pendingUpdate struct {
 	fn      func(Tx) error
 	done    chan error
 	reserve bool // it makes acknowledged state durable and may use the reserve
+	noUndo  bool // it keeps no undo log in a shared transaction (withoutUndo)
+}
+
+// noUndoKey marks an Update whose writes keep no undo log when it shares a transaction:
+// should it fail, every function of its group is given a transaction of its own instead, as
+// when an undo fails. An undo log reads each key before its first write; a flush of touches,
+// which fails only when the store does, so writes each record without reading it.
+type noUndoKey struct{}
+
+func withoutUndo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noUndoKey{}, true)
 }
 
 const (
@@ -479,7 +490,8 @@ func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	u := &pendingUpdate{fn: fn, done: make(chan error, 1), reserve: mayUseReserve(ctx)}
+	noUndo, _ := ctx.Value(noUndoKey{}).(bool)
+	u := &pendingUpdate{fn: fn, done: make(chan error, 1), reserve: mayUseReserve(ctx), noUndo: noUndo}
 	b.closing.RLock()
 	if b.closed.Load() {
 		b.closing.RUnlock()
@@ -572,12 +584,15 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 	var kept []int
 	for i, u := range group {
 		tx := &badgerTx{txn: txn, txState: txState{write: true}, undo: map[string]undoEntry{}}
+		if u.noUndo {
+			tx.undo = nil
+		}
 		err := runUpdate(u.fn, tx)
 		if err == nil {
 			kept = append(kept, i)
 			continue
 		}
-		if rerr := tx.rollback(); rerr != nil || errors.Is(err, badger.ErrTxnTooBig) {
+		if rerr := tx.rollback(); rerr != nil || u.noUndo || errors.Is(err, badger.ErrTxnTooBig) {
 			// The shared transaction can no longer be trusted, or is full: give every
 			// function of the group a transaction of its own. The Store contract allows a
 			// function to run more than once.

@@ -357,8 +357,9 @@ func (c *nodeCache) Flush(ctx context.Context) error {
 		// Straight to inner: memory already holds these times. A record is written from
 		// memory when memory holds inner's record (settled), else read back from inner, so
 		// that a registration committed since the touch is kept whole. The touches were
-		// acknowledged, so the flush may use the disk's reserve.
-		err := c.inner.Update(withReserve(ctx), func(tx Tx) error {
+		// acknowledged, so the flush may use the disk's reserve; it fails only when the
+		// store does, so it keeps no undo log (withoutUndo).
+		err := c.inner.Update(withoutUndo(withReserve(ctx)), func(tx Tx) error {
 			w, rewrites := tx.(touchWriter)
 			for _, k := range chunk {
 				if rewrites {

@@ -56,7 +56,8 @@ type abuseRun struct {
 	ctx    context.Context
 	d      *benchDaemon
 	url    string
-	nodes  []*client.Node // honest nodes, registered in setup
+	nodes    []*client.Node // honest nodes, registered in setup
+	nodeKeys []ed25519.PrivateKey
 	op     abuseOperator  // the honest operator
 	codes  sync.Map       // answer code → *atomic.Int64, for the attack's requests
 	sent   atomic.Int64
@@ -182,7 +183,12 @@ func (a *abuseRun) honestSetup() error {
 		return err
 	}
 	for i := range honestNodes {
-		n := a.newNode(a.client(abuseAddr(honestGroup, 1000+i)))
+		_, key, _ := ed25519.GenerateKey(rand.Reader)
+		n, err := client.NewNode(a.client(abuseAddr(honestGroup, 1000+i)), key, didkey.FormShort)
+		if err != nil {
+			return err
+		}
+		a.nodeKeys = append(a.nodeKeys, key)
 		if _, err := n.Register(a.ctx, fmt.Sprintf("198.51.100.%d:7000", i%250+1), []string{"inference"}, ""); err != nil {
 			return fmt.Errorf("registering honest node %d: %w", i, err)
 		}
@@ -325,7 +331,10 @@ func (b *bench) runAbuseRow(ctx context.Context, row abuseRow) (*abuseResult, er
 			return nil, fmt.Errorf("setup: %w", err)
 		}
 	}
-	lb, hb, _ := a.honestPhase(abusePhase, 0)
+	base, err := a.honestElsewhere(abusePhase, 0)
+	if err != nil {
+		return nil, err
+	}
 	before, err := a.d.memory()
 	if err != nil {
 		return nil, err
@@ -347,9 +356,12 @@ func (b *bench) runAbuseRow(ctx context.Context, row abuseRow) (*abuseResult, er
 			row.attack(a, halt)
 		}
 	}()
-	la, ha, failed := a.honestPhase(abusePhase, 1)
+	under, err := a.honestElsewhere(abusePhase, 1)
 	close(halt)
 	<-attacked
+	if err != nil {
+		return nil, err
+	}
 	if err := stopProfile(); err != nil {
 		return nil, err
 	}
@@ -357,17 +369,17 @@ func (b *bench) runAbuseRow(ctx context.Context, row abuseRow) (*abuseResult, er
 	if err != nil {
 		return nil, err
 	}
-	res.LoginP50Base, res.LoginP99Base = ms(lb.quantile(0.5)), ms(lb.quantile(0.99))
-	res.LoginP50Attack, res.LoginP99Attack = ms(la.quantile(0.5)), ms(la.quantile(0.99))
-	res.BeatP50Base, res.BeatP99Base = ms(hb.quantile(0.5)), ms(hb.quantile(0.99))
-	res.BeatP50Attack, res.BeatP99Attack = ms(ha.quantile(0.5)), ms(ha.quantile(0.99))
+	res.LoginP50Base, res.LoginP99Base = ms(base.LoginP50), ms(base.LoginP99)
+	res.LoginP50Attack, res.LoginP99Attack = ms(under.LoginP50), ms(under.LoginP99)
+	res.BeatP50Base, res.BeatP99Base = ms(base.BeatP50), ms(base.BeatP99)
+	res.BeatP50Attack, res.BeatP99Attack = ms(under.BeatP50), ms(under.BeatP99)
 	if res.LoginP99Base > 0 {
 		res.LoginP99Ratio = round(res.LoginP99Attack/res.LoginP99Base, 2)
 	}
 	if res.BeatP99Base > 0 {
 		res.BeatP99Ratio = round(res.BeatP99Attack/res.BeatP99Base, 2)
 	}
-	res.HonestFailures = failed
+	res.HonestFailures = under.Failed
 	res.AttackSent = a.sent.Load()
 	res.AttackAnswers = a.answers()
 	res.DaemonPeakMB = peak

@@ -125,10 +125,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level of the in-process registry, or the least level of a spawned daemon's log lines copied to stderr (svrpd serve logs at info by default, one line per binding step)")
 	fs.BoolVar(&c.jsonOnly, "json", false, "print only the JSON line of each scenario")
 	fs.StringVar(&c.abuseRows, "abuse-rows", "", "with --scenario abuse, the rows to run, comma-separated (default all)")
+	honest := fs.Bool("abuse-honest", false, "run the honest clients of one abuse phase, from the JSON spec on standard input (the abuse scenario starts itself so)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file: with --spawn or --spawn-memory the daemon's (served by its --debug-listen), with an in-process registry the registry's and the generator's, otherwise the generator's alone; read it with go tool pprof")
 	fs.Usage = func() { benchUsage(fs.Output(), fs) }
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
+	}
+	if *honest {
+		return runHonest(ctx, os.Stdin, stdout, stderr)
 	}
 	if err := c.validate(); err != nil {
 		fmt.Fprintf(stderr, "svrpd bench: %v\n", strings.ReplaceAll(err.Error(), "\n", "\nsvrpd bench: "))
@@ -367,9 +371,11 @@ the registry for CPU while it is measured:
              history, 4 idle connections, 5 garbage logins, 6 resolve guessing, 7 copied
              registrations, 8 replayed heartbeats, 9 many registrations, 10 nothing), starts
              svrpd serve with its default limits as with --spawn, and measures honest logins
-             and heartbeats (4 clients, from many 127.2.x.y addresses) for 5 s alone and 5 s
-             while the row's attack runs from 127.1.x.y addresses, with the daemon's peak RSS
-             during the attack. For rows 1, 2 and 9 a second daemon then holds as many honest
+             and heartbeats (4 clients, from many 127.2.x.y addresses, in a process of their
+             own so that they do not share bench's Go scheduler with the attack) for 5 s alone
+             and 5 s while the row's attack runs from 127.1.x.y addresses, with the daemon's
+             peak RSS during the attack. --abuse-rows 1,3 runs some rows; --cpuprofile FILE
+             writes the daemon's profile of each row's attack to FILE.rowN. For rows 1, 2 and 9 a second daemon then holds as many honest
              records as the attack got accepted, and its peak is the reference. Row 10 also
              measures the idle daemon's CPU over 10 s. Requests are signed as they are sent,
              by the Go client. One JSON line per row (login_*/heartbeat_* p50/p99 without and

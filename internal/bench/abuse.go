@@ -52,17 +52,17 @@ type abuseRow struct {
 
 // abuseRun is one row's daemon and clients.
 type abuseRun struct {
-	b      *bench
-	ctx    context.Context
-	d      *benchDaemon
-	url    string
+	b        *bench
+	ctx      context.Context
+	d        *benchDaemon
+	url      string
 	nodes    []*client.Node // honest nodes, registered in setup
 	nodeKeys []ed25519.PrivateKey
-	op     abuseOperator  // the honest operator
-	codes  sync.Map       // answer code → *atomic.Int64, for the attack's requests
-	sent   atomic.Int64
-	state  any // what setup leaves for the attack
-	onHold []net.Conn
+	op       abuseOperator // the honest operator
+	codes    sync.Map      // answer code → *atomic.Int64, for the attack's requests
+	sent     atomic.Int64
+	state    any // what setup leaves for the attack
+	onHold   []net.Conn
 
 	mu      sync.Mutex
 	clients map[string]*client.Client // one per source address, so connections are reused

@@ -93,81 +93,68 @@ func benchJSON(b *testing.B, v any) []byte {
 	return raw
 }
 
-// BenchmarkHeartbeat is the heartbeat path: one Ed25519 verification and a last_seen write.
-func BenchmarkHeartbeat(b *testing.B) {
+// benchEach runs a benchmark on each of benchStores: setup prepares a fresh service and
+// returns the request to time, which clients goroutines in all then send; every answer must
+// be 200.
+func benchEach(b *testing.B, clients int, what string, setup func(b *testing.B, h http.Handler) func() *httptest.ResponseRecorder) {
 	for _, bs := range benchStores() {
 		b.Run(bs.name, func(b *testing.B) {
-			h := benchService(b, bs.open(b))
-			beats := benchNodes(b, h, 1000)
-			var next atomic.Uint64
-			b.SetParallelism(benchClients / max(1, testingProcs()))
+			request := setup(b, benchService(b, bs.open(b)))
+			b.SetParallelism(clients / max(1, testingProcs()))
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					body := beats[next.Add(1)%uint64(len(beats))]
-					if w := benchPost(b, h, "/api/v1/heartbeat", body); w.Code != 200 {
-						b.Errorf("heartbeat: %d %s", w.Code, w.Body)
+					if w := request(); w.Code != 200 {
+						b.Errorf("%s: %d %s", what, w.Code, w.Body)
 						return
 					}
 				}
 			})
 		})
 	}
+}
+
+// BenchmarkHeartbeat is the heartbeat path: one Ed25519 verification and a last_seen write.
+func BenchmarkHeartbeat(b *testing.B) {
+	benchEach(b, benchClients, "heartbeat", func(b *testing.B, h http.Handler) func() *httptest.ResponseRecorder {
+		beats := benchNodes(b, h, 1000)
+		var next atomic.Uint64
+		return func() *httptest.ResponseRecorder {
+			return benchPost(b, h, "/api/v1/heartbeat", beats[next.Add(1)%uint64(len(beats))])
+		}
+	})
 }
 
 // BenchmarkLogin is the device-login path: two Ed25519 verifications, a challenge consumed
 // and a bearer session written.
 func BenchmarkLogin(b *testing.B) {
-	for _, bs := range benchStores() {
-		b.Run(bs.name, func(b *testing.B) {
-			h := benchService(b, bs.open(b))
-			now := time.Now()
-			op := newOperator(b, "bench", now)
-			bodies := make([][]byte, b.N)
-			for i := range bodies {
-				var ch api.ChallengeResult
-				json.Unmarshal(benchPost(b, h, "/v1/auth/challenge", nil).Body.Bytes(), &ch)
-				bodies[i] = benchJSON(b, op.loginRequest(b, ch.Challenge, now))
-			}
-			var next atomic.Int64
-			b.SetParallelism(benchClients / max(1, testingProcs()))
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					body := bodies[next.Add(1)-1]
-					if w := benchPost(b, h, "/v1/auth/device-login", body); w.Code != 200 {
-						b.Errorf("login: %d %s", w.Code, w.Body)
-						return
-					}
-				}
-			})
-		})
-	}
+	benchEach(b, benchClients, "login", func(b *testing.B, h http.Handler) func() *httptest.ResponseRecorder {
+		now := time.Now()
+		op := newOperator(b, "bench", now)
+		bodies := make([][]byte, b.N)
+		for i := range bodies {
+			var ch api.ChallengeResult
+			json.Unmarshal(benchPost(b, h, "/v1/auth/challenge", nil).Body.Bytes(), &ch)
+			bodies[i] = benchJSON(b, op.loginRequest(b, ch.Challenge, now))
+		}
+		var next atomic.Int64
+		return func() *httptest.ResponseRecorder {
+			return benchPost(b, h, "/v1/auth/device-login", bodies[next.Add(1)-1])
+		}
+	})
 }
 
 // BenchmarkListNodes is GET /nodes over 1,000 nodes.
 func BenchmarkListNodes(b *testing.B) {
-	for _, bs := range benchStores() {
-		b.Run(bs.name, func(b *testing.B) {
-			h := benchService(b, bs.open(b))
-			benchNodes(b, h, 1000)
-			b.SetParallelism(16 / max(1, testingProcs()))
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					w := httptest.NewRecorder()
-					h.ServeHTTP(w, httptest.NewRequest("GET", "/nodes", nil))
-					if w.Code != 200 {
-						b.Errorf("nodes: %d", w.Code)
-						return
-					}
-				}
-			})
-		})
-	}
+	benchEach(b, 16, "nodes", func(b *testing.B, h http.Handler) func() *httptest.ResponseRecorder {
+		benchNodes(b, h, 1000)
+		return func() *httptest.ResponseRecorder {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/nodes", nil))
+			return w
+		}
+	})
 }
 
 // BenchmarkEd25519Verify is the ceiling the paths above are measured against: one raw

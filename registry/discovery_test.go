@@ -547,19 +547,11 @@ func vectorNode(t *testing.T, seedHex string) node {
 func TestRegisterDIDVectors(t *testing.T) {
 	v := testkit.DIDs(t)
 	h := newHarness(t)
-	n := 0
-	for _, neg := range v.Negative {
-		if neg.Endpoint != "POST /api/v1/register" {
-			continue
-		}
-		n++
+	for _, neg := range didNegatives(t, "POST /api/v1/register", 50) {
 		t.Run(neg.ID, func(t *testing.T) {
 			req := api.RegisterRequest{DID: neg.DID, PublicKey: neg.PublicKey, Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"}}
 			h.in(t).fails("POST", "/api/v1/register", req, "", neg.Expected.HTTP, neg.Expected.Code)
 		})
-	}
-	if n < 50 {
-		t.Fatalf("only %d register vectors", n)
 	}
 	if got := len(h.listedNodes()); got != 0 {
 		t.Fatalf("refused DIDs left %d records", got)
@@ -773,6 +765,21 @@ func rejectVectors(t *testing.T, message int) []testkit.Reject {
 	}
 	if len(out) == 0 {
 		t.Fatalf("rejects.json has no case for message %d", message)
+	}
+	return out
+}
+
+// didNegatives returns the negative cases of dids.json sent to endpoint; fewer than least
+// fails the test.
+func didNegatives(t *testing.T, endpoint string, least int) []testkit.DIDCase {
+	var out []testkit.DIDCase
+	for _, neg := range testkit.DIDs(t).Negative {
+		if neg.Endpoint == endpoint {
+			out = append(out, neg)
+		}
+	}
+	if len(out) < least {
+		t.Fatalf("dids.json has %d cases for %s, want at least %d", len(out), endpoint, least)
 	}
 	return out
 }

@@ -7,10 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -377,15 +375,8 @@ func callKinds(calls []string) []string {
 // was used and of a code never issued are the same methods in the same order, the code is
 // looked up only by its hash, and no spelling of the code or token reaches the store.
 func TestEnumerationSameStoreCalls(t *testing.T) {
-	dir := t.TempDir()
-	st, err := store.OpenBadger(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recordingStore{Store: st}
-	h := startHarness(t, rec, dir, testkit.NewClock(epoch), resolveAddressLimit(1<<20))
-	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
-	w.token = w.op.login(h)
+	rec := &recordingStore{}
+	w := newArenaOver(t, func(st store.Store) store.Store { rec.Store = st; return rec })
 	used := w.initiate("bs-used")
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
 	expired := w.initiate("bs-expired")
@@ -450,21 +441,10 @@ func TestEnumerationSameStoreCalls(t *testing.T) {
 // token or their hashes is compared with == or != (other than with ""), so finding a
 // session by its secret is the store's hash lookup and nothing else.
 func TestEnumerationNoSecretComparison(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	secret := map[string]bool{"ShortCode": true, "BindingToken": true, "CodeHash": true, "TokenHash": true}
 	fset := token.NewFileSet()
 	checked := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseSources(t, fset, ".") {
 		checked++
 		ast.Inspect(f, func(n ast.Node) bool {
 			be, ok := n.(*ast.BinaryExpr)

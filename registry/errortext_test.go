@@ -64,6 +64,28 @@ type recordingT struct {
 func (r *recordingT) Helper()               {}
 func (r *recordingT) Errorf(string, ...any) { r.failed = true }
 
+// parseSources parses the Go files of dir, its tests left out, and fails the test when it
+// has none.
+func parseSources(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	var files []*ast.File
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
 // TestErrorTextsNameNoPackage reads every coded error the registry can send, at its source:
 // each text given to proto.New, proto.Errorf and the packages' helpers that build them, in
 // every package the HTTP layer reaches. None may start with, or carry, a package prefix.
@@ -77,18 +99,7 @@ func TestErrorTextsNameNoPackage(t *testing.T) {
 	fset := token.NewFileSet()
 	texts := 0
 	for _, dir := range dirs {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("no Go files in %s: %v", dir, err)
-		}
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, path, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, f := range parseSources(t, fset, dir) {
 			ast.Inspect(f, func(n ast.Node) bool {
 				call, ok := n.(*ast.CallExpr)
 				if !ok {

@@ -238,11 +238,29 @@ type arena struct {
 	token string
 }
 
+// The matrices send many failing resolves from one address; the address limit has its own
+// tests.
+var arenaResolveLimit = resolveAddressLimit(1 << 20)
+
 func newArena(t *testing.T, opts ...harnessOption) *arena {
 	t.Helper()
-	// The matrices send many failing resolves from one address; the address limit has its
-	// own tests.
-	h := newHarness(t, append([]harnessOption{resolveAddressLimit(1 << 20)}, opts...)...)
+	return arenaOn(t, newHarness(t, append([]harnessOption{arenaResolveLimit}, opts...)...))
+}
+
+// newArenaOver is newArena on Badger seen through wrap, for a test that watches or holds the
+// registry's store calls.
+func newArenaOver(t *testing.T, wrap func(store.Store) store.Store) *arena {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arenaOn(t, startHarness(t, wrap(st), dir, testkit.NewClock(epoch), arenaResolveLimit))
+}
+
+func arenaOn(t *testing.T, h *harness) *arena {
+	t.Helper()
 	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
 	h.ok("POST", "/api/v1/register", w.n.registration(t, "203.0.113.7:7000"), "", nil)
 	w.token = w.op.login(h)

@@ -295,16 +295,8 @@ func (g *gateStore) gathered(t *testing.T) {
 
 func newGatedArena(t *testing.T) (*arena, *gateStore) {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := store.OpenBadger(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gateStore{Store: st}
-	h := startHarness(t, g, dir, testkit.NewClock(epoch), resolveAddressLimit(1<<20))
-	w := &arena{harness: h, n: newNode(t, "node"), op: newOperator(t, "op", h.now(), "nodes.bind")}
-	h.ok("POST", "/api/v1/register", w.n.registration(t, "203.0.113.7:7000"), "", nil)
-	w.token = w.op.login(h)
+	g := &gateStore{}
+	w := newArenaOver(t, func(st store.Store) store.Store { g.Store = st; return g })
 	return w, g
 }
 

@@ -96,6 +96,32 @@ func (s authnSeed) loginJSON() []byte {
 	return b
 }
 
+// verifyTwice is the common start of the verifier targets: data is decoded as a T (when it
+// does not decode, ok is false and the input is skipped), and verify runs on it twice at the
+// clock unix. The two runs must agree, and a failure must carry one of codes and return
+// nothing. It returns the input, the clock, and the first run's answer and error.
+func verifyTwice[T, R any](t *testing.T, data []byte, unix int64, codes map[proto.Code]bool, verify func(T, time.Time) (R, error)) (in T, now time.Time, got R, ok bool, err error) {
+	if json.Unmarshal(data, &in) != nil {
+		return in, now, got, false, nil
+	}
+	now = time.Unix(unix, 0).UTC()
+	got, err = verify(in, now)
+	got2, err2 := verify(in, now)
+	if proto.CodeOf(err) != proto.CodeOf(err2) || !reflect.DeepEqual(got, got2) || (err == nil) != (err2 == nil) {
+		t.Fatalf("two runs disagree: %v / %v", err, err2)
+	}
+	if err != nil {
+		if !codes[proto.CodeOf(err)] {
+			t.Fatalf("error %q carries code %s", err, proto.CodeOf(err))
+		}
+		var zero R
+		if !reflect.DeepEqual(got, zero) {
+			t.Fatalf("failure returned a partial answer %+v", got)
+		}
+	}
+	return in, now, got, true, err
+}
+
 // credentialCodes are the answers VerifyCredential may give.
 var credentialCodes = map[proto.Code]bool{
 	proto.BadRequest: true, proto.DCIDBinding: true, proto.DCBadSignature: true, proto.DCExpired: true,
@@ -110,23 +136,13 @@ func FuzzVerifyCredential(f *testing.F) {
 		f.Add(b, s.prefix, authnNow)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, prefix string, unix int64) {
-		var dc authn.DeviceCredential
-		if json.Unmarshal(data, &dc) != nil {
+		dc, now, dev, ok, err := verifyTwice(t, data, unix, credentialCodes, func(dc authn.DeviceCredential, now time.Time) (authn.Device, error) {
+			return authn.VerifyCredential(dc, prefix, now)
+		})
+		if !ok {
 			return
 		}
-		now := time.Unix(unix, 0).UTC()
-		dev, err := authn.VerifyCredential(dc, prefix, now)
-		dev2, err2 := authn.VerifyCredential(dc, prefix, now)
-		if proto.CodeOf(err) != proto.CodeOf(err2) || !reflect.DeepEqual(dev, dev2) || (err == nil) != (err2 == nil) {
-			t.Fatalf("two runs disagree: %v / %v", err, err2)
-		}
 		if err != nil {
-			if !credentialCodes[proto.CodeOf(err)] {
-				t.Fatalf("error %q carries code %s", err, proto.CodeOf(err))
-			}
-			if !reflect.DeepEqual(dev, authn.Device{}) {
-				t.Fatalf("failure returned a partial Device %+v", dev)
-			}
 			if proto.CodeOf(err) == proto.BadRequest && canonical.CheckPrefix(prefix) == nil && authn.CheckCredentialShape(dc) == nil {
 				t.Fatalf("BAD_REQUEST for a credential that passes the shape check: %v", err)
 			}
@@ -263,23 +279,13 @@ func FuzzVerifyRevocation(f *testing.F) {
 		f.Add([]byte(body), c.Prefix, authnNow)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, prefix string, unix int64) {
-		var r authn.SignedRevocation
-		if json.Unmarshal(data, &r) != nil {
+		r, now, got, ok, err := verifyTwice(t, data, unix, revocationCodes, func(r authn.SignedRevocation, now time.Time) (authn.Revoked, error) {
+			return authn.VerifyRevocation(r, prefix, now)
+		})
+		if !ok {
 			return
 		}
-		now := time.Unix(unix, 0).UTC()
-		got, err := authn.VerifyRevocation(r, prefix, now)
-		got2, err2 := authn.VerifyRevocation(r, prefix, now)
-		if got != got2 || proto.CodeOf(err) != proto.CodeOf(err2) || (err == nil) != (err2 == nil) {
-			t.Fatalf("two runs disagree: %v / %v", err, err2)
-		}
 		if err != nil {
-			if !revocationCodes[proto.CodeOf(err)] {
-				t.Fatalf("error %q carries code %s", err, proto.CodeOf(err))
-			}
-			if got != (authn.Revoked{}) {
-				t.Fatalf("failure returned %+v", got)
-			}
 			shapeOK := authn.CheckRevocationShape(r, now) == nil
 			if shapeOK == (proto.CodeOf(err) == proto.BadRequest) && canonical.CheckPrefix(prefix) == nil {
 				t.Fatalf("BAD_REQUEST is %v but the shape check says %v: %v", proto.CodeOf(err) == proto.BadRequest, shapeOK, err)

@@ -238,6 +238,19 @@ func run(ctx context.Context, actions ...chromedp.Action) error {
 	return chromedp.Run(ctx, actions...)
 }
 
+// logIn fills the login form with fill and submits it; the console must then show the bind
+// view, logged in as opDID.
+func logIn(t *testing.T, ctx context.Context, opDID string, fill ...chromedp.Action) {
+	t.Helper()
+	submit := []chromedp.Action{chromedp.Click("#login-button", chromedp.ByQuery), chromedp.WaitVisible("#view-bind", chromedp.ByQuery)}
+	if err := run(ctx, append(fill, submit...)...); err != nil {
+		t.Fatalf("logging in: %v (error shown: %q)", err, textNow(ctx, "#error"))
+	}
+	if who := textOf(t, ctx, "#who"); !strings.Contains(who, opDID) {
+		t.Errorf("logged in as %q, want %s", who, opDID)
+	}
+}
+
 // textOf waits until the element is visible and returns its text.
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
@@ -343,17 +356,10 @@ func TestConsoleBindsANode(t *testing.T) {
 		t.Fatalf("opening the console: %v (ready=%q, notice %q)", err, textNow(ctx, "body"), textNow(ctx, "#unsupported"))
 	}
 	screenshots(t, ctx, shots, "login")
-	if err := run(ctx,
+	logIn(t, ctx, opDID,
 		chromedp.SetUploadFiles("#seed-file", []string{filepath.Join(opDir, "device.seed")}, chromedp.ByQuery),
 		chromedp.SetUploadFiles("#cred-file", []string{filepath.Join(opDir, "credential.json")}, chromedp.ByQuery),
-		chromedp.Click("#login-button", chromedp.ByQuery),
-		chromedp.WaitVisible("#view-bind", chromedp.ByQuery),
-	); err != nil {
-		t.Fatalf("logging in: %v (error shown: %q)", err, textNow(ctx, "#error"))
-	}
-	if who := textOf(t, ctx, "#who"); !strings.Contains(who, opDID) {
-		t.Errorf("logged in as %q, want %s", who, opDID)
-	}
+	)
 
 	// Resolve with the keyboard alone: the code typed in lower case without its dash, then
 	// Enter submits.
@@ -762,17 +768,10 @@ func TestConsoleLoginByPasting(t *testing.T) {
 	if got := textOf(t, ctx, "#error-text"); got != "the device key is not the one the credential names" {
 		t.Errorf("another key's seed: %q", got)
 	}
-	if err := run(ctx,
+	logIn(t, ctx, opDID,
 		chromedp.SetValue("#seed-text", string(seed), chromedp.ByQuery),
 		chromedp.SetValue("#cred-text", string(cred), chromedp.ByQuery),
-		chromedp.Click("#login-button", chromedp.ByQuery),
-		chromedp.WaitVisible("#view-bind", chromedp.ByQuery),
-	); err != nil {
-		t.Fatalf("logging in: %v (error shown: %q)", err, textNow(ctx, "#error"))
-	}
-	if who := textOf(t, ctx, "#who"); !strings.Contains(who, opDID) {
-		t.Errorf("logged in as %q, want %s", who, opDID)
-	}
+	)
 	if err := run(ctx,
 		chromedp.Click("#logout-button", chromedp.ByQuery),
 		chromedp.WaitVisible("#view-login", chromedp.ByQuery),

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/api"
 )
 
@@ -317,42 +317,29 @@ func TestDataDirRemoved(t *testing.T) {
 
 	var removed atomic.Int64 // unix nanoseconds when RemoveAll returned
 	var lateAcks, refused, firstRefused atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				sent := time.Now().UnixNano()
-				status, code := diskRegister(t, c, l)
-				switch {
-				case status == http.StatusOK:
-					if r := removed.Load(); r != 0 && sent > r {
-						lateAcks.Add(1)
-					}
-				case status == http.StatusServiceUnavailable && code == "STORE_UNAVAILABLE":
-					refused.Add(1)
-					firstRefused.CompareAndSwap(0, time.Now().UnixNano())
-				default:
-					t.Errorf("register: %d %s", status, code)
-				}
+	workers := testkit.StartWorkers(4, func(int) bool {
+		sent := time.Now().UnixNano()
+		status, code := diskRegister(t, c, l)
+		switch {
+		case status == http.StatusOK:
+			if r := removed.Load(); r != 0 && sent > r {
+				lateAcks.Add(1)
 			}
-		}()
-	}
+		case status == http.StatusServiceUnavailable && code == "STORE_UNAVAILABLE":
+			refused.Add(1)
+			firstRefused.CompareAndSwap(0, time.Now().UnixNano())
+		default:
+			t.Errorf("register: %d %s", status, code)
+		}
+		return true
+	})
 	time.Sleep(500 * time.Millisecond)
 	if err := os.RemoveAll(data); err != nil {
 		t.Fatal(err)
 	}
 	removed.Store(time.Now().UnixNano())
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
+	workers.Stop()
 	if n := lateAcks.Load(); n > 0 {
 		t.Errorf("%d registrations sent after the directory was removed were acknowledged", n)
 	}

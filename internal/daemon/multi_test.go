@@ -19,6 +19,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/pgtest"
 	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
@@ -300,44 +301,31 @@ func TestMultiDaemon(t *testing.T) {
 		var acked []string
 		var afterKill atomic.Int32
 		var killed atomic.Bool
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for w := range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					d := w % 3
-					n, _ := client.NewNode(cs[d], newKey(t), didkey.FormShort)
-					_, err := n.Register(ctx, "203.0.113.10:7000", nil, "")
-					if err != nil {
-						if d == 2 && killed.Load() {
-							time.Sleep(10 * time.Millisecond)
-							continue
-						}
-						t.Errorf("registration on daemon %d: %v", d, err)
-						return
-					}
-					mu.Lock()
-					acked = append(acked, n.DID)
-					mu.Unlock()
-					if killed.Load() && d != 2 {
-						afterKill.Add(1)
-					}
+		workers := testkit.StartWorkers(6, func(w int) bool {
+			d := w % 3
+			n, _ := client.NewNode(cs[d], newKey(t), didkey.FormShort)
+			_, err := n.Register(ctx, "203.0.113.10:7000", nil, "")
+			if err != nil {
+				if d == 2 && killed.Load() {
+					time.Sleep(10 * time.Millisecond)
+					return true
 				}
-			}()
-		}
+				t.Errorf("registration on daemon %d: %v", d, err)
+				return false
+			}
+			mu.Lock()
+			acked = append(acked, n.DID)
+			mu.Unlock()
+			if killed.Load() && d != 2 {
+				afterKill.Add(1)
+			}
+			return true
+		})
 		time.Sleep(700 * time.Millisecond)
 		killed.Store(true)
 		ds[2].Signal(t, syscall.SIGKILL)
 		time.Sleep(700 * time.Millisecond)
-		close(stop)
-		wg.Wait()
+		workers.Stop()
 		if afterKill.Load() == 0 {
 			t.Error("no registration succeeded on A or B after C was killed")
 		}

@@ -1,0 +1,39 @@
+package testkit
+
+import "sync"
+
+// Workers are goroutines that each do one piece of work over and over, as a test's load,
+// until the test stops them.
+type Workers struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// StartWorkers starts n goroutines: goroutine w calls work(w) again and again, until work
+// returns false or Stop is called.
+func StartWorkers(n int, work func(w int) bool) *Workers {
+	ws := &Workers{stop: make(chan struct{})}
+	for w := range n {
+		ws.wg.Add(1)
+		go func() {
+			defer ws.wg.Done()
+			for {
+				select {
+				case <-ws.stop:
+					return
+				default:
+				}
+				if !work(w) {
+					return
+				}
+			}
+		}()
+	}
+	return ws
+}
+
+// Stop lets each worker finish the call it is in, and waits for them all.
+func (ws *Workers) Stop() {
+	close(ws.stop)
+	ws.wg.Wait()
+}

@@ -2,8 +2,6 @@ package canonical_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,17 +13,7 @@ import (
 // session-basic byte for byte — its fields, its canonical lines, their hex and the
 // signature — and canonical builds the same bytes from those fields.
 func TestProtocolDocExample(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
-	start := strings.Index(doc, "### 3.6 Worked example")
-	end := strings.Index(doc, "## 4.")
-	if start < 0 || end < start {
-		t.Fatal("docs/protocol.md has no section 3.6")
-	}
-	blocks := fencedBlocks(doc[start:end])
+	blocks := fencedBlocks(testkit.Section(t, testkit.Doc(t, "protocol.md"), "### 3.6 Worked example", "## 4."))
 	if len(blocks) != 4 {
 		t.Fatalf("section 3.6 has %d code blocks, want 4 (fields, lines, hex, signature)", len(blocks))
 	}

@@ -2,11 +2,10 @@ package registry_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 )
 
@@ -14,21 +13,13 @@ import (
 // table of codes (section 7) gives every code the registry sends with the status it is sent
 // with, so the document cannot fall behind the code unnoticed.
 func TestProtocolDocCovers(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
+	doc := testkit.Doc(t, "protocol.md")
 	for _, e := range registry.Endpoints() {
 		if name := "`" + e[0] + " " + e[1] + "`"; !strings.Contains(doc, name) {
 			t.Errorf("docs/protocol.md does not name %s", name)
 		}
 	}
-	start, end := strings.Index(doc, "\n## 7. "), strings.Index(doc, "\n## 8. ")
-	if start < 0 || end < start {
-		t.Fatal("docs/protocol.md has no section 7")
-	}
-	codes := doc[start:end]
+	codes := testkit.Section(t, doc, "\n## 7. ", "\n## 8. ")
 	for code, status := range registry.Statuses() {
 		row := "\n| `" + code + "`"
 		i := strings.Index(codes, row)

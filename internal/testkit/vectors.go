@@ -217,32 +217,38 @@ func read[T any](t testing.TB, name string, sizes func(*T) []int) T {
 }
 
 var (
-	vectorDirOnce sync.Once
-	vectorDirPath string
-	vectorDirErr  error
+	rootOnce sync.Once
+	rootPath string
+	rootErr  error
 )
 
-// vectorDir finds testdata/vectors at the module's root, which is the nearest folder above
-// the test's working directory (its package) that holds go.mod, however deep the package is.
+// vectorDir is testdata/vectors at the module's root.
 func vectorDir() (string, error) {
-	vectorDirOnce.Do(func() {
+	root, err := moduleRoot()
+	return filepath.Join(root, "testdata", "vectors"), err
+}
+
+// moduleRoot is the nearest folder above the test's working directory (its package) that
+// holds go.mod, however deep the package is.
+func moduleRoot() (string, error) {
+	rootOnce.Do(func() {
 		dir, err := os.Getwd()
 		if err != nil {
-			vectorDirErr = err
+			rootErr = err
 			return
 		}
 		for {
 			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				vectorDirPath = filepath.Join(dir, "testdata", "vectors")
+				rootPath = dir
 				return
 			}
 			up := filepath.Dir(dir)
 			if up == dir {
-				vectorDirErr = os.ErrNotExist
+				rootErr = os.ErrNotExist
 				return
 			}
 			dir = up
 		}
 	})
-	return vectorDirPath, vectorDirErr
+	return rootPath, rootErr
 }

@@ -140,26 +140,25 @@ func newListing(t *testing.T) *listing {
 	h := newHarness(t)
 	l := &listing{h: h, gpu: newNode(t, "gpu"), lan: newNode(t, "lan"), unsigned: newNode(t, "unsigned"), twin: newNode(t, "twin")}
 	l.t0 = h.now()
+	// register signs r as it stands, registers it and returns the signature.
+	register := func(n node, r api.RegisterRequest) string {
+		r.Signature = signedReg(t, n, r)
+		h.ok("POST", "/api/v1/register", r, "", nil)
+		return *r.Signature
+	}
 
 	gpu := l.gpu.registration(t, "203.0.113.7:7000")
 	gpu.Capabilities = []string{"inference", "health:ready"}
-	gpu.Signature = signedReg(t, l.gpu, gpu)
-	l.gpuSig = *gpu.Signature
-	h.ok("POST", "/api/v1/register", gpu, "", nil)
+	l.gpuSig = register(l.gpu, gpu)
 
 	// twin registers in the same second as gpu: the key decides their order.
-	twin := api.RegisterRequest{DID: l.twin.did, PublicKey: l.twin.key.Base58(), Endpoint: "twin.example.org:443"}
-	twin.Signature = signedReg(t, l.twin, twin)
-	l.twinSig = *twin.Signature
-	h.ok("POST", "/api/v1/register", twin, "", nil)
+	l.twinSig = register(l.twin, api.RegisterRequest{DID: l.twin.did, PublicKey: l.twin.key.Base58(), Endpoint: "twin.example.org:443"})
 
 	h.clock.Advance(time.Minute)
 	l.t1 = h.now()
 	lan := l.lan.registration(t, "192.168.1.20:7000")
 	lan.Region = "us-east"
-	lan.Signature = signedReg(t, l.lan, lan)
-	l.lanSig = *lan.Signature
-	h.ok("POST", "/api/v1/register", lan, "", nil)
+	l.lanSig = register(l.lan, lan)
 
 	h.clock.Advance(time.Minute)
 	l.t2 = h.now()

@@ -174,17 +174,14 @@ func (d *nodeDecoder) uvarint() uint64 {
 // one encoding: a longer form ends in a zero byte after a continuation.
 func minimal(v []byte) bool { return len(v) == 1 || v[len(v)-1] != 0 }
 
+// varint reads a signed varint: the zig-zag form encoding/binary writes, over uvarint.
 func (d *nodeDecoder) varint() int64 {
-	if d.bad {
-		return 0
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
 	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 || !minimal(d.b[:n]) {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	return x
 }
 
 func (d *nodeDecoder) time() time.Time {

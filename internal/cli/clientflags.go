@@ -64,6 +64,23 @@ func (l *stringList) Set(v string) error {
 	return nil
 }
 
+// termsFlags are --task-type, --single-limit and --daily-limit: the terms of a binding, as
+// a node asks for them or an operator grants them.
+type termsFlags struct {
+	tasks         stringList
+	single, daily optFloat
+}
+
+// addTermsFlags defines the terms flags on fs with their help texts, which say whose terms
+// they are.
+func addTermsFlags(fs *flag.FlagSet, tasksHelp, singleHelp, dailyHelp string) *termsFlags {
+	tf := &termsFlags{}
+	fs.Var(&tf.tasks, "task-type", tasksHelp)
+	fs.Var(&tf.single, "single-limit", singleHelp)
+	fs.Var(&tf.daily, "daily-limit", dailyHelp)
+	return tf
+}
+
 // optFloat is a number flag that can also be left unset, which is different from 0: an unset
 // limit is null on the wire, "no cap".
 type optFloat struct{ v *float64 }

@@ -191,11 +191,9 @@ const bindCleanupTimeout = 5 * time.Second
 func runNodeBind(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := cmdflag.New("node bind", stderr)
 	nf := addNodeFlags(fs)
-	var tasks stringList
-	fs.Var(&tasks, "task-type", "a task `type` the node asks to be bound for (repeatable)")
-	var single, daily optFloat
-	fs.Var(&single, "single-limit", "the most the node asks to be allowed per task, a number `N` (unset: no cap)")
-	fs.Var(&daily, "daily-limit", "the most the node asks to be allowed per day, a number `N` (unset: no cap)")
+	asked := addTermsFlags(fs, "a task `type` the node asks to be bound for (repeatable)",
+		"the most the node asks to be allowed per task, a number `N` (unset: no cap)",
+		"the most the node asks to be allowed per day, a number `N` (unset: no cap)")
 	ttl := fs.Duration("ttl", client.MaxSessionTTL, "how long the code stays valid, at most 600s")
 	yes := fs.Bool("yes", false, "accept the operator's terms without asking")
 	no := fs.Bool("no", false, "reject the operator's terms without asking")
@@ -229,7 +227,7 @@ Example:
 	}
 	session, err := node.Initiate(ctx, client.InitiateOptions{
 		DeviceSummary: *summary, OS: *osName, Region: *region,
-		TaskTypes: tasks, SingleLimit: single.v, DailyLimit: daily.v, TTL: *ttl,
+		TaskTypes: asked.tasks, SingleLimit: asked.single.v, DailyLimit: asked.daily.v, TTL: *ttl,
 	})
 	if err != nil {
 		return fail(stderr, cmd, err, hc)

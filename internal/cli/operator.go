@@ -370,11 +370,9 @@ func runOperatorAuthorize(ctx context.Context, args []string, _ io.Reader, stdou
 	fs := cmdflag.New("operator authorize", stderr)
 	of := addOperatorFlags(fs, false)
 	session := fs.String("session", "", "binding session id (default: the last resolved one)")
-	var tasks stringList
-	fs.Var(&tasks, "task-type", "grant this task `type` (repeatable; default: every one the node asked for)")
-	var single, daily optFloat
-	fs.Var(&single, "single-limit", "grant this single limit `N` (default: the node's)")
-	fs.Var(&daily, "daily-limit", "grant this daily limit `N` (default: the node's)")
+	granted := addTermsFlags(fs, "grant this task `type` (repeatable; default: every one the node asked for)",
+		"grant this single limit `N` (default: the node's)",
+		"grant this daily limit `N` (default: the node's)")
 	validFor := fs.Duration("valid-for", client.DefaultAuthorizationValidity, "how long the authorization is valid")
 	_, code, ok := of.parse(fs, args, `Usage: svrpd operator authorize --dir DIR [--session ID] [--task-type T ...] [--single-limit N] [--daily-limit N]
 
@@ -394,14 +392,14 @@ sends it. By default it grants exactly what the node asked for; the flags grant 
 		return fail(stderr, cmd, err, of.hints())
 	}
 	terms := client.Requested(v)
-	if len(tasks) > 0 {
-		terms.TaskTypes = tasks
+	if len(granted.tasks) > 0 {
+		terms.TaskTypes = granted.tasks
 	}
-	if single.v != nil {
-		terms.SingleLimit = single.v
+	if granted.single.v != nil {
+		terms.SingleLimit = granted.single.v
 	}
-	if daily.v != nil {
-		terms.DailyLimit = daily.v
+	if granted.daily.v != nil {
+		terms.DailyLimit = granted.daily.v
 	}
 	terms.Validity = *validFor
 	st, err := op.Authorize(ctx, v, terms)

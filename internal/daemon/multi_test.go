@@ -47,6 +47,21 @@ func threeDaemons(t *testing.T, extra ...string) ([]*svrpdtest.Daemon, []*client
 	return ds, cs, log
 }
 
+// oneNodeOnEach is one new node key seen through each daemon's client, in the order of cs.
+func oneNodeOnEach(t *testing.T, cs []*client.Client) []*client.Node {
+	t.Helper()
+	key := newKey(t)
+	nodes := make([]*client.Node, len(cs))
+	for i, c := range cs {
+		n, err := client.NewNode(c, key, didkey.FormShort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = n
+	}
+	return nodes
+}
+
 func newKey(t *testing.T) ed25519.PrivateKey {
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -116,15 +131,7 @@ func TestMultiDaemon(t *testing.T) {
 	})
 
 	t.Run("BindingJourneyAcrossDaemons", func(t *testing.T) {
-		key := newKey(t)
-		var nodes []*client.Node
-		for _, c := range cs {
-			n, err := client.NewNode(c, key, didkey.FormShort)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nodes = append(nodes, n)
-		}
+		nodes := oneNodeOnEach(t, cs)
 		if _, err := nodes[0].Register(ctx, "203.0.113.8:7000", nil, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -217,12 +224,7 @@ func TestMultiDaemon(t *testing.T) {
 	})
 
 	t.Run("AcceptsRaced", func(t *testing.T) {
-		key := newKey(t)
-		var nodes []*client.Node
-		for _, c := range cs {
-			n, _ := client.NewNode(c, key, didkey.FormShort)
-			nodes = append(nodes, n)
-		}
+		nodes := oneNodeOnEach(t, cs)
 		if _, err := nodes[1].Register(ctx, "203.0.113.9:7000", nil, ""); err != nil {
 			t.Fatal(err)
 		}

@@ -251,6 +251,21 @@ func logIn(t *testing.T, ctx context.Context, opDID string, fill ...chromedp.Act
 	}
 }
 
+// answer readies the code field with ready, resolves code, answers the request with button,
+// and waits until the session shows state.
+func answer(t *testing.T, ctx context.Context, ready chromedp.Action, code, button, state string) {
+	t.Helper()
+	if err := run(ctx,
+		ready,
+		chromedp.SendKeys("#code", code+kb.Enter, chromedp.ByQuery),
+		chromedp.WaitVisible("#request", chromedp.ByQuery),
+		chromedp.Click(button, chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#progress-state", state)
+}
+
 // textOf waits until the element is visible and returns its text.
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
@@ -462,15 +477,7 @@ func TestConsoleBindsANode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(ctx,
-		chromedp.Evaluate(`document.getElementById('code').select()`, nil),
-		chromedp.SendKeys("#code", ini2.ShortCode+kb.Enter, chromedp.ByQuery),
-		chromedp.WaitVisible("#request", chromedp.ByQuery),
-		chromedp.Click("#reject-button", chromedp.ByQuery),
-	); err != nil {
-		t.Fatal(err)
-	}
-	waitText(t, ctx, "#progress-state", "REJECTED_BY_OPERATOR")
+	answer(t, ctx, chromedp.Evaluate(`document.getElementById('code').select()`, nil), ini2.ShortCode, "#reject-button", "REJECTED_BY_OPERATOR")
 	if st, err := c.Status(nctx, ini2.BindingSessionID); err != nil || st.State != "REJECTED_BY_OPERATOR" {
 		t.Errorf("after reject the registry says %+v, %v", st, err)
 	}
@@ -480,15 +487,7 @@ func TestConsoleBindsANode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(ctx,
-		chromedp.Click("#again-button", chromedp.ByQuery),
-		chromedp.SendKeys("#code", ini3.ShortCode+kb.Enter, chromedp.ByQuery),
-		chromedp.WaitVisible("#request", chromedp.ByQuery),
-		chromedp.Click("#authorize-button", chromedp.ByQuery),
-	); err != nil {
-		t.Fatal(err)
-	}
-	waitText(t, ctx, "#progress-state", "PENDING_NODE_ACCEPTANCE")
+	answer(t, ctx, chromedp.Click("#again-button", chromedp.ByQuery), ini3.ShortCode, "#authorize-button", "PENDING_NODE_ACCEPTANCE")
 	if err := run(ctx, chromedp.Click("#cancel-button", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}

@@ -266,6 +266,19 @@ func answer(t *testing.T, ctx context.Context, ready chromedp.Action, code, butt
 	waitText(t, ctx, "#progress-state", state)
 }
 
+// evalInConsole opens the console at base and, once it is ready, runs script in the page,
+// awaiting the promise it returns, into out.
+func evalInConsole(t *testing.T, ctx context.Context, base, script string, out any) {
+	t.Helper()
+	if err := run(ctx,
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(`body[data-ready="yes"]`, chromedp.ByQuery),
+		chromedp.Evaluate(script, out, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
+	); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // textOf waits until the element is visible and returns its text.
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
@@ -639,13 +652,7 @@ func TestConsoleCanonicalVectors(t *testing.T) {
 		Checked  []int    `json:"checked"`
 		Failures []string `json:"failures"`
 	}
-	if err := run(ctx,
-		chromedp.Navigate(base+"/console/"),
-		chromedp.WaitVisible(`body[data-ready="yes"]`, chromedp.ByQuery),
-		chromedp.Evaluate(script, &res, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
-	); err != nil {
-		t.Fatal(err)
-	}
+	evalInConsole(t, ctx, base, script, &res)
 	for _, f := range res.Failures {
 		t.Error(f)
 	}
@@ -687,13 +694,7 @@ func TestConsolePolicyIsEnforced(t *testing.T) {
 	  document.head.append(st);
 	  setTimeout(() => { out.color = getComputedStyle(document.body).color; resolve(out); }, 200);
 	})`
-	if err := run(ctx,
-		chromedp.Navigate(base+"/console/"),
-		chromedp.WaitVisible(`body[data-ready="yes"]`, chromedp.ByQuery),
-		chromedp.Evaluate(script, &res, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
-	); err != nil {
-		t.Fatal(err)
-	}
+	evalInConsole(t, ctx, base, script, &res)
 	if res.ScriptRefused != "TypeError" {
 		t.Errorf("writing script text into the page was not refused (%q)", res.ScriptRefused)
 	}

@@ -31,12 +31,7 @@ var linkNames = [...]string{
 	LinkAcceptance:       "acceptance",
 }
 
-func (l Link) String() string {
-	if l > LinkInvalid && l < numLinks {
-		return linkNames[l]
-	}
-	return fmt.Sprintf("Link?%d", uint8(l))
-}
+func (l Link) String() string { return enumName(linkNames[:], l, "Link") }
 
 // ChainError is a chain that does not verify: the first failing link and why. It carries the
 // code BAD_SIGNATURE (docs/protocol.md §5.4: any failure of the re-verification answers 401

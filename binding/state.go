@@ -38,12 +38,7 @@ var eventNames = [...]string{
 	Expire:         "expire",
 }
 
-func (e Event) String() string {
-	if e > EventInvalid && e < numEvents {
-		return eventNames[e]
-	}
-	return fmt.Sprintf("Event?%d", uint8(e))
-}
+func (e Event) String() string { return enumName(eventNames[:], e, "Event") }
 
 const numStates = int(Cancelled) + 1
 

@@ -40,11 +40,15 @@ var stateNames = [...]string{
 }
 
 // String returns the wire name, for example "PENDING_OPERATOR".
-func (s State) String() string {
-	if s > StateInvalid && int(s) < len(stateNames) {
-		return stateNames[s]
+func (s State) String() string { return enumName(stateNames[:], s, "State") }
+
+// enumName is the name of v in names, where entry 0 is the invalid value: that value, or one
+// past the table, prints as the type's name, "?" and the number.
+func enumName[T ~uint8](names []string, v T, typ string) string {
+	if v > 0 && int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("State?%d", uint8(s))
+	return fmt.Sprintf("%s?%d", typ, uint8(v))
 }
 
 // ParseState is the inverse of [State.String].

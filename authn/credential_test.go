@@ -9,7 +9,6 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -75,7 +74,7 @@ func TestCheckCredentialShape(t *testing.T) {
 
 func TestVerifyCredentialSteps(t *testing.T) {
 	w := newWorld(t)
-	other := world{root: testkit.LabelKey(t, "other-root"), device: testkit.LabelKey(t, "other-device")}
+	other := otherWorld(t)
 	tests := []struct {
 		name string
 		dc   func() authn.DeviceCredential

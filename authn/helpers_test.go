@@ -60,6 +60,11 @@ func newWorld(t testing.TB) world {
 	return world{root: testkit.LabelKey(t, "root"), device: testkit.LabelKey(t, "device")}
 }
 
+// otherWorld is a second operator with keys of its own, for the tests that need someone else.
+func otherWorld(t testing.TB) world {
+	return world{root: testkit.LabelKey(t, "other-root"), device: testkit.LabelKey(t, "other-device")}
+}
+
 func (w world) operatorDID() string {
 	d, err := didkey.OperatorDID(pubKey(w.root), didkey.FormShort)
 	if err != nil {

@@ -8,14 +8,12 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
 func TestVerifyRevocation(t *testing.T) {
 	w := newWorld(t)
-	other := newWorld(t)
-	other.root = testkit.LabelKey(t, "other root")
+	other := otherWorld(t)
 	at := testNow.Add(-time.Hour)
 	valid, err := authn.SignRevocation(w.root, prefix, "", "", "rev-1", at)
 	if err != nil {
@@ -95,8 +93,7 @@ func TestVerifyRevocation(t *testing.T) {
 
 func TestSignRevocationRefusesAnotherIdentity(t *testing.T) {
 	w := newWorld(t)
-	other := newWorld(t)
-	other.root = testkit.LabelKey(t, "other")
+	other := otherWorld(t)
 	if _, err := authn.SignRevocation(w.root, prefix, other.operatorDID(), "", "r", testNow); proto.CodeOf(err) != proto.DCIDBinding {
 		t.Errorf("another operator's DID: %v, want DC_ID_BINDING", err)
 	}

@@ -37,6 +37,17 @@ func (h *harness) withHeader(method, path, authorization string) (int, string) {
 	return status, e.Code
 }
 
+// challengeLogin logs op in with challenge ch, which must be used up (BAD_CHALLENGE) when used
+// is true, and still good otherwise.
+func (h *harness) challengeLogin(op operator, ch string, used bool) {
+	h.t.Helper()
+	if used {
+		h.fails("POST", "/v1/auth/device-login", op.loginRequest(h.t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
+	} else {
+		h.ok("POST", "/v1/auth/device-login", op.loginRequest(h.t, ch, h.now()), "", nil)
+	}
+}
+
 // signCred re-signs a DeviceCredential with the operator's root key after a test changed it.
 func (o operator) signCred(t *testing.T, dc authn.DeviceCredential) authn.DeviceCredential {
 	dc.Signature = sign(t, o.root, dc.DeviceCredential)
@@ -290,11 +301,7 @@ func TestDeviceLoginCodes(t *testing.T) {
 			h := h.in(t)
 			ch := h.challenge()
 			h.fails("POST", "/v1/auth/device-login", tt.req(op.loginRequest(t, ch, h.now())), "", tt.status, tt.code)
-			if tt.consumed {
-				h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
-			} else {
-				h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", nil)
-			}
+			h.challengeLogin(op, ch, tt.consumed)
 		})
 	}
 }
@@ -305,20 +312,20 @@ func TestDeviceLoginChallengeLife(t *testing.T) {
 	op := newOperator(t, "op", h.now(), "nodes.bind")
 
 	ch := h.challenge()
-	h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", nil)
-	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
+	h.challengeLogin(op, ch, false)
+	h.challengeLogin(op, ch, true)
 
 	ch = h.challenge()
 	h.clock.Advance(299 * time.Second)
-	h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", nil)
+	h.challengeLogin(op, ch, false)
 
 	ch = h.challenge()
 	h.clock.Advance(300 * time.Second)
-	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
+	h.challengeLogin(op, ch, true)
 
 	ch = h.challenge()
 	h.clock.Advance(time.Hour)
-	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
+	h.challengeLogin(op, ch, true)
 }
 
 // TestDeviceLoginOperatorVectors sends the operator DIDs of dids.json as a credential's
@@ -333,7 +340,7 @@ func TestDeviceLoginOperatorVectors(t *testing.T) {
 			cred := op.cred
 			cred.OperatorDID, cred.OperatorRootPublicKey = neg.DID, neg.PublicKey
 			h.fails("POST", "/v1/auth/device-login", op.loginWith(t, op.signCred(t, cred), ch, h.now()), "", neg.Expected.HTTP, neg.Expected.Code)
-			h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", nil)
+			h.challengeLogin(op, ch, false)
 		})
 	}
 }
@@ -359,7 +366,7 @@ func TestDeviceLoginRejects(t *testing.T) {
 			if !c.Expected.Consumed() {
 				t.Fatalf("%s: expected the challenge kept", c.ID)
 			}
-			h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
+			h.challengeLogin(op, ch, true)
 		})
 	}
 	for _, c := range rejectVectors(t, 2) {
@@ -386,11 +393,7 @@ func TestDeviceLoginRejects(t *testing.T) {
 				body = op.loginWith(t, op.signCred(t, cred), ch, h.now())
 			}
 			h.fails("POST", "/v1/auth/device-login", body, "", c.Expected.HTTP, c.Expected.Code)
-			if c.Expected.Consumed() {
-				h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
-			} else {
-				h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", nil)
-			}
+			h.challengeLogin(op, ch, c.Expected.Consumed())
 		})
 	}
 }

@@ -309,6 +309,15 @@ func newOperator(t testing.TB, label string, now time.Time, permissions ...strin
 	return operator{root: root, device: device, did: d.String(), cred: cred}
 }
 
+// newLoggedIn serves a harness in which operator "op", who may bind nodes, has logged in with
+// the returned token.
+func newLoggedIn(t *testing.T) (*harness, operator, string) {
+	t.Helper()
+	h := newHarness(t)
+	op := newOperator(t, "op", h.now(), "nodes.bind")
+	return h, op, op.login(h)
+}
+
 // login runs challenge and device-login and returns the session token.
 func (o operator) login(h *harness) string {
 	h.t.Helper()

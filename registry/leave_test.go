@@ -151,9 +151,7 @@ func TestLoseADevice(t *testing.T) {
 }
 
 func TestRevokedCredentialCannotAuthorize(t *testing.T) {
-	h := newHarness(t)
-	op := newOperator(t, "op", h.now(), "nodes.bind")
-	token := op.login(h)
+	h, op, token := newLoggedIn(t)
 	n := newNode(t, "n")
 
 	// A session waiting for the node when the device is revoked does not become a binding.
@@ -178,9 +176,7 @@ func TestRevokedCredentialCannotAuthorize(t *testing.T) {
 }
 
 func TestRevokeAuthorizationEndsItsBinding(t *testing.T) {
-	h := newHarness(t)
-	op := newOperator(t, "op", h.now(), "nodes.bind")
-	token := op.login(h)
+	h, op, token := newLoggedIn(t)
 	n1, n2 := newNode(t, "n1"), newNode(t, "n2")
 	h.drive(n1, op, token, "bs-1", "ACTIVE")
 	h.drive(n2, op, token, "bs-2", "ACTIVE")
@@ -355,9 +351,7 @@ func TestUnbindByOperator(t *testing.T) {
 }
 
 func TestUnbindByNode(t *testing.T) {
-	h := newHarness(t)
-	op := newOperator(t, "op", h.now(), "nodes.bind")
-	token := op.login(h)
+	h, op, token := newLoggedIn(t)
 	n, stranger := newNode(t, "n"), newNode(t, "stranger")
 	h.drive(n, op, token, "bs-1", "ACTIVE")
 	h.drive(newNode(t, "p"), op, token, "bs-init", "INITIATED")

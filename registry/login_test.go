@@ -401,9 +401,7 @@ func TestDeviceLoginRejects(t *testing.T) {
 // TestOperatorViews reads /me/nodes, /me/credits and /me/evidence with and without a
 // session, and through a session's last second.
 func TestOperatorViews(t *testing.T) {
-	h := newHarness(t)
-	op := newOperator(t, "op", h.now(), "nodes.bind")
-	token := op.login(h)
+	h, op, token := newLoggedIn(t)
 	expired := op.login(h)
 	h.clock.Advance(10 * time.Minute)
 	fresh := op.login(h)
@@ -449,9 +447,7 @@ func TestOperatorViews(t *testing.T) {
 }
 
 func TestOperatorViewBodies(t *testing.T) {
-	h := newHarness(t)
-	op := newOperator(t, "op", h.now(), "nodes.bind")
-	token := op.login(h)
+	h, op, token := newLoggedIn(t)
 
 	_, raw := h.do("GET", "/v1/operator/me/nodes", nil, token)
 	if want := `{"operator_did":"` + op.did + `","count":0,"nodes":[]}` + "\n"; string(raw) != want {

@@ -48,8 +48,11 @@ func jsonKeys(t *testing.T, raw []byte) []string {
 	if err := json.Unmarshal(raw, &o); err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}
-	return slices.Sorted(maps.Keys(o))
+	return sortedKeys(o)
 }
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func TestInitiate(t *testing.T) {
 	h := newHarness(t)

@@ -2,9 +2,7 @@ package registry_test
 
 import (
 	"encoding/json"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -457,7 +455,7 @@ func TestOperatorViewBodies(t *testing.T) {
 	var credits map[string]any
 	h.ok("GET", "/v1/operator/me/credits", nil, token, &credits)
 	want := []string{"disclaimer", "estimated", "operator_did", "pending", "settled", "source", "unit"}
-	if d := cmp.Diff(want, slices.Sorted(maps.Keys(credits))); d != "" {
+	if d := cmp.Diff(want, sortedKeys(credits)); d != "" {
 		t.Fatalf("credits fields (-want +got):\n%s", d)
 	}
 	if credits["operator_did"] != op.did || credits["unit"] != "test-credit" || credits["source"] != "not_yet_wired" {

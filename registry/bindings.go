@@ -318,26 +318,28 @@ func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, err
 
 // cancelBy cancels session id in the form the request takes.
 func (s *Service) cancelBy(ctx context.Context, id, bearer string, body []byte) (api.StateResult, error) {
-	if bearer != "" {
-		return asOperator(ctx, s, id, bearer, s.CancelByOperator)
-	}
-	req, err := api.DecodeNodeCancel(body)
-	if err != nil {
-		return api.StateResult{}, err
-	}
-	return s.CancelByNode(ctx, id, req)
+	return eitherForm(ctx, s, id, bearer, body, s.CancelByOperator, api.DecodeNodeCancel, s.CancelByNode)
 }
 
 // unbindBy ends the binding session id created, in the form the request takes.
 func (s *Service) unbindBy(ctx context.Context, id, bearer string, body []byte) (api.UnbindResult, error) {
+	return eitherForm(ctx, s, id, bearer, body, s.UnbindByOperator, api.DecodeNodeUnbind, s.UnbindByNode)
+}
+
+// eitherForm runs the operator's form of an action when a bearer came with the request, and
+// the node's, decoded from body, when none did.
+func eitherForm[T, R any](ctx context.Context, s *Service, id, bearer string, body []byte,
+	byOperator func(context.Context, string, authn.Operator) (R, error),
+	decode func([]byte) (T, error), byNode func(context.Context, string, T) (R, error)) (R, error) {
 	if bearer != "" {
-		return asOperator(ctx, s, id, bearer, s.UnbindByOperator)
+		return asOperator(ctx, s, id, bearer, byOperator)
 	}
-	req, err := api.DecodeNodeUnbind(body)
+	req, err := decode(body)
 	if err != nil {
-		return api.UnbindResult{}, err
+		var none R
+		return none, err
 	}
-	return s.UnbindByNode(ctx, id, req)
+	return byNode(ctx, id, req)
 }
 
 // rejectBy rejects session id for the operator whose bearer token came with the request.

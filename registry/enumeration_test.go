@@ -348,6 +348,14 @@ func (t recordingTx) Counter(k string) (binding.Counter, error) {
 	t.r.record("Counter(%q)", k)
 	return t.tx.Counter(k)
 }
+func (t recordingTx) Counters(ks ...string) ([]binding.Counter, error) {
+	t.r.record("Counters(%q)", ks)
+	return t.tx.Counters(ks...)
+}
+func (t recordingTx) CountEvent(k string, now time.Time, window time.Duration) (binding.Counter, error) {
+	t.r.record("CountEvent(%q, %v, %v)", k, now, window)
+	return t.tx.CountEvent(k, now, window)
+}
 func (t recordingTx) PutCounter(k string, c binding.Counter) error {
 	t.r.record("PutCounter(%q, %+v)", k, c)
 	return t.tx.PutCounter(k, c)

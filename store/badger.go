@@ -1409,6 +1409,20 @@ func (t *badgerTx) Counter(k string) (binding.Counter, error) {
 	return c, err
 }
 
+func (t *badgerTx) Counters(keys ...string) ([]binding.Counter, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	return counters(t, keys)
+}
+
+func (t *badgerTx) CountEvent(k string, now time.Time, window time.Duration) (binding.Counter, error) {
+	if err := t.writable(); err != nil {
+		return binding.Counter{}, err
+	}
+	return countEvent(t, k, now, window)
+}
+
 func (t *badgerTx) PutCounter(k string, c binding.Counter) error {
 	if err := t.writable(); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -502,6 +503,20 @@ func (t *memTx) Counter(key string) (binding.Counter, error) {
 		return binding.Counter{}, err
 	}
 	return cloneCounter(t.d.counters[key]), nil
+}
+
+func (t *memTx) Counters(keys ...string) ([]binding.Counter, error) {
+	if err := t.readable(); err != nil {
+		return nil, err
+	}
+	return counters(t, keys)
+}
+
+func (t *memTx) CountEvent(key string, now time.Time, window time.Duration) (binding.Counter, error) {
+	if err := t.writable(); err != nil {
+		return binding.Counter{}, err
+	}
+	return countEvent(t, key, now, window)
 }
 
 func (t *memTx) PutCounter(key string, c binding.Counter) error {

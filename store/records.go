@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -135,4 +136,31 @@ func (t *txState) writable() error {
 		return errWriteInEach
 	}
 	return nil
+}
+
+// countEvent is CountEvent on a Tx whose Update runs alone, so that a read and a write in
+// one transaction are one step.
+func countEvent(tx Tx, key string, now time.Time, window time.Duration) (binding.Counter, error) {
+	c, err := tx.Counter(key)
+	if err != nil {
+		return binding.Counter{}, err
+	}
+	c = c.Fail(now, window)
+	if err := tx.PutCounter(key, c); err != nil {
+		return binding.Counter{}, err
+	}
+	return c, nil
+}
+
+// counters is Counters made of one Counter per key.
+func counters(tx Tx, keys []string) ([]binding.Counter, error) {
+	out := make([]binding.Counter, len(keys))
+	for i, k := range keys {
+		c, err := tx.Counter(k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
 }

@@ -166,6 +166,15 @@ type Tx interface {
 
 	// Counter returns the counter under key, or the zero Counter when there is none.
 	Counter(key string) (binding.Counter, error)
+	// Counters returns the counters under keys, in their order, the zero Counter for a key
+	// with none: what Counter returns for each, in one lookup.
+	Counters(keys ...string) ([]binding.Counter, error)
+	// CountEvent counts one event at now in the counter under key: it stores c.Fail(now,
+	// window), where c is what Counter(key) returns, and returns what it stored. It is one
+	// step, so a store that runs Updates concurrently may increment the stored value where
+	// it lies instead of reading it first. PostgreSQL compares the counter's start with now
+	// to the microsecond.
+	CountEvent(key string, now time.Time, window time.Duration) (binding.Counter, error)
 	// PutCounter stores a counter.
 	PutCounter(key string, c binding.Counter) error
 	// DeleteCounter removes a counter; absent is not an error.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,8 @@ func runSuite(t *testing.T, open func(t *testing.T) Store) {
 		{"Revocations", testRevocations},
 		{"OperatorSessions", testOperatorSessions},
 		{"Counters", testCounters},
+		{"CountersAtOnce", testCountersAtOnce},
+		{"CountEvent", testCountEvent},
 		{"EachStops", testEachStops},
 		{"InvalidSession", testInvalidSession},
 		{"Atomicity", testAtomicity},
@@ -918,6 +921,96 @@ func testCounters(t *testing.T, s Store) {
 	})
 }
 
+func testCountersAtOnce(t *testing.T, s Store) {
+	a, b := binding.Counter{Count: 2, Start: testTime(1)}, binding.Counter{Count: 7, Start: testTime(2)}
+	update(t, s, func(tx Tx) error {
+		return errors.Join(tx.PutCounter("a", a), tx.PutCounter("", b), tx.PutCounter("a\x00b", b))
+	})
+	check := func(tx Tx) error {
+		got, err := tx.Counters("absent", "a", "", "a", "a\x00b")
+		diff(t, "Counters", []binding.Counter{{}, a, b, a, b}, got)
+		if err != nil {
+			return err
+		}
+		none, err := tx.Counters()
+		if len(none) != 0 {
+			t.Errorf("Counters() = %v, want none", none)
+		}
+		return err
+	}
+	view(t, s, check)
+	// In an Update, Counters sees the transaction's own writes.
+	update(t, s, func(tx Tx) error {
+		b.Count = 8
+		if err := errors.Join(tx.PutCounter("a\x00b", b), tx.DeleteCounter("a")); err != nil {
+			return err
+		}
+		got, err := tx.Counters("a", "a\x00b")
+		diff(t, "Counters after writes in the Update", []binding.Counter{{}, b}, got)
+		return err
+	})
+}
+
+// testCountEvent checks CountEvent against Counter.Fail, the rule it applies: a new window
+// on an absent, empty or ended counter, one more in a running one with its start kept.
+func testCountEvent(t *testing.T, s Store) {
+	const window = 10 * time.Minute
+	start := time.Date(2025, 3, 1, 12, 0, 0, 0, zone)
+	cases := []struct {
+		name   string
+		stored *binding.Counter
+		now    time.Time
+	}{
+		{"absent", nil, start},
+		{"running", &binding.Counter{Count: 3, Start: start}, start.Add(window - time.Second)},
+		{"running, start with nanoseconds", &binding.Counter{Count: 1, Start: testTime(1)}, testTime(1).Add(window - time.Second)},
+		{"ended exactly", &binding.Counter{Count: 3, Start: start}, start.Add(window)},
+		{"ended long ago", &binding.Counter{Count: 3, Start: start}, start.Add(24 * time.Hour)},
+		{"zero count", &binding.Counter{Count: 0, Start: start}, start.Add(time.Second)},
+		{"negative count", &binding.Counter{Count: -4, Start: start}, start.Add(time.Second)},
+		{"zero start", &binding.Counter{Count: 9}, start},
+		{"at the top", &binding.Counter{Count: math.MaxInt, Start: start}, start.Add(time.Second)},
+		{"below the top", &binding.Counter{Count: math.MaxInt - 1, Start: start}, start.Add(time.Second)},
+	}
+	for i, c := range cases {
+		key := fmt.Sprint("event-", i)
+		var want binding.Counter
+		if c.stored != nil {
+			update(t, s, func(tx Tx) error { return tx.PutCounter(key, *c.stored) })
+			want = *c.stored
+		}
+		want = want.Fail(c.now, window)
+		update(t, s, func(tx Tx) error {
+			got, err := tx.CountEvent(key, c.now, window)
+			diff(t, c.name+": CountEvent", want, got)
+			return err
+		})
+		view(t, s, func(tx Tx) error {
+			got, err := tx.Counter(key)
+			diff(t, c.name+": Counter after CountEvent", want, got)
+			return err
+		})
+	}
+	// An Update that fails keeps none of its events.
+	boom := errors.New("boom")
+	err := s.Update(context.Background(), func(tx Tx) error {
+		if _, err := tx.CountEvent("event-0", start, window); err != nil {
+			return err
+		}
+		return boom
+	})
+	if err != boom {
+		t.Fatalf("Update returned %v, want boom", err)
+	}
+	view(t, s, func(tx Tx) error {
+		got, err := tx.Counter("event-0")
+		if got.Count != 1 {
+			t.Errorf("count after a failed Update = %d, want 1", got.Count)
+		}
+		return err
+	})
+}
+
 func testEachStops(t *testing.T, s Store) {
 	update(t, s, func(tx Tx) error {
 		for i := range 3 {
@@ -1124,6 +1217,7 @@ func testMisuse(t *testing.T, s Store) {
 			"DeleteOperatorSession": tx.DeleteBearerSession(testHash("t")),
 			"PutCounter":            tx.PutCounter("c", binding.Counter{}),
 			"DeleteCounter":         tx.DeleteCounter("c"),
+			"CountEvent":            second(tx.CountEvent("c", testTime(1), time.Minute)),
 		} {
 			if !errors.Is(err, errReadOnly) {
 				t.Errorf("%s in View: %v, want errReadOnly", name, err)
@@ -1154,6 +1248,12 @@ func testMisuse(t *testing.T, s Store) {
 	if err := kept.PutCounter("c", binding.Counter{}); !errors.Is(err, errTxDone) {
 		t.Errorf("Tx used after Update: %v, want errTxDone", err)
 	}
+	if _, err := kept.CountEvent("c", testTime(1), time.Minute); !errors.Is(err, errTxDone) {
+		t.Errorf("CountEvent after Update: %v, want errTxDone", err)
+	}
+	if _, err := kept.Counters(); !errors.Is(err, errTxDone) {
+		t.Errorf("Counters after Update: %v, want errTxDone", err)
+	}
 	view(t, s, func(tx Tx) error {
 		n, err := tx.NodeCount()
 		if n != 1 {
@@ -1182,9 +1282,16 @@ func testContext(t *testing.T, s Store) {
 func testConcurrentIncrements(t *testing.T, s Store) {
 	const workers = 32
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*workers)
+	errs := make(chan error, 3*workers)
 	for range workers {
-		wg.Add(2)
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			errs <- s.Update(context.Background(), func(tx Tx) error {
+				_, err := tx.CountEvent("events", testTime(1), time.Hour)
+				return err
+			})
+		}()
 		go func() {
 			defer wg.Done()
 			errs <- s.Update(context.Background(), func(tx Tx) error {
@@ -1212,13 +1319,19 @@ func testConcurrentIncrements(t *testing.T, s Store) {
 		}
 	}
 	view(t, s, func(tx Tx) error {
-		c, err := tx.Counter("hits")
-		if c.Count != workers {
-			t.Errorf("count = %d after %d increments", c.Count, workers)
+		cs, err := tx.Counters("hits", "events")
+		if err != nil {
+			return err
 		}
-		return err
+		if cs[0].Count != workers || cs[1].Count != workers {
+			t.Errorf("counts = %d, %d after %d increments and %d events", cs[0].Count, cs[1].Count, workers, workers)
+		}
+		return nil
 	})
 }
+
+// second is the error of a call that also returns a value.
+func second[T any](_ T, err error) error { return err }
 
 // testNoPhantoms checks that Updates are serializable for decisions taken on what a lookup
 // did not find, not only on records read: each writer adds a record to a set only if the set

@@ -87,39 +87,45 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 
 // loginShared is Login on a store shared by several registries: the challenge is consumed
 // in the store, and the login budgets are store counters, so that neither a challenge nor a
-// budget multiplies by the number of daemons. The budgets are read before any verification
-// and read again, and counted, in the one write transaction every attempt ends with: the
-// login's own when it succeeds, one that records the failure (and consumes a challenge that
-// passed step 5, which is spent whatever came after) when it does not. A second use of a
-// challenge is BAD_CHALLENGE whatever else is wrong, as step 5 comes first.
+// budget multiplies by the number of daemons.
+//
+// The budgets are one read before any verification; the signatures are then verified with
+// no transaction open. Every attempt that passes the budgets ends with one write
+// transaction: the login's own when it succeeds, one that records the failure (and consumes
+// a challenge that passed step 5, which is spent whatever came after) when it does not. That
+// transaction counts the attempt and checks its budget in one step, so that budget holds
+// however many logins run at once; the failure budgets are read before verifying and not
+// again, as the in-memory ones are, so concurrent failures of one address may pass them by
+// the attempts in flight. Step 3, the revocation check, is made in the write transaction,
+// where the session is written, so that the session cannot outlive a revocation that lands
+// meanwhile; a revoked credential still fails there before its challenge is looked at, and
+// a second use of a challenge is BAD_CHALLENGE whatever else is wrong, as in Login.
 func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, now time.Time) (api.LoginResult, error) {
-	did := l.DeviceCredential.OperatorDID
+	dc := l.DeviceCredential
 	keys := loginKeys{
 		attempts: "login-addr/" + addr, failAddr: "login-fail-addr/" + addr,
-		failOp: "login-fail-op/" + did, failPair: "login-fail-pair/" + did + "\x00" + addr,
+		failOp: "login-fail-op/" + dc.OperatorDID, failPair: "login-fail-pair/" + dc.OperatorDID + "\x00" + addr,
 	}
 	if s.bearers.live(now) >= s.limits.MaxBearerSessions {
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
 		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
 	}
-	ch := &checkedChallenge{Challenges: s.challenges, checker: s.checker}
-	var dev authn.Device
-	var verr error
-	err := s.store.View(ctx, func(tx store.Tx) error {
-		if err := s.loginBudgets(tx, keys, now); err != nil {
-			return err
-		}
-		dev, verr = authn.VerifyLogin(l, s.prefix, now, ch, revocations(tx))
-		return nil
-	})
-	if err != nil {
+	if err := s.store.View(ctx, func(tx store.Tx) error { return s.loginBudgets(tx, keys, now) }); err != nil {
 		return api.LoginResult{}, err
 	}
+	ch := &checkedChallenge{Challenges: s.challenges, checker: s.checker}
+	// Step 3 passes here and is made again in the write transaction, if it was reached.
+	step3 := false
+	dev, verr := authn.VerifyLogin(l, s.prefix, now, ch, authn.RevocationFunc(func(string, string) (bool, error) {
+		step3 = true
+		return false, nil
+	}))
 	var token string
 	var hash [32]byte
 	var sess authn.BearerSession
 	id := ""
 	if verr == nil {
+		var err error
 		if token, hash, err = authn.NewToken(s.rand); err != nil {
 			return api.LoginResult{}, err
 		}
@@ -132,31 +138,34 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		}
 	}
 	var failed error // why the login failed, when the transaction records a failure
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.store.Update(ctx, func(tx store.Tx) error {
 		failed = verr
-		if err := s.loginBudgets(tx, keys, now); err != nil {
+		attempts, err := tx.CountEvent(keys.attempts, now, authn.ChallengeTTL)
+		if err != nil {
 			return err
 		}
-		if err := count(tx, keys.attempts, now, authn.ChallengeTTL); err != nil {
-			return err
+		// This attempt is counted: over the budget, the transaction is undone, count included.
+		if attempts.Count > s.limits.LoginAddressLimit {
+			return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 		}
-		if err := consume(tx, ch); err != nil {
+		var revoked error
+		if step3 {
+			revoked = authn.CheckCredentialRevoked(dc, revocations(tx))
+		}
+		if revoked != nil {
+			failed = revoked
+		} else if err := consume(tx, ch); err != nil {
 			if proto.CodeOf(err) != proto.BadChallenge {
 				return err
 			}
 			failed = err
-		}
-		// A revocation may have landed since the check above; the session must not outlive
-		// it, so the check is made again where the session is written.
-		if failed == nil {
-			failed = authn.CheckCredentialRevoked(dev.Credential, revocations(tx))
 		}
 		if failed != nil {
 			if proto.CodeOf(failed) == proto.Internal {
 				return failed
 			}
 			for _, k := range []string{keys.failAddr, keys.failOp, keys.failPair} {
-				if err := count(tx, k, now, loginWindow); err != nil {
+				if _, err := tx.CountEvent(k, now, loginWindow); err != nil {
 					return err
 				}
 			}
@@ -181,44 +190,22 @@ type loginKeys struct{ attempts, failAddr, failOp, failPair string }
 
 // loginBudgets refuses a login over one of its budgets, as Login's in-memory ones do: the
 // failures of the address, the failures naming the operator (only from an address that
-// itself failed), and the attempts of the address.
+// itself failed), and the attempts of the address. The four counters are one read.
 func (s *Service) loginBudgets(tx store.Tx, k loginKeys, now time.Time) error {
-	read := func(key string) (binding.Counter, error) { return tx.Counter(key) }
-	failAddr, err := read(k.failAddr)
+	c, err := tx.Counters(k.failAddr, k.failOp, k.failPair, k.attempts)
 	if err != nil {
 		return err
 	}
-	if failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, loginWindow) {
+	failAddr, failOp, failPair, attempts := c[0], c[1], c[2], c[3]
+	switch {
+	case failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, loginWindow):
 		return rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
-	}
-	failOp, err := read(k.failOp)
-	if err != nil {
-		return err
-	}
-	failPair, err := read(k.failPair)
-	if err != nil {
-		return err
-	}
-	if failOp.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow) && failPair.Blocked(now, 1, loginWindow) {
+	case failOp.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow) && failPair.Blocked(now, 1, loginWindow):
 		return rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator; wait and try again")
-	}
-	attempts, err := read(k.attempts)
-	if err != nil {
-		return err
-	}
-	if attempts.Blocked(now, s.limits.LoginAddressLimit, authn.ChallengeTTL) {
+	case attempts.Blocked(now, s.limits.LoginAddressLimit, authn.ChallengeTTL):
 		return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 	}
 	return nil
-}
-
-// count adds one event to the counter under key.
-func count(tx store.Tx, key string, now time.Time, window time.Duration) error {
-	c, err := tx.Counter(key)
-	if err != nil {
-		return err
-	}
-	return tx.PutCounter(key, c.Fail(now, window))
 }
 
 // consume records a challenge checked at login step 5 as used, in tx, when challenges are

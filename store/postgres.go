@@ -42,7 +42,8 @@ import (
 // cap) still holds at commit, as the Store contract asks. A transaction that loses a
 // conflict (40001) or a deadlock (40P01) is rolled back and its function run again, at most
 // maxPostgresAttempts times, after a short random pause. Views run REPEATABLE READ READ
-// ONLY: one snapshot, no locks.
+// ONLY: one snapshot, no locks. A transaction's BEGIN goes in one round trip with its first
+// statement, and a transaction that sends no statement never begins.
 type Postgres struct {
 	pool   *pgxpool.Pool
 	closed atomic.Bool
@@ -183,6 +184,19 @@ func PostgresStatements() uint64 { return processStatements.Load() }
 
 func (statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// TraceBatchStart counts the statements of a pipeline, a transaction's BEGIN and first
+// statement, as they are sent.
+func (c statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	n := uint64(data.Batch.Len())
+	c.n.Add(n)
+	processStatements.Add(n)
+	return ctx
+}
+
+func (statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // healthEvery bounds how often Health asks the server: a load balancer polling /health
 // costs one statement a second at most.
 const healthEvery = time.Second
@@ -252,14 +266,10 @@ func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 	if p.closed.Load() {
 		return errClosed
 	}
-	// The transaction begins at the first read: a View whose reads are all served by the
-	// node cache in front (a heartbeat's lookup) costs the database nothing.
-	tx := &pgTx{ctx: ctx, pool: p.pool}
+	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginView}}
 	defer func() {
 		tx.done = true
-		if tx.tx != nil {
-			tx.tx.Rollback(context.WithoutCancel(ctx))
-		}
+		tx.tx.release(ctx)
 	}()
 	return fn(tx)
 }
@@ -289,17 +299,10 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 // updateOnce runs fn in one SERIALIZABLE transaction. A conflict reported to fn by any
 // statement makes the whole attempt retryable, whatever fn returned after seeing it.
 func (p *Postgres) updateOnce(ctx context.Context, fn func(Tx) error) (err error) {
-	ptx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	tx := &pgTx{ctx: ctx, tx: ptx, txState: txState{write: true}}
-	committed := false
+	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginUpdate}, txState: txState{write: true}}
 	defer func() {
 		tx.done = true
-		if !committed {
-			ptx.Rollback(context.WithoutCancel(ctx))
-		}
+		tx.tx.release(ctx)
 	}()
 	err = fn(tx)
 	if tx.conflict != nil {
@@ -308,10 +311,9 @@ func (p *Postgres) updateOnce(ctx context.Context, fn func(Tx) error) (err error
 	if err != nil {
 		return err
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	if err := tx.tx.commit(ctx); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
-	committed = true
 	return nil
 }
 
@@ -419,25 +421,8 @@ func (p *Postgres) touch(ctx context.Context, keys [][]byte, seen []int64) (int6
 type pgTx struct {
 	txState
 	ctx      context.Context
-	tx       pgx.Tx
-	pool     *pgxpool.Pool // a View's, whose transaction begins at its first read
+	tx       *pgConn
 	conflict error
-}
-
-// readable is txState's check, and begins a View's transaction at its first read.
-func (t *pgTx) readable() error {
-	if err := t.txState.readable(); err != nil {
-		return err
-	}
-	if t.tx != nil {
-		return nil
-	}
-	ptx, err := t.pool.BeginTx(t.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	t.tx = ptx
-	return nil
 }
 
 var _ Tx = (*pgTx)(nil)

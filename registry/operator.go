@@ -110,7 +110,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
 		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
 	}
-	if err := s.store.View(ctx, func(tx store.Tx) error { return s.loginBudgets(tx, keys, now) }); err != nil {
+	if err := s.loginBudgets(ctx, keys, now); err != nil {
 		return api.LoginResult{}, err
 	}
 	ch := &checkedChallenge{Challenges: s.challenges, checker: s.checker}
@@ -190,9 +190,19 @@ type loginKeys struct{ attempts, failAddr, failOp, failPair string }
 
 // loginBudgets refuses a login over one of its budgets, as Login's in-memory ones do: the
 // failures of the address, the failures naming the operator (only from an address that
-// itself failed), and the attempts of the address. The four counters are one read.
-func (s *Service) loginBudgets(tx store.Tx, k loginKeys, now time.Time) error {
-	c, err := tx.Counters(k.failAddr, k.failOp, k.failPair, k.attempts)
+// itself failed), and the attempts of the address. The four counters are one read, outside
+// any transaction where the store can (one statement on PostgreSQL).
+func (s *Service) loginBudgets(ctx context.Context, k loginKeys, now time.Time) error {
+	var c []binding.Counter
+	var err error
+	if r, ok := s.store.(store.CounterReader); ok {
+		c, err = r.ReadCounters(ctx, k.failAddr, k.failOp, k.failPair, k.attempts)
+	} else {
+		err = s.store.View(ctx, func(tx store.Tx) (err error) {
+			c, err = tx.Counters(k.failAddr, k.failOp, k.failPair, k.attempts)
+			return err
+		})
+	}
 	if err != nil {
 		return err
 	}

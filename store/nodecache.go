@@ -14,6 +14,7 @@ import (
 	"time"
 	"unique"
 
+	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 )
 
@@ -170,6 +171,7 @@ var (
 	_ Maintainer     = (*nodeCache)(nil)
 	_ NodeScanner    = (*nodeCache)(nil)
 	_ HealthReporter = (*nodeCache)(nil)
+	_ CounterReader  = (*nodeCache)(nil)
 )
 
 // A cachedNode never changes once it is in the maps: a write or a touch replaces it. That is
@@ -405,6 +407,20 @@ func (c *nodeCache) Maintain(ctx context.Context) error {
 		return m.Maintain(ctx)
 	}
 	return nil
+}
+
+// ReadCounters implements [CounterReader] with inner's, or with a View when inner reads
+// counters only in transactions.
+func (c *nodeCache) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+	if r, ok := c.inner.(CounterReader); ok {
+		return r.ReadCounters(ctx, keys...)
+	}
+	var cs []binding.Counter
+	err := c.inner.View(ctx, func(tx Tx) (err error) {
+		cs, err = tx.Counters(keys...)
+		return err
+	})
+	return cs, err
 }
 
 // Health implements [HealthReporter] with inner's report; the zero Health when inner

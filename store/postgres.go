@@ -257,6 +257,7 @@ var (
 	_ Maintainer     = (*Postgres)(nil)
 	_ NodeToucher    = (*Postgres)(nil)
 	_ HealthReporter = (*Postgres)(nil)
+	_ CounterReader  = (*Postgres)(nil)
 )
 
 func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
@@ -890,6 +891,29 @@ func (t *pgTx) Counters(keys ...string) ([]binding.Counter, error) {
 	if err := t.readable(); err != nil {
 		return nil, err
 	}
+	cs, err := readCounters(t.ctx, t.tx, keys)
+	return cs, t.check(err)
+}
+
+// ReadCounters implements [CounterReader]: one statement, whose snapshot is its own.
+func (p *Postgres) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.closed.Load() {
+		return nil, errClosed
+	}
+	cs, err := readCounters(ctx, p.pool, keys)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return cs, nil
+}
+
+// readCounters reads the counters under keys, in their order, in one statement on q.
+func readCounters(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, keys []string) ([]binding.Counter, error) {
 	out := make([]binding.Counter, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -898,25 +922,24 @@ func (t *pgTx) Counters(keys ...string) ([]binding.Counter, error) {
 	for i, k := range keys {
 		args[i] = []byte(k)
 	}
-	rows, err := t.tx.Query(t.ctx, `SELECT key, rec FROM svrp_counters WHERE key = ANY($1)`, args)
-	if err := t.check(err); err != nil {
+	rows, err := q.Query(ctx, `SELECT key, rec FROM svrp_counters WHERE key = ANY($1)`, args)
+	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	found := make(map[string]binding.Counter, len(keys))
 	for rows.Next() {
 		var k, rec []byte
 		if err := rows.Scan(&k, &rec); err != nil {
-			rows.Close()
-			return nil, t.check(err)
+			return nil, err
 		}
 		var c binding.Counter
 		if err := json.Unmarshal(rec, &c); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: failed to decode a counter: %w", err)
+			return nil, fmt.Errorf("failed to decode a counter: %w", err)
 		}
 		found[string(k)] = c
 	}
-	if err := t.check(rows.Err()); err != nil {
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	for i, k := range keys {

@@ -183,6 +183,14 @@ type Tx interface {
 	EachCounter(fn func(key string, c binding.Counter) error) error
 }
 
+// CounterReader is implemented by a Store that reads counters outside any transaction for
+// less than a View costs: [Postgres] reads them in one statement, where a View adds its
+// BEGIN and ROLLBACK. The node cache passes the read on to the store it wraps.
+type CounterReader interface {
+	// ReadCounters returns what Counters would return in a View of its own.
+	ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error)
+}
+
 // Maintainer is implemented by stores that need periodic upkeep, such as the one
 // [OpenBadger] returns. A daemon should check for it with a type assertion and, when
 // present, call Maintain every few minutes from one goroutine. The store stays correct

@@ -939,6 +939,13 @@ func testCountersAtOnce(t *testing.T, s Store) {
 		return err
 	}
 	view(t, s, check)
+	if r, ok := s.(CounterReader); ok {
+		got, err := r.ReadCounters(context.Background(), "absent", "a", "", "a", "a\x00b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff(t, "ReadCounters", []binding.Counter{{}, a, b, a, b}, got)
+	}
 	// In an Update, Counters sees the transaction's own writes.
 	update(t, s, func(tx Tx) error {
 		b.Count = 8

@@ -247,9 +247,10 @@ func checkList(field string, items []string) error {
 	return nil
 }
 
-// Heartbeat refreshes a registered node's last_seen (docs/protocol.md §5.1). The DID is
-// parsed once and bound once: the key is the one registered under it, so only freshness and
-// the signature are left to check.
+// Heartbeat refreshes a registered node's last_seen (docs/protocol.md §5.1, §10.3). The DID
+// is parsed once and bound once: the key is the one registered under it, so only freshness
+// and the signature are left to check, and a heartbeat the key's mark already settles (an
+// older ts, or a repeat) is answered without verifying it.
 func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResult, error) {
 	did, err := parseNodeDID(req.DID)
 	if err != nil {
@@ -270,11 +271,18 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.
 	if err != nil {
 		return api.HeartbeatResult{}, err
 	}
+	proof := proofOf(req.DID, req.Signature)
+	if done, seen, err := s.heartbeats.answered(key, req.TS, proof, now); done {
+		if err != nil {
+			return api.HeartbeatResult{}, err
+		}
+		return api.HeartbeatResult{OK: true, LastSeen: canonical.FormatTime(seen)}, nil
+	}
 	msg := canonical.Heartbeat{DID: req.DID, TS: req.TS}
 	if err := s.nodeChecker.CheckBound(key, msg, req.Signature); err != nil {
 		return api.HeartbeatResult{}, err
 	}
-	fresh, seen, err := s.heartbeats.advance(key, req.TS, now)
+	fresh, seen, err := s.heartbeats.advance(key, req.TS, proof, now)
 	if err != nil || !fresh {
 		return api.HeartbeatResult{OK: err == nil, LastSeen: canonical.FormatTime(seen)}, err
 	}

@@ -2,9 +2,11 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
 	"sync"
 	"time"
 
+	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/store"
@@ -20,14 +22,51 @@ type heartbeatMarks struct {
 }
 
 type heartbeatMark struct {
-	ts   int64
-	seen int64 // unix seconds of the last_seen that ts set
+	ts    int64
+	seen  int64          // unix seconds of the last_seen that ts set
+	proof heartbeatProof // of the heartbeat that set it
+}
+
+// heartbeatProof identifies a verified heartbeat by its DID spelling and signature, which
+// with its ts are all that vary between heartbeats of one key: the first 16 bytes of their
+// SHA-256, so that a mark stays small.
+type heartbeatProof [16]byte
+
+func proofOf(did, sig string) heartbeatProof {
+	h := sha256.New()
+	h.Write([]byte(did))
+	h.Write([]byte{0})
+	h.Write([]byte(sig))
+	var p heartbeatProof
+	copy(p[:], h.Sum(nil))
+	return p
+}
+
+// answered settles a heartbeat of key from its mark alone, before its signature is verified,
+// where verifying could change nothing: an older ts is STALE_TS (a freshness failure, like
+// the ts window), and a repeat of the heartbeat that set the mark, within the window, is
+// answered with the last_seen it set. Anything else (done = false) is verified and then
+// advanced. A replayed heartbeat so costs the registry a lookup, not a verification.
+func (h *heartbeatMarks) answered(key didkey.PublicKey, ts int64, proof heartbeatProof, now time.Time) (done bool, seen time.Time, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m, ok := h.marks[key]
+	tol := int64(authn.NodeTSTolerance / time.Second)
+	switch {
+	case !ok:
+		return false, time.Time{}, nil
+	case ts < m.ts:
+		return true, time.Time{}, proto.New(proto.StaleTS, "ts is older than the node's last heartbeat")
+	case ts == m.ts && proof == m.proof && now.Unix()-ts <= tol && ts-now.Unix() <= tol:
+		return true, time.Unix(m.seen, 0).UTC(), nil
+	}
+	return false, time.Time{}, nil
 }
 
 // advance records ts for key when it is newer than the last one. It returns fresh = true when
 // the heartbeat may move last_seen; an equal ts returns fresh = false with the last_seen the
 // first one set; an older ts is STALE_TS.
-func (h *heartbeatMarks) advance(key didkey.PublicKey, ts int64, now time.Time) (fresh bool, seen time.Time, err error) {
+func (h *heartbeatMarks) advance(key didkey.PublicKey, ts int64, proof heartbeatProof, now time.Time) (fresh bool, seen time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, ok := h.marks[key]
@@ -40,7 +79,7 @@ func (h *heartbeatMarks) advance(key didkey.PublicKey, ts int64, now time.Time) 
 	if h.marks == nil {
 		h.marks = map[didkey.PublicKey]heartbeatMark{}
 	}
-	h.marks[key] = heartbeatMark{ts: ts, seen: now.Unix()}
+	h.marks[key] = heartbeatMark{ts: ts, seen: now.Unix(), proof: proof}
 	return true, now, nil
 }
 

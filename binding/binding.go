@@ -29,7 +29,8 @@
 // Each step keeps three phases apart: shape (injectivity, field limits, timestamp form; all
 // BAD_REQUEST), verification against the stored session, then the transition.
 //
-//	initiate   ValidateInitiate, NewShortCode, NewBindingToken, HashSecret, NewBindingSession → INITIATED
+//	initiate   ValidateInitiate (CheckInitiate, then VerifyInitiateSignature), NewShortCode,
+//	           NewBindingToken, HashSecret, NewBindingSession                                 → INITIATED
 //	resolve    NormalizePresented, HashSecret, Counter.Blocked, Apply(Resolve)                → PENDING_OPERATOR
 //	authorize  CheckAuthorizationShape, VerifyAuthorization, Apply(Authorize)                 → PENDING_NODE_ACCEPTANCE
 //	accept     CheckAcceptanceShape, CheckAcceptance, Apply(Accept), VerifyChain,

@@ -35,6 +35,20 @@ type InitiateRequest struct {
 // The registry then checks that the id was never used (SESSION_EXISTS) and the node's open
 // sessions ([MaxOpenSessionsPerNode]), which need the store.
 func ValidateInitiate(req InitiateRequest, prefix string, now time.Time) (didkey.PublicKey, error) {
+	key, err := CheckInitiate(req, now)
+	if err != nil {
+		return didkey.PublicKey{}, err
+	}
+	if err := VerifyInitiateSignature(req, key, prefix); err != nil {
+		return didkey.PublicKey{}, err
+	}
+	return key, nil
+}
+
+// CheckInitiate makes steps 1–5 of [ValidateInitiate], everything but the signature, and
+// returns the node's key: a registry can then refuse an initiate over a budget of that key
+// before it spends a verification on it.
+func CheckInitiate(req InitiateRequest, now time.Time) (didkey.PublicKey, error) {
 	var none didkey.PublicKey
 	now = clock(now)
 	created, expires, err := checkInitiateShape(req)
@@ -54,15 +68,21 @@ func ValidateInitiate(req InitiateRequest, prefix string, now time.Time) (didkey
 	if created.After(now.Add(MaxPostDating)) {
 		return none, badRequest("created_at is more than 300 seconds ahead of the registry's clock")
 	}
+	return key, nil
+}
+
+// VerifyInitiateSignature makes step 6 of [ValidateInitiate]: node_signature verifies over
+// message 6 with key (which [CheckInitiate] returned) in base58.
+func VerifyInitiateSignature(req InitiateRequest, key didkey.PublicKey, prefix string) error {
 	signed := req.BindingSession
 	signed.NodePublicKey = key.Base58()
 	if err := canonical.Verify(key, prefix, signed, req.NodeSignature); err != nil {
 		if proto.CodeOf(err) != proto.BadSignature {
-			return none, err
+			return err
 		}
-		return none, proto.New(proto.BadSignature, "node_signature does not verify over the session description")
+		return proto.New(proto.BadSignature, "node_signature does not verify over the session description")
 	}
-	return key, nil
+	return nil
 }
 
 // checkInitiateShape is step 1 of ValidateInitiate, in the order of the message's fields.

@@ -27,8 +27,15 @@ func errSessionNotFound() error {
 // the client address (limits.go): its initiates are counted per initiateWindow.
 func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, addr string) (api.InitiateResult, error) {
 	now := s.now()
-	key, err := binding.ValidateInitiate(req, s.prefix, now)
+	key, err := binding.CheckInitiate(req, now)
 	if err != nil {
+		return api.InitiateResult{}, err
+	}
+	budgets := initiateBudgets{addr: "initiate-addr/" + addr, key: "initiate-key/" + key.Hex()}
+	if err := s.initiateBudgets(ctx, budgets, now); err != nil {
+		return api.InitiateResult{}, err
+	}
+	if err := binding.VerifyInitiateSignature(req, key, s.prefix); err != nil {
 		return api.InitiateResult{}, err
 	}
 	code, err := binding.NewShortCode(s.rand)
@@ -46,19 +53,18 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		s.capReached(&s.warnSessions, "open binding sessions", s.limits.MaxOpenBindingSessions)
 		return api.InitiateResult{}, rateLimited(LimitOpenSessions, "the registry holds too many open binding sessions; try again later")
 	}
-	addrKey := "initiate-addr/" + addr
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		if used, err := tx.BindingSessionIDUsed(req.BindingSessionID); err != nil {
 			return err
 		} else if used {
 			return proto.New(proto.SessionExists, "this binding_session_id was already used")
 		}
-		byAddr, err := tx.Counter(addrKey)
+		c, err := tx.Counters(budgets.addr, budgets.key)
 		if err != nil {
 			return err
 		}
-		if byAddr.Blocked(now, s.limits.InitiateAddressLimit, initiateWindow) {
-			return rateLimited(LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
+		if err := s.initiateAllowed(c[0], c[1], now); err != nil {
+			return err
 		}
 		// The index holds only sessions not stored as terminal, at most
 		// MaxOpenSessionsPerNode of them plus those expired since the key's last initiate,
@@ -81,7 +87,10 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		if open >= binding.MaxOpenSessionsPerNode {
 			return rateLimited(LimitOpenSessionsPerNode, "this node has too many open binding sessions; cancel one or let it expire")
 		}
-		if err := tx.PutCounter(addrKey, byAddr.Fail(now, initiateWindow)); err != nil {
+		if err := tx.PutCounter(budgets.addr, c[0].Fail(now, initiateWindow)); err != nil {
+			return err
+		}
+		if err := tx.PutCounter(budgets.key, c[1].Fail(now, initiateWindow)); err != nil {
 			return err
 		}
 		return tx.PutBindingSession(sess)
@@ -95,6 +104,30 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		BindingSessionID: sess.ID, ShortCode: code, BindingToken: token,
 		ExpiresAt: canonical.FormatTime(sess.ExpiresAt), State: sess.State.String(),
 	}, nil
+}
+
+// initiateBudgets names the counters of an initiate's two budgets: its client address's and
+// its node key's.
+type initiateBudgets struct{ addr, key string }
+
+// initiateBudgets refuses an initiate over either budget before its signature is verified;
+// the write transaction checks them again (initiateAllowed) and counts the initiate.
+func (s *Service) initiateBudgets(ctx context.Context, b initiateBudgets, now time.Time) error {
+	c, err := s.readCounters(ctx, b.addr, b.key)
+	if err != nil {
+		return err
+	}
+	return s.initiateAllowed(c[0], c[1], now)
+}
+
+func (s *Service) initiateAllowed(byAddr, byKey binding.Counter, now time.Time) error {
+	switch {
+	case byAddr.Blocked(now, s.limits.InitiateAddressLimit, initiateWindow):
+		return rateLimited(LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
+	case byKey.Blocked(now, s.limits.InitiateKeyLimit, initiateWindow):
+		return rateLimited(LimitInitiatePerKey, "too many binding initiates for this node key; wait and try again")
+	}
+	return nil
 }
 
 // Resolve moves the session a code names from INITIATED to PENDING_OPERATOR and shows it to

@@ -18,6 +18,7 @@ const (
 	LimitResolveGlobal            = "resolve_global"              // failed resolves of all clients
 	LimitRegisterPerAddress       = "register_per_address"        // new node keys from one client address
 	LimitInitiatePerAddress       = "initiate_per_address"        // binding initiates from one client address
+	LimitInitiatePerKey           = "initiate_per_key"            // binding initiates of one node key
 	LimitOpenSessionsPerNode      = "open_sessions_per_node"      // open binding sessions of one node key
 	LimitOpenSessions             = "open_sessions"               // open binding sessions in all
 	LimitLoginsPerAddress         = "logins_per_address"          // logins from one client address
@@ -33,7 +34,7 @@ const (
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
 var RateLimits = []string{
 	LimitResolvePerCode, LimitResolvePerAddress, LimitResolvePerOperator, LimitResolveGlobal,
-	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitOpenSessionsPerNode, LimitOpenSessions,
+	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitInitiatePerKey, LimitOpenSessionsPerNode, LimitOpenSessions,
 	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
 	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList, LimitNodes,
 	LimitMalformedPerAddress,

@@ -23,6 +23,14 @@ const (
 	DefaultInitiateAddressLimit = 120
 	initiateWindow              = 10 * time.Minute
 
+	// DefaultInitiateKeyLimit is the number of binding initiates one node key may make per
+	// initiateWindow. A node opens a session when an operator binds it, once or a few times;
+	// a key that opens and cancels sessions as fast as it can from many addresses (each
+	// under its own limit) is doing nothing a node needs, and each initiate costs the
+	// registry a verification and a durable write. Both initiate budgets are read before
+	// the signature is verified, so an initiate over either costs a counter read.
+	DefaultInitiateKeyLimit = 60
+
 	// DefaultMaxOpenBindingSessions caps the binding sessions open at once over all keys and
 	// addresses; the next initiate is RATE_LIMITED. A session lives at most 15 minutes, so
 	// this is far above what honest binding traffic reaches; at about 2 KiB a session it

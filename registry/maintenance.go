@@ -248,7 +248,7 @@ func counterWindow(key string) time.Duration {
 	switch {
 	case strings.HasPrefix(key, "register/"):
 		return registerWindow
-	case strings.HasPrefix(key, "initiate-addr/"):
+	case strings.HasPrefix(key, "initiate-addr/"), strings.HasPrefix(key, "initiate-key/"):
 		return initiateWindow
 	case strings.HasPrefix(key, revokeCounterPrefix):
 		return revokeWindow

@@ -188,21 +188,25 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 // loginKeys are the counters of one login's budgets.
 type loginKeys struct{ attempts, failAddr, failOp, failPair string }
 
+// readCounters reads counters outside any write, in one statement where the store can
+// (store.CounterReader), else in one View.
+func (s *Service) readCounters(ctx context.Context, keys ...string) (c []binding.Counter, err error) {
+	if r, ok := s.store.(store.CounterReader); ok {
+		return r.ReadCounters(ctx, keys...)
+	}
+	err = s.store.View(ctx, func(tx store.Tx) (err error) {
+		c, err = tx.Counters(keys...)
+		return err
+	})
+	return c, err
+}
+
 // loginBudgets refuses a login over one of its budgets, as Login's in-memory ones do: the
 // failures of the address, the failures naming the operator (only from an address that
 // itself failed), and the attempts of the address. The four counters are one read, outside
 // any transaction where the store can (one statement on PostgreSQL).
 func (s *Service) loginBudgets(ctx context.Context, k loginKeys, now time.Time) error {
-	var c []binding.Counter
-	var err error
-	if r, ok := s.store.(store.CounterReader); ok {
-		c, err = r.ReadCounters(ctx, k.failAddr, k.failOp, k.failPair, k.attempts)
-	} else {
-		err = s.store.View(ctx, func(tx store.Tx) (err error) {
-			c, err = tx.Counters(k.failAddr, k.failOp, k.failPair, k.attempts)
-			return err
-		})
-	}
+	c, err := s.readCounters(ctx, k.failAddr, k.failOp, k.failPair, k.attempts)
 	if err != nil {
 		return err
 	}

@@ -88,6 +88,7 @@ type Config struct {
 	ResolveOperatorLimit      int // DefaultResolveOperatorLimit
 	ResolveGlobalLimit        int // DefaultResolveGlobalLimit
 	MalformedAddressLimit     int // DefaultMalformedAddressLimit
+	InitiateKeyLimit          int // DefaultInitiateKeyLimit
 	// TrustedProxies are the peers whose X-Forwarded-For or Forwarded header names the
 	// client; for any other peer those headers are ignored. Empty trusts none.
 	TrustedProxies []netip.Prefix
@@ -182,6 +183,7 @@ func New(cfg Config) (*Service, error) {
 		{&s.limits.ResolveOperatorLimit, DefaultResolveOperatorLimit},
 		{&s.limits.ResolveGlobalLimit, DefaultResolveGlobalLimit},
 		{&s.limits.MalformedAddressLimit, DefaultMalformedAddressLimit},
+		{&s.limits.InitiateKeyLimit, DefaultInitiateKeyLimit},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def

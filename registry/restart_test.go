@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,13 +259,13 @@ func TestSweep(t *testing.T) {
 	h.drive(m, op, second, "bs-young", "INITIATED")
 
 	s := h.storeState()
-	// register, initiate-addr, and the four resolve budgets: code, address, operator, all;
-	// on a shared store also the login budget of the address.
+	// register, initiate-addr, initiate-key of each node, and the four resolve budgets:
+	// code, address, operator, all; on a shared store also the login budget of the address.
 	counters := len(s.counters)
 	if onPostgres {
 		counters--
 	}
-	if counters != 6 || s.bearers != 2 {
+	if counters != 8 || s.bearers != 2 {
 		t.Fatalf("before sweeping: %+v", s)
 	}
 	if err := h.svc.Sweep(ctx); err != nil {
@@ -274,8 +275,9 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("a sweep with nothing due changed the store (-before +after):\n%s", d)
 	}
 
-	// At t0+10m the first sessions and the resolve counters (600 s) are due; the register
-	// counter (one hour) and both bearer sessions are not.
+	// At t0+10m the first sessions, the resolve counters and n's initiate counters (600 s)
+	// are due; the register counter (one hour), m's initiate counter (made at t0+5m) and
+	// both bearer sessions are not.
 	h.clock.Advance(5 * time.Minute)
 	if err := h.svc.Sweep(ctx); err != nil {
 		t.Fatal(err)
@@ -288,12 +290,15 @@ func TestSweep(t *testing.T) {
 	if d := cmp.Diff(want, s.states); d != "" {
 		t.Fatalf("session states after the sweep (-want +got):\n%s", d)
 	}
-	if len(s.counters) != 1 || s.bearers != 2 {
+	if len(s.counters) != 2 || s.bearers != 2 {
 		t.Fatalf("after the first sweep: %+v", s)
 	}
-	for _, c := range s.counters {
-		if c.Count != 2 || !c.Start.Equal(t0) {
-			t.Fatalf("remaining counter %+v is not the register counter of two keys", c)
+	for k, c := range s.counters {
+		switch {
+		case strings.HasPrefix(k, "register/") && c.Count == 2 && c.Start.Equal(t0):
+		case k == "initiate-key/"+m.key.Hex() && c.Count == 1 && c.Start.Equal(t0.Add(5*time.Minute)):
+		default:
+			t.Fatalf("remaining counter %s %+v is neither the register counter of two keys nor m's initiate counter", k, c)
 		}
 	}
 	h.wantState("bs-initiated", "EXPIRED")

@@ -537,7 +537,7 @@ func benchServeConfig(memory bool, dataDir, prefix, logLevel string) daemon.Conf
 		ResolveAddressLimit: unbounded, RegisterAddressLimit: unbounded, MaxNodes: unbounded,
 		InitiateAddressLimit: unbounded, MaxBindingSessions: unbounded, MaxBearerSessions: unbounded,
 		LoginAddressLimit: unbounded, LoginFailureAddressLimit: unbounded, LoginFailureOperatorLimit: unbounded,
-		ResolveOperatorLimit: unbounded, ResolveGlobalLimit: unbounded, MalformedAddressLimit: unbounded,
+		ResolveOperatorLimit: unbounded, ResolveGlobalLimit: unbounded, MalformedAddressLimit: unbounded, InitiateKeyLimit: unbounded,
 		MaxConnections: DefaultBenchMaxConnections, MaxConnectionsPerAddress: DefaultBenchMaxConnections,
 		SweepEvery: time.Minute, LogLevel: logLevel, LogFormat: "text",
 	}

@@ -54,6 +54,7 @@ type Config struct {
 	MaxBearerSessions         int
 	LoginAddressLimit         int
 	MalformedAddressLimit     int
+	InitiateKeyLimit          int
 	LoginFailureAddressLimit  int
 	LoginFailureOperatorLimit int
 	ResolveOperatorLimit      int
@@ -103,6 +104,7 @@ func (c Config) WithDefaults() Config {
 		{&c.ResolveOperatorLimit, registry.DefaultResolveOperatorLimit},
 		{&c.ResolveGlobalLimit, registry.DefaultResolveGlobalLimit},
 		{&c.MalformedAddressLimit, registry.DefaultMalformedAddressLimit},
+		{&c.InitiateKeyLimit, registry.DefaultInitiateKeyLimit},
 		{&c.MaxConnections, DefaultMaxConnections},
 		{&c.MaxConnectionsPerAddress, DefaultMaxConnectionsPerAddress},
 	} {
@@ -178,6 +180,7 @@ func (c Config) Validate() error {
 		{"resolve-operator-limit", c.ResolveOperatorLimit},
 		{"resolve-global-limit", c.ResolveGlobalLimit},
 		{"malformed-address-limit", c.MalformedAddressLimit},
+		{"initiate-key-limit", c.InitiateKeyLimit},
 		{"max-connections", c.MaxConnections},
 		{"max-connections-per-address", c.MaxConnectionsPerAddress},
 	} {
@@ -407,6 +410,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.LoginFailureOperatorLimit, "login-failure-operator-limit", registry.DefaultLoginFailureOperatorLimit, "failed logins per operator DID per 10 minutes before 429 (for addresses that failed)")
 	fs.IntVar(&c.ResolveOperatorLimit, "resolve-operator-limit", registry.DefaultResolveOperatorLimit, "failed binding resolves per operator per 10 minutes before 429")
 	fs.IntVar(&c.ResolveGlobalLimit, "resolve-global-limit", registry.DefaultResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429")
+	fs.IntVar(&c.InitiateKeyLimit, "initiate-key-limit", registry.DefaultInitiateKeyLimit, "binding initiates per node key per 10 minutes before 429")
 	fs.IntVar(&c.MalformedAddressLimit, "malformed-address-limit", registry.DefaultMalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read")
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
@@ -531,6 +535,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
 		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
 		ResolveGlobalLimit: c.ResolveGlobalLimit, MalformedAddressLimit: c.MalformedAddressLimit,
+		InitiateKeyLimit: c.InitiateKeyLimit,
 		TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
 	}
 	if pg != nil {

@@ -98,9 +98,10 @@ func TestRow2InitiateFlood(t *testing.T) {
 
 // TestRow3FinishedHistory: a key with a long history of finished sessions initiates as fast
 // as a fresh one, because its history is never read; its open sessions are still capped at
-// 16, and honest logins during 8 concurrent initiators succeed.
+// 16, and honest logins during 8 concurrent initiators succeed. The initiate budgets are
+// raised so that the history can be made (the key's own budget has its test in registry).
 func TestRow3FinishedHistory(t *testing.T) {
-	d := start(t, "--initiate-address-limit", "100000")
+	d := start(t, "--initiate-address-limit", "100000", "--initiate-key-limit", "100000")
 	ctx := context.Background()
 	c := d.api(addr(0))
 	n := newNode(t, c)

@@ -535,8 +535,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
 		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
 		ResolveGlobalLimit: c.ResolveGlobalLimit, MalformedAddressLimit: c.MalformedAddressLimit,
-		InitiateKeyLimit: c.InitiateKeyLimit,
-		TrustedProxies:   c.TrustedProxies, MaxNodes: c.MaxNodes,
+		InitiateKeyLimit: c.InitiateKeyLimit, TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
 	}
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed

@@ -66,8 +66,12 @@ var openAPI []byte
 // binding session id) and what serves it.
 type endpoint struct {
 	method, path string
-	serve        func(h *handler, w http.ResponseWriter, r *http.Request, id string)
+	serve        func(h *handler, w http.ResponseWriter, r *http.Request, c call)
 }
+
+// call is what ServeHTTP learned of a request before it chose the endpoint, read once: the
+// path's binding session id, for the templates that have one, and the client address.
+type call struct{ id, addr string }
 
 // endpoints is the API, and its router: ServeHTTP serves a request with the entry its method
 // and path name. The Allow header, the choice of 404 or 405 and the route a request is
@@ -141,7 +145,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, rateLimited(LimitMalformedPerAddress, "too many malformed requests from this address; wait before sending more"))
 		return
 	}
-	if sw, ok := w.(*statusWriter); ok {
+	sw, _ := w.(*statusWriter)
+	if sw != nil {
 		defer func() {
 			if sw.code == proto.BadRequest || sw.code == proto.PayloadTooLarge {
 				h.s.malformed.add(addr, now)
@@ -156,10 +161,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if e.method == r.Method {
-			if sw, ok := w.(*statusWriter); ok {
+			if sw != nil {
 				sw.route = e.path
 			}
-			e.serve(h, w, r, id)
+			e.serve(h, w, r, call{id: id, addr: addr})
 			return
 		}
 		known = true
@@ -286,7 +291,7 @@ func handle[T, R any](h *handler, w http.ResponseWriter, r *http.Request, dec fu
 	h.fail(w, err)
 }
 
-func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ string) {
+func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ call) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(openAPI)))
 	w.Write(openAPI)
@@ -296,7 +301,7 @@ func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ string) {
 // store watches a disk. A store that refuses writes turns status to "degraded": reads are
 // still served, so the answer stays 200 and a client reading only status and count still
 // parses it.
-func (h *handler) health(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) health(w http.ResponseWriter, r *http.Request, _ call) {
 	n, err := h.s.NodeCount(r.Context())
 	st := h.s.StoreHealth()
 	status := "ok"
@@ -311,17 +316,17 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request, _ string) {
 	}{status, "svrpd", n, st.State}, err)
 }
 
-func (h *handler) register(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) register(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, api.DecodeRegister, func(ctx context.Context, req api.RegisterRequest) (api.RegisterResult, error) {
-		return h.s.Register(ctx, req, h.s.clientAddr(r))
+		return h.s.Register(ctx, req, c.addr)
 	})
 }
 
-func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, _ call) {
 	handle(h, w, r, api.DecodeHeartbeat, h.s.Heartbeat)
 }
 
-func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ call) {
 	// Any or no body: it is read (within the limit) and ignored.
 	if _, err := body(w, r); err != nil {
 		h.fail(w, err)
@@ -331,13 +336,13 @@ func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ string) {
 	h.reply(w, res, err)
 }
 
-func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) deviceLogin(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, api.DecodeLogin, func(ctx context.Context, l authn.Login) (api.LoginResult, error) {
-		return h.s.Login(ctx, l, h.s.clientAddr(r))
+		return h.s.Login(ctx, l, c.addr)
 	})
 }
 
-func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ call) {
 	// Any or no body: it is read (within the limit) and ignored; the bearer is the request.
 	if _, err := body(w, r); err != nil {
 		h.fail(w, err)
@@ -347,9 +352,9 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request, _ string) {
 	h.reply(w, res, err)
 }
 
-func (h *handler) revoke(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) revoke(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, api.DecodeRevocation, func(ctx context.Context, rev authn.SignedRevocation) (api.RevokeResult, error) {
-		return h.s.Revoke(ctx, rev, h.s.clientAddr(r))
+		return h.s.Revoke(ctx, rev, c.addr)
 	})
 }
 
@@ -358,7 +363,7 @@ func (h *handler) operator(r *http.Request) (authn.Operator, error) {
 	return h.s.Authenticate(r.Context(), r.Header.Get("Authorization"))
 }
 
-func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ call) {
 	op, err := h.operator(r)
 	if err != nil {
 		h.fail(w, err)
@@ -373,7 +378,7 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ string
 	h.reply(w, res, err)
 }
 
-func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ call) {
 	op, err := h.operator(r)
 	if err != nil {
 		h.fail(w, err)
@@ -382,7 +387,7 @@ func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ string) {
 	h.reply(w, h.s.CreditsView(op), nil)
 }
 
-func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ call) {
 	op, err := h.operator(r)
 	if err != nil {
 		h.fail(w, err)
@@ -391,23 +396,23 @@ func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ string) {
 	h.reply(w, h.s.EvidenceView(op), nil)
 }
 
-func (h *handler) initiate(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) initiate(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, api.DecodeInitiate, func(ctx context.Context, req binding.InitiateRequest) (api.InitiateResult, error) {
-		return h.s.Initiate(ctx, req, h.s.clientAddr(r))
+		return h.s.Initiate(ctx, req, c.addr)
 	})
 }
 
-func (h *handler) resolve(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) resolve(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, api.DecodeResolve, func(ctx context.Context, req api.ResolveRequest) (api.ResolveView, error) {
 		op, err := h.operator(r)
 		if err != nil {
 			return api.ResolveView{}, err
 		}
-		return h.s.Resolve(ctx, op, req, h.s.clientAddr(r))
+		return h.s.Resolve(ctx, op, req, c.addr)
 	})
 }
 
-func (h *handler) authorize(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) authorize(w http.ResponseWriter, r *http.Request, _ call) {
 	handle(h, w, r, api.DecodeAuthorize, func(ctx context.Context, req api.AuthorizeRequest) (api.StateResult, error) {
 		op, err := h.operator(r)
 		if err != nil {
@@ -417,47 +422,47 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request, _ string) {
 	})
 }
 
-func (h *handler) status(w http.ResponseWriter, r *http.Request, id string) {
-	res, err := h.s.SessionStatus(r.Context(), id)
+func (h *handler) status(w http.ResponseWriter, r *http.Request, c call) {
+	res, err := h.s.SessionStatus(r.Context(), c.id)
 	h.reply(w, res, err)
 }
 
 // cancel, operatorReject and unbind hand the bearer and the body over as received: the
 // service picks the form (cancelBy).
-func (h *handler) cancel(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, asIs, func(ctx context.Context, b []byte) (api.StateResult, error) {
-		return h.s.cancelBy(ctx, id, r.Header.Get("Authorization"), b)
+		return h.s.cancelBy(ctx, c.id, r.Header.Get("Authorization"), b)
 	})
 }
 
-func (h *handler) operatorReject(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) operatorReject(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, asIs, func(ctx context.Context, _ []byte) (api.StateResult, error) {
-		return h.s.rejectBy(ctx, id, r.Header.Get("Authorization"))
+		return h.s.rejectBy(ctx, c.id, r.Header.Get("Authorization"))
 	})
 }
 
-func (h *handler) unbind(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) unbind(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, asIs, func(ctx context.Context, b []byte) (api.UnbindResult, error) {
-		return h.s.unbindBy(ctx, id, r.Header.Get("Authorization"), b)
+		return h.s.unbindBy(ctx, c.id, r.Header.Get("Authorization"), b)
 	})
 }
 
 // asIs is the decoder of a request whose form the service picks from its parts.
 func asIs(b []byte) ([]byte, error) { return b, nil }
 
-func (h *handler) pending(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) pending(w http.ResponseWriter, r *http.Request, _ call) {
 	handle(h, w, r, api.DecodePending, h.s.Pending)
 }
 
-func (h *handler) accept(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) accept(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.AcceptResult, error) {
-		return h.s.Accept(ctx, id, acc)
+		return h.s.Accept(ctx, c.id, acc)
 	})
 }
 
-func (h *handler) nodeReject(w http.ResponseWriter, r *http.Request, id string) {
+func (h *handler) nodeReject(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.StateResult, error) {
-		return h.s.RejectByNode(ctx, id, acc)
+		return h.s.RejectByNode(ctx, c.id, acc)
 	})
 }
 

@@ -105,15 +105,15 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind)
 	w.Write([]byte(k.tail))
 }
 
-func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ call) {
 	h.listing(w, r, nodesListing)
 }
 
-func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ call) {
 	h.listing(w, r, apiPeersListing)
 }
 
-func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ call) {
 	h.listing(w, r, peersListing)
 }
 

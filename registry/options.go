@@ -99,7 +99,7 @@ func (h *handler) cors(next http.Handler) http.Handler {
 	})
 }
 
-func (h *handler) metrics(w http.ResponseWriter, r *http.Request, _ string) {
+func (h *handler) metrics(w http.ResponseWriter, r *http.Request, _ call) {
 	if h.opts.metrics == nil {
 		h.fail(w, proto.New(proto.NotFound, "no metrics on this address"))
 		return

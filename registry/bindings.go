@@ -31,7 +31,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	if err != nil {
 		return api.InitiateResult{}, err
 	}
-	budgets := initiateBudgets{addr: "initiate-addr/" + addr, key: "initiate-key/" + key.Hex()}
+	budgets := initiateKeys{addr: "initiate-addr/" + addr, key: "initiate-key/" + key.Hex()}
 	if err := s.initiateBudgets(ctx, budgets, now); err != nil {
 		return api.InitiateResult{}, err
 	}
@@ -106,13 +106,13 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	}, nil
 }
 
-// initiateBudgets names the counters of an initiate's two budgets: its client address's and
-// its node key's.
-type initiateBudgets struct{ addr, key string }
+// initiateKeys names the counters of an initiate's two budgets: its client address's and its
+// node key's.
+type initiateKeys struct{ addr, key string }
 
 // initiateBudgets refuses an initiate over either budget before its signature is verified;
 // the write transaction checks them again (initiateAllowed) and counts the initiate.
-func (s *Service) initiateBudgets(ctx context.Context, b initiateBudgets, now time.Time) error {
+func (s *Service) initiateBudgets(ctx context.Context, b initiateKeys, now time.Time) error {
 	c, err := s.readCounters(ctx, b.addr, b.key)
 	if err != nil {
 		return err

@@ -187,17 +187,26 @@ func (a *abuseRun) honestSetup() error {
 	}
 	for i := range honestNodes {
 		_, key, _ := ed25519.GenerateKey(rand.Reader)
-		n, err := client.NewNode(a.client(abuseAddr(honestGroup, 1000+i)), key, didkey.FormShort)
+		n, err := a.addHonestNode(key)
 		if err != nil {
 			return err
 		}
-		a.nodeKeys = append(a.nodeKeys, key)
 		if _, err := n.Register(a.ctx, fmt.Sprintf("198.51.100.%d:7000", i%250+1), []string{"inference"}, ""); err != nil {
 			return fmt.Errorf("registering honest node %d: %w", i, err)
 		}
-		a.nodes = append(a.nodes, n)
 	}
 	return nil
+}
+
+// addHonestNode adds the honest node of key, sending from an address of its own.
+func (a *abuseRun) addHonestNode(key ed25519.PrivateKey) (*client.Node, error) {
+	n, err := client.NewNode(a.client(abuseAddr(honestGroup, 1000+len(a.nodes))), key, didkey.FormShort)
+	if err != nil {
+		return nil, err
+	}
+	a.nodes = append(a.nodes, n)
+	a.nodeKeys = append(a.nodeKeys, key)
+	return n, nil
 }
 
 // honestPhase runs the honest workers for d and returns their login and heartbeat latencies

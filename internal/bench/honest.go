@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/authn"
-	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/registry/client"
 )
 
 // The honest clients of the abuse scenario run in a process of their own, started for each
@@ -78,12 +76,10 @@ func runHonest(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) i
 	a := &abuseRun{b: &bench{cfg: benchConfig{prefix: spec.Prefix}}, ctx: ctx, url: spec.URL,
 		op: abuseOperator{device: ed25519.NewKeyFromSeed(spec.Device), cred: spec.Credential}}
 	for i, seed := range spec.Nodes {
-		n, err := client.NewNode(a.client(abuseAddr(honestGroup, 1000+i)), ed25519.NewKeyFromSeed(seed), didkey.FormShort)
-		if err != nil {
+		if _, err := a.addHonestNode(ed25519.NewKeyFromSeed(seed)); err != nil {
 			fmt.Fprintf(stderr, "svrpd bench --abuse-honest: node %d: %v\n", i, err)
 			return 1
 		}
-		a.nodes = append(a.nodes, n)
 	}
 	login, beat, failed := a.honestPhase(spec.Phase, spec.Salt)
 	err := json.NewEncoder(stdout).Encode(honestReport{

@@ -126,4 +126,7 @@ func TestNodeChecker(t *testing.T) {
 	// A checker without a clock refuses: the package reads no clock of its own.
 	noClock := authn.NodeChecker{Prefix: prefix}
 	wantCode(t, noClock.Check(key, canonical.Heartbeat{DID: short, TS: ts}, sign(short, ts)), proto.Internal)
+	if noClock.Fresh(ts) || !c.Fresh(ts+300) || c.Fresh(ts-301) {
+		t.Error("Fresh does not follow the ts window of the checker's clock")
+	}
 }

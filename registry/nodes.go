@@ -272,7 +272,7 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.
 		return api.HeartbeatResult{}, err
 	}
 	proof := proofOf(req.DID, req.Signature)
-	if done, seen, err := s.heartbeats.answered(key, req.TS, proof, now); done {
+	if done, seen, err := s.heartbeats.answered(key, req.TS, proof, s.nodeChecker.Fresh(req.TS)); done {
 		if err != nil {
 			return api.HeartbeatResult{}, err
 		}

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/store"
@@ -47,17 +46,17 @@ func proofOf(did, sig string) heartbeatProof {
 // the ts window), and a repeat of the heartbeat that set the mark, within the window, is
 // answered with the last_seen it set. Anything else (done = false) is verified and then
 // advanced. A replayed heartbeat so costs the registry a lookup, not a verification.
-func (h *heartbeatMarks) answered(key didkey.PublicKey, ts int64, proof heartbeatProof, now time.Time) (done bool, seen time.Time, err error) {
+// inWindow says whether ts is within the ts window (authn.NodeChecker.Fresh).
+func (h *heartbeatMarks) answered(key didkey.PublicKey, ts int64, proof heartbeatProof, inWindow bool) (done bool, seen time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, ok := h.marks[key]
-	tol := int64(authn.NodeTSTolerance / time.Second)
 	switch {
 	case !ok:
 		return false, time.Time{}, nil
 	case ts < m.ts:
 		return true, time.Time{}, proto.New(proto.StaleTS, "ts is older than the node's last heartbeat")
-	case ts == m.ts && proof == m.proof && now.Unix()-ts <= tol && ts-now.Unix() <= tol:
+	case ts == m.ts && proof == m.proof && inWindow:
 		return true, time.Unix(m.seen, 0).UTC(), nil
 	}
 	return false, time.Time{}, nil

@@ -161,7 +161,7 @@ func (b *bench) spawnAbuse(ctx context.Context, flags ...string) (*abuseRun, fun
 		args = append(args, "--debug-listen", "127.0.0.1:0")
 	}
 	args = append(args, flags...)
-	d, err := spawnDaemon(ctx, b.daemonBin, args, b.stderr, level, daemonServeTimeout)
+	d, err := spawnDaemon(ctx, b.start, b.daemonBin, args, b.stderr, level, daemonServeTimeout)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err

@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ type benchConfig struct {
 	jsonOnly    bool
 	cpuProfile  string
 	abuseRows   string // the abuse rows to run, comma-separated; all when empty
+	abuseNice   int    // the attack's nice value; 0 runs it at the daemon's priority
 }
 
 // benchScenario is what a scenario sends and how it is sized unless told otherwise.
@@ -125,6 +127,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level of the in-process registry, or the least level of a spawned daemon's log lines copied to stderr (svrpd serve logs at info by default, one line per binding step)")
 	fs.BoolVar(&c.jsonOnly, "json", false, "print only the JSON line of each scenario")
 	fs.StringVar(&c.abuseRows, "abuse-rows", "", "with --scenario abuse, the rows to run, comma-separated (default all)")
+	fs.IntVar(&c.abuseNice, "abuse-nice", 10, "with --scenario abuse, the nice value bench's own threads, and so the attack, run at, below the daemon and the honest clients (0 to 19; 0 shares the CPU evenly)")
 	honest := fs.Bool("abuse-honest", false, "run the honest clients of one abuse phase, from the JSON spec on standard input (the abuse scenario starts itself so)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file: with --spawn or --spawn-memory the daemon's (served by its --debug-listen), with an in-process registry the registry's and the generator's, otherwise the generator's alone; read it with go tool pprof")
 	fs.Usage = func() { benchUsage(fs.Output(), fs) }
@@ -140,7 +143,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// A spawned daemon's log is copied to stderr from a goroutine of its own.
 	stderr = &lockedWriter{w: stderr}
-	b := &bench{cfg: c, stdout: stdout, stderr: stderr, text: stdout}
+	b := &bench{cfg: c, stdout: stdout, stderr: stderr, text: stdout, start: (*exec.Cmd).Start}
 	if c.jsonOnly {
 		b.text = io.Discard
 	}
@@ -201,6 +204,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if c.scenario == "abuse" {
+		if c.abuseNice > 0 {
+			start, err := lowerSelf(c.abuseNice)
+			if err != nil {
+				fmt.Fprintf(stderr, "svrpd bench: abuse: the attack runs at the daemon's priority: %v\n", err)
+			} else {
+				b.start = start
+				fmt.Fprintf(b.text, "attack: at nice %d, below the daemon and the honest clients (--abuse-nice)\n", c.abuseNice)
+			}
+		}
 		if _, err := b.runAbuse(ctx); err != nil {
 			fmt.Fprintf(stderr, "svrpd bench: abuse: %v\n", err)
 			return 1
@@ -431,6 +443,9 @@ func (c benchConfig) validate() error {
 	}
 	if c.scenario == "abuse" && (c.url != "" || c.self || c.selfMemory || c.spawnMemory) {
 		errs = append(errs, errors.New("--scenario abuse starts its own daemons with their default limits; it takes no --url, --self, --self-memory or --spawn-memory"))
+	}
+	if c.abuseNice < 0 || c.abuseNice > 19 {
+		errs = append(errs, fmt.Errorf("--abuse-nice %d: want 0 to 19", c.abuseNice))
 	}
 	known := c.scenario == "all" || c.scenario == "restart" || c.scenario == "abuse"
 	for _, sc := range benchScenarios {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -400,7 +401,7 @@ func TestBenchDaemonIsNeverLeftRunning(t *testing.T) {
 	if err := os.WriteFile(silent, []byte("#!"+sh+"\nexec sleep 60\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, err := spawnDaemon(t.Context(), silent, nil, io.Discard, slog.LevelWarn, 300*time.Millisecond)
+	_, err := spawnDaemon(t.Context(), (*exec.Cmd).Start, silent, nil, io.Discard, slog.LevelWarn, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "killed it") {
 		t.Errorf("a daemon that never serves: %v", err)
 	}
@@ -417,7 +418,7 @@ while :; do sleep 0.05; done
 	}
 	var relay bytes.Buffer
 	logs := lockedWriter{w: &relay}
-	d, err := spawnDaemon(t.Context(), serving, nil, &logs, slog.LevelWarn, 10*time.Second)
+	d, err := spawnDaemon(t.Context(), (*exec.Cmd).Start, serving, nil, &logs, slog.LevelWarn, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

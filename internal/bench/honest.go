@@ -54,13 +54,18 @@ func (a *abuseRun) honestElsewhere(d time.Duration, salt int) (honestReport, err
 	cmd := exec.CommandContext(a.ctx, a.b.daemonBin, "bench", "--abuse-honest")
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stderr = a.b.stderr
-	out, err := cmd.Output()
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	err = a.b.start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if err != nil {
 		return honestReport{}, fmt.Errorf("the honest clients' process: %w", err)
 	}
 	var r honestReport
-	if err := json.Unmarshal(out, &r); err != nil {
-		return honestReport{}, fmt.Errorf("the honest clients' process answered %q: %w", out, err)
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return honestReport{}, fmt.Errorf("the honest clients' process answered %q: %w", out.Bytes(), err)
 	}
 	return r, nil
 }

@@ -88,7 +88,7 @@ func (b *bench) startSpawnedPostgres(ctx context.Context, n int) (*benchTarget, 
 	args := daemonArgsOn([]string{"--postgres", pgURL, "--max-nodes", "1073741824"}, b.cfg.prefix)
 	var addrs []string
 	for range n {
-		d, err := spawnDaemon(ctx, b.daemonBin, args, b.stderr, level, daemonServeTimeout)
+		d, err := spawnDaemon(ctx, b.start, b.daemonBin, args, b.stderr, level, daemonServeTimeout)
 		if err != nil {
 			stop()
 			return nil, err

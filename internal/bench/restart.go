@@ -101,7 +101,7 @@ func (b *bench) runRestart(ctx context.Context) (*restartResult, error) {
 	// the bound keeps a broken one from holding the run.
 	limit := daemonServeTimeout + time.Duration(n/restartDefaultNodes)*2*time.Minute
 	level, _ := daemon.ParseLevel(b.cfg.logLevel)
-	d, err := spawnDaemon(ctx, b.daemonBin, daemonArgs(false, dir, b.cfg.prefix), b.stderr, level, limit)
+	d, err := spawnDaemon(ctx, b.start, b.daemonBin, daemonArgs(false, dir, b.cfg.prefix), b.stderr, level, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -95,9 +95,10 @@ func daemonEnv() []string {
 	return env
 }
 
-// spawnDaemon starts bin with args and returns once it has logged that it serves, or fails
-// and leaves no process behind. Lines of its log at relayLevel or above are copied to relay.
-func spawnDaemon(ctx context.Context, bin string, args []string, relay io.Writer, relayLevel slog.Level, limit time.Duration) (*benchDaemon, error) {
+// spawnDaemon starts bin with args by start and returns once it has logged that it serves, or
+// fails and leaves no process behind. Lines of its log at relayLevel or above are copied to
+// relay.
+func spawnDaemon(ctx context.Context, start func(*exec.Cmd) error, bin string, args []string, relay io.Writer, relayLevel slog.Level, limit time.Duration) (*benchDaemon, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -112,7 +113,7 @@ func spawnDaemon(ctx context.Context, bin string, args []string, relay io.Writer
 		cmd: cmd, exited: make(chan struct{}), logDone: make(chan struct{}), serving: make(chan struct{}),
 	}
 	d.started = time.Now()
-	err = cmd.Start()
+	err = start(cmd)
 	pw.Close()
 	if err != nil {
 		pr.Close()
@@ -387,7 +388,7 @@ func (b *bench) startSpawned(ctx context.Context) (*benchTarget, error) {
 		args = append(args, "--debug-listen", "127.0.0.1:0")
 	}
 	level, _ := daemon.ParseLevel(b.cfg.logLevel)
-	d, err := spawnDaemon(ctx, b.daemonBin, args, b.stderr, level, daemonServeTimeout)
+	d, err := spawnDaemon(ctx, b.start, b.daemonBin, args, b.stderr, level, daemonServeTimeout)
 	if err != nil {
 		cleanup()
 		return nil, err

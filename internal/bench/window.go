@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -94,6 +95,9 @@ type bench struct {
 	loadBefore *float64
 	daemonBin  string // the svrpd binary --spawn and restart start
 	stopFailed bool   // a spawned daemon did not stop cleanly
+	// start starts every child process: exec.Cmd.Start, or for the abuse scenario's lowered
+	// attack, a start from the one thread kept at normal priority.
+	start func(*exec.Cmd) error
 }
 
 // benchStep is one step's latency in a journey.

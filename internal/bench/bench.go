@@ -386,9 +386,13 @@ the registry for CPU while it is measured:
              and heartbeats (4 clients, from many 127.2.x.y addresses, in a process of their
              own so that they do not share bench's Go scheduler with the attack) for 5 s alone
              and 5 s while the row's attack runs from 127.1.x.y addresses, with the daemon's
-             peak RSS during the attack. --abuse-rows 1,3 runs some rows; --cpuprofile FILE
-             writes the daemon's profile of each row's attack to FILE.rowN. For rows 1, 2 and 9 a second daemon then holds as many honest
-             records as the attack got accepted, and its peak is the reference. Row 10 also
+             peak RSS during the attack. The attack is sent from bench's own threads at
+             nice 10 (--abuse-nice; 0 shares the CPU evenly), the daemon and the honest
+             clients at normal priority: in the field the attack's sending costs its own
+             machines, and the daemon still does all the work it makes. --abuse-rows 1,3
+             runs some rows; --cpuprofile FILE writes the daemon's profile of each row's
+             attack to FILE.rowN. For rows 1, 2 and 9 a second daemon then holds as many
+             honest records as the attack got accepted, and its peak is the reference. Row 10 also
              measures the idle daemon's CPU over 10 s. Requests are signed as they are sent,
              by the Go client. One JSON line per row (login_*/heartbeat_* p50/p99 without and
              under attack, their p99 ratios, attack_answers, daemon_rss_peak_mb,

@@ -71,20 +71,12 @@ func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
 	res := &result{Scenario: fmt.Sprintf("abuse row %d", row.N), Target: t.label, Figures: map[string]float64{}}
 	if row.N == 10 {
 		// Idle cost first, before anything is stored or sent.
-		const settle, idle = 2 * time.Second, 10 * time.Second
-		sleep(ctx, settle)
-		c0, err := processCPU(t.d.pid)
+		sleep(ctx, 2*time.Second)
+		share, err := t.d.cpuOver(ctx, 10*time.Second)
 		if err != nil {
 			return nil, err
 		}
-		if err := sleep(ctx, idle); err != nil {
-			return nil, err
-		}
-		c1, err := processCPU(t.d.pid)
-		if err != nil {
-			return nil, err
-		}
-		res.Figures["idle_cpu_percent"] = round(100*(c1-c0).Seconds()/idle.Seconds(), 3)
+		res.Figures["idle_cpu_percent"] = round(100*share, 3)
 	}
 	hs, err := b.honestSetup(ctx, tg)
 	if err != nil {

@@ -127,7 +127,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cmdflag.New("bench", stderr)
 	fs.StringVar(&c.url, "url", "", "measure the registry at this URL instead of spawning one, e.g. http://127.0.0.1:8080")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow a --url that is not loopback (127.0.0.0/8, ::1, localhost)")
-	fs.Bool("spawn", true, "spawn svrpd serve as a child process for each scenario (the default without --url)")
+	spawnFlag := fs.Bool("spawn", true, "spawn svrpd serve as a child process for each scenario (the default without --url)")
 	fs.StringVar(&c.binary, "spawn-binary", "", "the svrpd binary to spawn (default: this executable)")
 	fs.Var(&daemonArgs, "daemon-arg", "an argument added to the spawned svrpd serve's, after bench's own (repeatable): --daemon-arg=--memory, --daemon-arg=--postgres=URL")
 	fs.StringVar(&c.scenario, "scenario", "all", "heartbeat, login, nodes, all (those three in turn), or one run only when named: accept, watcher, stats, abuse")
@@ -152,7 +152,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runHonest(ctx, os.Stdin, stdout, stderr)
 	}
 	c.daemonArgs = daemonArgs
-	err := c.validate(*logLevel, cmdflag.IsSet(fs, "spawn"))
+	err := c.validate(*logLevel, cmdflag.IsSet(fs, "spawn"), *spawnFlag)
 	if err != nil {
 		fmt.Fprintf(stderr, "svrpd bench: %v\n", strings.ReplaceAll(err.Error(), "\n", "\nsvrpd bench: "))
 		return 2
@@ -267,8 +267,11 @@ func (b *bench) target(ctx context.Context, args []string) (*target, error) {
 	}}, nil
 }
 
-func (c *config) validate(logLevel string, spawnSet bool) error {
+func (c *config) validate(logLevel string, spawnSet, spawn bool) error {
 	var errs []error
+	if !spawn && c.url == "" {
+		errs = append(errs, errors.New("--spawn=false: give the registry to measure with --url"))
+	}
 	known := c.scenario == "all" || c.scenario == "abuse"
 	names := []string{"all"}
 	for _, sc := range scenarios {

@@ -153,6 +153,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--url", "http://127.0.0.1:8080", "--daemon-arg", "--memory"},
 		{"--url", "http://127.0.0.1:8080", "--scenario", "abuse"},
 		{"--url", "ftp://127.0.0.1"},
+		{"--spawn=false"},
 	} {
 		code, _, stderr := run(t, args...)
 		if code != 2 || stderr == "" {

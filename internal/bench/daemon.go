@@ -284,6 +284,19 @@ func (d *daemon) memory() (rss, peak float64, err error) {
 	return rss, peak, nil
 }
 
+// cpuOver is the daemon's CPU time over the next d, as a share of one core.
+func (d *daemon) cpuOver(ctx context.Context, dur time.Duration) (float64, error) {
+	c0, err := processCPU(d.pid)
+	if err != nil {
+		return 0, err
+	}
+	if err := sleep(ctx, dur); err != nil {
+		return 0, err
+	}
+	c1, err := processCPU(d.pid)
+	return (c1 - c0).Seconds() / dur.Seconds(), err
+}
+
 // resetPeak sets the daemon's VmHWM to its resident set now (Linux 4.0 and later), so that
 // the peak read later is that of what followed.
 func (d *daemon) resetPeak() {

@@ -40,20 +40,12 @@ func (b *bench) watcher(ctx context.Context, t *target, clients, n int) (*result
 	// What the heartbeats alone cost the daemon, taken from each poll's CPU below.
 	var beatCPU float64 // µs of CPU per second
 	if t.d != nil {
-		alone := min(b.cfg.duration, 5*time.Second)
-		cpu0, err := processCPU(t.d.pid)
+		share, err := t.d.cpuOver(ctx, min(b.cfg.duration, 5*time.Second))
 		if err != nil {
 			return nil, err
 		}
-		if err := sleep(ctx, alone); err != nil {
-			return nil, err
-		}
-		cpu1, err := processCPU(t.d.pid)
-		if err != nil {
-			return nil, err
-		}
-		beatCPU = float64(cpu1-cpu0) / float64(time.Microsecond) / alone.Seconds()
-		res.Figures["heartbeats_alone_cpu_percent"] = round(beatCPU/1e4, 2)
+		beatCPU = share * 1e6
+		res.Figures["heartbeats_alone_cpu_percent"] = round(100*share, 2)
 	}
 	whole := t.poller(clients, b.cfg.pollEvery, func(w int) request {
 		return request{method: http.MethodGet, path: "/nodes"}

@@ -215,12 +215,7 @@ var Rows = []Row{
 			}
 			return Copied(views[0]), nil
 		},
-		Attack: func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
-			req := state.(api.RegisterRequest)
-			Flood(4, stop, func(w, i int) {
-				count(t.Send(ctx, t.HTTP(Addr(Attackers, w*100+i%100)), http.MethodPost, "/api/v1/register", req, nil))
-			})
-		},
+		Attack: replay("/api/v1/register"),
 	},
 	{N: 8, What: "a captured heartbeat replayed by a third party",
 		Bound: "a replayed heartbeat changes nothing; an older one is refused",
@@ -234,12 +229,7 @@ var Rows = []Row{
 			}
 			return Heartbeat(n, t.Prefix, time.Now().Unix())
 		},
-		Attack: func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
-			req := state.(api.HeartbeatRequest)
-			Flood(4, stop, func(w, i int) {
-				count(t.Send(ctx, t.HTTP(Addr(Attackers, w*100+i%100)), http.MethodPost, "/api/v1/heartbeat", req, nil))
-			})
-		},
+		Attack: replay("/api/v1/heartbeat"),
 	},
 	{N: 9, What: "signed registrations of fresh keys spread over 400 addresses",
 		Bound: "the global node cap answers 429 and changes nothing, logged once; known nodes keep registering and heartbeating",
@@ -257,6 +247,16 @@ var Rows = []Row{
 	},
 	{N: 10, What: "nothing: an idle daemon, then honest load alone",
 		Bound: "an idle daemon uses under 0.2 % of a core"},
+}
+
+// replay is the attack that posts the request Setup captured to path, again and again, from
+// 400 addresses.
+func replay(path string) func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
+	return func(ctx context.Context, t *Target, captured any, stop <-chan struct{}, count func(Answer)) {
+		Flood(4, stop, func(w, i int) {
+			count(t.Send(ctx, t.HTTP(Addr(Attackers, w*100+i%100)), http.MethodPost, path, captured, nil))
+		})
+	}
 }
 
 // Initiate opens a binding session for a fresh node key on c, with the session id given

@@ -12,7 +12,7 @@ import (
 // badLogin sends row 5's garbage login of o's credential from c and returns its code.
 func badLogin(t *testing.T, c *client.Client, o operator) proto.Code {
 	t.Helper()
-	return client.CodeOf(attack.GarbageLogin(t.Context(), c, o.Credential))
+	return client.CodeOf(attack.GarbageLogin(t.Context(), c, o.cred))
 }
 
 // TestRow5LoginFlood: garbage login signatures from one address stop at its failure budget;

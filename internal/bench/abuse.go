@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -60,7 +61,7 @@ func (b *bench) abuse(ctx context.Context) error {
 }
 
 func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
-	t, err := b.target(ctx, row.Flags)
+	t, err := b.target(ctx, 16, row.Flags)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +137,7 @@ func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
 	}
 	stop()
 	stop = func() {}
-	ref, err := b.target(ctx, nil)
+	ref, err := b.target(ctx, 16, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +205,11 @@ func (b *bench) honestSetup(ctx context.Context, tg *attack.Target) (honestSpec,
 	return hs, nil
 }
 
+// honestBinary is the svrpd whose bench runs the honest clients: this executable, which speaks
+// this bench's spec whatever build --spawn-binary serves; tests, whose executable is not
+// svrpd, set it.
+var honestBinary string
+
 // honestElsewhere runs one honest phase in a child process (svrpd bench --abuse-honest) and
 // returns its login and heartbeat phases. As a process of their own, the honest clients do
 // not share bench's Go scheduler with the attack's goroutines, whose work would otherwise
@@ -214,7 +220,13 @@ func (b *bench) honestElsewhere(ctx context.Context, hs honestSpec, suffix strin
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, b.cfg.binary, "bench", "--abuse-honest")
+	bin := honestBinary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, "bench", "--abuse-honest")
 	cmd.Env = daemonEnv()
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stderr = b.stderr

@@ -220,7 +220,7 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 		// A node's heartbeats leave in ts order when it has many others between them.
 		clients = max(min(clients, nodes/2), 1)
 	}
-	t, err := b.target(ctx, unboundedLimits())
+	t, err := b.target(ctx, clients, unboundedLimits())
 	if err != nil {
 		return err
 	}
@@ -247,10 +247,11 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 	return nil
 }
 
-// target is the --url registry, or a spawned svrpd serve with args before --daemon-arg's.
-func (b *bench) target(ctx context.Context, args []string) (*target, error) {
+// target is the --url registry, or a spawned svrpd serve with args before --daemon-arg's,
+// for clients at once.
+func (b *bench) target(ctx context.Context, clients int, args []string) (*target, error) {
 	if b.cfg.url != "" {
-		return &target{label: b.cfg.url, base: strings.TrimRight(b.cfg.url, "/"), http: newHTTP(64), stop: func() {}}, nil
+		return &target{label: b.cfg.url, base: strings.TrimRight(b.cfg.url, "/"), http: newHTTP(clients), stop: func() {}}, nil
 	}
 	if b.cfg.cpuProfile != "" {
 		args = append(args, "--debug-listen", "127.0.0.1:0")
@@ -259,7 +260,7 @@ func (b *bench) target(ctx context.Context, args []string) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the daemon: %w", err)
 	}
-	return &target{label: "spawn", base: "http://" + d.addr, d: d, http: newHTTP(64), stop: func() {
+	return &target{label: "spawn", base: "http://" + d.addr, d: d, http: newHTTP(clients), stop: func() {
 		if err := d.stop(); err != nil {
 			fmt.Fprintf(b.stderr, "svrpd bench: %v\n", err)
 			b.failed = true
@@ -309,6 +310,9 @@ func (c *config) validate(logLevel string, spawnSet, spawn bool) error {
 	}
 	if err := c.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel))
+	}
+	if c.scenario == "abuse" && c.cpuProfile != "" {
+		errs = append(errs, errors.New("--cpuprofile profiles timed windows, which the abuse scenario has none of"))
 	}
 	if c.abuseRows != "" {
 		if c.scenario != "abuse" {

@@ -121,6 +121,8 @@ func TestAbuseRow(t *testing.T) {
 		t.Skip("runs an abuse row for 10 s")
 	}
 	bin := svrpdtest.Binary(t)
+	honestBinary = bin
+	defer func() { honestBinary = "" }()
 	code, res, stderr := run(t, "--spawn-binary", bin, "--scenario", "abuse", "--abuse-rows", "8", "--json")
 	if code != 0 || len(res) != 1 {
 		t.Fatalf("exit %d, %d results\n%s", code, len(res), stderr)
@@ -154,6 +156,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--url", "http://127.0.0.1:8080", "--scenario", "abuse"},
 		{"--url", "ftp://127.0.0.1"},
 		{"--spawn=false"},
+		{"--scenario", "abuse", "--cpuprofile", "x"},
 	} {
 		code, _, stderr := run(t, args...)
 		if code != 2 || stderr == "" {

@@ -46,6 +46,7 @@ type config struct {
 	abuseRows   string
 	beatRate    int
 	pollEvery   time.Duration
+	pageLimit   int
 }
 
 // scenario is what a scenario measures and how it is sized unless told otherwise.
@@ -142,6 +143,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the spawned daemon's CPU profile of each timed window to this file (FILE, FILE.2, ...); read it with go tool pprof")
 	fs.IntVar(&c.beatRate, "beats-per-second", 1000, "with --scenario watcher, heartbeats sent per second while the watchers poll")
 	fs.DurationVar(&c.pollEvery, "poll-every", time.Second, "with --scenario watcher, how often each watcher polls (back to back when a poll takes longer)")
+	fs.IntVar(&c.pageLimit, "page-limit", 0, "with --scenario watcher, the conditional polls read the listing in pages of this many nodes (?limit=), following Link rel=\"next\" (0: one answer)")
 	fs.StringVar(&c.abuseRows, "abuse-rows", "", "with --scenario abuse, the rows to run, comma-separated (default all)")
 	honest := fs.Bool("abuse-honest", false, "run the honest clients of one abuse phase, from the JSON spec on standard input (the abuse scenario starts itself so)")
 	fs.Usage = func() { usage(fs.Output(), fs) }
@@ -302,8 +304,8 @@ func (c *config) validate(logLevel string, spawnSet, spawn bool) error {
 	if c.nodes < 0 || c.nodes > 10_000_000 {
 		errs = append(errs, errors.New("--nodes must be from 1 to 10000000 (0: the scenario's default)"))
 	}
-	if c.verifyTime < 0 || c.beatRate < 0 || c.pollEvery < 0 {
-		errs = append(errs, errors.New("--verify-time, --beats-per-second and --poll-every must not be negative"))
+	if c.verifyTime < 0 || c.beatRate < 0 || c.pollEvery < 0 || c.pageLimit < 0 {
+		errs = append(errs, errors.New("--verify-time, --beats-per-second, --poll-every and --page-limit must not be negative"))
 	}
 	if err := canonical.CheckPrefix(c.prefix); err != nil {
 		errs = append(errs, fmt.Errorf("--prefix: %w", err))
@@ -370,7 +372,8 @@ Scenarios. What a window sends is signed before it begins:
              --beats-per-second of them, and has --clients watchers (default 64) poll GET /nodes
              every --poll-every: first the whole listing each time, then conditionally (the last
              ETag in If-None-Match, ?changed_since= the previous poll's time, Accept-Encoding:
-             gzip). Bytes received and daemon CPU per poll of each way, the heartbeats' own CPU
+             gzip; with --page-limit N, ?limit=N and every page its Link rel="next" names).
+             Bytes received and daemon CPU per poll of each way, the heartbeats' own CPU
              (measured alone first) taken out, and their ratios
   stats      (only when named) registers --nodes nodes (default 100,000), then GET /health and
              GET /v1/network/stats in turn: CPU and bytes per request, and their ratios

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -272,5 +273,25 @@ while :; do sleep 0.05; done
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 3 {
 		t.Errorf("TMPDIR holds %d entries after the daemons stopped, want the 3 scripts", len(left))
+	}
+}
+
+func TestNextLink(t *testing.T) {
+	tg := &target{base: "http://127.0.0.1:8080/registry"}
+	for header, want := range map[string]string{
+		`</registry/nodes?cursor=abc&limit=5>; rel="next"`:              "/nodes?cursor=abc&limit=5",
+		`<nodes?cursor=x>; rel="prev", <nodes?cursor=y>; rel="next"`:    "/nodes?cursor=y",
+		`<http://127.0.0.1:8080/registry/nodes?cursor=z>; rel = "next"`: "/nodes?cursor=z",
+		`<https://elsewhere.example/nodes?cursor=z>; rel="next"`:        "https://elsewhere.example/nodes?cursor=z",
+		`</registry/nodes?cursor=abc>; rel="last"`:                      "",
+	} {
+		h := http.Header{"Link": {header}}
+		got := nextLink(h)
+		if got != "" {
+			got = tg.resolve(got)
+		}
+		if got != want {
+			t.Errorf("Link %s: next %q, want %q", header, got, want)
+		}
 	}
 }

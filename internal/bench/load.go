@@ -47,7 +47,7 @@ func (t *target) client(prefix string) *client.Client {
 
 // request is one prepared HTTP request.
 type request struct {
-	method, path string
+	method, path string // path below the target's URL, or an absolute URL
 	body         []byte
 	header       http.Header
 }
@@ -67,7 +67,11 @@ func (t *target) exchange(ctx context.Context, r request, ok ...int) (*http.Resp
 	if r.body != nil {
 		body = bytes.NewReader(r.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, t.base+r.path, body)
+	u := r.path
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		u = t.base + u
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
 	if err != nil {
 		return nil, outcome{failed: err.Error()}
 	}

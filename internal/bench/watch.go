@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,9 +58,16 @@ func (b *bench) watcher(ctx context.Context, t *target, clients, n int) (*result
 		if etags[w] != "" {
 			h.Set("If-None-Match", etags[w])
 		}
-		path := "/nodes"
+		q := url.Values{}
 		if since[w] != "" {
-			path += "?changed_since=" + url.QueryEscape(since[w])
+			q.Set("changed_since", since[w])
+		}
+		if b.cfg.pageLimit > 0 {
+			q.Set("limit", strconv.Itoa(b.cfg.pageLimit))
+		}
+		path := "/nodes"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
 		}
 		return request{method: http.MethodGet, path: path, header: h}
 	}
@@ -121,13 +130,56 @@ func (t *target) poller(clients int, every time.Duration, next func(w int) reque
 		}
 		sent := time.Now()
 		due[w] = sent.Add(every)
-		res, o := t.exchange(inFlight(ctx), next(w), http.StatusOK, http.StatusNotModified)
+		req := next(w)
+		res, o := t.exchange(inFlight(ctx), req, http.StatusOK, http.StatusNotModified)
+		first := res
+		// A paged answer names its next page in a Link header: a poll reads every page.
+		for o.failed == "" && res.StatusCode == http.StatusOK {
+			link := nextLink(res.Header)
+			if link == "" {
+				break
+			}
+			var more outcome
+			h := req.header.Clone()
+			h.Del("If-None-Match")
+			res, more = t.exchange(inFlight(ctx), request{method: http.MethodGet, path: t.resolve(link), header: h})
+			o.bytes, o.failed = o.bytes+more.bytes, more.failed
+		}
 		o.took = max(time.Since(sent), 1)
+		res = first
 		if o.failed == "" && answered != nil {
 			answered(w, sent, res)
 		}
 		return o, true
 	}
+}
+
+// nextLink is the target of a Link header's rel="next", or "".
+func nextLink(h http.Header) string {
+	for _, v := range h.Values("Link") {
+		for _, part := range strings.Split(v, ",") {
+			target, params, ok := strings.Cut(strings.TrimSpace(part), ";")
+			if ok && strings.Contains(strings.ReplaceAll(params, " ", ""), `rel="next"`) {
+				return strings.Trim(strings.TrimSpace(target), "<>")
+			}
+		}
+	}
+	return ""
+}
+
+// resolve is a link from an answer as a path below the target's base URL, or the absolute
+// URL when it leaves it.
+func (t *target) resolve(link string) string {
+	base, err := url.Parse(t.base + "/")
+	ref, err2 := url.Parse(link)
+	if err != nil || err2 != nil {
+		return link
+	}
+	abs := base.ResolveReference(ref).String()
+	if rest, ok := strings.CutPrefix(abs, t.base); ok {
+		return rest
+	}
+	return abs
 }
 
 // beatCount counts the background heartbeats.

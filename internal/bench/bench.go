@@ -172,7 +172,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c.url != "" {
 		fmt.Fprintf(b.text, "target: %s\n", c.url)
 	} else {
-		fmt.Fprintf(b.text, "target: svrpd serve (%s %s) as a child process, a fresh one per scenario\n", b.cfg.binary, strings.Join(c.daemonArgs, " "))
+		fmt.Fprintf(b.text, "target: svrpd serve (%s) as a child process, a fresh one per scenario\n", strings.Join(append([]string{b.cfg.binary}, c.daemonArgs...), " "))
 	}
 	if c.scenario == "abuse" {
 		if err := b.abuse(ctx); err != nil {

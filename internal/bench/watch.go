@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -80,12 +81,9 @@ func (b *bench) watcher(ctx context.Context, t *target, clients, n int) (*result
 	conditional := t.poller(clients, b.cfg.pollEvery, condition, answered)
 	// Each watcher has been watching for a while: its first, whole listing is not timed.
 	if err := parallel(ctx, clients, clients, func(w int) error {
-		sent := time.Now()
-		res, o := t.exchange(ctx, condition(w))
-		if o.failed != "" {
-			return &pollError{o.failed}
+		if o, _ := conditional(ctx, w); o.failed != "" {
+			return fmt.Errorf("a watcher's first poll: %s", o.failed)
 		}
-		answered(w, sent, res)
 		return nil
 	}); err != nil {
 		return nil, err
@@ -114,10 +112,6 @@ func (b *bench) watcher(ctx context.Context, t *target, clients, n int) (*result
 	res.Figures["heartbeats_failed"] = float64(beats.failed.Load())
 	return res, nil
 }
-
-type pollError struct{ why string }
-
-func (e *pollError) Error() string { return "the first poll: " + e.why }
 
 // poller is an op for clients watchers that each poll at most once per every (back to back
 // when a poll takes longer): next is watcher w's request, and answered, if given, sees each

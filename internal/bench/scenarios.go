@@ -80,30 +80,41 @@ func (b *bench) registerNodes(ctx context.Context, t *target, n int) ([]*client.
 	return nodes, nil
 }
 
-// sized prepares as many requests as the window is likely to need, at most limit: it
-// prepares a batch, sends it untimed at the rate the daemon takes once warm, and prepares
-// that rate over --duration twice over.
+// sized prepares as many requests as the window is likely to need, at most limit: it sends
+// batches untimed, each sized from the rate of the one before, until one takes long enough
+// to tell the rate of a warm daemon, and prepares that rate over --duration twice over.
 func (b *bench) sized(ctx context.Context, t *target, clients, limit int, what string, prepare func(k int) ([]request, error)) ([]request, error) {
+	const warm = 300 * time.Millisecond
 	limit = min(limit, int(min(b.cfg.requests, maxPrepared)))
 	batch := min(max(clients*16, 64), limit)
-	reqs, err := prepare(batch)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	err = parallel(ctx, len(reqs), clients, func(i int) error {
-		if _, o := t.exchange(ctx, reqs[i]); o.failed != "" {
-			return fmt.Errorf("%s: %s", what, o.failed)
+	var rate float64
+	for round := 0; ; round++ {
+		reqs, err := prepare(batch)
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("warming up: %w", err)
+		start := time.Now()
+		err = parallel(ctx, len(reqs), clients, func(i int) error {
+			if _, o := t.exchange(ctx, reqs[i]); o.failed != "" {
+				return fmt.Errorf("%s: %s", what, o.failed)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("warming up: %w", err)
+		}
+		took := time.Since(start)
+		rate = float64(len(reqs)) / took.Seconds()
+		// The first batch meets a cold daemon; a later one that lasts decides.
+		if (round > 0 && took >= warm) || batch >= limit || round == 3 {
+			break
+		}
+		batch = min(max(int(rate*warm.Seconds()*1.5), 2*batch), limit)
 	}
-	rate := float64(len(reqs)) / time.Since(start).Seconds()
 	k := min(int(2*rate*b.cfg.duration.Seconds())+16*clients, limit)
-	start = time.Now()
-	if reqs, err = prepare(k); err != nil {
+	start := time.Now()
+	reqs, err := prepare(k)
+	if err != nil {
 		return nil, err
 	}
 	b.note("prepared %s %s in %.1fs", group(float64(k)), what, time.Since(start).Seconds())

@@ -141,7 +141,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "warn", "the least level of a spawned daemon's log lines copied to stderr")
 	fs.BoolVar(&c.jsonOnly, "json", false, "print only the JSON line of each scenario")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the spawned daemon's CPU profile of each timed window to this file (FILE, FILE.2, ...); read it with go tool pprof")
-	fs.IntVar(&c.beatRate, "beats-per-second", 1000, "with --scenario watcher, heartbeats sent per second while the watchers poll")
+	fs.IntVar(&c.beatRate, "beats-per-second", 1000, "with --scenario watcher, heartbeats sent per second while the watchers poll (at most half the nodes)")
 	fs.DurationVar(&c.pollEvery, "poll-every", time.Second, "with --scenario watcher, how often each watcher polls (back to back when a poll takes longer)")
 	fs.IntVar(&c.pageLimit, "page-limit", 0, "with --scenario watcher, the conditional polls read the listing in pages of this many nodes (?limit=), following Link rel=\"next\" (0: one answer)")
 	fs.StringVar(&c.abuseRows, "abuse-rows", "", "with --scenario abuse, the rows to run, comma-separated (default all)")

@@ -54,7 +54,7 @@ func commands() []command {
 		{"keygen", "create a node key (a seed file) and print its DIDs and fingerprint", withoutStdin(cli.Keygen)},
 		{"node", "run a node (node run) or bind it to an operator (node bind)", cli.Node},
 		{"operator", "operator identity, login, binding and views (operator init, login, resolve, ...)", cli.Operator},
-		{"bench", "measure a registry: ops/s and latency per scenario against the Ed25519 verify ceiling", withoutStdin(bench.Main)},
+		{"bench", "load a registry: latency and the daemon's CPU per operation, against one Ed25519 verify", withoutStdin(bench.Main)},
 		{"version", "print the version, VCS revision and build time (also --version)", withoutStdin(version)},
 		{"help", `list the commands; "svrpd help COMMAND" shows a command's flags`, withoutStdin(help)},
 	}

@@ -4,16 +4,16 @@
 // bounded in requests and time and asserts that the bound holds: the documented answer beyond
 // a limit, nothing changed by a refused request, resources within bounds, and honest requests
 // made during the attack answered.
+//
+// The attacks themselves — each row's setup, its requests and the bound it checks — are in
+// package attack, which the tests here send with lowered limits and svrpd bench's abuse
+// scenario floods a daemon with. A new row goes there, with a TestRow<N> test here.
 package abuse
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/authn"
-	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/internal/svrpdtest"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -37,6 +37,8 @@ type daemon struct {
 	*svrpdtest.Daemon
 	t    *testing.T
 	data string
+	// tg sends the attack rows' requests (package attack) to it.
+	tg *attack.Target
 }
 
 // start runs svrpd serve on Badger in a temporary directory with the given extra flags and
@@ -46,7 +48,7 @@ func start(t *testing.T, flags ...string) *daemon {
 	data := filepath.Join(t.TempDir(), "data")
 	p := svrpdtest.Start(t, nil, append([]string{"--data", data, "--log-level", "info", "--log-format", "text"}, flags...)...)
 	t.Cleanup(p.Stop)
-	return &daemon{Daemon: p, t: t, data: data}
+	return &daemon{Daemon: p, t: t, data: data, tg: attack.NewTarget(p.URL, "")}
 }
 
 // lines returns the log lines that contain sub.
@@ -61,16 +63,10 @@ func (d *daemon) lines(sub string) []string {
 }
 
 // from returns an HTTP client whose connections leave from the loopback address ip.
-func from(ip string) *http.Client {
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	return &http.Client{
-		Timeout:   20 * time.Second,
-		Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 16},
-	}
-}
+func from(ip string) *http.Client { return attack.From(ip) }
 
 // addr is the i-th attacker address, 127.1.x.y; honest clients use 127.0.0.x.
-func addr(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1) }
+func addr(i int) string { return attack.Addr(attack.Attackers, i) }
 
 // api returns a registry client that sends from ip and never retries.
 func (d *daemon) api(ip string) *client.Client {
@@ -85,27 +81,11 @@ func (d *daemon) api(ip string) *client.Client {
 // post sends body as JSON and returns the status and the error code of the answer.
 func (d *daemon) post(hc *http.Client, path string, body any, header http.Header) (int, string) {
 	d.t.Helper()
-	b, err := json.Marshal(body)
-	if err != nil {
-		d.t.Fatal(err)
+	a := d.target().Send(d.t.Context(), hc, http.MethodPost, path, body, header)
+	if a.Status == 0 {
+		d.t.Fatalf("POST %s: %s", path, a.Code)
 	}
-	req, err := http.NewRequest(http.MethodPost, d.URL+path, bytes.NewReader(b))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	req.Header = header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := hc.Do(req)
-	if err != nil {
-		d.t.Fatalf("POST %s: %v", path, err)
-	}
-	defer res.Body.Close()
-	var e struct{ Code string }
-	json.NewDecoder(res.Body).Decode(&e)
-	return res.StatusCode, e.Code
+	return a.Status, a.Code
 }
 
 // rssKiB is the daemon's resident set.
@@ -150,13 +130,11 @@ type operator struct {
 
 func newOperator(t *testing.T) operator {
 	t.Helper()
-	_, root, _ := ed25519.GenerateKey(rand.Reader)
-	dpub, device, _ := ed25519.GenerateKey(rand.Reader)
-	cred, err := client.IssueDeviceCredential(root, dpub, client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute)})
+	o, err := attack.NewOperator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return operator{root: root, device: device, cred: cred}
+	return operator{root: o.Root, device: o.Device, cred: o.Credential}
 }
 
 // login logs o in through c.
@@ -168,8 +146,7 @@ func (o operator) login(t *testing.T, c *client.Client) (*client.Operator, error
 // newNode is a fresh node key on c.
 func newNode(t *testing.T, c *client.Client) *client.Node {
 	t.Helper()
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	n, err := client.NewNode(c, key, didkey.FormShort)
+	n, err := attack.FreshNode(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/internal/abuse/attack"
 )
 
 // The listing readers of row 1 run in a child process (this test binary, re-run with
@@ -78,7 +78,7 @@ func TestListingReaders(t *testing.T) {
 	}
 	n, _ := strconv.Atoi(os.Getenv(readersCountEnv))
 	dur, _ := time.ParseDuration(os.Getenv(readersForEnv))
-	d := &daemon{Daemon: &svrpdtest.Daemon{URL: url}}
+	tg := attack.NewTarget(url, "")
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	var listings, sent atomic.Int64
@@ -89,7 +89,7 @@ func TestListingReaders(t *testing.T) {
 			defer wg.Done()
 			c := from(addr(100 + r))
 			for i := 0; ctx.Err() == nil; i++ {
-				status, got, err := d.drain(c, fmt.Sprintf("/nodes?online_within=%d", 1000+r*100000+i))
+				status, got, err := tg.Listing(ctx, c, r*100000+i)
 				if (err != nil || status != http.StatusOK) && ctx.Err() == nil {
 					t.Errorf("listing: %d, %v", status, err)
 					return

@@ -18,6 +18,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
@@ -98,38 +99,22 @@ type answer struct {
 
 func (a answer) String() string { return fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body)) }
 
-// send makes one request with a JSON body (nil for none).
+// send makes one request with a JSON body (nil for none), as an attacker sends it: '<' as
+// itself, not as \u003c.
 func (d *daemon) send(t testing.TB, c *http.Client, method, path string, body any) answer {
-	var rd io.Reader
-	if body != nil {
-		// As an attacker sends it: '<' as itself, not as \u003c.
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(body); err != nil {
-			t.Fatal(err)
-		}
-		rd = &buf
+	a := d.target().Send(context.Background(), c, method, path, body, nil)
+	if a.Status == 0 {
+		t.Errorf("%s %s: %s", method, path, a.Code)
 	}
-	req, err := http.NewRequest(method, d.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
+	return answer{status: a.Status, code: a.Code, body: a.Body}
+}
+
+// target is the daemon as the attack rows address it.
+func (d *daemon) target() *attack.Target {
+	if d.tg == nil {
+		d.tg = attack.NewTarget(d.URL, "")
 	}
-	res, err := c.Do(req)
-	if err != nil {
-		t.Errorf("%s %s: %v", method, path, err)
-		return answer{}
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Errorf("%s %s: reading the answer: %v", method, path, err)
-	}
-	var e api.ErrorBody
-	if res.StatusCode != http.StatusOK {
-		json.Unmarshal(raw, &e)
-	}
-	return answer{status: res.StatusCode, code: e.Code, body: raw}
+	return d.tg
 }
 
 // nodes returns GET /nodes as records, and its size in bytes.

@@ -1,14 +1,12 @@
 package abuse
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestRow4IdleConnections: idle keep-alive connections from many addresses stop at the
@@ -17,27 +15,11 @@ import (
 func TestRow4IdleConnections(t *testing.T) {
 	const total, perAddr, addrs = 120, 10, 20
 	d := start(t, "--max-connections", fmt.Sprint(total), "--max-connections-per-address", fmt.Sprint(perAddr))
-	host := strings.TrimPrefix(d.URL, "http://")
 
-	// Each connection makes one request and then holds the connection idle.
+	// Each connection makes one request and then holds the connection idle (row 4's attack).
 	hold := func(ip string) (net.Conn, bool) {
-		dialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-		c, err := dialer.Dial("tcp", host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: svrpd\r\n\r\n")
-		line, err := bufio.NewReader(c).ReadString('\n')
-		c.SetDeadline(time.Time{})
-		if err != nil {
-			c.Close()
-			return nil, false
-		}
-		if !strings.HasPrefix(line, "HTTP/1.1 200") {
-			t.Fatalf("health: %q", line)
-		}
-		return c, true
+		c, err := d.target().Hold(ip)
+		return c, err == nil
 	}
 	var held []net.Conn
 	defer func() {

@@ -1,30 +1,18 @@
 package abuse
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/svrp/svrp/authn"
-	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/client"
 )
 
-// badLogin sends a login of o's credential with a garbage signature over a fresh challenge,
-// from c, and returns its code.
+// badLogin sends row 5's garbage login of o's credential from c and returns its code.
 func badLogin(t *testing.T, c *client.Client, o operator) proto.Code {
 	t.Helper()
-	ch, err := c.Challenge(context.Background())
-	if err != nil {
-		return client.CodeOf(err)
-	}
-	_, err = c.DeviceLogin(context.Background(), authn.Login{
-		DeviceCredential: o.cred, Challenge: ch.Challenge,
-		IssuedAt: canonical.FormatTime(time.Now()), Signature: "1111111111111111111111111111111111111111111111111111111111111111",
-	})
-	return client.CodeOf(err)
+	return client.CodeOf(attack.GarbageLogin(t.Context(), c, o.cred))
 }
 
 // TestRow5LoginFlood: garbage login signatures from one address stop at its failure budget;

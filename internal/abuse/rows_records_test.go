@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -42,10 +43,9 @@ func TestRow1BoundedRecordsAndListings(t *testing.T) {
 	// 300 registrations with a 63 KB signature, from one address: all refused, none stored.
 	// The first ones are read and refused as malformed; once the address has sent its
 	// budget of malformed requests, the rest are refused before their body is read.
-	huge := strings.Repeat("<", 63<<10)
 	for i := range 300 {
 		r := nodeKey(fmt.Sprint("huge ", i)).registration(t, "203.0.113.40:7000")
-		r.Signature = &huge
+		r.Signature = &attack.HugeSignature
 		a := d.send(t, attacker, "POST", "/api/v1/register", r)
 		want, code := http.StatusBadRequest, "BAD_REQUEST"
 		if i >= registry.DefaultMalformedAddressLimit {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/registry/api"
 )
 
@@ -56,10 +57,7 @@ func TestRow7RegistrationReplay(t *testing.T) {
 	}
 	before := d.node(t, legacy.key)
 	time.Sleep(1100 * time.Millisecond) // last_seen has one-second precision
-	copied := api.RegisterRequest{
-		DID: before.DID, PublicKey: before.PublicKey, Endpoint: before.Endpoint,
-		Capabilities: before.Capabilities, Signature: before.Signature, Region: *before.Region,
-	}
+	copied := attack.Copied(before)
 	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", copied) {
 		if a.status != http.StatusOK {
 			t.Fatalf("replay %d from %s: %s, want 200 with the stored record", i, addr(i), a)

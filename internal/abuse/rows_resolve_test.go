@@ -6,24 +6,21 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/registry/client"
 )
 
-// wrongCode is the i-th short code that no session has: each guess a different code, so the
-// per-code budget never speaks.
-func wrongCode(i int) string {
-	a := binding.ShortCodeAlphabet
-	return fmt.Sprintf("%c%c%c%cZZZZ", a[i/(31*31*31)%31], a[i/(31*31)%31], a[i/31%31], a[i%31])
-}
+// wrongCode is the i-th short code that no session has.
+func wrongCode(i int) string { return attack.WrongCode(i) }
 
+// resolveAs sends row 6's resolve of code from ip with token as the bearer and returns the
+// answer's code.
 func resolveAs(d *daemon, ip, token, code string, header http.Header) string {
-	h := http.Header{"Authorization": {"Bearer " + token}}
-	for k, v := range header {
-		h[k] = v
+	a := d.target().Resolve(context.Background(), from(ip), token, code, header)
+	if a.Status == 0 {
+		d.t.Fatalf("resolve: %s", a.Code)
 	}
-	_, c := d.post(from(ip), "/v1/bindings/resolve", map[string]string{"short_code": code}, h)
-	return c
+	return a.Code
 }
 
 // TestRow6ResolveBudgets: one bearer guessing from many addresses stops at the per-operator

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -40,7 +41,7 @@ func TestRow2InitiateFlood(t *testing.T) {
 	codes := map[proto.Code]int{}
 	for i := range perAddr + 20 {
 		id := fmt.Sprintf("bs-one-%03d", i)
-		_, err := newNode(t, one).Initiate(ctx, client.InitiateOptions{SessionID: id})
+		err := attack.Initiate(ctx, one, id)
 		codes[client.CodeOf(err)]++
 		if client.CodeOf(err) == proto.RateLimited {
 			refusedID = id
@@ -64,7 +65,7 @@ func TestRow2InitiateFlood(t *testing.T) {
 			defer wg.Done()
 			c := d.api(addr(a))
 			for range perAddr {
-				_, err := newNode(t, c).Initiate(ctx, client.InitiateOptions{})
+				err := attack.Initiate(ctx, c, "")
 				mu.Lock()
 				switch code := client.CodeOf(err); code {
 				case "":
@@ -107,11 +108,7 @@ func TestRow3FinishedHistory(t *testing.T) {
 	n := newNode(t, c)
 	const history = 300
 	for i := range history {
-		s, err := n.Initiate(ctx, client.InitiateOptions{SessionID: fmt.Sprintf("old-%03d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := n.Cancel(ctx, s.BindingSessionID); err != nil {
+		if err := attack.InitiateCancel(ctx, n, fmt.Sprintf("old-%03d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}

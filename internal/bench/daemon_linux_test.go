@@ -52,14 +52,11 @@ func TestProcessCPU(t *testing.T) {
 	}
 }
 
-// The ceiling also says what one verify costs in CPU, and no more than its CPUs could
-// have given at the rate it measured.
-func TestCeilingCPUPerVerify(t *testing.T) {
-	rate, perVerify := measureCeiling(t.Context(), 400*time.Millisecond)
-	if rate <= 0 || perVerify < time.Microsecond || perVerify > 10*time.Millisecond {
-		t.Fatalf("%.0f verifies/s, %s of CPU per verify", rate, perVerify)
-	}
-	if busy := rate * perVerify.Seconds(); busy > 1.25*float64(runtime.NumCPU()) {
-		t.Errorf("%.0f verifies/s at %s each keep %.2f CPUs busy, more than the %d there are", rate, perVerify, busy, runtime.NumCPU())
+// One verify's CPU time is positive and no more than the wall time it could have taken.
+func TestVerifyTime(t *testing.T) {
+	start := time.Now()
+	v := verifyTime(t.Context(), 300*time.Millisecond)
+	if v < time.Microsecond || v > 10*time.Millisecond || v > time.Since(start) {
+		t.Fatalf("%s of CPU per verify", v)
 	}
 }

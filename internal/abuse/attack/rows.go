@@ -1,0 +1,331 @@
+package attack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/client"
+)
+
+// Row is one way of attacking a registry.
+type Row struct {
+	N     int
+	What  string // the attack
+	Bound string // what the registry keeps against it, and what the abuse test asserts
+	// Flags, added to svrpd serve's, change a default limit that a flood's setup could not
+	// live with.
+	Flags []string
+	// Setup prepares what Attack needs, before any honest client is measured.
+	Setup func(ctx context.Context, t *Target) (any, error)
+	// Attack floods t until stop is closed, from as many goroutines as it likes, and hands
+	// every answer to count; state is what Setup returned. It returns once it has stopped.
+	Attack func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer))
+	// Stored, for an attack that makes the registry keep records, is how many it kept, from
+	// the answers counted and the registry's node count (nodes before the attack began);
+	// Reference puts as many honest records into another registry, whose memory is what the
+	// attack's is compared with.
+	Stored    func(ctx context.Context, t *Target, answers map[string]int64, nodes int) int
+	Reference func(ctx context.Context, t *Target, count int) error
+}
+
+// Flood runs fn from workers goroutines until stop is closed.
+func Flood(workers int, stop <-chan struct{}, fn func(w, i int)) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				fn(w, i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Pick returns the rows named in list ("1,3"), or all of them when list is empty.
+func Pick(list string) ([]Row, error) {
+	if list == "" {
+		return Rows, nil
+	}
+	var out []Row
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		i := slices.IndexFunc(Rows, func(r Row) bool { return r.N == n })
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("%q is not a row of the abuse suite (1 to %d)", f, len(Rows))
+		}
+		out = append(out, Rows[i])
+	}
+	return out, nil
+}
+
+// Get is row n.
+func Get(n int) Row {
+	i := slices.IndexFunc(Rows, func(r Row) bool { return r.N == n })
+	if i < 0 {
+		panic(fmt.Sprintf("attack: no row %d", n))
+	}
+	return Rows[i]
+}
+
+// Rows are the attacks, in the order of the abuse suite.
+var Rows = []Row{
+	{N: 1, What: "unsigned registrations with a 63 KB signature from one address, and listings with many online_within values",
+		Bound: "a huge signature is refused before grace mode and stores nothing; past its malformed-request budget the address is refused; a record is bounded; listings with distinct filters share one build",
+		Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+			hc := t.HTTP(Addr(Attackers, 1))
+			Flood(4, stop, func(w, i int) {
+				if w == 0 {
+					status, _, err := t.Listing(ctx, hc, i%600)
+					if err != nil {
+						count(Answer{Code: err.Error()})
+						return
+					}
+					count(Answer{Status: status})
+					return
+				}
+				n, err := FreshNode(t.Client(Addr(Attackers, 1)))
+				if err != nil {
+					count(Of(err))
+					return
+				}
+				count(t.Send(ctx, hc, http.MethodPost, "/api/v1/register", HugeRegistration(n.PublicKey()), nil))
+			})
+		},
+		Stored:    storedNodes,
+		Reference: registerNodes,
+	},
+	{N: 2, What: "binding initiates with a fresh key each, from one address and then 40",
+		Bound: "an address's initiate budget, then the global cap of open sessions; a refused initiate opens nothing and the data directory stays small",
+		Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+			Flood(8, stop, func(w, i int) {
+				count(Of(Initiate(ctx, t.Client(Addr(Attackers, w*5+i/200%5)), "")))
+			})
+		},
+		Stored: func(_ context.Context, _ *Target, answers map[string]int64, _ int) int { return int(answers["200"]) },
+		Reference: func(ctx context.Context, t *Target, count int) error {
+			return Spread(ctx, count, func(i int) error { return Initiate(ctx, t.Client(Addr(Reference, i/100)), "") })
+		},
+	},
+	{N: 3, What: "one key with 1,000 finished sessions, then 8 threads initiating and cancelling for it",
+		Bound: "a key's finished sessions are never read: it initiates as fast as a fresh key, its open sessions stay capped, and a finished session's id stays taken",
+		// Room in the key's initiate budget for its history, and for 100 more.
+		Flags: []string{"--initiate-key-limit", "1100"},
+		Setup: func(ctx context.Context, t *Target) (any, error) {
+			n, err := FreshNode(t.Client(Addr(Attackers, 0)))
+			if err != nil {
+				return nil, err
+			}
+			for i := range 1000 {
+				me := &client.Node{Client: t.Client(Addr(Attackers, i/100)), Key: n.Key, DID: n.DID}
+				if err := InitiateCancel(ctx, me, ""); err != nil {
+					return nil, err
+				}
+			}
+			return n, nil
+		},
+		Attack: func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
+			n := state.(*client.Node)
+			Flood(8, stop, func(w, i int) {
+				me := &client.Node{Client: t.Client(Addr(Attackers, 100+w*10+i/100%10)), Key: n.Key, DID: n.DID}
+				count(Of(InitiateCancel(ctx, me, "")))
+			})
+		},
+	},
+	{N: 4, What: "idle keep-alive connections, as many as 64 addresses can open",
+		Bound: "connections stop at the per-address cap and the total cap, descriptors stay bounded, and a fresh address is still served",
+		Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+			var held []net.Conn
+			defer func() {
+				for _, c := range held {
+					c.Close()
+				}
+			}()
+			for i := 0; i < 64*80; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := t.Hold(Addr(Attackers, i%64))
+				if err != nil {
+					count(Answer{Code: "refused"})
+					continue
+				}
+				count(Answer{Status: http.StatusOK})
+				held = append(held, c)
+			}
+			<-stop
+		},
+	},
+	{N: 5, What: "garbage login signatures with a self-made identity, from one address",
+		Bound: "an address's login-failure budget, an operator's that a stranger cannot lock out, the attempt budget and the bearer session cap",
+		Setup: func(context.Context, *Target) (any, error) { return NewOperator() },
+		Attack: func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
+			mallory := state.(Operator)
+			c := t.Client(Addr(Attackers, 1))
+			Flood(4, stop, func(w, i int) { count(Of(GarbageLogin(ctx, c, mallory.Credential))) })
+		},
+	},
+	{N: 6, What: "wrong short codes from 1,000 addresses with one bearer",
+		Bound: "an operator's resolve budget, then the global one; a refused resolve changes nothing; behind a trusted proxy each forwarded client has its own budget",
+		Setup: func(ctx context.Context, t *Target) (any, error) {
+			mallory, err := NewOperator()
+			if err != nil {
+				return nil, err
+			}
+			o, err := mallory.Login(ctx, t.Client(Addr(Attackers, 1)))
+			if err != nil {
+				return nil, err
+			}
+			return o.Token, nil
+		},
+		Attack: func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
+			token := state.(string)
+			Flood(8, stop, func(w, i int) {
+				count(t.Resolve(ctx, t.HTTP(Addr(Attackers, (w*125+i)%1000)), token, WrongCode(w*1_000_000+i), nil))
+			})
+		},
+	},
+	{N: 7, What: "an honest node's registration, copied and re-posted from many addresses",
+		Bound: "a copied registration changes nothing, last_seen included; an older one cannot roll the endpoint back",
+		Setup: func(ctx context.Context, t *Target) (any, error) {
+			views, err := t.Client("127.0.0.1").Nodes(ctx, api.NodeFilter{})
+			if err != nil {
+				return nil, err
+			}
+			if len(views) == 0 {
+				return nil, errors.New("no registered node to copy")
+			}
+			return Copied(views[0]), nil
+		},
+		Attack: replay("/api/v1/register"),
+	},
+	{N: 8, What: "a captured heartbeat replayed by a third party",
+		Bound: "a replayed heartbeat changes nothing; an older one is refused",
+		Setup: func(ctx context.Context, t *Target) (any, error) {
+			n, err := FreshNode(t.Client(Addr(Attackers, 0)))
+			if err != nil {
+				return nil, err
+			}
+			if _, err := n.Register(ctx, "203.0.113.20:7000", []string{"inference"}, ""); err != nil {
+				return nil, err
+			}
+			return Heartbeat(n, t.Prefix, time.Now().Unix())
+		},
+		Attack: replay("/api/v1/heartbeat"),
+	},
+	{N: 9, What: "signed registrations of fresh keys spread over 400 addresses",
+		Bound: "the global node cap answers 429 and changes nothing, logged once; known nodes keep registering and heartbeating",
+		Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+			Flood(8, stop, func(w, i int) {
+				n, err := FreshNode(t.Client(Addr(Attackers, (w*50+i)%400)))
+				if err == nil {
+					_, err = n.Register(ctx, "203.0.113.1:7000", []string{"inference"}, "")
+				}
+				count(Of(err))
+			})
+		},
+		Stored:    storedNodes,
+		Reference: registerNodes,
+	},
+	{N: 10, What: "nothing: an idle daemon, then honest load alone",
+		Bound: "an idle daemon uses under 0.2 % of a core"},
+}
+
+// replay is the attack that posts the request Setup captured to path, again and again, from
+// 400 addresses.
+func replay(path string) func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
+	return func(ctx context.Context, t *Target, captured any, stop <-chan struct{}, count func(Answer)) {
+		Flood(4, stop, func(w, i int) {
+			count(t.Send(ctx, t.HTTP(Addr(Attackers, w*100+i%100)), http.MethodPost, path, captured, nil))
+		})
+	}
+}
+
+// Initiate opens a binding session for a fresh node key on c, with the session id given
+// ("" for a random one).
+func Initiate(ctx context.Context, c *client.Client, id string) error {
+	n, err := FreshNode(c)
+	if err != nil {
+		return err
+	}
+	_, err = n.Initiate(ctx, client.InitiateOptions{SessionID: id})
+	return err
+}
+
+// InitiateCancel opens a binding session for n and cancels it.
+func InitiateCancel(ctx context.Context, n *client.Node, id string) error {
+	s, err := n.Initiate(ctx, client.InitiateOptions{SessionID: id})
+	if err != nil {
+		return err
+	}
+	_, err = n.Cancel(ctx, s.BindingSessionID)
+	return err
+}
+
+// Spread runs fn(1..count) from 8 goroutines and returns the first error.
+func Spread(ctx context.Context, count int, fn func(i int) error) error {
+	var next atomic.Int64
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for i := next.Add(1); i <= int64(count) && ctx.Err() == nil; i = next.Add(1) {
+				if err := fn(int(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- ctx.Err()
+		}()
+	}
+	var first error
+	for range 8 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// storedNodes is how many nodes the registry holds beyond the nodes it held before.
+func storedNodes(ctx context.Context, t *Target, _ map[string]int64, nodes int) int {
+	return max(t.Nodes(ctx)-nodes, 0)
+}
+
+// Nodes is the registry's node count, as GET /health gives it; 0 if it cannot be read.
+func (t *Target) Nodes(ctx context.Context) int {
+	h, err := t.Client("127.0.0.1").Health(ctx)
+	if err != nil {
+		return 0
+	}
+	return h.Count
+}
+
+// registerNodes registers count fresh nodes, 500 keys per address: under the 600 an address
+// may register per hour.
+func registerNodes(ctx context.Context, t *Target, count int) error {
+	return Spread(ctx, count, func(i int) error {
+		n, err := FreshNode(t.Client(Addr(Reference, i/500)))
+		if err == nil {
+			_, err = n.Register(ctx, "203.0.113.1:7000", []string{"inference"}, "")
+		}
+		return err
+	})
+}

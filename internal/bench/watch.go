@@ -1,0 +1,266 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/registry/client"
+)
+
+// The watcher scenario: a registry of many nodes, some of them heartbeating all the time, and
+// watchers polling GET /nodes, first each time for the whole listing, then conditionally: the
+// last ETag in If-None-Match (304 when nothing changed), only the nodes changed since the
+// previous poll (changed_since), gzipped. It reports, for each way, the bytes a poll
+// receives and the daemon's CPU per poll beyond what the heartbeats alone cost it.
+
+// watcher runs the watcher scenario with clients watchers over n nodes.
+func (b *bench) watcher(ctx context.Context, t *target, clients, n int) (*result, error) {
+	nodes, err := b.registerNodes(ctx, t, n)
+	if err != nil {
+		return nil, err
+	}
+	bctx, stopBeats := context.WithCancel(ctx)
+	var beats beatCount
+	beaten := make(chan struct{})
+	go func() {
+		defer close(beaten)
+		b.beat(bctx, t, nodes, b.cfg.beatRate, &beats)
+	}()
+	defer func() {
+		stopBeats()
+		<-beaten
+	}()
+	res := &result{Figures: map[string]float64{}}
+	// What the heartbeats alone cost the daemon, taken from each poll's CPU below.
+	var beatCPU float64 // µs of CPU per second
+	if t.d != nil {
+		share, err := t.d.cpuOver(ctx, min(b.cfg.duration, 5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		beatCPU = share * 1e6
+		res.Figures["heartbeats_alone_cpu_percent"] = round(100*share, 2)
+	}
+	whole := t.poller(clients, b.cfg.pollEvery, func(w int) request {
+		return request{method: http.MethodGet, path: "/nodes"}
+	}, nil)
+	etags, since := make([]string, clients), make([]string, clients)
+	condition := func(w int) request {
+		h := http.Header{"Accept-Encoding": {"gzip"}}
+		if etags[w] != "" {
+			h.Set("If-None-Match", etags[w])
+		}
+		q := url.Values{}
+		if since[w] != "" {
+			q.Set("changed_since", since[w])
+		}
+		if b.cfg.pageLimit > 0 {
+			q.Set("limit", strconv.Itoa(b.cfg.pageLimit))
+		}
+		path := "/nodes"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		return request{method: http.MethodGet, path: path, header: h}
+	}
+	answered := func(w int, sent time.Time, res *http.Response) {
+		if res.StatusCode == http.StatusOK {
+			etags[w] = res.Header.Get("ETag")
+		}
+		since[w] = canonical.FormatTime(sent)
+	}
+	conditional := t.poller(clients, b.cfg.pollEvery, condition, answered)
+	// Each watcher has been watching for a while: its first, whole listing is not timed.
+	if err := parallel(ctx, clients, clients, func(w int) error {
+		if o, _ := conditional(ctx, w); o.failed != "" {
+			return fmt.Errorf("a watcher's first poll: %s", o.failed)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for _, mode := range []struct {
+		name string
+		poll op
+	}{{"whole listing", whole}, {"conditional", conditional}} {
+		p, err := b.window(ctx, t, mode.name, clients, 0, mode.poll)
+		if err != nil {
+			return nil, err
+		}
+		if p.CPUUsPerOp != nil {
+			polls := float64(p.Ops + p.failures())
+			net := round(max(*p.CPUUsPerOp-beatCPU*p.DurationS/polls, 0), 1)
+			p.CPUUsPerOp = &net
+		}
+		res.Phases = append(res.Phases, p)
+	}
+	w, c := res.Phases[0], res.Phases[1]
+	res.setRatio("bytes_whole_over_conditional", w.BytesPerOp, c.BytesPerOp)
+	if w.CPUUsPerOp != nil && c.CPUUsPerOp != nil {
+		res.setRatio("cpu_whole_over_conditional", *w.CPUUsPerOp, *c.CPUUsPerOp)
+	}
+	res.Figures["heartbeats_sent"] = float64(beats.sent.Load())
+	res.Figures["heartbeats_failed"] = float64(beats.failed.Load())
+	return res, nil
+}
+
+// poller is an op for clients watchers that each poll at most once per every (back to back
+// when a poll takes longer): next is watcher w's request, and answered, if given, sees each
+// answer, 200 or 304, with the time the poll was sent. A poll's latency leaves out the wait.
+func (t *target) poller(clients int, every time.Duration, next func(w int) request, answered func(w int, sent time.Time, res *http.Response)) op {
+	due := make([]time.Time, clients)
+	return func(ctx context.Context, w int) (outcome, bool) {
+		if err := sleep(ctx, time.Until(due[w])); err != nil {
+			return outcome{failed: "cut off"}, true
+		}
+		sent := time.Now()
+		due[w] = sent.Add(every)
+		req := next(w)
+		res, o := t.exchange(inFlight(ctx), req, http.StatusOK, http.StatusNotModified)
+		first := res
+		// A paged answer names its next page in a Link header: a poll reads every page.
+		for o.failed == "" && res.StatusCode == http.StatusOK {
+			link := nextLink(res.Header)
+			if link == "" {
+				break
+			}
+			var more outcome
+			h := req.header.Clone()
+			h.Del("If-None-Match")
+			res, more = t.exchange(inFlight(ctx), request{method: http.MethodGet, path: t.resolve(link), header: h})
+			o.bytes, o.failed = o.bytes+more.bytes, more.failed
+		}
+		o.took = max(time.Since(sent), 1)
+		res = first
+		if o.failed == "" && answered != nil {
+			answered(w, sent, res)
+		}
+		return o, true
+	}
+}
+
+// nextLink is the target of a Link header's rel="next", or "".
+func nextLink(h http.Header) string {
+	for _, v := range h.Values("Link") {
+		for _, part := range strings.Split(v, ",") {
+			target, params, ok := strings.Cut(strings.TrimSpace(part), ";")
+			if ok && strings.Contains(strings.ReplaceAll(params, " ", ""), `rel="next"`) {
+				return strings.Trim(strings.TrimSpace(target), "<>")
+			}
+		}
+	}
+	return ""
+}
+
+// resolve is a link from an answer as a path below the target's base URL, or the absolute
+// URL when it leaves it.
+func (t *target) resolve(link string) string {
+	base, err := url.Parse(t.base + "/")
+	ref, err2 := url.Parse(link)
+	if err != nil || err2 != nil {
+		return link
+	}
+	abs := base.ResolveReference(ref).String()
+	if rest, ok := strings.CutPrefix(abs, t.base); ok {
+		return rest
+	}
+	return abs
+}
+
+// beatCount counts the background heartbeats.
+type beatCount struct{ sent, failed atomic.Int64 }
+
+// beat sends perSecond heartbeats a second, signed as they go, for nodes in turn, until ctx
+// ends. It sends at most half the nodes a second: a node's heartbeats are then two seconds
+// apart, and one signed in an earlier second never arrives after a later one, which the
+// registry would refuse as stale.
+func (b *bench) beat(ctx context.Context, t *target, nodes []*client.Node, perSecond int, count *beatCount) {
+	perSecond = min(perSecond, len(nodes)/2)
+	if perSecond <= 0 {
+		return
+	}
+	const tick = 10 * time.Millisecond
+	due := make(chan *client.Node, perSecond)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for nd := range due {
+				req, err := attack.Heartbeat(nd, b.cfg.prefix, time.Now().Unix())
+				if err == nil {
+					r, _ := post("/api/v1/heartbeat", req, nil)
+					_, o := t.exchange(ctx, r)
+					if o.failed != "" && ctx.Err() == nil {
+						count.failed.Add(1)
+					}
+				}
+				count.sent.Add(1)
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer close(due)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	start, sent := time.Now(), 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticker.C:
+			for owed := int(now.Sub(start).Seconds() * float64(perSecond)); sent < owed; sent++ {
+				select {
+				case due <- nodes[sent%len(nodes)]:
+				default: // the daemon is behind: the beat is skipped, not queued
+				}
+			}
+		}
+	}
+}
+
+// stats compares GET /v1/network/stats with GET /health over n nodes: what a request costs
+// the daemon and what it receives.
+func (b *bench) stats(ctx context.Context, t *target, clients, n int) (*result, error) {
+	if _, err := b.registerNodes(ctx, t, n); err != nil {
+		return nil, err
+	}
+	res := &result{Figures: map[string]float64{}}
+	for _, path := range []string{"/health", "/v1/network/stats"} {
+		p, err := b.window(ctx, t, "GET "+path, clients, 0, t.repeated(request{method: http.MethodGet, path: path}))
+		if err != nil {
+			return nil, err
+		}
+		res.Phases = append(res.Phases, p)
+	}
+	h, s := res.Phases[0], res.Phases[1]
+	if h.CPUUsPerOp != nil && s.CPUUsPerOp != nil {
+		res.setRatio("cpu_stats_over_health", *s.CPUUsPerOp, *h.CPUUsPerOp)
+	}
+	res.setRatio("bytes_stats_over_health", s.BytesPerOp, h.BytesPerOp)
+	return res, nil
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

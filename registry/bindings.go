@@ -184,8 +184,10 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 			return err
 		}
 		// A session of another node is not found, down to the work done: the session was
-		// read either way, and the failure is counted the same.
-		found = found && (node == "" || named.Matches(sess.NodeKey))
+		// read either way, the key is compared whether one was found or not, and the
+		// failure is counted the same.
+		mine := node == "" || named.Matches(sess.NodeKey)
+		found = found && mine
 		var next binding.BindingSession
 		if found {
 			next, err = binding.Apply(sess, binding.Resolve, now)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/svrp/svrp/authn"
@@ -14,6 +15,7 @@ import (
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
 )
 
 // The rules of a resolve that names its node (docs/protocol.md §10.9).
@@ -255,4 +257,39 @@ func TestResolveNamedAddressAndOperator(t *testing.T) {
 	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", f.n.initiate(t, "bs-1", h.now(), nil, nil), "", &ini)
 	h.resolver(t, f.token).want(stranger(3), api.ResolveRequest{ShortCode: ini.ShortCode, NodeDID: f.n.did}, "", "")
+}
+
+// TestResolveNamedSameStoreCalls proves without timing that naming another node is not an
+// oracle: a live code naming another node, a used code naming its own node and a code never
+// issued naming the node take the same store calls in the same order, with the same counter
+// keys but for the code's.
+func TestResolveNamedSameStoreCalls(t *testing.T) {
+	rec := &recordingStore{}
+	w := newArenaOver(t, func(st store.Store) store.Store { rec.Store = st; return rec })
+	live, used := w.initiate("bs-live"), w.initiate("bs-used")
+	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode, NodeDID: w.n.did}, w.token, nil)
+	other := newNode(t, "other")
+
+	resolve := func(req api.ResolveRequest) []string {
+		rec.take()
+		w.fails("POST", "/v1/bindings/resolve", req, w.token, http.StatusNotFound, "NOT_FOUND")
+		return rec.take()
+	}
+	paths := map[string][]string{
+		"live code, another node": resolve(api.ResolveRequest{ShortCode: live.ShortCode, NodeDID: other.did}),
+		"used code, its node":     resolve(api.ResolveRequest{ShortCode: used.ShortCode, NodeDID: w.n.did}),
+		"never-issued code":       resolve(api.ResolveRequest{ShortCode: "ZZZZZZZZ", NodeDID: other.did}),
+	}
+	want := callKinds(paths["never-issued code"])
+	for name, calls := range paths {
+		if got := callKinds(calls); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: store calls %v, want the never-issued code's %v", name, got, want)
+		}
+		for _, c := range calls {
+			if strings.Contains(c, "resolve-all") {
+				t.Errorf("%s: a resolve naming a node touched the global budget: %s", name, c)
+			}
+		}
+	}
+	w.wantState("bs-live", "INITIATED")
 }

@@ -93,9 +93,10 @@ const (
 
 	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
 	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They
-	// refuse no one by being full: past its size a table forgets its least useful entry (one
-	// that refuses no one yet, else the least recently failed whose window ended, else the least
-	// recently failed), and a key it does not track counts as fresh. So an attacker who fills
+	// refuse no one by being full: past its size a table forgets its least useful entry (the
+	// least recently failed of those that refuse no one yet, unless one that reached the limit
+	// has a window that ended; failing both, the least recently failed), and a key it does not
+	// track counts as fresh. So an attacker who fills
 	// them — each entry costs a failure, which the per-address budget meters — buys at most
 	// ResolveNodeFailureLimit more guesses of a node's code, or one more per address, per
 	// flush. An entry is a few hundred bytes: both tables stay under some 30 MiB.

@@ -99,7 +99,7 @@ const (
 	// track counts as fresh. So an attacker who fills
 	// them — each entry costs a failure, which the per-address budget meters — buys at most
 	// ResolveNodeFailureLimit more guesses of a node's code, or one more per address, per
-	// flush. An entry is a few hundred bytes: both tables stay under some 30 MiB.
+	// flush. An entry is some two hundred bytes: both tables stay under some 40 MiB.
 	maxResolveNodes     = 1 << 16
 	maxResolveNodePairs = 1 << 17
 

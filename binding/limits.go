@@ -76,6 +76,11 @@ const (
 	// ResolveWindow is the counting window, from the first failure; a success clears the
 	// counter.
 	ResolveWindow = 600 * time.Second
+	// ResolveNodeFailureLimit failed resolves naming one node key within ResolveWindow make
+	// the next resolves naming it RATE_LIMITED, but only from the client addresses that
+	// themselves failed on it (docs/protocol.md §10.9): strangers spending it cannot lock out
+	// the operator who holds the node's code.
+	ResolveNodeFailureLimit = 5
 	// DefaultAddressResolveLimit is the default number of failed resolves per client address
 	// and window (a daemon flag), so that guessing many different codes is throttled too.
 	DefaultAddressResolveLimit = 30

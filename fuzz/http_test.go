@@ -221,7 +221,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 		}
 		views[id] = v
 	}
-	fx.seeds[5] = httpJSON(api.ResolveRequest{ShortCode: strings.ToLower(codes["fz-to-resolve"].ShortCode)})
+	fx.seeds[5] = httpJSON(api.ResolveRequest{ShortCode: strings.ToLower(codes["fz-to-resolve"].ShortCode), NodeDID: node})
 	authorize := func(id string) []byte {
 		az := binding.AuthorizationCredential{Authorization: canonical.Authorization{
 			BindingSessionID: id, NodeDID: node, OperatorDID: cred.OperatorDID, TaskTypes: []string{"inference"},

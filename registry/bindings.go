@@ -131,9 +131,20 @@ func (s *Service) initiateAllowed(byAddr, byKey binding.Counter, now time.Time) 
 }
 
 // Resolve moves the session a code names from INITIATED to PENDING_OPERATOR and shows it to
-// the operator. Every failure is the same NOT_FOUND; failures are counted per code and per
-// client address, and over either limit the answer is RATE_LIMITED.
+// the operator. Every failure is the same NOT_FOUND; failures are counted per code, per client
+// address and per operator, and over any limit the answer is RATE_LIMITED. A resolve naming
+// its node (docs/protocol.md §10.9) finds only a session of that node, and its failures are
+// counted per node instead of against the global budget.
 func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.ResolveRequest, addr string) (api.ResolveView, error) {
+	var named didkey.DID
+	node := ""
+	if req.NodeDID != "" {
+		d, err := parseNodeDID(req.NodeDID)
+		if err != nil {
+			return api.ResolveView{}, err
+		}
+		named, node = d, nodeBudgetKey(d)
+	}
 	presented := binding.NormalizeCode(req.ShortCode)
 	if req.ShortCode == "" {
 		presented = req.BindingToken
@@ -141,24 +152,14 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 	// Look up by hash, never by string, so the time a failure takes says nothing about
 	// whether the code ever existed.
 	h := binding.HashSecret(presented)
-	// Failures are counted per code, per client address, per operator and over all
-	// clients (limits.go): a guesser gains nothing from many addresses or many sessions.
-	budgets := []struct {
-		key   string
-		limit int
-		name  string // the limit's name in a refusal (LimitResolvePerCode, ...)
-	}{
-		{"resolve-code/" + hex.EncodeToString(h[:]), binding.ResolveFailureLimit, LimitResolvePerCode},
-		{"resolve-addr/" + addr, s.resolveAddressLimit, LimitResolvePerAddress},
-		{"resolve-op/" + op.DID, s.limits.ResolveOperatorLimit, LimitResolvePerOperator},
-		{"resolve-all", s.limits.ResolveGlobalLimit, LimitResolveGlobal},
-	}
+	budgets := resolveBudgets(hex.EncodeToString(h[:]), addr, op.DID, s.resolveAddressLimit, s.limits, node == "")
 	codeKey := budgets[0].key
 	now := s.now()
 	var view api.ResolveView
 	var outcome error
+	failed := false
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		outcome = nil
+		outcome, failed = nil, false
 		counters := make([]binding.Counter, len(budgets))
 		blocked := ""
 		for i, b := range budgets {
@@ -171,6 +172,9 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 				blocked = b.name
 			}
 		}
+		if blocked == "" && node != "" && s.resolveNodes.refuses(node, addr, now) {
+			blocked = LimitResolvePerNode
+		}
 		if blocked != "" {
 			outcome = rateLimited(blocked, "too many failed resolves; wait and try again")
 			return nil
@@ -179,12 +183,17 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 		if err != nil {
 			return err
 		}
+		// A session of another node is not found, down to the work done: the session was
+		// read either way, the key is compared whether one was found or not, and the
+		// failure is counted the same.
+		mine := node == "" || named.Matches(sess.NodeKey)
+		found = found && mine
 		var next binding.BindingSession
 		if found {
 			next, err = binding.Apply(sess, binding.Resolve, now)
 		}
 		if !found || err != nil {
-			outcome = errCodeNotFound
+			outcome, failed = errCodeNotFound, true
 			for i, b := range budgets {
 				if err := tx.PutCounter(b.key, counters[i].Fail(now, binding.ResolveWindow)); err != nil {
 					return err
@@ -200,6 +209,10 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 		return tx.PutBindingSession(next)
 	})
 	if err == nil {
+		// Counted once the failure is stored, so a transaction run again counts it once.
+		if failed && node != "" {
+			s.resolveNodes.fail(node, addr, now)
+		}
 		err = outcome
 	}
 	if err != nil {
@@ -207,6 +220,30 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 	}
 	s.log.Info("binding resolved", "binding_session_id", view.BindingSessionID, "operator_did", op.DID)
 	return view, nil
+}
+
+// resolveBudget is one store counter of failed resolves and the limit it refuses from.
+type resolveBudget struct {
+	key   string
+	limit int
+	name  string // the limit's name in a refusal (LimitResolvePerCode, ...)
+}
+
+// resolveBudgets lists the store counters a resolve's failure counts against, the code's
+// first: per code, per client address and per operator (limits.go), so that a guesser gains
+// nothing from many addresses or many sessions; and, when the resolve does not name its node,
+// over all clients. A resolve naming its node is budgeted per node instead (nodeFailures),
+// so that strangers spending the global budget cannot refuse it.
+func resolveBudgets(codeHash, addr, operator string, addrLimit int, l Config, global bool) []resolveBudget {
+	b := []resolveBudget{
+		{"resolve-code/" + codeHash, binding.ResolveFailureLimit, LimitResolvePerCode},
+		{"resolve-addr/" + addr, addrLimit, LimitResolvePerAddress},
+		{"resolve-op/" + operator, l.ResolveOperatorLimit, LimitResolvePerOperator},
+	}
+	if global {
+		b = append(b, resolveBudget{"resolve-all", l.ResolveGlobalLimit, LimitResolveGlobal})
+	}
+	return b
 }
 
 func (s *Service) sessionBySecret(tx store.Tx, h [32]byte, now time.Time) (binding.BindingSession, bool, error) {

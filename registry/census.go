@@ -16,6 +16,7 @@ const (
 	LimitResolvePerAddress        = "resolve_per_address"         // failed resolves from one client address
 	LimitResolvePerOperator       = "resolve_per_operator"        // failed resolves by one operator
 	LimitResolveGlobal            = "resolve_global"              // failed resolves of all clients
+	LimitResolvePerNode           = "resolve_per_node"            // failed resolves naming one node key, from an address that failed on it
 	LimitRegisterPerAddress       = "register_per_address"        // new node keys from one client address
 	LimitInitiatePerAddress       = "initiate_per_address"        // binding initiates from one client address
 	LimitInitiatePerKey           = "initiate_per_key"            // binding initiates of one node key
@@ -33,7 +34,7 @@ const (
 
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
 var RateLimits = []string{
-	LimitResolvePerCode, LimitResolvePerAddress, LimitResolvePerOperator, LimitResolveGlobal,
+	LimitResolvePerCode, LimitResolvePerAddress, LimitResolvePerOperator, LimitResolveGlobal, LimitResolvePerNode,
 	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitInitiatePerKey, LimitOpenSessionsPerNode, LimitOpenSessions,
 	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
 	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList, LimitNodes,

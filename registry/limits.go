@@ -91,6 +91,18 @@ const (
 	// operators, who mistype a code now and then, do not come near it.
 	DefaultResolveGlobalLimit = 5_000
 
+	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
+	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They
+	// refuse no one by being full: past its size a table forgets its least useful entry (the
+	// least recently failed of those that refuse no one yet, unless one that reached the limit
+	// has a window that ended; failing both, the least recently failed), and a key it does not
+	// track counts as fresh. So an attacker who fills
+	// them — each entry costs a failure, which the per-address budget meters — buys at most
+	// ResolveNodeFailureLimit more guesses of a node's code, or one more per address, per
+	// flush. An entry is some two hundred bytes: both tables stay under some 40 MiB.
+	maxResolveNodes     = 1 << 16
+	maxResolveNodePairs = 1 << 17
+
 	// capWarnEvery is how often reaching a global cap is logged: once per interval at warn
 	// level, not once per refused request, so a flood cannot flood the log too.
 	capWarnEvery = time.Minute

@@ -124,6 +124,7 @@ type Service struct {
 	loginFailDID  *windowCounts // per operator DID
 	loginFailPair *windowCounts // per operator DID and client address
 	malformed     *windowCounts // malformed requests per client address
+	resolveNodes  *nodeFailures // failed resolves that name a node
 	warnSessions  rareWarning
 	warnBearers   rareWarning
 
@@ -169,6 +170,7 @@ func New(cfg Config) (*Service, error) {
 		loginFailDID:        newWindowCounts(loginWindow),
 		loginFailPair:       newWindowCounts(loginWindow),
 		malformed:           newWindowCounts(malformedWindow),
+		resolveNodes:        newNodeFailures(maxResolveNodes, maxResolveNodePairs),
 	}
 	for _, d := range []struct {
 		v   *int

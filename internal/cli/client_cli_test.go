@@ -94,9 +94,9 @@ func TestNodeBindAsksOnStandardInput(t *testing.T) {
 				done <- p.call(Node, tc.stdin, stdout, stderr, "bind", "--key", p.key, "--poll", "20ms",
 					"--task-type", "inference", "--single-limit", "5")
 			}()
-			m := stdout.waitFor(t, `binding session (\S+) opened[\s\S]*short code:\s+(\S+)`)
-			id, code := m[1], m[2]
-			p.ok(Operator, "resolve", "--dir", p.opDir, code) // the code last: positional anywhere
+			m := stdout.waitFor(t, `binding session (\S+) opened[\s\S]*short code:\s+(\S+)\n\s+node DID:\s+(\S+)`)
+			id, code, did := m[1], m[2], m[3]
+			p.ok(Operator, "resolve", "--dir", p.opDir, "--node", did, code) // the code last: positional anywhere
 			p.ok(Operator, "authorize", "--dir", p.opDir)
 			var exit int
 			select {

@@ -65,12 +65,25 @@ func TestCLIWalkthrough(t *testing.T) {
 	bind := cli.start(nil, "node", "bind", "--key", nodeKey, "--yes", "--poll", "100ms",
 		"--task-type", "inference", "--single-limit", "10", "--daily-limit", "100")
 	code := bind.stdout.waitFor(t, `short code:\s+([2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4})`)[1]
+	if got := bind.stdout.waitFor(t, `node DID:\s+(\S+)`)[1]; got != nodeDID {
+		t.Fatalf("node bind shows node DID %s beside the code, keygen printed %s", got, nodeDID)
+	}
 	if got := bind.stdout.waitFor(t, `fingerprint:\s+(\S+)`)[1]; got != fingerprint {
 		t.Fatalf("node bind shows fingerprint %s, keygen printed %s", got, fingerprint)
 	}
+	bind.stdout.waitFor(t, regexp.QuoteMeta("svrpd operator resolve "+code+" --node "+nodeDID+" --dir DIR"))
 
-	// Terminal 1: resolve the code, compare the fingerprint, authorize.
-	out = cli.ok("operator", "resolve", code, "--dir", opDir)
+	// Terminal 1: resolve the code, compare the fingerprint, authorize. The node's DID is
+	// required and sent: naming another node, the right code is not found (and stays
+	// usable: one failure is under the code's limit).
+	if _, stderr, exit := cli.run(nil, "operator", "resolve", code, "--dir", opDir); exit != 2 || !strings.Contains(stderr, "--node DID is required") {
+		t.Errorf("resolve without --node: exit %d, stderr %q; want 2 and --node required", exit, stderr)
+	}
+	otherDID := match(t, cli.ok("keygen", "--out", filepath.Join(work, "other.seed")), `did:\s+(did:svrp:n:[0-9a-f]{8})\n`)
+	if _, stderr, exit := cli.run(nil, "operator", "resolve", code, "--node", otherDID, "--dir", opDir); exit != 1 || !strings.Contains(stderr, "NOT_FOUND") {
+		t.Errorf("resolve naming another node: exit %d, stderr %q; want 1 and NOT_FOUND", exit, stderr)
+	}
+	out = cli.ok("operator", "resolve", code, "--node", nodeDID, "--dir", opDir)
 	if got := match(t, out, `FINGERPRINT:\s+(\S+)`); got != fingerprint {
 		t.Fatalf("operator sees fingerprint %s, the node shows %s", got, fingerprint)
 	}
@@ -116,7 +129,7 @@ func TestCLIWalkthrough(t *testing.T) {
 	}
 
 	// A used code fails with its protocol code and a hint, exit 1.
-	_, stderr, exit := cli.run(nil, "operator", "resolve", code, "--dir", opDir)
+	_, stderr, exit := cli.run(nil, "operator", "resolve", code, "--node", nodeDID, "--dir", opDir)
 	if exit != 1 || !strings.Contains(stderr, "NOT_FOUND") || !strings.Contains(stderr, "hint:") {
 		t.Errorf("resolving a used code: exit %d, stderr %q", exit, stderr)
 	}
@@ -138,8 +151,8 @@ func TestCLIWalkthrough(t *testing.T) {
 	bindAgain := func() string {
 		t.Helper()
 		b := cli.start(nil, "node", "bind", "--key", nodeKey, "--yes", "--poll", "100ms", "--task-type", "inference")
-		c := b.stdout.waitFor(t, `short code:\s+([2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4})`)[1]
-		cli.ok("operator", "resolve", c, "--dir", opDir)
+		m := b.stdout.waitFor(t, `short code:\s+([2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4})\n\s+node DID:\s+(\S+)`)
+		cli.ok("operator", "resolve", m[1], "--node", m[2], "--dir", opDir)
 		cli.ok("operator", "authorize", "--dir", opDir)
 		if exit := b.wait(t); exit != 0 {
 			t.Fatalf("node bind exited %d\n%s\n%s", exit, b.stdout, b.stderr)

@@ -203,9 +203,9 @@ func runNodeBind(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	poll := fs.Duration("poll", 2*time.Second, "how often to ask the registry whether the operator answered")
 	if code, ok := parseFlags(fs, args, `Usage: svrpd node bind --key FILE [--task-type T ...] [--single-limit N] [--daily-limit N] [--ttl 600s] [--yes|--no]
 
-Asks to be bound to an operator. Prints a short code and the node's fingerprint: give the
-code to the operator, who runs "svrpd operator resolve CODE" and must see the same
-fingerprint before authorizing. When the authorization arrives, its terms are shown and
+Asks to be bound to an operator. Prints a short code, the node's DID and its fingerprint:
+give the code and the DID to the operator, who runs "svrpd operator resolve CODE --node DID"
+and must see the same fingerprint before authorizing. When the authorization arrives, its terms are shown and
 the node accepts or rejects them (asks unless --yes or --no). Interrupting cancels the
 session.
 
@@ -246,8 +246,9 @@ Example:
 
 	fmt.Fprintf(stdout, "binding session %s opened for %s, expires %s\n\n", id, node.DID, session.ExpiresAt)
 	fmt.Fprintf(stdout, "    short code:   %s\n", groupCode(session.ShortCode))
+	fmt.Fprintf(stdout, "    node DID:     %s\n", node.DID)
 	fmt.Fprintf(stdout, "    fingerprint:  %s\n\n", node.PublicKey().Fingerprint())
-	fmt.Fprintf(stdout, "On the operator's machine run:\n    svrpd operator resolve %s --dir DIR\n", groupCode(session.ShortCode))
+	fmt.Fprintf(stdout, "On the operator's machine run:\n    svrpd operator resolve %s --node %s --dir DIR\n", groupCode(session.ShortCode), node.DID)
 	fmt.Fprintf(stdout, "and check that it shows the same fingerprint.\n\n")
 	fmt.Fprintln(stdout, "waiting for the operator (Ctrl-C cancels)...")
 

@@ -311,23 +311,28 @@ after that.`, 0)
 func runOperatorResolve(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cmdflag.New("operator resolve", stderr)
 	of := addOperatorFlags(fs, false)
-	pos, code, ok := of.parse(fs, args, `Usage: svrpd operator resolve CODE --dir DIR
+	nodeDID := fs.String("node", "", "the `DID` of the node, as it shows it beside the code (required)")
+	pos, code, ok := of.parse(fs, args, `Usage: svrpd operator resolve CODE --node DID --dir DIR
 
-Shows what the node that displays CODE asks for, and its key's FINGERPRINT. Compare the
-fingerprint with the one on the node's own screen: authorize only if they are the same,
-or you may adopt a node someone else controls. A code works once.`, 1)
+Shows what the node that displays CODE and DID asks for, and its key's FINGERPRINT. Compare
+the fingerprint with the one on the node's own screen: authorize only if they are the same,
+or you may adopt a node someone else controls. A code works once, and only with the DID of
+the node that shows it.`, 1)
 	if !ok {
 		return code
 	}
 	const cmd = "operator resolve"
 	if len(pos) != 1 {
-		return usageError(stderr, cmd, "the short code is required: svrpd operator resolve CODE --dir DIR")
+		return usageError(stderr, cmd, "the short code is required: svrpd operator resolve CODE --node DID --dir DIR")
+	}
+	if *nodeDID == "" {
+		return usageError(stderr, cmd, "--node DID is required: the node shows its DID beside the code")
 	}
 	op, err := of.operator(stderr, false)
 	if err != nil {
 		return fail(stderr, cmd, err, of.hints())
 	}
-	v, err := op.Resolve(ctx, pos[0])
+	v, err := op.ResolveNode(ctx, *nodeDID, pos[0])
 	if err != nil {
 		return fail(stderr, cmd, err, of.hints())
 	}
@@ -355,7 +360,7 @@ func (of *operatorFlags) resolvedSession(id string) (api.ResolveView, error) {
 	var v api.ResolveView
 	err := readJSON(of.path(resolvedFile), &v)
 	if errors.Is(err, os.ErrNotExist) {
-		return v, fmt.Errorf("no resolved request in %s; run first: svrpd operator resolve CODE --dir %s", of.dir, of.dir)
+		return v, fmt.Errorf("no resolved request in %s; run first: svrpd operator resolve CODE --node DID --dir %s", of.dir, of.dir)
 	}
 	if err != nil {
 		return v, err
@@ -493,7 +498,7 @@ was last seen and the limits agreed at binding time.`, 0)
 	}
 	fmt.Fprintf(stdout, "%s has %d bound node%s (online: seen within %ds)\n", res.OperatorDID, res.Count, plural, *within)
 	if res.Count == 0 {
-		fmt.Fprintln(stdout, "bind one: run svrpd node bind on the node, then svrpd operator resolve CODE here")
+		fmt.Fprintln(stdout, "bind one: run svrpd node bind on the node, then svrpd operator resolve CODE --node DID here")
 		return 0
 	}
 	fmt.Fprintln(stdout)

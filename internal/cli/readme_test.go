@@ -16,7 +16,8 @@ import (
 // console blocks is run as a separate process in the terminal the text puts it in, and the
 // lines the README shows under it must appear in what the process prints. Values that
 // change from run to run (keys, DIDs, times, codes, the port) are matched by their shape;
-// a short code the README shows is replaced, in later commands, by the one the node printed.
+// a short code or DID the README shows is replaced, in later commands, by the one printed
+// where the README shows it.
 func TestREADMEWalkthrough(t *testing.T) {
 	steps := readWalkthrough(t, filepath.Join("..", "..", "README.md"))
 	bin := svrpdtest.Binary(t)
@@ -100,7 +101,7 @@ type walk struct {
 	env   []string
 	path  []string
 	bin   string
-	codes map[string]string // short code in the README -> short code of this run
+	codes map[string]string // short code or DID in the README -> the one of this run
 	fg    map[string]*walkProc
 	bg    []*walkProc
 }
@@ -198,12 +199,10 @@ func (w *walk) expect(p *walkProc, lines []string) {
 			}
 			continue
 		}
-		re, codeAt := shape(l)
+		re, captured := shape(l)
 		m := p.all.waitFor(w.t, `(?m)^`+re+`$`)
-		if codeAt > 0 {
-			if code := regexp.MustCompile(shortCode).FindString(l); code != "" {
-				w.codes[code] = m[codeAt]
-			}
+		for group, shown := range captured {
+			w.codes[shown] = m[group]
 		}
 	}
 }
@@ -249,10 +248,11 @@ var volatile = regexp.MustCompile(strings.Join([]string{
 }, "|"))
 
 // shape turns a README output line into a pattern: volatile values become their shape. It
-// returns the submatch index that captures a short code, or 0.
-func shape(line string) (string, int) {
+// returns, by submatch index, the short codes and DIDs of the line the pattern captures.
+func shape(line string) (string, map[int]string) {
 	var b strings.Builder
-	last, group, codeAt := 0, 0, 0
+	last, group := 0, 0
+	captured := map[int]string{}
 	for _, m := range volatile.FindAllStringIndex(line, -1) {
 		b.WriteString(regexp.QuoteMeta(line[last:m[0]]))
 		v := line[m[0]:m[1]]
@@ -263,10 +263,12 @@ func shape(line string) (string, int) {
 			b.WriteString(` {2,}`)
 		case regexp.MustCompile(`^` + shortCode + `$`).MatchString(v):
 			group++
-			codeAt = group
+			captured[group] = v
 			b.WriteString(`(` + shortCode + `)`)
 		case strings.HasPrefix(v, "did:svrp:"):
-			b.WriteString(`did:svrp:[0-9a-z:]+`)
+			group++
+			captured[group] = v
+			b.WriteString(`(did:svrp:[0-9a-z:]+)`)
 		case v == "127.0.0.1:8080":
 			b.WriteString(`127\.0\.0\.1:\d+`)
 		default:
@@ -275,7 +277,7 @@ func shape(line string) (string, int) {
 		last = m[1]
 	}
 	b.WriteString(regexp.QuoteMeta(line[last:]))
-	return b.String(), codeAt
+	return b.String(), captured
 }
 
 func freePort(t *testing.T) string {

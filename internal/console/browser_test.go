@@ -251,12 +251,13 @@ func logIn(t *testing.T, ctx context.Context, opDID string, fill ...chromedp.Act
 	}
 }
 
-// answer readies the code field with ready, resolves code, answers the request with button,
-// and waits until the session shows state.
-func answer(t *testing.T, ctx context.Context, ready chromedp.Action, code, button, state string) {
+// answer readies the code field with ready, resolves code naming the node nodeDID, answers
+// the request with button, and waits until the session shows state.
+func answer(t *testing.T, ctx context.Context, ready chromedp.Action, code, nodeDID, button, state string) {
 	t.Helper()
 	if err := run(ctx,
 		ready,
+		chromedp.SetValue("#node-did", nodeDID, chromedp.ByQuery),
 		chromedp.SendKeys("#code", code+kb.Enter, chromedp.ByQuery),
 		chromedp.WaitVisible("#request", chromedp.ByQuery),
 		chromedp.Click(button, chromedp.ByQuery),
@@ -389,10 +390,12 @@ func TestConsoleBindsANode(t *testing.T) {
 		chromedp.SetUploadFiles("#cred-file", []string{filepath.Join(opDir, "credential.json")}, chromedp.ByQuery),
 	)
 
-	// Resolve with the keyboard alone: the code typed in lower case without its dash, then
-	// Enter submits.
+	// Resolve with the keyboard alone: the node's DID, then the code typed in lower case
+	// without its dash, then Enter submits.
 	typed := strings.ToLower(strings.ReplaceAll(ini.ShortCode, "-", ""))
 	if err := run(ctx,
+		chromedp.Focus("#node-did", chromedp.ByQuery),
+		chromedp.SendKeys("#node-did", node.DID, chromedp.ByQuery),
 		chromedp.Focus("#code", chromedp.ByQuery),
 		chromedp.SendKeys("#code", typed+kb.Enter, chromedp.ByQuery),
 		chromedp.WaitVisible("#request", chromedp.ByQuery),
@@ -471,6 +474,7 @@ func TestConsoleBindsANode(t *testing.T) {
 	if err := run(ctx,
 		chromedp.Click("#nav-bind", chromedp.ByQuery),
 		chromedp.Click("#again-button", chromedp.ByQuery),
+		chromedp.SetValue("#node-did", node.DID, chromedp.ByQuery),
 		chromedp.SendKeys("#code", "ZZZZ-ZZZZ"+kb.Enter, chromedp.ByQuery),
 		chromedp.WaitVisible("#error", chromedp.ByQuery),
 	); err != nil {
@@ -490,7 +494,24 @@ func TestConsoleBindsANode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer(t, ctx, chromedp.Evaluate(`document.getElementById('code').select()`, nil), ini2.ShortCode, "#reject-button", "REJECTED_BY_OPERATOR")
+	// The page sends the node's DID: naming another node, the right code is not found.
+	other := newNode(t, nctx, c)
+	if err := run(ctx,
+		chromedp.Evaluate(`document.getElementById('error').hidden = true`, nil),
+		chromedp.Evaluate(`document.getElementById('code').select()`, nil),
+		chromedp.SetValue("#node-did", other.DID, chromedp.ByQuery),
+		chromedp.SendKeys("#code", ini2.ShortCode+kb.Enter, chromedp.ByQuery),
+		chromedp.WaitVisible("#error", chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#error-code"); got != "NOT_FOUND (HTTP 404)" {
+		t.Errorf("the right code naming another node shows %q, want NOT_FOUND (HTTP 404)", got)
+	}
+	if st, err := c.Status(nctx, ini2.BindingSessionID); err != nil || st.State != "INITIATED" {
+		t.Errorf("after naming another node the registry says %+v, %v; want INITIATED", st, err)
+	}
+	answer(t, ctx, chromedp.Evaluate(`document.getElementById('code').select()`, nil), ini2.ShortCode, node.DID, "#reject-button", "REJECTED_BY_OPERATOR")
 	if st, err := c.Status(nctx, ini2.BindingSessionID); err != nil || st.State != "REJECTED_BY_OPERATOR" {
 		t.Errorf("after reject the registry says %+v, %v", st, err)
 	}
@@ -500,7 +521,7 @@ func TestConsoleBindsANode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer(t, ctx, chromedp.Click("#again-button", chromedp.ByQuery), ini3.ShortCode, "#authorize-button", "PENDING_NODE_ACCEPTANCE")
+	answer(t, ctx, chromedp.Click("#again-button", chromedp.ByQuery), ini3.ShortCode, node.DID, "#authorize-button", "PENDING_NODE_ACCEPTANCE")
 	if err := run(ctx, chromedp.Click("#cancel-button", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ var text = map[proto.Code]string{
 	proto.TransportError:    "is a registry running at {registry}? start one with: svrpd serve (or set --registry / SVRPD_REGISTRY)",
 	proto.NoSession:         "run: svrpd operator login --dir {dir}",
 	proto.SessionExpired:    "sessions last one hour; run: svrpd operator login --dir {dir}",
-	proto.NotFound:          "check the code on the node's screen: a code works once and for at most 10 minutes; if it expired, run svrpd node bind again",
+	proto.NotFound:          "check the code and the node DID on the node's screen: a code works once, for at most 10 minutes, and only with the DID of the node that shows it; if it expired, run svrpd node bind again",
 	proto.RateLimited:       "too many attempts; wait up to 10 minutes and try again",
 	proto.DIDCollision:      "another key holds this short DID; run again with --did-form fallback",
 	proto.BadSignature:      "is --prefix the registry's (default service)? the key file may also not match what the registry has",

@@ -29,15 +29,18 @@ func DecodeInitiate(body []byte) (binding.InitiateRequest, error) {
 	})
 }
 
-// ResolveRequest is the body of POST /v1/bindings/resolve: a short code or a binding token.
+// ResolveRequest is the body of POST /v1/bindings/resolve: a short code or a binding token,
+// and the DID of the node that showed it (docs/protocol.md §10.9). With NodeDID, only a
+// session of that node is found, and failures are budgeted per node rather than globally.
 type ResolveRequest struct {
 	ShortCode    string `json:"short_code,omitempty"`
 	BindingToken string `json:"binding_token,omitempty"`
+	NodeDID      string `json:"node_did,omitempty"`
 }
 
 func DecodeResolve(body []byte) (ResolveRequest, error) {
 	return decodeWith(body, func(r *reader) ResolveRequest {
-		req := ResolveRequest{ShortCode: r.optStr("short_code"), BindingToken: r.optStr("binding_token")}
+		req := ResolveRequest{ShortCode: r.optStr("short_code"), BindingToken: r.optStr("binding_token"), NodeDID: r.optStr("node_did")}
 		if r.err == nil && req.ShortCode == "" && req.BindingToken == "" {
 			r.err = badRequest("field short_code or binding_token is required")
 		}

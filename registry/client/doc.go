@@ -17,13 +17,14 @@
 //
 // An [Operator] is a logged-in operator. [IssueDeviceCredential] runs once, offline, with the
 // root key; [Client.Login] turns the device key and that credential into an Operator, whose
-// [Operator.Resolve] shows what a short code asks for and [Operator.Authorize] grants it.
+// [Operator.ResolveNode] shows what a short code of a named node asks for and
+// [Operator.Authorize] grants it.
 //
 // A whole binding, with the node on one machine and the operator on another:
 //
 //	node:      res, _ := node.Initiate(ctx, client.InitiateOptions{TaskTypes: []string{"inference"}})
-//	           show res.ShortCode and node.PublicKey().Fingerprint() on the node's screen
-//	operator:  view, _ := op.Resolve(ctx, code)       // compare view.NodePublicKeyFingerprint
+//	           show res.ShortCode, node.DID and node.PublicKey().Fingerprint() on the node's screen
+//	operator:  view, _ := op.ResolveNode(ctx, did, code) // compare view.NodePublicKeyFingerprint
 //	           op.Authorize(ctx, view, client.Requested(view))
 //	node:      p, _ := node.WaitForAuthorization(ctx, res.BindingSessionID, 2*time.Second)
 //	           node.Accept(ctx, p)                     // the session is ACTIVE

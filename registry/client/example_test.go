@@ -125,7 +125,7 @@ func Example_binding() {
 		log.Fatal(err)
 	}
 	fmt.Println("node:", session.State)
-	code, fingerprint := session.ShortCode, node.PublicKey().Fingerprint() // shown on the node's screen
+	code, did, fingerprint := session.ShortCode, node.DID, node.PublicKey().Fingerprint() // shown on the node's screen
 
 	// The operator's machine.
 	root, device := exampleKey(5), exampleKey(6)
@@ -135,7 +135,7 @@ func Example_binding() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	view, err := op.Resolve(ctx, code)
+	view, err := op.ResolveNode(ctx, did, code)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -181,13 +181,41 @@ func (o *Operator) ResolveToken(ctx context.Context, token string) (api.ResolveV
 	return o.resolve(ctx, api.ResolveRequest{BindingToken: token})
 }
 
+// ResolveNode is Resolve naming the node that shows the code, by its DID in any spelling
+// (docs/protocol.md §10.9): the registry finds only a session of that node, and strangers
+// failing resolves cannot spend the budget that lets this one through. Prefer it to Resolve
+// whenever the node's DID is at hand; the node shows it beside the code.
+func (o *Operator) ResolveNode(ctx context.Context, nodeDID, shortCode string) (api.ResolveView, error) {
+	return o.resolve(ctx, api.ResolveRequest{ShortCode: shortCode, NodeDID: nodeDID})
+}
+
+// ResolveNodeToken is ResolveNode with the binding token instead of the short code.
+func (o *Operator) ResolveNodeToken(ctx context.Context, nodeDID, token string) (api.ResolveView, error) {
+	return o.resolve(ctx, api.ResolveRequest{BindingToken: token, NodeDID: nodeDID})
+}
+
 func (o *Operator) resolve(ctx context.Context, req api.ResolveRequest) (api.ResolveView, error) {
+	var named didkey.DID
+	if req.NodeDID != "" {
+		d, err := didkey.Parse(req.NodeDID)
+		if err != nil {
+			return api.ResolveView{}, err
+		}
+		named = d
+	}
 	v, err := o.Client.Resolve(ctx, o.Token, req)
 	if err != nil {
 		return api.ResolveView{}, err
 	}
 	if err := CheckView(v); err != nil {
 		return api.ResolveView{}, err
+	}
+	// A registry that ignores node_did (one from before it existed) could show another
+	// node's request: the view's key must be the named node's.
+	if req.NodeDID != "" {
+		if k, err := didkey.DecodeKey(v.NodePublicKey); err != nil || !named.Matches(k) {
+			return api.ResolveView{}, localError(proto.IDBindingFailed, "the registry showed the request of another node than the one named")
+		}
 	}
 	if v.NodeSignature != "" {
 		if err := VerifyDescription(v, o.Client.prefix); err != nil {

@@ -184,6 +184,7 @@ function resetBind() {
   stopPolling();
   resolved = null;
   $('code').value = '';
+  $('node-did').value = '';
   $('request').hidden = true;
   $('progress').hidden = true;
   $('resolve-form').hidden = false;
@@ -198,9 +199,17 @@ async function resolve() {
   const s = requireSession();
   const code = $('code').value.trim();
   if (code === '') throw new keys.KeyError("type the short code the node shows, for example T53Y-YRCG");
-  const v = await call('POST', '/v1/bindings/resolve', { token: s.token, body: { short_code: code } });
+  // The registry then finds only that node's request, and strangers failing resolves
+  // cannot spend the budget that lets this one through.
+  const nodeDID = $('node-did').value.trim();
+  if (nodeDID === '') throw new keys.KeyError('type the node DID the node shows beside its code, for example did:svrp:n:14d0455e');
+  const v = await call('POST', '/v1/bindings/resolve', { token: s.token, body: { short_code: code, node_did: nodeDID } });
   await keys.checkNodeView(v);
+  if (!(await keys.namesKey(nodeDID, v.node_public_key))) {
+    throw new keys.KeyError('the registry showed the request of another node than the one named');
+  }
   $('code').value = '';
+  $('node-did').value = '';
   resolved = v;
   renderRequest(v);
 }

@@ -152,6 +152,15 @@ export async function checkNodeView(v) {
   }
 }
 
+// namesKey reports whether a node DID, in any spelling, derives from a key written in hex or
+// base58: a registry that ignored node_did could otherwise show another node's request.
+export async function namesKey(did, written) {
+  const key = decodeKey(written);
+  const m = /^did:svrp:(?:(?:[a-np-z0-9]:)?([0-9a-f]{8}|[0-9a-f]{10})|([0-9a-f]{64}))$/.exec(did);
+  if (!key || !m) return false;
+  return m[1] ? hexEncode(await sha256(key)).startsWith(m[1]) : m[2] === hexEncode(key);
+}
+
 // sameKey reports whether the public key bytes equal a key written in hex or base58.
 export function sameKey(bytes, written) {
   const k = decodeKey(written);

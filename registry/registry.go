@@ -12,12 +12,14 @@
 // # What it does not do
 //
 // It opens no listener, reads no flags or environment and starts no goroutine of its own:
-// the daemon (svrpd) or the embedding service owns the process, calls [Service.Sweep]
-// periodically and [Service.RepairAtStart] once. Time and randomness are injected through
-// [Config], so the whole service runs under a fake clock in tests.
+// the daemon (svrpd) or the embedding service owns the process, calls [Service.RepairAtStart]
+// once before serving and runs [Service.Run], the whole upkeep, on a goroutine of its own
+// until it stops. Time and randomness are injected through [Config], so the whole service
+// runs under a fake clock in tests.
 package registry
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -95,6 +97,19 @@ type Config struct {
 	// MaxNodes is the most node records the registry holds; new keys beyond it get 429.
 	// Default DefaultMaxNodes.
 	MaxNodes int
+
+	// FlushEvery is how often [Service.Run] makes heartbeat times kept in memory durable;
+	// default DefaultFlushEvery.
+	FlushEvery time.Duration
+	// SweepEvery is how often [Service.Run] sweeps; default DefaultSweepEvery.
+	SweepEvery time.Duration
+	// UpkeepLock, when not nil, keeps registries that share a store from sweeping it at
+	// the same time: a round of [Service.Run] sweeps under it, and counts again for the
+	// global caps instead when another registry holds it. Nil sweeps every round.
+	UpkeepLock UpkeepLock
+	// FlushObserver, when not nil, is told how long each flush of [Service.Run] took and
+	// how it ended. It must be quick.
+	FlushObserver func(took time.Duration, err error)
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -114,6 +129,7 @@ type Service struct {
 	revokeAddressLimit  int
 	limits              Config // the limits.go bounds, defaults applied
 	trustedProxies      []netip.Prefix
+	upkeep              upkeep
 
 	// In-memory state of the global caps and login budgets (limits.go). The open binding
 	// sessions are loaded by RepairAtStart; bearer sessions likewise.
@@ -169,6 +185,11 @@ func New(cfg Config) (*Service, error) {
 		loginFailDID:        newWindowCounts(loginWindow),
 		loginFailPair:       newWindowCounts(loginWindow),
 		malformed:           newWindowCounts(malformedWindow),
+		upkeep: upkeep{
+			flushEvery: cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
+			sweepEvery: cmp.Or(max(cfg.SweepEvery, 0), DefaultSweepEvery),
+			lock:       cfg.UpkeepLock, observeFlush: cfg.FlushObserver,
+		},
 	}
 	for _, d := range []struct {
 		v   *int

@@ -1,10 +1,11 @@
 // Package daemon is svrpd's composition root: it turns a Config into a store, a registry
-// service and an HTTP server, runs the background upkeep (heartbeat flushes and sweeps) and
-// shuts all of it down in order. It holds no protocol logic of its own; that is in registry
+// service and an HTTP server, runs the service's upkeep ([registry.Service.Run]) beside them
+// and shuts all of it down in order. It holds no protocol logic of its own; that is in registry
 // and the packages below it (see docs/protocol.md).
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -394,7 +395,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.DataDir, "data", "./svrpd-data", "directory of the embedded Badger store")
 	fs.BoolVar(&c.Memory, "memory", false, "keep everything in memory (lost at exit) instead of in --data")
 	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL (postgres://user@host:5432/db): keep everything there, shared with every svrpd on that database, instead of in --data")
-	fs.DurationVar(&c.FlushEvery, "flush-every", flushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
+	fs.DurationVar(&c.FlushEvery, "flush-every", registry.DefaultFlushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
 	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
 	fs.IntVar(&c.ResolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
@@ -415,7 +416,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
 	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose X-Forwarded-For / Forwarded names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
-	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
+	fs.DurationVar(&c.SweepEvery, "sweep-every", registry.DefaultSweepEvery, "how often expired sessions and counters are swept")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error (debug logs every request; trace adds Badger's own messages)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	reserve := fs.String("disk-reserve", "auto", "free space kept on the data volume; writes answer 503 STORE_UNAVAILABLE below it (auto: the larger of 256MiB and 5% of the volume; or a size such as 1GiB, or a percentage such as 10%)")
@@ -471,7 +472,7 @@ func (e startError) Error() string { return e.err.Error() }
 func (e startError) Unwrap() error { return e.err }
 
 // Run runs the registry until ctx is done, then shuts down in order, within
-// c.ShutdownTimeout: stop accepting, drain requests, stop the sweeper, close the store. It
+// c.ShutdownTimeout: stop accepting, drain requests, stop the upkeep, close the store. It
 // binds the listener before it touches the disk, so that a daemon that cannot listen leaves
 // no directory behind. ready, when not nil, receives the listening address once requests
 // can be served.
@@ -536,6 +537,10 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
 		ResolveGlobalLimit: c.ResolveGlobalLimit, MalformedAddressLimit: c.MalformedAddressLimit,
 		InitiateKeyLimit: c.InitiateKeyLimit, TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
+		FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
+	}
+	if m != nil {
+		rc.FlushObserver = m.Flush
 	}
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed
@@ -546,6 +551,10 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		}
 		rc.Challenges = authn.NewChallenger(key, rand.Reader, 0)
 		rc.ChallengesInStore = true
+		// One daemon at a time sweeps the shared database; the others count again.
+		rc.UpkeepLock = func(ctx context.Context, fn func(context.Context) error) (bool, error) {
+			return pg.Exclusive(ctx, upkeepLock, fn)
+		}
 	}
 	svc, err := registry.New(rc)
 	if err != nil {
@@ -611,12 +620,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		go func() { served <- debugSrv.Serve(debugLn) }()
 	}
 
-	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-	swept := make(chan struct{})
-	go func() {
-		defer close(swept)
-		sweep(sweepCtx, svc, st, pg, c, log, m)
-	}()
+	upkeepCtx, stopUpkeep := context.WithCancel(context.WithoutCancel(ctx))
+	upkept := make(chan error, 1)
+	go func() { upkept <- svc.Run(upkeepCtx) }()
 
 	where := "badger " + c.DataDir
 	switch {
@@ -662,13 +668,15 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if debugSrv != nil {
 		debugSrv.Close()
 	}
-	stopSweep()
-	// The sweeper may be inside a write that a failing disk holds up; it gets the rest of
-	// the bound, shared with closing the store.
+	stopUpkeep()
+	// The upkeep may be inside a write that a failing disk holds up, and ends with a last
+	// flush; it gets the rest of the bound, shared with closing the store.
 	closed := make(chan error, 1)
 	go func() {
-		<-swept
-		log.Info("sweeper stopped")
+		if err := <-upkept; err != nil && !errors.Is(err, store.ErrUnavailable) {
+			log.Warn("the last heartbeat times were not made durable by the upkeep; closing the store tries again", "err", err)
+		}
+		log.Info("upkeep stopped")
 		closed <- closeStore()
 	}()
 	select {
@@ -679,7 +687,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		}
 		return serveErr
 	case <-time.After(time.Until(deadline)):
-		err := fmt.Errorf("the store did not close within the %v shutdown bound: Badger's memtables were not written out as tables, and the last_seen of heartbeats since the last flush (at most %v) may be lost; every other acknowledged write is in Badger's write-ahead log, replayed at the next start", bound, flushEvery)
+		err := fmt.Errorf("the store did not close within the %v shutdown bound: Badger's memtables were not written out as tables, and the last_seen of heartbeats since the last flush (at most %v) may be lost; every other acknowledged write is in Badger's write-ahead log, replayed at the next start", bound, cmp.Or(c.FlushEvery, registry.DefaultFlushEvery))
 		log.Error("shutdown overran", "err", err)
 		return errors.Join(serveErr, err)
 	}
@@ -739,69 +747,3 @@ const challengeKeyName = "login-challenge-key"
 
 // upkeepLock is the advisory lock under which one daemon on a shared database sweeps.
 const upkeepLock = 0x73767270_0002
-
-// flushEvery is how often heartbeat times kept in memory are made durable: a crash loses at
-// most this much freshness, and nothing else.
-const flushEvery = time.Second
-
-// sweep runs the registry's sweep, and the store's own maintenance when it has any, every
-// c.SweepEvery until ctx is done, and flushes heartbeat times every c.FlushEvery. On a shared
-// database one daemon at a time sweeps: the others find the lock taken and skip the round.
-func sweep(ctx context.Context, svc *registry.Service, st store.Store, pg *store.Postgres, c Config, log *slog.Logger, m *metrics.Metrics) {
-	every := c.FlushEvery
-	if every <= 0 {
-		every = flushEvery
-	}
-	t := time.NewTicker(c.SweepEvery)
-	defer t.Stop()
-	flush := time.NewTicker(every)
-	defer flush.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-flush.C:
-			if f, ok := st.(store.NodeToucher); ok {
-				start := time.Now()
-				err := f.Flush(ctx)
-				if ctx.Err() != nil {
-					continue
-				}
-				if m != nil {
-					m.Flush(time.Since(start), err)
-				}
-				// A store that refuses writes has said so once; it is not said again
-				// every second.
-				if err != nil && !errors.Is(err, store.ErrUnavailable) {
-					log.Error("making heartbeat times durable failed", "err", err)
-				}
-			}
-			continue
-		case <-t.C:
-		}
-		upkeep := func(ctx context.Context) error {
-			if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
-				log.Error("sweep failed", "err", err)
-			}
-			if mt, ok := st.(store.Maintainer); ok {
-				if err := mt.Maintain(ctx); err != nil {
-					log.Warn("store maintenance failed", "err", err)
-				}
-			}
-			return nil
-		}
-		if pg == nil {
-			upkeep(ctx)
-			continue
-		}
-		if ran, err := pg.Exclusive(ctx, upkeepLock, upkeep); err != nil && ctx.Err() == nil {
-			log.Warn("taking the upkeep lock failed", "err", err)
-		} else if !ran {
-			log.Debug("upkeep skipped: another daemon holds the lock")
-			// The global caps still count what the others added, once a sweep interval.
-			if err := svc.Recount(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
-				log.Error("counting for the global caps failed", "err", err)
-			}
-		}
-	}
-}

@@ -149,7 +149,7 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 		name  string // the limit's name in a refusal (LimitResolvePerCode, ...)
 	}{
 		{"resolve-code/" + hex.EncodeToString(h[:]), binding.ResolveFailureLimit, LimitResolvePerCode},
-		{"resolve-addr/" + addr, s.resolveAddressLimit, LimitResolvePerAddress},
+		{"resolve-addr/" + addr, s.limits.ResolveAddressLimit, LimitResolvePerAddress},
 		{"resolve-op/" + op.DID, s.limits.ResolveOperatorLimit, LimitResolvePerOperator},
 		{"resolve-all", s.limits.ResolveGlobalLimit, LimitResolveGlobal},
 	}

@@ -15,7 +15,7 @@ import (
 func TestInitiateKeyBudget(t *testing.T) {
 	h := newHarness(t)
 	n, other := newNode(t, "n"), newNode(t, "other")
-	for i := range registry.DefaultInitiateKeyLimit {
+	for i := range registry.DefaultLimits().InitiateKeyLimit {
 		id := fmt.Sprintf("bs-%03d", i)
 		h.ok("POST", "/v1/bindings/initiate", n.initiate(t, id, h.now(), nil, nil), "", nil)
 		h.ok("POST", "/v1/bindings/"+id+"/cancel", n.cancelRequest(t, id, n.did, h.now()), "", nil)

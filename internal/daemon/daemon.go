@@ -41,31 +41,18 @@ type Config struct {
 	Memory   bool   // keep everything in memory: nothing survives a restart
 	Postgres string // a PostgreSQL URL: the store shared with other daemons
 	// FlushEvery is how often heartbeat times kept in memory are written to the store.
-	FlushEvery           time.Duration
-	Prefix               string // domain prefix of every signed message
-	StrictSignatures     bool   // refuse registrations whose signature does not verify
-	ResolveAddressLimit  int
-	RegisterAddressLimit int
-	MaxNodes             int
-	MaxRevocations       int
-	RevokeAddressLimit   int
-	// The abuse bounds of registry/limits.go and connlimit.go.
-	InitiateAddressLimit      int
-	MaxBindingSessions        int
-	MaxBearerSessions         int
-	LoginAddressLimit         int
-	MalformedAddressLimit     int
-	InitiateKeyLimit          int
-	LoginFailureAddressLimit  int
-	LoginFailureOperatorLimit int
-	ResolveOperatorLimit      int
-	ResolveGlobalLimit        int
-	MaxConnections            int
-	MaxConnectionsPerAddress  int
-	TrustedProxies            []netip.Prefix
-	SweepEvery                time.Duration
-	LogLevel                  string
-	LogFormat                 string
+	FlushEvery       time.Duration
+	Prefix           string // domain prefix of every signed message
+	StrictSignatures bool   // refuse registrations whose signature does not verify
+	// Limits are the registry's bounds on strangers (registry/limits.go), one flag each.
+	Limits registry.Limits
+	// The connection bounds of connlimit.go.
+	MaxConnections           int
+	MaxConnectionsPerAddress int
+	TrustedProxies           []netip.Prefix
+	SweepEvery               time.Duration
+	LogLevel                 string
+	LogFormat                string
 	// DiskReserve is the free space kept on the data directory's volume; the zero value is
 	// the store's default.
 	DiskReserve store.DiskReserve
@@ -89,30 +76,13 @@ type Config struct {
 	Timeouts Timeouts
 }
 
-// WithDefaults returns c with every zero abuse bound set to its default, as the flags
-// default them.
+// WithDefaults returns c with every zero bound and interval set to its default, as the
+// flags default them.
 func (c Config) WithDefaults() Config {
-	for _, f := range []struct {
-		v   *int
-		def int
-	}{
-		{&c.InitiateAddressLimit, registry.DefaultInitiateAddressLimit},
-		{&c.MaxBindingSessions, registry.DefaultMaxOpenBindingSessions},
-		{&c.MaxBearerSessions, registry.DefaultMaxBearerSessions},
-		{&c.LoginAddressLimit, registry.DefaultLoginAddressLimit},
-		{&c.LoginFailureAddressLimit, registry.DefaultLoginFailureAddressLimit},
-		{&c.LoginFailureOperatorLimit, registry.DefaultLoginFailureOperatorLimit},
-		{&c.ResolveOperatorLimit, registry.DefaultResolveOperatorLimit},
-		{&c.ResolveGlobalLimit, registry.DefaultResolveGlobalLimit},
-		{&c.MalformedAddressLimit, registry.DefaultMalformedAddressLimit},
-		{&c.InitiateKeyLimit, registry.DefaultInitiateKeyLimit},
-		{&c.MaxConnections, DefaultMaxConnections},
-		{&c.MaxConnectionsPerAddress, DefaultMaxConnectionsPerAddress},
-	} {
-		if *f.v == 0 {
-			*f.v = f.def
-		}
-	}
+	c.Limits = c.Limits.OrDefaults()
+	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
+	c.MaxConnectionsPerAddress = cmp.Or(c.MaxConnectionsPerAddress, DefaultMaxConnectionsPerAddress)
+	c.FlushEvery = cmp.Or(c.FlushEvery, registry.DefaultFlushEvery)
 	return c
 }
 
@@ -151,41 +121,33 @@ func (c Config) Validate() error {
 	if err := canonical.CheckPrefix(c.Prefix); err != nil {
 		errs = append(errs, fmt.Errorf("--prefix: %w", err))
 	}
-	if c.ResolveAddressLimit < 1 {
-		errs = append(errs, errors.New("--resolve-address-limit must be at least 1"))
-	}
-	if c.RegisterAddressLimit < 1 {
-		errs = append(errs, errors.New("--register-address-limit must be at least 1"))
-	}
-	// Zero takes the registry's default, so that a Config written before these bounds
-	// existed still validates.
-	if c.MaxNodes < 0 {
-		errs = append(errs, errors.New("--max-nodes must be at least 1"))
-	}
-	if c.MaxRevocations < 0 {
-		errs = append(errs, errors.New("--max-revocations must be at least 1"))
-	}
-	if c.RevokeAddressLimit < 0 {
-		errs = append(errs, errors.New("--revoke-address-limit must be at least 1"))
-	}
+	l := c.Limits
 	for _, f := range []struct {
 		name string
 		v    int
+		// zeroTakesDefault: zero is the registry's default, so that a Config written
+		// before the bound existed still validates.
+		zeroTakesDefault bool
 	}{
-		{"initiate-address-limit", c.InitiateAddressLimit},
-		{"max-binding-sessions", c.MaxBindingSessions},
-		{"max-bearer-sessions", c.MaxBearerSessions},
-		{"login-address-limit", c.LoginAddressLimit},
-		{"login-failure-address-limit", c.LoginFailureAddressLimit},
-		{"login-failure-operator-limit", c.LoginFailureOperatorLimit},
-		{"resolve-operator-limit", c.ResolveOperatorLimit},
-		{"resolve-global-limit", c.ResolveGlobalLimit},
-		{"malformed-address-limit", c.MalformedAddressLimit},
-		{"initiate-key-limit", c.InitiateKeyLimit},
-		{"max-connections", c.MaxConnections},
-		{"max-connections-per-address", c.MaxConnectionsPerAddress},
+		{"resolve-address-limit", l.ResolveAddressLimit, false},
+		{"register-address-limit", l.RegisterAddressLimit, false},
+		{"max-nodes", l.MaxNodes, true},
+		{"max-revocations", l.MaxRevocations, true},
+		{"revoke-address-limit", l.RevokeAddressLimit, true},
+		{"initiate-address-limit", l.InitiateAddressLimit, false},
+		{"max-binding-sessions", l.MaxOpenBindingSessions, false},
+		{"max-bearer-sessions", l.MaxBearerSessions, false},
+		{"login-address-limit", l.LoginAddressLimit, false},
+		{"login-failure-address-limit", l.LoginFailureAddressLimit, false},
+		{"login-failure-operator-limit", l.LoginFailureOperatorLimit, false},
+		{"resolve-operator-limit", l.ResolveOperatorLimit, false},
+		{"resolve-global-limit", l.ResolveGlobalLimit, false},
+		{"malformed-address-limit", l.MalformedAddressLimit, false},
+		{"initiate-key-limit", l.InitiateKeyLimit, false},
+		{"max-connections", c.MaxConnections, false},
+		{"max-connections-per-address", c.MaxConnectionsPerAddress, false},
 	} {
-		if f.v < 1 {
+		if f.v < 0 || (f.v == 0 && !f.zeroTakesDefault) {
 			errs = append(errs, fmt.Errorf("--%s must be at least 1", f.name))
 		}
 	}
@@ -398,21 +360,22 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.FlushEvery, "flush-every", registry.DefaultFlushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
 	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
-	fs.IntVar(&c.ResolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
-	fs.IntVar(&c.RegisterAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
-	fs.IntVar(&c.MaxNodes, "max-nodes", registry.DefaultMaxNodes, "most node records the registry holds; new node keys beyond it get 429")
-	fs.IntVar(&c.MaxRevocations, "max-revocations", registry.DefaultMaxRevocations, "credential revocations kept in all; when full, new ones get 429 (none is ever dropped)")
-	fs.IntVar(&c.RevokeAddressLimit, "revoke-address-limit", registry.DefaultRevokeAddressLimit, "new credential revocations one client address may record per hour before 429")
-	fs.IntVar(&c.InitiateAddressLimit, "initiate-address-limit", registry.DefaultInitiateAddressLimit, "binding initiates per client address per 10 minutes before 429")
-	fs.IntVar(&c.MaxBindingSessions, "max-binding-sessions", registry.DefaultMaxOpenBindingSessions, "open binding sessions over all nodes before initiates get 429")
-	fs.IntVar(&c.MaxBearerSessions, "max-bearer-sessions", registry.DefaultMaxBearerSessions, "live operator sessions over all operators before logins get 429")
-	fs.IntVar(&c.LoginAddressLimit, "login-address-limit", registry.DefaultLoginAddressLimit, "login attempts per client address per 5 minutes before 429")
-	fs.IntVar(&c.LoginFailureAddressLimit, "login-failure-address-limit", registry.DefaultLoginFailureAddressLimit, "failed logins per client address per 10 minutes before 429")
-	fs.IntVar(&c.LoginFailureOperatorLimit, "login-failure-operator-limit", registry.DefaultLoginFailureOperatorLimit, "failed logins per operator DID per 10 minutes before 429 (for addresses that failed)")
-	fs.IntVar(&c.ResolveOperatorLimit, "resolve-operator-limit", registry.DefaultResolveOperatorLimit, "failed binding resolves per operator per 10 minutes before 429")
-	fs.IntVar(&c.ResolveGlobalLimit, "resolve-global-limit", registry.DefaultResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429")
-	fs.IntVar(&c.InitiateKeyLimit, "initiate-key-limit", registry.DefaultInitiateKeyLimit, "binding initiates per node key per 10 minutes before 429")
-	fs.IntVar(&c.MalformedAddressLimit, "malformed-address-limit", registry.DefaultMalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read")
+	def := registry.DefaultLimits()
+	fs.IntVar(&c.Limits.ResolveAddressLimit, "resolve-address-limit", def.ResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
+	fs.IntVar(&c.Limits.RegisterAddressLimit, "register-address-limit", def.RegisterAddressLimit, "new node keys one client address may register per hour before 429")
+	fs.IntVar(&c.Limits.MaxNodes, "max-nodes", def.MaxNodes, "most node records the registry holds; new node keys beyond it get 429")
+	fs.IntVar(&c.Limits.MaxRevocations, "max-revocations", def.MaxRevocations, "credential revocations kept in all; when full, new ones get 429 (none is ever dropped)")
+	fs.IntVar(&c.Limits.RevokeAddressLimit, "revoke-address-limit", def.RevokeAddressLimit, "new credential revocations one client address may record per hour before 429")
+	fs.IntVar(&c.Limits.InitiateAddressLimit, "initiate-address-limit", def.InitiateAddressLimit, "binding initiates per client address per 10 minutes before 429")
+	fs.IntVar(&c.Limits.MaxOpenBindingSessions, "max-binding-sessions", def.MaxOpenBindingSessions, "open binding sessions over all nodes before initiates get 429")
+	fs.IntVar(&c.Limits.MaxBearerSessions, "max-bearer-sessions", def.MaxBearerSessions, "live operator sessions over all operators before logins get 429")
+	fs.IntVar(&c.Limits.LoginAddressLimit, "login-address-limit", def.LoginAddressLimit, "login attempts per client address per 5 minutes before 429")
+	fs.IntVar(&c.Limits.LoginFailureAddressLimit, "login-failure-address-limit", def.LoginFailureAddressLimit, "failed logins per client address per 10 minutes before 429")
+	fs.IntVar(&c.Limits.LoginFailureOperatorLimit, "login-failure-operator-limit", def.LoginFailureOperatorLimit, "failed logins per operator DID per 10 minutes before 429 (for addresses that failed)")
+	fs.IntVar(&c.Limits.ResolveOperatorLimit, "resolve-operator-limit", def.ResolveOperatorLimit, "failed binding resolves per operator per 10 minutes before 429")
+	fs.IntVar(&c.Limits.ResolveGlobalLimit, "resolve-global-limit", def.ResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429")
+	fs.IntVar(&c.Limits.InitiateKeyLimit, "initiate-key-limit", def.InitiateKeyLimit, "binding initiates per node key per 10 minutes before 429")
+	fs.IntVar(&c.Limits.MalformedAddressLimit, "malformed-address-limit", def.MalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read")
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
 	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose X-Forwarded-For / Forwarded names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
@@ -530,14 +493,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 	rc := registry.Config{
 		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
-		ResolveAddressLimit: c.ResolveAddressLimit, RegisterAddressLimit: c.RegisterAddressLimit,
-		MaxRevocations: c.MaxRevocations, RevokeAddressLimit: c.RevokeAddressLimit,
-		InitiateAddressLimit: c.InitiateAddressLimit, MaxOpenBindingSessions: c.MaxBindingSessions,
-		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
-		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
-		ResolveGlobalLimit: c.ResolveGlobalLimit, MalformedAddressLimit: c.MalformedAddressLimit,
-		InitiateKeyLimit: c.InitiateKeyLimit, TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
-		FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
+		Limits: c.Limits, TrustedProxies: c.TrustedProxies, FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
 	}
 	if m != nil {
 		rc.FlushObserver = m.Flush
@@ -687,7 +643,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		}
 		return serveErr
 	case <-time.After(time.Until(deadline)):
-		err := fmt.Errorf("the store did not close within the %v shutdown bound: Badger's memtables were not written out as tables, and the last_seen of heartbeats since the last flush (at most %v) may be lost; every other acknowledged write is in Badger's write-ahead log, replayed at the next start", bound, cmp.Or(c.FlushEvery, registry.DefaultFlushEvery))
+		err := fmt.Errorf("the store did not close within the %v shutdown bound: Badger's memtables were not written out as tables, and the last_seen of heartbeats since the last flush (at most %v) may be lost; every other acknowledged write is in Badger's write-ahead log, replayed at the next start", bound, c.FlushEvery)
 		log.Error("shutdown overran", "err", err)
 		return errors.Join(serveErr, err)
 	}

@@ -181,6 +181,14 @@ const (
 	// budget, so a sender with more addresses than this gains nothing over one that has
 	// exactly this many, and the limiter's memory stays bounded.
 	maxTrackedClients = 1 << 16
+
+	// maxVerifyRounds bounds how often a binding session's change that verifies signatures
+	// starts over because the session changed between its read and its write (verified.go).
+	// A session's record changes only a few times in its life: its state only moves
+	// forward, through at most four stored states, and an ACTIVE session is marked unbound
+	// once. So no honest request is refused by it; a change that starts over this often has
+	// met something other than a session's life, and fails INTERNAL rather than loop.
+	maxVerifyRounds = 8
 )
 
 // Node records, their listings and replays (docs/protocol.md §8 and §10.1–10.3).

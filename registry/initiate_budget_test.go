@@ -9,7 +9,7 @@ import (
 	"github.com/svrp/svrp/registry"
 )
 
-// TestInitiateKeyBudget: a node key may open DefaultInitiateKeyLimit sessions per 10 minutes,
+// TestInitiateKeyBudget: a node key may open DefaultLimits().InitiateKeyLimit sessions per 10 minutes,
 // however many it cancels meanwhile; the next is RATE_LIMITED before its signature is
 // verified (so a badly signed one is refused the same), and the budget is the key's alone.
 func TestInitiateKeyBudget(t *testing.T) {

@@ -24,7 +24,8 @@ type Limits struct {
 	// MaxNodes caps the node records the registry holds: new keys beyond it are refused,
 	// from any address. Registering is free and the per-address limit only slows one
 	// address, so without a global cap enough addresses grow the table, its memory and every
-	// listing without end. A record takes about a kilobyte with its share of the listing.
+	// listing without end: each record costs memory in the node table and bytes in every
+	// listing.
 	MaxNodes int
 
 	// InitiateAddressLimit is the number of binding initiates one client address may make
@@ -41,9 +42,9 @@ type Limits struct {
 	// before the signature is verified, so an initiate over either costs a counter read.
 	InitiateKeyLimit int
 	// MaxOpenBindingSessions caps the binding sessions open at once over all keys and
-	// addresses; the next initiate, from anyone, is refused. A session lives at most 15
-	// minutes, so the default is far above what honest binding traffic reaches; at about
-	// 2 KiB a session it bounds the open sessions' store.
+	// addresses; the next initiate, from anyone, is refused. A session lives at most
+	// binding.MaxSessionTTL, so the default is far above what honest binding traffic
+	// reaches, and it bounds the open sessions' share of the store.
 	MaxOpenBindingSessions int
 
 	// ResolveAddressLimit is the number of failed resolves one client address may make per
@@ -55,10 +56,10 @@ type Limits struct {
 	// alone is no budget for an operator who sends from many addresses.
 	ResolveOperatorLimit int
 	// ResolveGlobalLimit is the number of failed resolves over all clients per
-	// binding.ResolveWindow; beyond it every resolve is refused until the window ends. With
-	// 31^8 codes, the default's guesses per window find a live code with a chance of about
-	// 10^-8 per open session over its 15-minute life; honest operators, who mistype a code
-	// now and then, do not come near it.
+	// binding.ResolveWindow; beyond it every resolve is refused until the window ends. A
+	// guesser's chance to hit one open session's code over its life is this limit times the
+	// windows in that life, over the number of codes (31^8): negligible at the default,
+	// which honest operators, who mistype a code now and then, do not come near.
 	ResolveGlobalLimit int
 
 	// MaxBearerSessions caps the operator bearer sessions alive at once (each lives an
@@ -207,19 +208,19 @@ const (
 	// snapshot, and older ones that slow readers are still being sent. A new snapshot is
 	// built only when the ones still held leave room for it; otherwise readers get the
 	// newest one already built, at most as stale as those readers are slow (the write
-	// timeout bounds that). One snapshot is always allowed, however large: with a million
-	// nodes it is about 450 MB, and refusing to list would be worse than holding it.
+	// timeout bounds that). One snapshot is always allowed, however large: refusing to list
+	// would be worse than holding it.
 	maxListingBytes = 512 << 20
 
 	// heartbeatMarkTTL is how long the registry remembers a key's last heartbeat ts (docs/protocol.md
 	// §10.3): beyond the ts tolerance, any older ts is refused as STALE_TS anyway, so the mark
-	// can go and the table holds only the keys that sent a heartbeat in the last ten minutes.
+	// can go and the table holds only the keys that sent a heartbeat within it.
 	heartbeatMarkTTL = 600 * time.Second
 
 	// listingSlotCount listings are written at once; other readers wait their turn. Writing
-	// a large listing is mostly copying, and sixteen greedy readers copying at once on a
-	// two-core machine starved every other request (an honest login's p50 went from 1 ms to
-	// about 50 ms); queued, they cost the others far less (5–15 ms) and lose no throughput.
+	// a large listing is mostly copying, and many greedy readers copying at once starved
+	// every other request of the cores (an honest login waited on them); queued, they cost
+	// the others far less and lose no throughput.
 	listingSlotCount = 2
 
 	// listingSlotHold is the longest one listing holds its turn. A reader that has not taken

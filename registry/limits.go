@@ -4,7 +4,7 @@ import "time"
 
 // Every bound the registry applies to what strangers send, with the reason it has the value
 // it has and who it can refuse. The bounds an operator may change are the fields of [Limits]
-// (svrpd's flags of the same names); the others are constants below. The protocol's own
+// (each a flag of svrpd serve); the others are constants below. The protocol's own
 // bounds (docs/protocol.md §8: field lengths, per-code and per-node limits) are in package
 // binding and authn; these are the ones a public service adds where the protocol is silent.
 //

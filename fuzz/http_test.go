@@ -122,9 +122,11 @@ func buildHTTPFixture() (*httpFixture, error) {
 		Store: store.NewMemory(), Clock: func() time.Time { return httpNow },
 		// The fuzzer sends many failing resolves and malformed requests from one address;
 		// the limits are not what this target is about.
-		ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30, RevokeAddressLimit: 1 << 30,
-		ResolveOperatorLimit: 1 << 30, ResolveGlobalLimit: 1 << 30, InitiateAddressLimit: 1 << 30,
-		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30,
+		Limits: registry.Limits{
+			ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30, RevokeAddressLimit: 1 << 30,
+			ResolveOperatorLimit: 1 << 30, ResolveGlobalLimit: 1 << 30, InitiateAddressLimit: 1 << 30,
+			LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30,
+		},
 	})
 	if err != nil {
 		return nil, err

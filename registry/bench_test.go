@@ -53,7 +53,7 @@ func benchStores() []benchStore {
 
 func benchService(b *testing.B, st store.Store) http.Handler {
 	b.Cleanup(func() { st.Close() })
-	svc, err := registry.New(registry.Config{Store: st, RegisterAddressLimit: 1 << 30})
+	svc, err := registry.New(registry.Config{Store: st, Limits: registry.Limits{RegisterAddressLimit: 1 << 30}})
 	if err != nil {
 		b.Fatal(err)
 	}

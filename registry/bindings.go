@@ -152,7 +152,7 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 	// Look up by hash, never by string, so the time a failure takes says nothing about
 	// whether the code ever existed.
 	h := binding.HashSecret(presented)
-	budgets := resolveBudgets(hex.EncodeToString(h[:]), addr, op.DID, s.resolveAddressLimit, s.limits, node == "")
+	budgets := resolveBudgets(hex.EncodeToString(h[:]), addr, op.DID, s.limits, node == "")
 	codeKey := budgets[0].key
 	now := s.now()
 	var view api.ResolveView
@@ -234,10 +234,10 @@ type resolveBudget struct {
 // nothing from many addresses or many sessions; and, when the resolve does not name its node,
 // over all clients. A resolve naming its node is budgeted per node instead (nodeFailures),
 // so that strangers spending the global budget cannot refuse it.
-func resolveBudgets(codeHash, addr, operator string, addrLimit int, l Config, global bool) []resolveBudget {
+func resolveBudgets(codeHash, addr, operator string, l Limits, global bool) []resolveBudget {
 	b := []resolveBudget{
 		{"resolve-code/" + codeHash, binding.ResolveFailureLimit, LimitResolvePerCode},
-		{"resolve-addr/" + addr, addrLimit, LimitResolvePerAddress},
+		{"resolve-addr/" + addr, l.ResolveAddressLimit, LimitResolvePerAddress},
 		{"resolve-op/" + operator, l.ResolveOperatorLimit, LimitResolvePerOperator},
 	}
 	if global {
@@ -277,58 +277,57 @@ func resolveView(s binding.BindingSession) api.ResolveView {
 // PENDING_NODE_ACCEPTANCE.
 func (s *Service) Authorize(ctx context.Context, op authn.Operator, req api.AuthorizeRequest) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, req.BindingSessionID, func(tx store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
-		next, err := binding.Apply(sess, binding.Authorize, now)
-		if err != nil {
-			return sess, err
-		}
-		if sess.OperatorDID != op.DID || req.DeviceCredential.OperatorDID != op.DID {
-			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may authorize it, with its own credential")
-		}
-		err = v.check(sess, func() error {
-			return binding.VerifyAuthorization(sess, req.DeviceCredential, req.AuthorizationCredential, s.prefix, now, revocations(tx))
-		})
-		if err == nil {
-			// Revocations are read again where the session is written.
-			err = binding.CheckRevoked(req.DeviceCredential, req.AuthorizationCredential, revocations(tx))
-		}
-		if err != nil {
-			return sess, err
-		}
-		dc, az := req.DeviceCredential, req.AuthorizationCredential
-		next.DeviceCredential, next.Authorization = &dc, &az
-		return next, nil
+	dc, az := req.DeviceCredential, req.AuthorizationCredential
+	var revoked revocationsRead
+	return s.transition(ctx, req.BindingSessionID, now, sessionChange{
+		read: func(tx store.Tx, _ binding.BindingSession) (err error) {
+			revoked, err = readRevocations(tx, [2]string{dc.OperatorDID, dc.RevocationID}, [2]string{az.OperatorDID, az.RevocationID})
+			return err
+		},
+		verify: func(sess binding.BindingSession) (binding.BindingSession, error) {
+			next, err := binding.Apply(sess, binding.Authorize, now)
+			if err != nil {
+				return sess, err
+			}
+			if sess.OperatorDID != op.DID || dc.OperatorDID != op.DID {
+				return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may authorize it, with its own credential")
+			}
+			if err := binding.VerifyAuthorization(sess, dc, az, s.prefix, now, revoked); err != nil {
+				return sess, err
+			}
+			next.DeviceCredential, next.Authorization = &dc, &az
+			return next, nil
+		},
+		// A revocation recorded since the read still stops the authorization.
+		write: func(tx store.Tx, _ binding.BindingSession) error {
+			return binding.CheckRevoked(dc, az, revocations(tx))
+		},
 	})
 }
 
-// transition runs one state change of an existing session atomically: not found → NOT_FOUND,
-// expiry applied first, and nothing written unless change succeeds.
-func (s *Service) transition(ctx context.Context, id string, change func(store.Tx, *verified, binding.BindingSession) (binding.BindingSession, error)) (api.StateResult, error) {
-	now := s.now()
-	var out api.StateResult
-	err := s.updateVerified(ctx, func(tx store.Tx, v *verified) error {
-		sess, err := tx.BindingSession(id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errSessionNotFound()
-		}
-		if err != nil {
-			return err
-		}
-		next, err := change(tx, v, binding.ExpireIfDue(sess, now))
-		if err != nil {
-			return err
-		}
-		out = api.StateResult{BindingSessionID: next.ID, State: next.State.String()}
-		return tx.PutBindingSession(next)
-	})
+// transition runs one state change of an existing session (see sessionChange): not found →
+// NOT_FOUND, expiry applied first, and nothing written unless the change succeeds.
+func (s *Service) transition(ctx context.Context, id string, now time.Time, c sessionChange) (api.StateResult, error) {
+	next, err := s.changeSession(ctx, id, now, c)
 	if err != nil {
 		return api.StateResult{}, err
 	}
-	if st, _ := binding.ParseState(out.State); st.Terminal() {
-		s.openSessions.remove(out.BindingSessionID)
+	if next.State.Terminal() {
+		s.openSessions.remove(next.ID)
 	}
-	s.log.Info("binding moved", "binding_session_id", out.BindingSessionID, "state", out.State)
-	return out, nil
+	s.log.Info("binding moved", "binding_session_id", next.ID, "state", next.State.String())
+	return api.StateResult{BindingSessionID: next.ID, State: next.State.String()}, nil
+}
+
+// byResolvingOperator is a change that only the operator that resolved the session may make,
+// with no signature to verify.
+func byResolvingOperator(op authn.Operator, ev binding.Event, now time.Time, refusal string) sessionChange {
+	return sessionChange{verify: func(sess binding.BindingSession) (binding.BindingSession, error) {
+		if sess.OperatorDID == "" || sess.OperatorDID != op.DID {
+			return sess, proto.New(proto.PermissionDenied, refusal)
+		}
+		return binding.Apply(sess, ev, now)
+	}}
 }
 
 // SessionStatus reports a session's state; expiry is applied on read.
@@ -443,18 +442,13 @@ func asOperator[R any](ctx context.Context, s *Service, id, bearer string, act f
 // CancelByOperator cancels a session as the operator that resolved it.
 func (s *Service) CancelByOperator(ctx context.Context, id string, op authn.Operator) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
-		if sess.OperatorDID == "" || sess.OperatorDID != op.DID {
-			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may cancel it")
-		}
-		return binding.Apply(sess, binding.Cancel, now)
-	})
+	return s.transition(ctx, id, now, byResolvingOperator(op, binding.Cancel, now, "only the operator that resolved this session may cancel it"))
 }
 
 // CancelByNode cancels a session with the node's signature over message 9.
 func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCancelRequest) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
+	return s.transition(ctx, id, now, sessionChange{verify: func(sess binding.BindingSession) (binding.BindingSession, error) {
 		d, err := parseNodeDID(req.NodeDID)
 		if err != nil {
 			return sess, err
@@ -463,25 +457,18 @@ func (s *Service) CancelByNode(ctx context.Context, id string, req api.NodeCance
 			return sess, proto.New(proto.PermissionDenied, "node_did does not name this session's node")
 		}
 		msg := canonical.Cancel{BindingSessionID: id, NodeDID: req.NodeDID, TS: req.TS}
-		if err := v.check(sess, func() error {
-			return s.nodeChecker.CheckBound(sess.NodeKey, msg, req.Signature)
-		}); err != nil {
+		if err := s.nodeChecker.CheckBound(sess.NodeKey, msg, req.Signature); err != nil {
 			return sess, err
 		}
 		return binding.Apply(sess, binding.Cancel, now)
-	})
+	}})
 }
 
 // RejectByOperator refuses a resolved session as its operator (PENDING_OPERATOR →
 // REJECTED_BY_OPERATOR).
 func (s *Service) RejectByOperator(ctx context.Context, id string, op authn.Operator) (api.StateResult, error) {
 	now := s.now()
-	return s.transition(ctx, id, func(_ store.Tx, v *verified, sess binding.BindingSession) (binding.BindingSession, error) {
-		if sess.OperatorDID == "" || sess.OperatorDID != op.DID {
-			return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may reject it")
-		}
-		return binding.Apply(sess, binding.OperatorReject, now)
-	})
+	return s.transition(ctx, id, now, byResolvingOperator(op, binding.OperatorReject, now, "only the operator that resolved this session may reject it"))
 }
 
 // Pending lists the authorizations awaiting a node (sessions in PENDING_NODE_ACCEPTANCE).
@@ -523,39 +510,36 @@ func (s *Service) Pending(ctx context.Context, req api.PendingRequest) (api.Pend
 func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance) (api.AcceptResult, error) {
 	now := s.now()
 	var out api.AcceptResult
-	err := s.updateVerified(ctx, func(tx store.Tx, v *verified) error {
-		sess, err := s.acceptable(tx, id, acc, true, now)
-		if err != nil {
-			return err
-		}
-		// VERIFYING lives only inside this transaction: a failure reverts it by not
-		// committing, and a crash cannot leave it behind.
-		verifying, err := binding.Apply(sess, binding.Accept, now)
-		if err != nil {
-			return err
-		}
-		if err := v.check(verifying, func() error { return binding.VerifyChain(verifying, acc, s.prefix) }); err != nil {
-			return err
-		}
-		// A credential revoked while the session waited for the node must not make a
-		// binding (docs/protocol.md §10.5); the session stays PENDING_NODE_ACCEPTANCE.
-		if err := binding.CheckRevoked(*verifying.DeviceCredential, *verifying.Authorization, revocations(tx)); err != nil {
-			return err
-		}
-		verifying.Acceptance = &acc
-		active, err := binding.Apply(verifying, binding.VerifyOK, now)
-		if err != nil {
-			return err
-		}
-		if err := s.supersede(tx, active, now); err != nil {
-			return err
-		}
-		b := binding.Activate(active, now)
-		if err := tx.PutBinding(b); err != nil {
-			return err
-		}
-		out = api.AcceptResult{BindingSessionID: active.ID, State: active.State.String(), Binding: bindingView(b)}
-		return tx.PutBindingSession(active)
+	_, err := s.changeSession(ctx, id, now, sessionChange{
+		// VERIFYING is never written: the session moves through it to ACTIVE in one write,
+		// and a failure leaves it as it was, so a crash cannot leave it behind.
+		verify: func(sess binding.BindingSession) (binding.BindingSession, error) {
+			if err := s.acceptable(sess, acc, true); err != nil {
+				return sess, err
+			}
+			verifying, err := binding.Apply(sess, binding.Accept, now)
+			if err != nil {
+				return sess, err
+			}
+			if err := binding.VerifyChain(verifying, acc, s.prefix); err != nil {
+				return sess, err
+			}
+			verifying.Acceptance = &acc
+			return binding.Apply(verifying, binding.VerifyOK, now)
+		},
+		write: func(tx store.Tx, active binding.BindingSession) error {
+			// A credential revoked while the session waited for the node must not make a
+			// binding (docs/protocol.md §10.5); the session stays PENDING_NODE_ACCEPTANCE.
+			if err := binding.CheckRevoked(*active.DeviceCredential, *active.Authorization, revocations(tx)); err != nil {
+				return err
+			}
+			if err := s.supersede(tx, active, now); err != nil {
+				return err
+			}
+			b := binding.Activate(active, now)
+			out = api.AcceptResult{BindingSessionID: active.ID, State: active.State.String(), Binding: bindingView(b)}
+			return tx.PutBinding(b)
+		},
 	})
 	if err != nil {
 		return api.AcceptResult{}, err
@@ -588,50 +572,39 @@ func (s *Service) supersede(tx store.Tx, active binding.BindingSession, now time
 // RejectByNode records a node's refusal (PENDING_NODE_ACCEPTANCE → REJECTED_BY_NODE).
 func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Acceptance) (api.StateResult, error) {
 	now := s.now()
-	var out api.StateResult
-	err := s.updateVerified(ctx, func(tx store.Tx, v *verified) error {
-		sess, err := s.acceptable(tx, id, acc, false, now)
-		if err != nil {
-			return err
+	next, err := s.changeSession(ctx, id, now, sessionChange{verify: func(sess binding.BindingSession) (binding.BindingSession, error) {
+		if err := s.acceptable(sess, acc, false); err != nil {
+			return sess, err
 		}
-		if err := v.check(sess, func() error { return binding.VerifyAcceptanceSignature(sess, acc, s.prefix) }); err != nil {
-			return err
+		if err := binding.VerifyAcceptanceSignature(sess, acc, s.prefix); err != nil {
+			return sess, err
 		}
 		next, err := binding.Apply(sess, binding.NodeReject, now)
 		if err != nil {
-			return err
+			return sess, err
 		}
 		next.Acceptance = &acc
-		out = api.StateResult{BindingSessionID: next.ID, State: next.State.String()}
-		return tx.PutBindingSession(next)
-	})
+		return next, nil
+	}})
 	if err != nil {
 		return api.StateResult{}, err
 	}
 	s.openSessions.remove(id)
 	s.log.Info("binding rejected by node", "binding_session_id", id)
-	return out, nil
+	return api.StateResult{BindingSessionID: next.ID, State: next.State.String()}, nil
 }
 
-// acceptable runs the checks accept and node reject share: the session exists, is waiting
-// for the node, and the acceptance names it.
-func (s *Service) acceptable(tx store.Tx, id string, acc binding.Acceptance, accepted bool, now time.Time) (binding.BindingSession, error) {
-	sess, err := tx.BindingSession(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return binding.BindingSession{}, errSessionNotFound()
-	}
-	if err != nil {
-		return binding.BindingSession{}, err
-	}
-	sess = binding.ExpireIfDue(sess, now)
+// acceptable runs the checks accept and node reject share on the session as read: it is
+// waiting for the node, and the acceptance names it.
+func (s *Service) acceptable(sess binding.BindingSession, acc binding.Acceptance, accepted bool) error {
 	switch sess.State {
 	case binding.Active:
-		return binding.BindingSession{}, proto.New(proto.AlreadyActive, "the binding is already active")
+		return proto.New(proto.AlreadyActive, "the binding is already active")
 	case binding.PendingNodeAcceptance:
 	default:
-		return binding.BindingSession{}, proto.New(proto.BadState, "the session is "+sess.State.String()+", not PENDING_NODE_ACCEPTANCE")
+		return proto.New(proto.BadState, "the session is "+sess.State.String()+", not PENDING_NODE_ACCEPTANCE")
 	}
-	return sess, binding.CheckAcceptance(sess, acc, s.prefix, accepted)
+	return binding.CheckAcceptance(sess, acc, s.prefix, accepted)
 }
 
 func bindingView(b binding.Binding) api.BindingView {

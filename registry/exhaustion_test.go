@@ -239,7 +239,7 @@ func TestExhaustionInitiateHeap(t *testing.T) {
 func TestExhaustionHistoryNotRead(t *testing.T) {
 	c := testkit.NewClock(epoch)
 	st := store.NewMemory()
-	svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, InitiateAddressLimit: 1 << 30})
+	svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, Limits: registry.Limits{InitiateAddressLimit: 1 << 30}})
 	if err != nil {
 		t.Fatal(err)
 	}

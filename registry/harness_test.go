@@ -112,8 +112,8 @@ func startHarness(t *testing.T, st store.Store, dir string, c *testkit.Clock, op
 	// The hostile and login tables send thousands of failing logins and malformed requests
 	// from one address; those budgets have their own tests (malformed_test.go,
 	// internal/abuse).
-	cfg := registry.Config{Store: st, Clock: c.Now, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30,
-		MalformedAddressLimit: 1 << 30, ChallengesInStore: pgStores[st]}
+	cfg := registry.Config{Store: st, Clock: c.Now, ChallengesInStore: pgStores[st], Limits: registry.Limits{
+		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -355,11 +355,11 @@ func strictSignatures() harnessOption {
 }
 
 func resolveAddressLimit(n int) harnessOption {
-	return func(c *registry.Config) { c.ResolveAddressLimit = n }
+	return func(c *registry.Config) { c.Limits.ResolveAddressLimit = n }
 }
 
 func registerAddressLimit(n int) harnessOption {
-	return func(c *registry.Config) { c.RegisterAddressLimit = n }
+	return func(c *registry.Config) { c.Limits.RegisterAddressLimit = n }
 }
 
 // withRand gives the service a random source the test controls, so that a test can know a

@@ -72,7 +72,7 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 //
 // The signature is verified before the transaction. A revocation already recorded is
 // answered with its first revoked_at and changes nothing. New revocations are bounded per
-// client address and in total (see [DefaultRevokeAddressLimit], [DefaultMaxRevocations]).
+// client address and in total (see [Limits.RevokeAddressLimit], [Limits.MaxRevocations]).
 func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr string) (api.RevokeResult, error) {
 	now := s.now()
 	rv, err := authn.VerifyRevocation(r, s.prefix, now)
@@ -97,14 +97,14 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 		if err != nil {
 			return err
 		}
-		if c.Blocked(now, s.revokeAddressLimit, revokeWindow) {
+		if c.Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
 			return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
 		}
 		n, err := tx.RevocationCount()
 		if err != nil {
 			return err
 		}
-		if n >= s.maxRevocations {
+		if n >= s.limits.MaxRevocations {
 			return rateLimited(LimitRevocationList, "the registry's revocation list is full; ask its operator")
 		}
 		if err := tx.PutCounter(counterKey, c.Fail(now, revokeWindow)); err != nil {

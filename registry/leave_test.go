@@ -270,7 +270,7 @@ func TestRevocationChecks(t *testing.T) {
 }
 
 func TestRevocationBounds(t *testing.T) {
-	h := newHarness(t, func(c *registry.Config) { c.RevokeAddressLimit = 2; c.MaxRevocations = 3 })
+	h := newHarness(t, func(c *registry.Config) { c.Limits.RevokeAddressLimit = 2; c.Limits.MaxRevocations = 3 })
 	op := newOperator(t, "op", h.now())
 	other := newOperator(t, "other", h.now())
 	h.ok("POST", "/v1/auth/revoke", op.revocation(t, op.root, "a", h.now()), "", nil)
@@ -430,7 +430,7 @@ func TestSupersededStatus(t *testing.T) {
 // TestEndedSessionsFreeTheBearerCap: sessions that a logout or a revocation ends no longer
 // count against the global cap of bearer sessions.
 func TestEndedSessionsFreeTheBearerCap(t *testing.T) {
-	h := newHarness(t, func(c *registry.Config) { c.MaxBearerSessions = 2 })
+	h := newHarness(t, func(c *registry.Config) { c.Limits.MaxBearerSessions = 2 })
 	op := newOperator(t, "op", h.now(), "nodes.bind")
 	phone := op.newDevice(t, "phone", "rev-phone")
 	first := op.login(h)
@@ -456,7 +456,7 @@ func BenchmarkRevoke(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { st.Close() })
-			svc, err := registry.New(registry.Config{Store: st, Clock: func() time.Time { return epoch }, RevokeAddressLimit: 1 << 30})
+			svc, err := registry.New(registry.Config{Store: st, Clock: func() time.Time { return epoch }, Limits: registry.Limits{RevokeAddressLimit: 1 << 30}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -3,42 +3,67 @@ package registry
 import "time"
 
 // Every bound the registry applies to what strangers send, with the reason it has the value
-// it has. Bounds that a daemon flag may change are Default*; the flag's value arrives in
-// [Config]. The protocol's own bounds (docs/protocol.md §8: field lengths, per-code and per-node
-// limits) are in package binding and authn; these are the ones a public service adds where the
-// protocol is silent.
-
-// Sessions, logins, resolves and client addresses.
+// it has and who it can refuse. The bounds an operator may change are the fields of [Limits]
+// (each a flag of svrpd serve); the others are constants below. The protocol's own
+// bounds (docs/protocol.md §8: field lengths, per-code and per-node limits) are in package
+// binding and authn; these are the ones a public service adds where the protocol is silent.
 //
 // A client address is the TCP peer's IP, or, when the peer is a trusted proxy, the address
 // the proxy reports (see [Config.TrustedProxies]). IPv4 addresses count one by one; IPv6
 // addresses count by their /64, since one IPv6 client commonly holds a whole /64 and could
 // otherwise be millions of clients.
-const (
-	// DefaultInitiateAddressLimit is the number of binding initiates one client address may
-	// make per initiateWindow. A node opens a session when its operator binds it, a few times
-	// in its life; 120 in ten minutes leaves room for a host running dozens of nodes, while
-	// one address can no longer fill the store with sessions of fresh keys (each key may hold
-	// 16 open sessions, and keys are free).
-	DefaultInitiateAddressLimit = 120
-	initiateWindow              = 10 * time.Minute
 
-	// DefaultInitiateKeyLimit is the number of binding initiates one node key may make per
-	// initiateWindow. A node opens a session when an operator binds it, once or a few times;
-	// a key that opens and cancels sessions as fast as it can from many addresses (each
-	// under its own limit) is doing nothing a node needs, and each initiate costs the
-	// registry a verification and a durable write. Both initiate budgets are read before
-	// the signature is verified, so an initiate over either costs a counter read.
-	DefaultInitiateKeyLimit = 60
+// Limits are the bounds an operator may change. A zero field takes its value in
+// [DefaultLimits]; every refusal for a limit is 429 RATE_LIMITED, named in the answer's
+// limit (see [Exchange.Limit]).
+type Limits struct {
+	// RegisterAddressLimit is the number of new node keys one client address may register
+	// per registerWindow. Registering is free, so without it one address could fill the
+	// node table up to MaxNodes; a host running many nodes registers each key once.
+	RegisterAddressLimit int
+	// MaxNodes caps the node records the registry holds: new keys beyond it are refused,
+	// from any address. Registering is free and the per-address limit only slows one
+	// address, so without a global cap enough addresses grow the table, its memory and every
+	// listing without end: each record costs memory in the node table and bytes in every
+	// listing.
+	MaxNodes int
 
-	// DefaultMaxOpenBindingSessions caps the binding sessions open at once over all keys and
-	// addresses; the next initiate is RATE_LIMITED. A session lives at most 15 minutes, so
-	// this is far above what honest binding traffic reaches; at about 2 KiB a session it
-	// bounds the open sessions' store to some 100 MiB.
-	DefaultMaxOpenBindingSessions = 50_000
+	// InitiateAddressLimit is the number of binding initiates one client address may make
+	// per initiateWindow. A node opens a session when its operator binds it, a few times in
+	// its life; the default leaves room for a host running dozens of nodes, while one
+	// address can no longer fill the store with sessions of fresh keys (each key may hold
+	// binding.MaxOpenSessionsPerNode open sessions, and keys are free).
+	InitiateAddressLimit int
+	// InitiateKeyLimit is the number of binding initiates one node key may make per
+	// initiateWindow, from any addresses. A node opens a session when an operator binds it,
+	// once or a few times; a key that opens and cancels sessions as fast as it can from many
+	// addresses (each under its own limit) is doing nothing a node needs, and each initiate
+	// costs the registry a verification and a durable write. Both initiate budgets are read
+	// before the signature is verified, so an initiate over either costs a counter read.
+	InitiateKeyLimit int
+	// MaxOpenBindingSessions caps the binding sessions open at once over all keys and
+	// addresses; the next initiate, from anyone, is refused. A session lives at most
+	// binding.MaxSessionTTL, so the default is far above what honest binding traffic
+	// reaches, and it bounds the open sessions' share of the store.
+	MaxOpenBindingSessions int
 
-	// DefaultMaxBearerSessions caps the operator bearer sessions alive at once (each lives an
-	// hour); the next login is RATE_LIMITED. A session is a few hundred bytes.
+	// ResolveAddressLimit is the number of failed resolves one client address may make per
+	// binding.ResolveWindow; then every resolve from it is refused until its window ends,
+	// so that guessing many different codes is throttled too (docs/protocol.md §5.4).
+	ResolveAddressLimit int
+	// ResolveOperatorLimit is the number of failed resolves one operator DID (all its
+	// bearer sessions together) may make per binding.ResolveWindow: the per-address budget
+	// alone is no budget for an operator who sends from many addresses.
+	ResolveOperatorLimit int
+	// ResolveGlobalLimit is the number of failed resolves over all clients per
+	// binding.ResolveWindow; beyond it every resolve is refused until the window ends. A
+	// guesser's chance to hit one open session's code over its life is this limit times the
+	// windows in that life, over the number of codes (31^8): negligible at the default,
+	// which honest operators, who mistype a code now and then, do not come near.
+	ResolveGlobalLimit int
+
+	// MaxBearerSessions caps the operator bearer sessions alive at once (each lives an
+	// hour); the next login, by any operator, is refused. A session is a few hundred bytes.
 	//
 	// Both session caps are counted in memory, checked before the write at no cost of a
 	// query, and counted again from the store at every sweep interval (Sweep, or Recount on
@@ -46,50 +71,107 @@ const (
 	// others' new and ended sessions at its next count, so the caps may be exceeded by what
 	// the other N−1 daemons add within one sweep interval (and by the few writes in flight
 	// while a count reads), not multiplied by N.
-	DefaultMaxBearerSessions = 100_000
-
-	// DefaultLoginFailureAddressLimit is the number of failed logins one client address may
-	// make per loginWindow; further attempts from it are RATE_LIMITED until the window ends.
-	// An operator who mistypes nothing (logins are signed by a device) fails rarely; a flood
+	MaxBearerSessions int
+	// LoginAddressLimit bounds the login attempts (successful or not) one client address may
+	// make per challenge lifetime (authn.ChallengeTTL). Every attempt that reaches the
+	// challenge check consumes a challenge, and consumed challenges are kept for their
+	// lifetime in a set of authn.DefaultMaxUsedChallenges entries: so one address holds at
+	// most this many entries of it, and filling it takes thousands of addresses logging in
+	// at full rate (more if they fail, which the failure limit stops sooner). The default
+	// is far more than an operator's devices make.
+	LoginAddressLimit int
+	// LoginFailureAddressLimit is the number of failed logins one client address may make
+	// per loginWindow; further attempts from it are refused until the window ends. An
+	// operator who mistypes nothing (logins are signed by a device) fails rarely; a flood
 	// of garbage signatures stops after this many.
-	DefaultLoginFailureAddressLimit = 30
-	// DefaultLoginFailureOperatorLimit is the number of failed logins that may name one
-	// operator DID per loginWindow. Beyond it, attempts for that DID are refused only from
-	// client addresses that themselves failed within the window: a stranger replaying an
+	LoginFailureAddressLimit int
+	// LoginFailureOperatorLimit is the number of failed logins that may name one operator
+	// DID per loginWindow. Beyond it, attempts for that DID are refused only from client
+	// addresses that themselves failed within the window: a stranger replaying an
 	// operator's (public) DeviceCredential with bad signatures cannot lock that operator out
 	// of logging in from a clean address.
-	DefaultLoginFailureOperatorLimit = 60
-	loginWindow                      = 10 * time.Minute
+	LoginFailureOperatorLimit int
 
-	// DefaultMalformedAddressLimit is the number of malformed requests — answered 400
-	// BAD_REQUEST or 413 PAYLOAD_TOO_LARGE — one client address may send per
-	// malformedWindow. Beyond it every request from that address is RATE_LIMITED before its
-	// body is read, and its connection is closed, until the window ends. A client that
-	// follows the protocol sends none, but a 64 KiB body of one long string costs the
-	// registry half a millisecond of a core to read, decode and refuse: one address
-	// sending them back to back would otherwise take the cores honest clients need. It is a
-	// guard of each daemon's own CPU, so each daemon counts in memory what reaches it.
-	DefaultMalformedAddressLimit = 60
-	malformedWindow              = time.Minute
+	// MalformedAddressLimit is the number of malformed requests — answered 400 BAD_REQUEST
+	// or 413 PAYLOAD_TOO_LARGE — one client address may send per malformedWindow. Beyond it
+	// every request from that address is refused before its body is read, and its
+	// connection is closed, until the window ends. A client that follows the protocol sends
+	// none, but a 64 KiB body of one long string costs the registry a noticeable share of a
+	// core to read, decode and refuse: one address sending them back to back would
+	// otherwise take the cores honest clients need. It is a guard of each daemon's own CPU,
+	// so each daemon counts in memory what reaches it.
+	MalformedAddressLimit int
 
-	// DefaultLoginAddressLimit bounds the login attempts (successful or not) one client
-	// address may make per challenge lifetime (authn.ChallengeTTL, 300 s). Every attempt that
-	// reaches the challenge check consumes a challenge, and consumed challenges are kept for
-	// their lifetime in a set of authn.DefaultMaxUsedChallenges (about a million) entries: so
-	// one address holds at most this many entries of it, and filling it takes some 4,000
-	// addresses logging in at full rate (30,000 if they fail, which the failure limit stops
-	// sooner). 256 logins in five minutes is far more than an operator's devices make.
-	DefaultLoginAddressLimit = 256
+	// MaxRevocations bounds the credential revocation list (docs/protocol.md §10.5), a table
+	// a stranger can grow: anyone can make a root key and sign revocations for it. Entries
+	// are never dropped, since dropping one would quietly un-revoke a credential: when the
+	// list is full, new revocations from anyone are refused and the daemon's operator must
+	// raise the bound. A record is a few hundred bytes.
+	MaxRevocations int
+	// RevokeAddressLimit is the number of new revocations one client address may record per
+	// revokeWindow. An operator revokes a handful of devices on a bad day; this keeps one
+	// address from filling the list. Repeats of a recorded revocation do not count.
+	RevokeAddressLimit int
+}
 
-	// DefaultResolveOperatorLimit is the number of failed resolves one operator DID (all its
-	// bearer sessions together) may make per binding.ResolveWindow: the per-address budget
-	// alone is no budget for an operator who sends from many addresses.
-	DefaultResolveOperatorLimit = 30
-	// DefaultResolveGlobalLimit is the number of failed resolves over all clients per
-	// binding.ResolveWindow. With 31^8 codes, 5,000 guesses per window find a live code
-	// with a chance of about 10^-8 per open session over its 15-minute life; honest
-	// operators, who mistype a code now and then, do not come near it.
-	DefaultResolveGlobalLimit = 5_000
+// DefaultLimits returns the limits svrpd serves with unless told otherwise.
+func DefaultLimits() Limits {
+	return Limits{
+		RegisterAddressLimit:      600,
+		MaxNodes:                  1_000_000,
+		InitiateAddressLimit:      120,
+		InitiateKeyLimit:          60,
+		MaxOpenBindingSessions:    50_000,
+		ResolveAddressLimit:       30,
+		ResolveOperatorLimit:      30,
+		ResolveGlobalLimit:        5_000,
+		MaxBearerSessions:         100_000,
+		LoginAddressLimit:         256,
+		LoginFailureAddressLimit:  30,
+		LoginFailureOperatorLimit: 60,
+		MalformedAddressLimit:     60,
+		MaxRevocations:            1_000_000,
+		RevokeAddressLimit:        60,
+	}
+}
+
+// OrDefaults returns l with every field that is zero or less set to its value in
+// [DefaultLimits].
+func (l Limits) OrDefaults() Limits {
+	def := DefaultLimits()
+	for _, f := range []struct{ v, def *int }{
+		{&l.RegisterAddressLimit, &def.RegisterAddressLimit},
+		{&l.MaxNodes, &def.MaxNodes},
+		{&l.InitiateAddressLimit, &def.InitiateAddressLimit},
+		{&l.InitiateKeyLimit, &def.InitiateKeyLimit},
+		{&l.MaxOpenBindingSessions, &def.MaxOpenBindingSessions},
+		{&l.ResolveAddressLimit, &def.ResolveAddressLimit},
+		{&l.ResolveOperatorLimit, &def.ResolveOperatorLimit},
+		{&l.ResolveGlobalLimit, &def.ResolveGlobalLimit},
+		{&l.MaxBearerSessions, &def.MaxBearerSessions},
+		{&l.LoginAddressLimit, &def.LoginAddressLimit},
+		{&l.LoginFailureAddressLimit, &def.LoginFailureAddressLimit},
+		{&l.LoginFailureOperatorLimit, &def.LoginFailureOperatorLimit},
+		{&l.MalformedAddressLimit, &def.MalformedAddressLimit},
+		{&l.MaxRevocations, &def.MaxRevocations},
+		{&l.RevokeAddressLimit, &def.RevokeAddressLimit},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
+}
+
+// The windows the limits count in, and the bounds no operator needs to change.
+const (
+	registerWindow  = time.Hour
+	initiateWindow  = 10 * time.Minute
+	loginWindow     = 10 * time.Minute
+	malformedWindow = time.Minute
+	revokeWindow    = time.Hour
+
+	revokeCounterPrefix = "revoke/"
 
 	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
 	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They
@@ -110,24 +192,16 @@ const (
 	// maxTrackedClients bounds the client addresses that the in-memory limiters (login
 	// failures and attempts) track at once. Beyond it the addresses not yet tracked share one
 	// budget, so a sender with more addresses than this gains nothing over one that has
-	// exactly this many, and the limiter's memory stays under some 10 MiB.
+	// exactly this many, and the limiter's memory stays bounded.
 	maxTrackedClients = 1 << 16
-)
 
-// The credential revocation list (docs/protocol.md §10.5). Anyone can make a root key and
-// sign revocations for it, so the list is a table a stranger can grow.
-const (
-	// DefaultMaxRevocations bounds the list. Entries are never dropped, since dropping one
-	// would quietly un-revoke a credential: when the list is full, new revocations get
-	// RATE_LIMITED and the daemon's operator must raise the bound. A record is a few hundred
-	// bytes, so a million is a few hundred MB at most.
-	DefaultMaxRevocations = 1_000_000
-	// DefaultRevokeAddressLimit is the number of new revocations one client address may
-	// record per revokeWindow. An operator revokes a handful of devices on a bad day; this
-	// keeps one address from filling the list. Repeats of a recorded revocation do not count.
-	DefaultRevokeAddressLimit = 60
-	revokeWindow              = time.Hour
-	revokeCounterPrefix       = "revoke/"
+	// maxVerifyRounds bounds how often a binding session's change that verifies signatures
+	// starts over because the session changed between its read and its write (verified.go).
+	// A session's record changes only a few times in its life: its state only moves
+	// forward, through at most four stored states, and an ACTIVE session is marked unbound
+	// once. So no honest request is refused by it; a change that starts over this often has
+	// met something other than a session's life, and fails INTERNAL rather than loop.
+	maxVerifyRounds = 8
 )
 
 // Node records, their listings and replays (docs/protocol.md §8 and §10.1–10.3).
@@ -142,29 +216,23 @@ const (
 	// whatever 64 KiB strings strangers registered, once per node.
 	maxSignatureBytes = 256
 
-	// DefaultMaxNodes is the default of the global node cap (--max-nodes): new keys beyond it
-	// get 429 RATE_LIMITED. Registering is free and the per-address limit only slows one
-	// address, so without a global cap enough addresses grow the table, its memory and every
-	// listing without end. A million records take about 1 GB with their listing.
-	DefaultMaxNodes = 1_000_000
-
 	// maxListingBytes bounds the memory that encoded listings hold at once: the current
 	// snapshot, and older ones that slow readers are still being sent. A new snapshot is
 	// built only when the ones still held leave room for it; otherwise readers get the
 	// newest one already built, at most as stale as those readers are slow (the write
-	// timeout bounds that). One snapshot is always allowed, however large: with a million
-	// nodes it is about 450 MB, and refusing to list would be worse than holding it.
+	// timeout bounds that). One snapshot is always allowed, however large: refusing to list
+	// would be worse than holding it.
 	maxListingBytes = 512 << 20
 
 	// heartbeatMarkTTL is how long the registry remembers a key's last heartbeat ts (docs/protocol.md
 	// §10.3): beyond the ts tolerance, any older ts is refused as STALE_TS anyway, so the mark
-	// can go and the table holds only the keys that sent a heartbeat in the last ten minutes.
+	// can go and the table holds only the keys that sent a heartbeat within it.
 	heartbeatMarkTTL = 600 * time.Second
 
 	// listingSlotCount listings are written at once; other readers wait their turn. Writing
-	// a large listing is mostly copying, and sixteen greedy readers copying at once on a
-	// two-core machine starved every other request (an honest login's p50 went from 1 ms to
-	// about 50 ms); queued, they cost the others far less (5–15 ms) and lose no throughput.
+	// a large listing is mostly copying, and many greedy readers copying at once starved
+	// every other request of the cores (an honest login waited on them); queued, they cost
+	// the others far less and lose no throughput.
 	listingSlotCount = 2
 
 	// listingSlotHold is the longest one listing holds its turn. A reader that has not taken

@@ -17,7 +17,7 @@ import (
 // expires_at become EXPIRED, sessions terminal for binding.MinTerminalRetention are deleted
 // (their ids stay reserved), and bearer sessions, counters and heartbeat marks whose windows
 // are over are removed. Reads apply expiry on their own, so Sweep only keeps the store tidy
-// and bounded; call it periodically (svrpd does, every minute).
+// and bounded; [Service.Run] calls it every [Config.SweepEvery].
 //
 // A sweep also counts again, from the store, what the global caps count in memory (node
 // records, open binding sessions, live bearer sessions), so that on a store shared by several

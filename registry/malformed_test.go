@@ -17,7 +17,7 @@ import (
 // it sends next, until the window ends; other addresses and other answers are not counted.
 func TestMalformedBudget(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC))
-	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now, MalformedAddressLimit: 3})
+	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now, Limits: registry.Limits{MalformedAddressLimit: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 			if c, err = tx.Counter(counterKey); err != nil {
 				return err
 			}
-			if c.Blocked(now, s.registerLimit, registerWindow) {
+			if c.Blocked(now, s.limits.RegisterAddressLimit, registerWindow) {
 				return rateLimited(LimitRegisterPerAddress, "too many new node keys from this address; try again later")
 			}
 			if !reserved {
@@ -189,8 +189,8 @@ func sameV1(old store.Node, m canonical.Register, sig *string, prefix string) bo
 // reserveNode takes a place in the node table for a new key, or refuses once the table holds
 // maxNodes records (logged at most once a minute).
 func (s *Service) reserveNode() error {
-	if _, ok := s.nodes.reserve(s.maxNodes); !ok {
-		s.capReached(&s.warnNodes, "nodes", s.maxNodes)
+	if _, ok := s.nodes.reserve(s.limits.MaxNodes); !ok {
+		s.capReached(&s.warnNodes, "nodes", s.limits.MaxNodes)
 		return rateLimited(LimitNodes, "the registry holds as many nodes as it may; try again later")
 	}
 	return nil

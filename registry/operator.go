@@ -342,7 +342,6 @@ func (s *Service) BoundNodes(ctx context.Context, op authn.Operator, f api.NodeF
 const (
 	CreditsDisclaimer = "Credits are a test unit. They are not cash, not redeemable, not convertible, and not a claim on future value. Source not_yet_wired: every amount is a placeholder, not a measurement; a zero means nothing is counting, not that nothing was earned."
 	EvidenceNote      = "Source not_yet_wired: nothing is counting evidence yet. An empty list means unknown, not that nothing was contributed."
-	SourceNotYetWired = "not_yet_wired"
 )
 
 // CreditsView returns the credits view of an operator: zeros, with source not_yet_wired.
@@ -354,13 +353,13 @@ func (s *Service) CreditsView(op authn.Operator) api.Credits {
 		Settled:     api.Amount{Meaning: "Confirmed by evidence verification and settlement."},
 		Pending:     api.Amount{Meaning: "Evidence submitted, not yet verified or settled. It may never settle."},
 		Estimated:   api.Amount{Meaning: "A beta model's guess. It is not a commitment or a forecast."},
-		Source:      SourceNotYetWired,
+		Source:      api.SourceNotYetWired,
 	}
 }
 
 // EvidenceView returns the evidence view of an operator: empty, with source not_yet_wired.
 func (s *Service) EvidenceView(op authn.Operator) api.Evidence {
-	return api.Evidence{OperatorDID: op.DID, Evidence: []any{}, Source: SourceNotYetWired, Note: EvidenceNote}
+	return api.Evidence{OperatorDID: op.DID, Evidence: []any{}, Source: api.SourceNotYetWired, Note: EvidenceNote}
 }
 
 func nonNil(l []string) []string {

@@ -76,7 +76,7 @@ func TestLoginBudgetsSharedOnPostgres(t *testing.T) {
 	defer func() { onPostgres = false }()
 	dir := t.TempDir()
 	c := testkit.NewClock(epoch)
-	limit := func(cfg *registry.Config) { cfg.LoginFailureAddressLimit = 4 }
+	limit := func(cfg *registry.Config) { cfg.Limits.LoginFailureAddressLimit = 4 }
 	a := startHarness(t, openStore(t, dir), dir, c, limit)
 	b := startHarness(t, openStore(t, dir), dir, c, limit)
 	op := newOperator(t, "shared-budget", epoch)
@@ -105,7 +105,7 @@ func TestGlobalCapsSharedOnPostgres(t *testing.T) {
 	defer func() { onPostgres = false }()
 	dir := t.TempDir()
 	c := testkit.NewClock(epoch)
-	caps := func(cfg *registry.Config) { cfg.MaxOpenBindingSessions = 3; cfg.MaxBearerSessions = 3 }
+	caps := func(cfg *registry.Config) { cfg.Limits.MaxOpenBindingSessions = 3; cfg.Limits.MaxBearerSessions = 3 }
 	a := startHarness(t, openStore(t, dir), dir, c, caps)
 	b := startHarness(t, openStore(t, dir), dir, c, caps)
 	ctx := context.Background()

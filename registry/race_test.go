@@ -362,7 +362,7 @@ func TestRaceShortDIDCollision(t *testing.T) {
 // TestRaceRegisterAddressLimit: with a limit of 4 new keys per address, 32 new nodes
 // registering at once from one address get in 4 times.
 func TestRaceRegisterAddressLimit(t *testing.T) {
-	h := newHarness(t, func(c *registry.Config) { c.RegisterAddressLimit = 4 })
+	h := newHarness(t, func(c *registry.Config) { c.Limits.RegisterAddressLimit = 4 })
 	reqs := make([]raceRequest, 32)
 	for i := range reqs {
 		n := newNode(t, fmt.Sprintf("node-%d", i))

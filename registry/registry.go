@@ -12,12 +12,14 @@
 // # What it does not do
 //
 // It opens no listener, reads no flags or environment and starts no goroutine of its own:
-// the daemon (svrpd) or the embedding service owns the process, calls [Service.Sweep]
-// periodically and [Service.RepairAtStart] once. Time and randomness are injected through
-// [Config], so the whole service runs under a fake clock in tests.
+// the daemon (svrpd) or the embedding service owns the process, calls [Service.RepairAtStart]
+// once before serving and runs [Service.Run], the whole upkeep, on a goroutine of its own
+// until it stops. Time and randomness are injected through [Config], so the whole service
+// runs under a fake clock in tests.
 package registry
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -33,13 +35,8 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-// Defaults of the limits a daemon flag can change (docs/protocol.md §8).
-const (
-	DefaultResolveAddressLimit  = 30  // failed resolves per client address per 10 minutes
-	DefaultRegisterAddressLimit = 600 // new node keys per client address per hour
-	DefaultOnlineWindow         = 600 * time.Second
-	registerWindow              = time.Hour
-)
+// DefaultOnlineWindow is how recently a node must have been seen to count as online.
+const DefaultOnlineWindow = 600 * time.Second
 
 // Config wires a Service. Store is required; every other field has a default.
 type Config struct {
@@ -66,54 +63,40 @@ type Config struct {
 	Logger *slog.Logger
 	// StrictSignatures turns grace mode off: every registration must carry a valid signature.
 	StrictSignatures bool
-	// ResolveAddressLimit is the number of failed resolves per client address per 10 minutes
-	// before that address gets 429; default DefaultResolveAddressLimit.
-	ResolveAddressLimit int
-	// RegisterAddressLimit is the number of new node keys a client address may register per
-	// hour; default DefaultRegisterAddressLimit.
-	RegisterAddressLimit int
-	// MaxRevocations bounds the revocation list; default DefaultMaxRevocations.
-	MaxRevocations int
-	// RevokeAddressLimit is the number of new revocations a client address may record per
-	// hour; default DefaultRevokeAddressLimit.
-	RevokeAddressLimit int
-
-	// The bounds of limits.go that a daemon may change; zero takes the default.
-	InitiateAddressLimit      int // DefaultInitiateAddressLimit
-	MaxOpenBindingSessions    int // DefaultMaxOpenBindingSessions
-	MaxBearerSessions         int // DefaultMaxBearerSessions
-	LoginAddressLimit         int // DefaultLoginAddressLimit
-	LoginFailureAddressLimit  int // DefaultLoginFailureAddressLimit
-	LoginFailureOperatorLimit int // DefaultLoginFailureOperatorLimit
-	ResolveOperatorLimit      int // DefaultResolveOperatorLimit
-	ResolveGlobalLimit        int // DefaultResolveGlobalLimit
-	MalformedAddressLimit     int // DefaultMalformedAddressLimit
-	InitiateKeyLimit          int // DefaultInitiateKeyLimit
+	// Limits are the bounds put on strangers (limits.go); a zero field takes its default.
+	Limits Limits
 	// TrustedProxies are the peers whose X-Forwarded-For or Forwarded header names the
 	// client; for any other peer those headers are ignored. Empty trusts none.
 	TrustedProxies []netip.Prefix
-	// MaxNodes is the most node records the registry holds; new keys beyond it get 429.
-	// Default DefaultMaxNodes.
-	MaxNodes int
+
+	// FlushEvery is how often [Service.Run] makes heartbeat times kept in memory durable;
+	// default DefaultFlushEvery.
+	FlushEvery time.Duration
+	// SweepEvery is how often [Service.Run] sweeps; default DefaultSweepEvery.
+	SweepEvery time.Duration
+	// UpkeepLock, when not nil, keeps registries that share a store from sweeping it at
+	// the same time: a round of [Service.Run] sweeps under it, and counts again for the
+	// global caps instead when another registry holds it. Nil sweeps every round.
+	UpkeepLock UpkeepLock
+	// FlushObserver, when not nil, is told how long each flush of [Service.Run] took and
+	// how it ended. It must be quick.
+	FlushObserver func(took time.Duration, err error)
 }
 
 // Service is the registry. It is safe for concurrent use.
 type Service struct {
-	store               store.Store
-	prefix              string
-	clock               func() time.Time
-	rand                io.Reader
-	challenges          authn.Challenges
-	checker             authn.ChallengeChecker // when challenges are consumed in the store
-	nodeChecker         authn.NodeChecker      // the node-signed requests, under prefix and clock
-	log                 *slog.Logger
-	strict              bool
-	resolveAddressLimit int
-	registerLimit       int
-	maxRevocations      int
-	revokeAddressLimit  int
-	limits              Config // the limits.go bounds, defaults applied
-	trustedProxies      []netip.Prefix
+	store          store.Store
+	prefix         string
+	clock          func() time.Time
+	rand           io.Reader
+	challenges     authn.Challenges
+	checker        authn.ChallengeChecker // when challenges are consumed in the store
+	nodeChecker    authn.NodeChecker      // the node-signed requests, under prefix and clock
+	log            *slog.Logger
+	strict         bool
+	limits         Limits // defaults applied
+	trustedProxies []netip.Prefix
+	upkeep         upkeep
 
 	// In-memory state of the global caps and login budgets (limits.go). The open binding
 	// sessions are loaded by RepairAtStart; bearer sessions likewise.
@@ -129,7 +112,6 @@ type Service struct {
 	warnBearers   rareWarning
 
 	// Replays and the node table (limits.go).
-	maxNodes     int
 	nodes        nodeCount
 	heartbeats   heartbeatMarks
 	warnNodes    rareWarning
@@ -148,48 +130,29 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("registry: a store is required")
 	}
 	s := &Service{
-		store:               cfg.Store,
-		prefix:              cfg.Prefix,
-		clock:               cfg.Clock,
-		rand:                cfg.Rand,
-		challenges:          cfg.Challenges,
-		log:                 cfg.Logger,
-		strict:              cfg.StrictSignatures,
-		resolveAddressLimit: cfg.ResolveAddressLimit,
-		registerLimit:       cfg.RegisterAddressLimit,
-		maxRevocations:      cfg.MaxRevocations,
-		revokeAddressLimit:  cfg.RevokeAddressLimit,
-		maxNodes:            cfg.MaxNodes,
-		listingTurns:        make(listingSlots, listingSlotCount),
-		limits:              cfg,
-		trustedProxies:      slices.Clone(cfg.TrustedProxies),
-		openSessions:        newExpirySet(),
-		bearers:             newExpirySet(),
-		loginAttempts:       newWindowCounts(authn.ChallengeTTL),
-		loginFailAddr:       newWindowCounts(loginWindow),
-		loginFailDID:        newWindowCounts(loginWindow),
-		loginFailPair:       newWindowCounts(loginWindow),
-		malformed:           newWindowCounts(malformedWindow),
-		resolveNodes:        newNodeFailures(maxResolveNodes, maxResolveNodePairs),
-	}
-	for _, d := range []struct {
-		v   *int
-		def int
-	}{
-		{&s.limits.InitiateAddressLimit, DefaultInitiateAddressLimit},
-		{&s.limits.MaxOpenBindingSessions, DefaultMaxOpenBindingSessions},
-		{&s.limits.MaxBearerSessions, DefaultMaxBearerSessions},
-		{&s.limits.LoginAddressLimit, DefaultLoginAddressLimit},
-		{&s.limits.LoginFailureAddressLimit, DefaultLoginFailureAddressLimit},
-		{&s.limits.LoginFailureOperatorLimit, DefaultLoginFailureOperatorLimit},
-		{&s.limits.ResolveOperatorLimit, DefaultResolveOperatorLimit},
-		{&s.limits.ResolveGlobalLimit, DefaultResolveGlobalLimit},
-		{&s.limits.MalformedAddressLimit, DefaultMalformedAddressLimit},
-		{&s.limits.InitiateKeyLimit, DefaultInitiateKeyLimit},
-	} {
-		if *d.v <= 0 {
-			*d.v = d.def
-		}
+		store:          cfg.Store,
+		prefix:         cfg.Prefix,
+		clock:          cfg.Clock,
+		rand:           cfg.Rand,
+		challenges:     cfg.Challenges,
+		log:            cfg.Logger,
+		strict:         cfg.StrictSignatures,
+		listingTurns:   make(listingSlots, listingSlotCount),
+		limits:         cfg.Limits.OrDefaults(),
+		trustedProxies: slices.Clone(cfg.TrustedProxies),
+		openSessions:   newExpirySet(),
+		bearers:        newExpirySet(),
+		loginAttempts:  newWindowCounts(authn.ChallengeTTL),
+		loginFailAddr:  newWindowCounts(loginWindow),
+		loginFailDID:   newWindowCounts(loginWindow),
+		loginFailPair:  newWindowCounts(loginWindow),
+		malformed:      newWindowCounts(malformedWindow),
+		resolveNodes:   newNodeFailures(maxResolveNodes, maxResolveNodePairs),
+		upkeep: upkeep{
+			flushEvery: cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
+			sweepEvery: cmp.Or(max(cfg.SweepEvery, 0), DefaultSweepEvery),
+			lock:       cfg.UpkeepLock, observeFlush: cfg.FlushObserver,
+		},
 	}
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix
@@ -206,21 +169,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.resolveAddressLimit <= 0 {
-		s.resolveAddressLimit = DefaultResolveAddressLimit
-	}
-	if s.registerLimit <= 0 {
-		s.registerLimit = DefaultRegisterAddressLimit
-	}
-	if s.maxNodes <= 0 {
-		s.maxNodes = DefaultMaxNodes
-	}
-	if s.maxRevocations <= 0 {
-		s.maxRevocations = DefaultMaxRevocations
-	}
-	if s.revokeAddressLimit <= 0 {
-		s.revokeAddressLimit = DefaultRevokeAddressLimit
 	}
 	if s.challenges == nil {
 		key, err := authn.NewChallengeKey(s.rand)

@@ -204,7 +204,7 @@ func TestMaxNodes(t *testing.T) {
 		defer mu.Unlock()
 		return logs.Write(p)
 	}), nil))
-	h := newHarness(t, func(c *registry.Config) { c.MaxNodes = 2; c.Logger = logger })
+	h := newHarness(t, func(c *registry.Config) { c.Limits.MaxNodes = 2; c.Logger = logger })
 	a, b, c := newNode(t, "a"), newNode(t, "b"), newNode(t, "c")
 	h.ok("POST", "/api/v1/register", a.registration(t, "203.0.113.1:7000"), "", nil)
 	h.ok("POST", "/api/v1/register", b.registration(t, "203.0.113.2:7000"), "", nil)

@@ -21,11 +21,11 @@ import (
 // The rules of a resolve that names its node (docs/protocol.md §10.9).
 
 func resolveGlobalLimit(n int) harnessOption {
-	return func(c *registry.Config) { c.ResolveGlobalLimit = n }
+	return func(c *registry.Config) { c.Limits.ResolveGlobalLimit = n }
 }
 
 func resolveOperatorLimit(n int) harnessOption {
-	return func(c *registry.Config) { c.ResolveOperatorLimit = n }
+	return func(c *registry.Config) { c.Limits.ResolveOperatorLimit = n }
 }
 
 // didOf spells n's key in form f.

@@ -36,7 +36,7 @@ func TestRevocationProperty(t *testing.T) {
 		c := testkit.NewClock(epoch)
 		st := store.NewMemory()
 		defer st.Close()
-		svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, InitiateAddressLimit: 1 << 30, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30})
+		svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, Limits: registry.Limits{InitiateAddressLimit: 1 << 30, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30}})
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -2,43 +2,128 @@ package registry
 
 import (
 	"context"
-	"reflect"
+	"errors"
+	"fmt"
+	"time"
 
+	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/store"
 )
 
-// verified keeps the answers of the signature checks one write made in its dry run (see
-// updateVerified), each with the session it was made on.
-type verified struct{ entries []verifiedEntry }
-
-type verifiedEntry struct {
-	sess binding.BindingSession
-	err  error
+// A change of a binding session that verifies signatures is made in three steps, so that no
+// Ed25519 work is done inside a write transaction, where it would hold up the writes queued
+// behind it (and be done again when the store retries the transaction):
+//
+//  1. read, in a View: the session, expiry applied, and what the checks need beside it;
+//  2. verify, with no store access: every check of the protocol on what was read, in the
+//     protocol's order, signatures included; it yields the session to write;
+//  3. write, in an Update: the session is read again and, when it is still the version that
+//     was verified, the checks that must see the store as it is written (a revocation) are
+//     made and the change is written.
+//
+// When the session changed between 1 and 3, the change starts over from 1, so the answer is
+// the one the protocol gives for the session as it now is.
+type sessionChange struct {
+	// read, when not nil, reads in the View what verify needs beside the session.
+	read func(tx store.Tx, sess binding.BindingSession) error
+	// verify checks the request against sess, the session as read, and returns the session
+	// to write. It must not touch the store.
+	verify func(sess binding.BindingSession) (binding.BindingSession, error)
+	// write, when not nil, runs in the Update before next is written: the checks against the
+	// store as it is written, and the writes that go with the change.
+	write func(tx store.Tx, next binding.BindingSession) error
 }
 
-// check returns f's answer for sess: remembered when f already ran on an equal session,
-// computed and remembered otherwise. f must depend only on sess and on what the caller
-// holds constant; a check that reads the store (a revocation) is made after it, outside.
-func (v *verified) check(sess binding.BindingSession, f func() error) error {
-	for _, e := range v.entries {
-		if reflect.DeepEqual(e.sess, sess) {
-			return e.err
+// errSessionChanged is how the write step tells changeSession to start over.
+var errSessionChanged = errors.New("registry: the binding session changed since it was verified")
+
+// changeSession makes c's change of session id and returns the session written.
+func (s *Service) changeSession(ctx context.Context, id string, now time.Time, c sessionChange) (binding.BindingSession, error) {
+	for range maxVerifyRounds {
+		var read binding.BindingSession
+		err := s.store.View(ctx, func(tx store.Tx) (err error) {
+			if read, err = sessionAt(tx, id, now); err != nil || c.read == nil {
+				return err
+			}
+			return c.read(tx, read)
+		})
+		if err != nil {
+			return binding.BindingSession{}, err
+		}
+		next, err := c.verify(read)
+		if err != nil {
+			return binding.BindingSession{}, err
+		}
+		err = s.store.Update(ctx, func(tx store.Tx) error {
+			cur, err := sessionAt(tx, id, now)
+			if err != nil {
+				return err
+			}
+			if !sameVersion(read, cur) {
+				return errSessionChanged
+			}
+			if c.write != nil {
+				if err := c.write(tx, next); err != nil {
+					return err
+				}
+			}
+			return tx.PutBindingSession(next)
+		})
+		if !errors.Is(err, errSessionChanged) {
+			return next, err
 		}
 	}
-	err := f()
-	v.entries = append(v.entries, verifiedEntry{sess, err})
-	return err
+	return binding.BindingSession{}, fmt.Errorf("binding session %s changed %d times while being verified", id, maxVerifyRounds)
 }
 
-// updateVerified runs fn twice: first in a read-only View, where its checks run and its
-// signature verifications, made through v, are remembered, then in the write transaction,
-// where a verification of the same session reuses the answer. So the write transaction
-// does no Ed25519 work, and a transaction retried after a conflict none again, unless the
-// session changed between the two. The View's outcome is discarded whatever it was: its
-// writes fail as read-only, and the Update decides.
-func (s *Service) updateVerified(ctx context.Context, fn func(tx store.Tx, v *verified) error) error {
-	v := &verified{}
-	_ = s.store.View(ctx, func(tx store.Tx) error { return fn(tx, v) })
-	return s.store.Update(ctx, func(tx store.Tx) error { return fn(tx, v) })
+// sessionAt reads session id with expiry applied at now; an unknown id is NOT_FOUND.
+func sessionAt(tx store.Tx, id string, now time.Time) (binding.BindingSession, error) {
+	sess, err := tx.BindingSession(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return binding.BindingSession{}, errSessionNotFound()
+	}
+	if err != nil {
+		return binding.BindingSession{}, err
+	}
+	return binding.ExpireIfDue(sess, now), nil
 }
+
+// sameVersion reports whether cur, read in the write, is the version of the session that
+// read was. A session's state only moves forward, every write of it sets updated_at, and the
+// only writes that leave the state as it is mark an ACTIVE session unbound, once: so state,
+// updated_at and the unbinding mark together name one version. What verification reads of a
+// session (its request, node key, operator and credentials) is set with a change of state
+// and never changed after.
+func sameVersion(read, cur binding.BindingSession) bool {
+	return cur.State == read.State && cur.UpdatedAt.Equal(read.UpdatedAt) && cur.UnboundBy == read.UnboundBy
+}
+
+// revocationsRead is what a View found revoked among the credentials a request carries, for a
+// check that runs outside any transaction. It answers only for the pairs it read.
+type revocationsRead map[[2]string]bool
+
+// readRevocations reads whether each (operator_did, revocation_id) pair is revoked.
+func readRevocations(tx store.Tx, pairs ...[2]string) (revocationsRead, error) {
+	rl := revocations(tx)
+	read := make(revocationsRead, len(pairs))
+	for _, p := range pairs {
+		revoked, err := rl.Revoked(p[0], p[1])
+		if err != nil {
+			return nil, err
+		}
+		read[p] = revoked
+	}
+	return read, nil
+}
+
+// Revoked implements [authn.Revocations].
+func (r revocationsRead) Revoked(operatorDID, revocationID string) (bool, error) {
+	revoked, ok := r[[2]string{operatorDID, revocationID}]
+	if !ok {
+		return false, errors.New("registry: a revocation was asked that the read did not read")
+	}
+	return revoked, nil
+}
+
+var _ authn.Revocations = revocationsRead(nil)

@@ -48,7 +48,7 @@ func TestRow1BoundedRecordsAndListings(t *testing.T) {
 		r.Signature = &attack.HugeSignature
 		a := d.send(t, attacker, "POST", "/api/v1/register", r)
 		want, code := http.StatusBadRequest, "BAD_REQUEST"
-		if i >= registry.DefaultMalformedAddressLimit {
+		if i >= registry.DefaultLimits().MalformedAddressLimit {
 			want, code = http.StatusTooManyRequests, "RATE_LIMITED"
 		}
 		if a.status != want || a.code != code {

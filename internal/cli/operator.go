@@ -19,7 +19,6 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/proto"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -583,7 +582,7 @@ func printEvidence(w io.Writer, e api.Evidence) {
 	fmt.Fprintf(w, "count:     %d\n", e.Count)
 	fmt.Fprintf(w, "source:    %s\n", e.Source)
 	fmt.Fprintf(w, "note:      %s\n", e.Note)
-	if e.Source == registry.SourceNotYetWired {
+	if e.Source == api.SourceNotYetWired {
 		fmt.Fprintln(w, "\nNOT YET WIRED: nothing is counting evidence; an empty list means unknown, not that nothing was contributed.")
 	}
 }

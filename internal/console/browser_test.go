@@ -54,8 +54,7 @@ func startSvrpd(t *testing.T) string {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	cfg := daemon.Config{
-		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Prefix: "service",
-		ResolveAddressLimit: 30, RegisterAddressLimit: 600, SweepEvery: time.Minute,
+		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Prefix: "service", SweepEvery: time.Minute,
 		LogLevel: "warn", LogFormat: "text", Console: true,
 	}
 	go func() { done <- daemon.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), ready) }()

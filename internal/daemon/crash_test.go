@@ -23,6 +23,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -287,9 +288,9 @@ type crashNodeAck struct {
 }
 
 // heartbeatDurability is how far a heartbeat's last_seen may lag after a crash: svrpd keeps
-// heartbeat times in memory and makes them durable every second (flushEvery), and a crash
+// heartbeat times in memory and makes them durable every registry.DefaultFlushEvery, and a crash
 // may fall just before a flush or during one.
-const heartbeatDurability = flushEvery + 2*time.Second
+const heartbeatDurability = registry.DefaultFlushEvery + 2*time.Second
 
 type crashTokenAck struct {
 	operator string

@@ -1,6 +1,6 @@
 // Package daemon is svrpd's composition root: it turns a Config into a store, a registry
-// service and an HTTP server, runs the background upkeep (heartbeat flushes and sweeps) and
-// shuts all of it down in order. It holds no protocol logic of its own; that is in registry
+// service and an HTTP server, runs the service's upkeep ([registry.Service.Run]) beside them
+// and shuts all of it down in order. It holds no protocol logic of its own; that is in registry
 // and the packages below it (see docs/protocol.md).
 package daemon
 
@@ -14,8 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
-	"net/url"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -32,239 +30,6 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
 )
-
-// Config is everything `svrpd serve` is configured with.
-type Config struct {
-	Listen   string // host:port; port 0 picks a free one
-	DataDir  string // the Badger directory, unless Memory
-	Memory   bool   // keep everything in memory: nothing survives a restart
-	Postgres string // a PostgreSQL URL: the store shared with other daemons
-	// FlushEvery is how often heartbeat times kept in memory are written to the store.
-	FlushEvery           time.Duration
-	Prefix               string // domain prefix of every signed message
-	StrictSignatures     bool   // refuse registrations whose signature does not verify
-	ResolveAddressLimit  int
-	RegisterAddressLimit int
-	MaxNodes             int
-	MaxRevocations       int
-	RevokeAddressLimit   int
-	// The abuse bounds of registry/limits.go and connlimit.go.
-	InitiateAddressLimit      int
-	MaxBindingSessions        int
-	MaxBearerSessions         int
-	LoginAddressLimit         int
-	MalformedAddressLimit     int
-	InitiateKeyLimit          int
-	LoginFailureAddressLimit  int
-	LoginFailureOperatorLimit int
-	ResolveOperatorLimit      int
-	ResolveGlobalLimit        int
-	MaxConnections            int
-	MaxConnectionsPerAddress  int
-	TrustedProxies            []netip.Prefix
-	SweepEvery                time.Duration
-	LogLevel                  string
-	LogFormat                 string
-	// DiskReserve is the free space kept on the data directory's volume; the zero value is
-	// the store's default.
-	DiskReserve store.DiskReserve
-	// ShutdownTimeout bounds the shutdown after the first signal: draining requests and
-	// closing the store. Zero is DefaultShutdownTimeout.
-	ShutdownTimeout time.Duration
-	// Console serves the operator console under /console/ (Main turns it on by default).
-	Console bool
-	// CORSOrigins are the browser origins allowed to call the API (--cors-origin).
-	CORSOrigins []string
-	// MetricsListen is where GET /metrics is served: MetricsOnMain (on Listen's
-	// listener), a host:port of its own, or "" for nowhere.
-	MetricsListen string
-	// DebugListen is a loopback host:port where Go's profiler (net/http/pprof) is served
-	// on a listener of its own, or "" for nowhere (the default).
-	DebugListen string
-	// dataGiven records that --data was set explicitly, which --memory contradicts.
-	dataGiven bool
-	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
-	// being cut off; zero fields take the defaults below.
-	Timeouts Timeouts
-}
-
-// WithDefaults returns c with every zero abuse bound set to its default, as the flags
-// default them.
-func (c Config) WithDefaults() Config {
-	for _, f := range []struct {
-		v   *int
-		def int
-	}{
-		{&c.InitiateAddressLimit, registry.DefaultInitiateAddressLimit},
-		{&c.MaxBindingSessions, registry.DefaultMaxOpenBindingSessions},
-		{&c.MaxBearerSessions, registry.DefaultMaxBearerSessions},
-		{&c.LoginAddressLimit, registry.DefaultLoginAddressLimit},
-		{&c.LoginFailureAddressLimit, registry.DefaultLoginFailureAddressLimit},
-		{&c.LoginFailureOperatorLimit, registry.DefaultLoginFailureOperatorLimit},
-		{&c.ResolveOperatorLimit, registry.DefaultResolveOperatorLimit},
-		{&c.ResolveGlobalLimit, registry.DefaultResolveGlobalLimit},
-		{&c.MalformedAddressLimit, registry.DefaultMalformedAddressLimit},
-		{&c.InitiateKeyLimit, registry.DefaultInitiateKeyLimit},
-		{&c.MaxConnections, DefaultMaxConnections},
-		{&c.MaxConnectionsPerAddress, DefaultMaxConnectionsPerAddress},
-	} {
-		if *f.v == 0 {
-			*f.v = f.def
-		}
-	}
-	return c
-}
-
-func (c Config) Validate() error {
-	var errs []error
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("--listen %q: want host:port", c.Listen))
-	}
-	if c.Postgres != "" && (c.Memory || c.dataGiven) {
-		errs = append(errs, errors.New("--postgres keeps everything in the database, so --memory and --data cannot be used with it: --memory, --data and --postgres are mutually exclusive"))
-	}
-	if !c.Memory && c.Postgres == "" && c.DataDir == "" {
-		errs = append(errs, errors.New("--data must name a directory (or use --memory or --postgres)"))
-	}
-	if c.FlushEvery < 0 || (c.FlushEvery > 0 && c.FlushEvery < 10*time.Millisecond) || c.FlushEvery > time.Minute {
-		errs = append(errs, errors.New("--flush-every must be between 10ms and 1m"))
-	}
-	if c.Memory && c.dataGiven {
-		errs = append(errs, errors.New("--memory keeps nothing on disk, so --data cannot be used with it: give one or the other"))
-	}
-	if c.MetricsListen != "" && c.MetricsListen != MetricsOnMain {
-		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
-			errs = append(errs, fmt.Errorf("--metrics-listen %q: want host:port, %q (on --listen's address) or empty (no metrics)", c.MetricsListen, MetricsOnMain))
-		}
-	}
-	if c.DebugListen != "" {
-		if err := checkDebugListen(c.DebugListen); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, o := range c.CORSOrigins {
-		if err := checkOrigin(o); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := canonical.CheckPrefix(c.Prefix); err != nil {
-		errs = append(errs, fmt.Errorf("--prefix: %w", err))
-	}
-	if c.ResolveAddressLimit < 1 {
-		errs = append(errs, errors.New("--resolve-address-limit must be at least 1"))
-	}
-	if c.RegisterAddressLimit < 1 {
-		errs = append(errs, errors.New("--register-address-limit must be at least 1"))
-	}
-	// Zero takes the registry's default, so that a Config written before these bounds
-	// existed still validates.
-	if c.MaxNodes < 0 {
-		errs = append(errs, errors.New("--max-nodes must be at least 1"))
-	}
-	if c.MaxRevocations < 0 {
-		errs = append(errs, errors.New("--max-revocations must be at least 1"))
-	}
-	if c.RevokeAddressLimit < 0 {
-		errs = append(errs, errors.New("--revoke-address-limit must be at least 1"))
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"initiate-address-limit", c.InitiateAddressLimit},
-		{"max-binding-sessions", c.MaxBindingSessions},
-		{"max-bearer-sessions", c.MaxBearerSessions},
-		{"login-address-limit", c.LoginAddressLimit},
-		{"login-failure-address-limit", c.LoginFailureAddressLimit},
-		{"login-failure-operator-limit", c.LoginFailureOperatorLimit},
-		{"resolve-operator-limit", c.ResolveOperatorLimit},
-		{"resolve-global-limit", c.ResolveGlobalLimit},
-		{"malformed-address-limit", c.MalformedAddressLimit},
-		{"initiate-key-limit", c.InitiateKeyLimit},
-		{"max-connections", c.MaxConnections},
-		{"max-connections-per-address", c.MaxConnectionsPerAddress},
-	} {
-		if f.v < 1 {
-			errs = append(errs, fmt.Errorf("--%s must be at least 1", f.name))
-		}
-	}
-	if c.SweepEvery < time.Second {
-		errs = append(errs, errors.New("--sweep-every must be at least 1s"))
-	}
-	if _, err := ParseLevel(c.LogLevel); err != nil {
-		errs = append(errs, err)
-	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
-	}
-	if c.ShutdownTimeout < 0 {
-		errs = append(errs, errors.New("--shutdown-timeout must not be negative"))
-	}
-	if c.DiskReserve.Percent < 0 || c.DiskReserve.Percent >= 100 {
-		errs = append(errs, errors.New("--disk-reserve: a percentage must be below 100%"))
-	}
-	return errors.Join(errs...)
-}
-
-// prefixList is a repeatable flag of CIDR ranges; one value may also list several, separated
-// by commas (as SVRPD_TRUSTED_PROXY does).
-type prefixList struct{ p *[]netip.Prefix }
-
-func (l prefixList) String() string {
-	if l.p == nil {
-		return ""
-	}
-	var parts []string
-	for _, p := range *l.p {
-		parts = append(parts, p.String())
-	}
-	return strings.Join(parts, ",")
-}
-
-func (l prefixList) Set(v string) error {
-	for _, part := range strings.Split(v, ",") {
-		part = strings.TrimSpace(part)
-		p, err := netip.ParsePrefix(part)
-		if err != nil {
-			a, aerr := netip.ParseAddr(part)
-			if aerr != nil {
-				return fmt.Errorf("%q is not an address range (CIDR) or an address", part)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		*l.p = append(*l.p, p.Masked())
-	}
-	return nil
-}
-
-// checkOrigin accepts an origin as browsers send it: http or https, a host, an optional
-// port, and nothing else.
-func checkOrigin(o string) error {
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("--cors-origin %q: want scheme://host[:port], such as https://console.example.net", o)
-	}
-	return nil
-}
-
-// checkDebugListen accepts only a loopback address for the profiler: anyone who reaches it
-// can make the daemon spend its CPU profiling and tracing, and read its goroutines' stacks.
-// A name other than localhost is refused even when it resolves to loopback, since what is
-// checked is what is typed; an empty host would listen on every interface.
-func checkDebugListen(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--debug-listen %q: want a loopback host:port, such as 127.0.0.1:6060", addr)
-	}
-	if strings.EqualFold(host, "localhost") {
-		return nil
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("--debug-listen %q: the profiler is served on loopback only (127.0.0.0/8, ::1 or localhost); reach it from elsewhere through an SSH tunnel", addr)
-}
 
 // debugHandler serves Go's profiler: the index, each named profile (heap, goroutine, ...),
 // the CPU profile, the execution trace and symbol lookup. The command line is left out: it
@@ -394,28 +159,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.DataDir, "data", "./svrpd-data", "directory of the embedded Badger store")
 	fs.BoolVar(&c.Memory, "memory", false, "keep everything in memory (lost at exit) instead of in --data")
 	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL URL (postgres://user@host:5432/db): keep everything there, shared with every svrpd on that database, instead of in --data")
-	fs.DurationVar(&c.FlushEvery, "flush-every", flushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
+	fs.DurationVar(&c.FlushEvery, "flush-every", registry.DefaultFlushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
 	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
-	fs.IntVar(&c.ResolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
-	fs.IntVar(&c.RegisterAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
-	fs.IntVar(&c.MaxNodes, "max-nodes", registry.DefaultMaxNodes, "most node records the registry holds; new node keys beyond it get 429")
-	fs.IntVar(&c.MaxRevocations, "max-revocations", registry.DefaultMaxRevocations, "credential revocations kept in all; when full, new ones get 429 (none is ever dropped)")
-	fs.IntVar(&c.RevokeAddressLimit, "revoke-address-limit", registry.DefaultRevokeAddressLimit, "new credential revocations one client address may record per hour before 429")
-	fs.IntVar(&c.InitiateAddressLimit, "initiate-address-limit", registry.DefaultInitiateAddressLimit, "binding initiates per client address per 10 minutes before 429")
-	fs.IntVar(&c.MaxBindingSessions, "max-binding-sessions", registry.DefaultMaxOpenBindingSessions, "open binding sessions over all nodes before initiates get 429")
-	fs.IntVar(&c.MaxBearerSessions, "max-bearer-sessions", registry.DefaultMaxBearerSessions, "live operator sessions over all operators before logins get 429")
-	fs.IntVar(&c.LoginAddressLimit, "login-address-limit", registry.DefaultLoginAddressLimit, "login attempts per client address per 5 minutes before 429")
-	fs.IntVar(&c.LoginFailureAddressLimit, "login-failure-address-limit", registry.DefaultLoginFailureAddressLimit, "failed logins per client address per 10 minutes before 429")
-	fs.IntVar(&c.LoginFailureOperatorLimit, "login-failure-operator-limit", registry.DefaultLoginFailureOperatorLimit, "failed logins per operator DID per 10 minutes before 429 (for addresses that failed)")
-	fs.IntVar(&c.ResolveOperatorLimit, "resolve-operator-limit", registry.DefaultResolveOperatorLimit, "failed binding resolves per operator per 10 minutes before 429")
-	fs.IntVar(&c.ResolveGlobalLimit, "resolve-global-limit", registry.DefaultResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429")
-	fs.IntVar(&c.InitiateKeyLimit, "initiate-key-limit", registry.DefaultInitiateKeyLimit, "binding initiates per node key per 10 minutes before 429")
-	fs.IntVar(&c.MalformedAddressLimit, "malformed-address-limit", registry.DefaultMalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read")
+	def := registry.DefaultLimits()
+	defaults := limitFlags(&def)
+	for i, f := range limitFlags(&c.Limits) {
+		fs.IntVar(f.v, f.name, *defaults[i].v, f.usage)
+	}
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
 	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose X-Forwarded-For / Forwarded names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
-	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
+	fs.DurationVar(&c.SweepEvery, "sweep-every", registry.DefaultSweepEvery, "how often expired sessions and counters are swept")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error (debug logs every request; trace adds Badger's own messages)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	reserve := fs.String("disk-reserve", "auto", "free space kept on the data volume; writes answer 503 STORE_UNAVAILABLE below it (auto: the larger of 256MiB and 5% of the volume; or a size such as 1GiB, or a percentage such as 10%)")
@@ -471,7 +226,7 @@ func (e startError) Error() string { return e.err.Error() }
 func (e startError) Unwrap() error { return e.err }
 
 // Run runs the registry until ctx is done, then shuts down in order, within
-// c.ShutdownTimeout: stop accepting, drain requests, stop the sweeper, close the store. It
+// c.ShutdownTimeout: stop accepting, drain requests, stop the upkeep, close the store. It
 // binds the listener before it touches the disk, so that a daemon that cannot listen leaves
 // no directory behind. ready, when not nil, receives the listening address once requests
 // can be served.
@@ -529,13 +284,10 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 	rc := registry.Config{
 		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
-		ResolveAddressLimit: c.ResolveAddressLimit, RegisterAddressLimit: c.RegisterAddressLimit,
-		MaxRevocations: c.MaxRevocations, RevokeAddressLimit: c.RevokeAddressLimit,
-		InitiateAddressLimit: c.InitiateAddressLimit, MaxOpenBindingSessions: c.MaxBindingSessions,
-		MaxBearerSessions: c.MaxBearerSessions, LoginAddressLimit: c.LoginAddressLimit, LoginFailureAddressLimit: c.LoginFailureAddressLimit,
-		LoginFailureOperatorLimit: c.LoginFailureOperatorLimit, ResolveOperatorLimit: c.ResolveOperatorLimit,
-		ResolveGlobalLimit: c.ResolveGlobalLimit, MalformedAddressLimit: c.MalformedAddressLimit,
-		InitiateKeyLimit: c.InitiateKeyLimit, TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
+		Limits: c.Limits, TrustedProxies: c.TrustedProxies, FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
+	}
+	if m != nil {
+		rc.FlushObserver = m.Flush
 	}
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed
@@ -546,6 +298,10 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		}
 		rc.Challenges = authn.NewChallenger(key, rand.Reader, 0)
 		rc.ChallengesInStore = true
+		// One daemon at a time sweeps the shared database; the others count again.
+		rc.UpkeepLock = func(ctx context.Context, fn func(context.Context) error) (bool, error) {
+			return pg.Exclusive(ctx, upkeepLock, fn)
+		}
 	}
 	svc, err := registry.New(rc)
 	if err != nil {
@@ -611,12 +367,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		go func() { served <- debugSrv.Serve(debugLn) }()
 	}
 
-	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-	swept := make(chan struct{})
-	go func() {
-		defer close(swept)
-		sweep(sweepCtx, svc, st, pg, c, log, m)
-	}()
+	upkeepCtx, stopUpkeep := context.WithCancel(context.WithoutCancel(ctx))
+	upkept := make(chan error, 1)
+	go func() { upkept <- svc.Run(upkeepCtx) }()
 
 	where := "badger " + c.DataDir
 	switch {
@@ -662,13 +415,15 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if debugSrv != nil {
 		debugSrv.Close()
 	}
-	stopSweep()
-	// The sweeper may be inside a write that a failing disk holds up; it gets the rest of
-	// the bound, shared with closing the store.
+	stopUpkeep()
+	// The upkeep may be inside a write that a failing disk holds up, and ends with a last
+	// flush; it gets the rest of the bound, shared with closing the store.
 	closed := make(chan error, 1)
 	go func() {
-		<-swept
-		log.Info("sweeper stopped")
+		if err := <-upkept; err != nil && !errors.Is(err, store.ErrUnavailable) {
+			log.Warn("the last heartbeat times were not made durable by the upkeep; closing the store tries again", "err", err)
+		}
+		log.Info("upkeep stopped")
 		closed <- closeStore()
 	}()
 	select {
@@ -679,7 +434,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		}
 		return serveErr
 	case <-time.After(time.Until(deadline)):
-		err := fmt.Errorf("the store did not close within the %v shutdown bound: Badger's memtables were not written out as tables, and the last_seen of heartbeats since the last flush (at most %v) may be lost; every other acknowledged write is in Badger's write-ahead log, replayed at the next start", bound, flushEvery)
+		err := fmt.Errorf("the store did not close within the %v shutdown bound: Badger's memtables were not written out as tables, and the last_seen of heartbeats since the last flush (at most %v) may be lost; every other acknowledged write is in Badger's write-ahead log, replayed at the next start", bound, c.FlushEvery)
 		log.Error("shutdown overran", "err", err)
 		return errors.Join(serveErr, err)
 	}
@@ -739,69 +494,3 @@ const challengeKeyName = "login-challenge-key"
 
 // upkeepLock is the advisory lock under which one daemon on a shared database sweeps.
 const upkeepLock = 0x73767270_0002
-
-// flushEvery is how often heartbeat times kept in memory are made durable: a crash loses at
-// most this much freshness, and nothing else.
-const flushEvery = time.Second
-
-// sweep runs the registry's sweep, and the store's own maintenance when it has any, every
-// c.SweepEvery until ctx is done, and flushes heartbeat times every c.FlushEvery. On a shared
-// database one daemon at a time sweeps: the others find the lock taken and skip the round.
-func sweep(ctx context.Context, svc *registry.Service, st store.Store, pg *store.Postgres, c Config, log *slog.Logger, m *metrics.Metrics) {
-	every := c.FlushEvery
-	if every <= 0 {
-		every = flushEvery
-	}
-	t := time.NewTicker(c.SweepEvery)
-	defer t.Stop()
-	flush := time.NewTicker(every)
-	defer flush.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-flush.C:
-			if f, ok := st.(store.NodeToucher); ok {
-				start := time.Now()
-				err := f.Flush(ctx)
-				if ctx.Err() != nil {
-					continue
-				}
-				if m != nil {
-					m.Flush(time.Since(start), err)
-				}
-				// A store that refuses writes has said so once; it is not said again
-				// every second.
-				if err != nil && !errors.Is(err, store.ErrUnavailable) {
-					log.Error("making heartbeat times durable failed", "err", err)
-				}
-			}
-			continue
-		case <-t.C:
-		}
-		upkeep := func(ctx context.Context) error {
-			if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
-				log.Error("sweep failed", "err", err)
-			}
-			if mt, ok := st.(store.Maintainer); ok {
-				if err := mt.Maintain(ctx); err != nil {
-					log.Warn("store maintenance failed", "err", err)
-				}
-			}
-			return nil
-		}
-		if pg == nil {
-			upkeep(ctx)
-			continue
-		}
-		if ran, err := pg.Exclusive(ctx, upkeepLock, upkeep); err != nil && ctx.Err() == nil {
-			log.Warn("taking the upkeep lock failed", "err", err)
-		} else if !ran {
-			log.Debug("upkeep skipped: another daemon holds the lock")
-			// The global caps still count what the others added, once a sweep interval.
-			if err := svc.Recount(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
-				log.Error("counting for the global caps failed", "err", err)
-			}
-		}
-	}
-}

@@ -21,8 +21,7 @@ import (
 func serveConfig(t *testing.T) Config {
 	return Config{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Prefix: canonical.DefaultPrefix,
-		ResolveAddressLimit: registry.DefaultResolveAddressLimit, RegisterAddressLimit: registry.DefaultRegisterAddressLimit,
-		SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", MetricsListen: MetricsOnMain,
+		Limits: registry.DefaultLimits(), SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", MetricsListen: MetricsOnMain,
 	}.WithDefaults()
 }
 
@@ -58,7 +57,7 @@ func serve(t *testing.T, c Config) string {
 // the rate-limit refusals say what happened.
 func TestMetricsCount(t *testing.T) {
 	c := serveConfig(t)
-	c.RegisterAddressLimit = 2
+	c.Limits.RegisterAddressLimit = 2
 	url := serve(t, c)
 	cl := newCrashClient(url)
 	a, b, refused := newCrashNode(), newCrashNode(), newCrashNode()

@@ -19,8 +19,7 @@ func slowServe(t *testing.T, timeouts Timeouts) string {
 	t.Helper()
 	c := Config{
 		Listen: "127.0.0.1:0", Memory: true, Prefix: canonical.DefaultPrefix,
-		ResolveAddressLimit: registry.DefaultResolveAddressLimit, RegisterAddressLimit: registry.DefaultRegisterAddressLimit, MaxNodes: registry.DefaultMaxNodes,
-		SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", Timeouts: timeouts,
+		Limits: registry.DefaultLimits(), SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", Timeouts: timeouts,
 	}.WithDefaults()
 	return strings.TrimPrefix(serve(t, c), "http://")
 }

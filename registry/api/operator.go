@@ -80,6 +80,10 @@ type Amount struct {
 	Meaning string  `json:"meaning"`
 }
 
+// SourceNotYetWired is the source of the credits and evidence views while nothing feeds
+// them: every amount is a placeholder and an empty evidence list means unknown.
+const SourceNotYetWired = "not_yet_wired"
+
 // Credits is the credits view (docs/protocol.md §5.3). Its three buckets are never summed.
 type Credits struct {
 	OperatorDID string `json:"operator_did"`

@@ -1,0 +1,118 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/svrp/svrp/store"
+)
+
+// Intervals of [Service.Run], when [Config] leaves them zero.
+const (
+	// DefaultFlushEvery is how often heartbeat times kept in memory are made durable: a
+	// crash loses at most this much freshness, and nothing else.
+	DefaultFlushEvery = time.Second
+	// DefaultSweepEvery is how often expired sessions, counters and heartbeat marks are
+	// swept, and the global caps counted again from the store. Reads apply expiry on their
+	// own, so this only bounds how long the store keeps what time has decided and how stale
+	// another daemon's additions may be in the caps (limits.go).
+	DefaultSweepEvery = time.Minute
+)
+
+// UpkeepLock runs fn when no other registry on the same store is running it, and reports
+// whether it ran; see [Config.UpkeepLock].
+type UpkeepLock func(ctx context.Context, fn func(context.Context) error) (ran bool, err error)
+
+// Run does the service's upkeep until ctx is done, on the caller's goroutine: every
+// [Config.FlushEvery] it makes the heartbeat times a node cache ([store.WithNodeCache]) holds
+// in memory durable, and every [Config.SweepEvery] it sweeps ([Service.Sweep]) and lets the
+// store do its own maintenance ([store.Maintainer]). With a [Config.UpkeepLock], a round whose
+// lock another registry holds only counts again for the global caps ([Service.Recount]).
+//
+// Failures of a round are logged, and the next round tries again; a store that refuses
+// writes has said so once and is not logged again every round. When ctx is done Run makes
+// the last heartbeat times durable, under a context that is no longer cancelled, and returns
+// that flush's error: a caller that bounds its shutdown bounds its wait for Run.
+//
+// Call [Service.RepairAtStart] once before serving, then Run, once, until the service stops.
+func (s *Service) Run(ctx context.Context) error {
+	toucher, _ := s.store.(store.NodeToucher)
+	var flushes <-chan time.Time
+	if toucher != nil {
+		t := time.NewTicker(s.upkeep.flushEvery)
+		defer t.Stop()
+		flushes = t.C
+	}
+	sweeps := time.NewTicker(s.upkeep.sweepEvery)
+	defer sweeps.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if toucher == nil {
+				return nil
+			}
+			return toucher.Flush(context.WithoutCancel(ctx))
+		case <-flushes:
+			s.flush(ctx, toucher)
+		case <-sweeps.C:
+			s.upkeepRound(ctx)
+		}
+	}
+}
+
+// flush makes the heartbeat times t holds durable and tells the flush observer how long it
+// took; a flush cut off by the end of Run is not observed.
+func (s *Service) flush(ctx context.Context, t store.NodeToucher) {
+	start := time.Now()
+	err := t.Flush(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	if s.upkeep.observeFlush != nil {
+		s.upkeep.observeFlush(time.Since(start), err)
+	}
+	if err != nil && !errors.Is(err, store.ErrUnavailable) {
+		s.log.Error("making heartbeat times durable failed", "err", err)
+	}
+}
+
+// upkeepRound sweeps and maintains the store, or, on a shared store whose upkeep another
+// registry is doing, counts again for the global caps.
+func (s *Service) upkeepRound(ctx context.Context) {
+	sweep := func(ctx context.Context) error {
+		if err := s.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
+			s.log.Error("sweep failed", "err", err)
+		}
+		if mt, ok := s.store.(store.Maintainer); ok {
+			if err := mt.Maintain(ctx); err != nil {
+				s.log.Warn("store maintenance failed", "err", err)
+			}
+		}
+		return nil
+	}
+	if s.upkeep.lock == nil {
+		sweep(ctx)
+		return
+	}
+	ran, err := s.upkeep.lock(ctx, sweep)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Warn("taking the upkeep lock failed", "err", err)
+		}
+	case !ran:
+		s.log.Debug("upkeep skipped: another registry holds the lock")
+		// The global caps still count what the others added, once a sweep interval.
+		if err := s.Recount(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
+			s.log.Error("counting for the global caps failed", "err", err)
+		}
+	}
+}
+
+// upkeep is how Run is configured.
+type upkeep struct {
+	flushEvery, sweepEvery time.Duration
+	lock                   UpkeepLock
+	observeFlush           func(took time.Duration, err error)
+}

@@ -23,7 +23,7 @@ const (
 	LimitOpenSessions             = "open_sessions"               // open binding sessions in all
 	LimitLoginsPerAddress         = "logins_per_address"          // logins from one client address
 	LimitLoginFailuresPerAddress  = "login_failures_per_address"  // failed logins from one client address
-	LimitLoginFailuresPerOperator = "login_failures_per_operator" // failed logins for one operator
+	LimitLoginFailuresPerOperator = "login_failures_per_operator" // failed logins for one operator from one client address
 	LimitBearerSessions           = "bearer_sessions"             // bearer sessions in all
 	LimitRevokePerAddress         = "revoke_per_address"          // new revocations from one client address
 	LimitRevocationList           = "revocation_list"             // revocations the registry keeps in all

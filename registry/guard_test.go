@@ -61,26 +61,6 @@ func TestClientAddr(t *testing.T) {
 	}
 }
 
-func TestWindowCountsOverflow(t *testing.T) {
-	w := newWindowCounts(time.Minute)
-	now := time.Unix(1e9, 0)
-	for i := range maxTrackedClients {
-		w.add(strconv.Itoa(i), now)
-	}
-	// The table is full: a new key shares the overflow count, which a second new key sees.
-	if n := w.add("new one", now); n != 1 {
-		t.Fatalf("first untracked key: %d", n)
-	}
-	if n := w.count("another", now); n != 1 {
-		t.Fatalf("second untracked key sees %d; want the shared overflow count 1", n)
-	}
-	// Once the windows end, keys are tracked on their own again.
-	later := now.Add(time.Minute)
-	if n := w.add("new one", later); n != 1 || len(w.m) > 2 {
-		t.Fatalf("after the windows: count %d, %d keys tracked", n, len(w.m))
-	}
-}
-
 func TestExpirySet(t *testing.T) {
 	s := newExpirySet()
 	t0 := time.Unix(1e9, 0)

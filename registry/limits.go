@@ -53,12 +53,14 @@ const (
 	// An operator who mistypes nothing (logins are signed by a device) fails rarely; a flood
 	// of garbage signatures stops after this many.
 	DefaultLoginFailureAddressLimit = 30
-	// DefaultLoginFailureOperatorLimit is the number of failed logins that may name one
-	// operator DID per loginWindow. Beyond it, attempts for that DID are refused only from
-	// client addresses that themselves failed within the window: a stranger replaying an
-	// operator's (public) DeviceCredential with bad signatures cannot lock that operator out
-	// of logging in from a clean address.
-	DefaultLoginFailureOperatorLimit = 60
+	// DefaultLoginFailureOperatorLimit is the number of failed logins one client address may
+	// make naming one operator DID per loginWindow; beyond it that address's logins for that
+	// DID are RATE_LIMITED, and nobody else's. Failures are never counted per DID alone: a
+	// DID is public, so a count any stranger can add to would let strangers lock its
+	// operator out (an operator who failed once, on a spent challenge, was refused after 60
+	// strangers' failures). It refuses only the address that failed; the per-address budget
+	// above bounds how many DIDs one address may fail on.
+	DefaultLoginFailureOperatorLimit = 10
 	loginWindow                      = 10 * time.Minute
 
 	// DefaultMalformedAddressLimit is the number of malformed requests — answered 400
@@ -95,11 +97,16 @@ const (
 	// level, not once per refused request, so a flood cannot flood the log too.
 	capWarnEvery = time.Minute
 
-	// maxTrackedClients bounds the client addresses that the in-memory limiters (login
-	// failures and attempts) track at once. Beyond it the addresses not yet tracked share one
-	// budget, so a sender with more addresses than this gains nothing over one that has
-	// exactly this many, and the limiter's memory stays under some 10 MiB.
-	maxTrackedClients = 1 << 16
+	// DefaultMaxTrackedClients bounds the keys each in-memory budget table (login attempts,
+	// login failures per address and per address and DID, malformed requests) tracks at
+	// once, so a table's memory stays under some 10 MiB however many keys strangers use. A
+	// key the table does not track counts as fresh: it is never charged with another key's
+	// events. When the table is full, a new key makes room by forgetting the least useful
+	// entry among the least recently used: one whose window ended, else the one with the
+	// fewest events. So a sender with more addresses than the table holds forgets its own
+	// counts first (and gains a fresh budget per address it cycles through, which the
+	// per-block budgets bound), while the entry of an address that keeps being refused stays.
+	DefaultMaxTrackedClients = 1 << 16
 )
 
 // The credential revocation list (docs/protocol.md §10.5). Anyone can make a root key and

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"slices"
@@ -25,7 +26,8 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 }
 
 // Login verifies a device login (docs/protocol.md §5.2) and opens a one-hour bearer session. addr is
-// the client address: failed logins are counted per address and per operator DID, and the
+// the client address: failed logins are counted per address and per address and operator
+// DID, never per DID alone, so failures only refuse the address that made them; and the
 // attempts of one address per challenge lifetime are bounded, so that no one party can fill
 // the used-challenge set (limits.go).
 func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.LoginResult, error) {
@@ -33,13 +35,12 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	if s.checker != nil {
 		return s.loginShared(ctx, l, addr, now)
 	}
-	did := l.DeviceCredential.OperatorDID
-	pair := did + "\x00" + addr
+	pair := failurePair(addr, l.DeviceCredential.OperatorDID)
 	switch {
 	case s.loginFailAddr.count(addr, now) >= s.limits.LoginFailureAddressLimit:
 		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
-	case s.loginFailDID.count(did, now) >= s.limits.LoginFailureOperatorLimit && s.loginFailPair.count(pair, now) > 0:
-		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator; wait and try again")
+	case s.loginFailPair.count(pair, now) >= s.limits.LoginFailureOperatorLimit:
+		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	case s.bearers.live(now) >= s.limits.MaxBearerSessions:
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
 		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
@@ -54,7 +55,6 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	if err != nil {
 		if proto.CodeOf(err) != proto.Internal {
 			s.loginFailAddr.add(addr, now)
-			s.loginFailDID.add(did, now)
 			s.loginFailPair.add(pair, now)
 		}
 		return api.LoginResult{}, err
@@ -104,7 +104,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	dc := l.DeviceCredential
 	keys := loginKeys{
 		attempts: "login-addr/" + addr, failAddr: "login-fail-addr/" + addr,
-		failOp: "login-fail-op/" + dc.OperatorDID, failPair: "login-fail-pair/" + dc.OperatorDID + "\x00" + addr,
+		failPair: "login-fail-pair/" + failurePair(addr, dc.OperatorDID),
 	}
 	if s.bearers.live(now) >= s.limits.MaxBearerSessions {
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
@@ -164,7 +164,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 			if proto.CodeOf(failed) == proto.Internal {
 				return failed
 			}
-			for _, k := range []string{keys.failAddr, keys.failOp, keys.failPair} {
+			for _, k := range []string{keys.failAddr, keys.failPair} {
 				if _, err := tx.CountEvent(k, now, loginWindow); err != nil {
 					return err
 				}
@@ -186,7 +186,15 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 }
 
 // loginKeys are the counters of one login's budgets.
-type loginKeys struct{ attempts, failAddr, failOp, failPair string }
+type loginKeys struct{ attempts, failAddr, failPair string }
+
+// failurePair is the key of the failures of one client address naming one operator DID: the
+// address and a digest of the DID, so that an entry's size does not depend on what a
+// stranger wrote as the DID.
+func failurePair(addr, did string) string {
+	sum := sha256.Sum256([]byte(did))
+	return addr + "\x00" + hex.EncodeToString(sum[:16])
+}
 
 // readCounters reads counters outside any write, in one statement where the store can
 // (store.CounterReader), else in one View.
@@ -202,20 +210,20 @@ func (s *Service) readCounters(ctx context.Context, keys ...string) (c []binding
 }
 
 // loginBudgets refuses a login over one of its budgets, as Login's in-memory ones do: the
-// failures of the address, the failures naming the operator (only from an address that
-// itself failed), and the attempts of the address. The four counters are one read, outside
-// any transaction where the store can (one statement on PostgreSQL).
+// failures of the address, the failures of the address naming the operator, and the
+// attempts of the address. The counters are one read, outside any transaction where the
+// store can (one statement on PostgreSQL).
 func (s *Service) loginBudgets(ctx context.Context, k loginKeys, now time.Time) error {
-	c, err := s.readCounters(ctx, k.failAddr, k.failOp, k.failPair, k.attempts)
+	c, err := s.readCounters(ctx, k.failAddr, k.failPair, k.attempts)
 	if err != nil {
 		return err
 	}
-	failAddr, failOp, failPair, attempts := c[0], c[1], c[2], c[3]
+	failAddr, failPair, attempts := c[0], c[1], c[2]
 	switch {
 	case failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, loginWindow):
 		return rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
-	case failOp.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow) && failPair.Blocked(now, 1, loginWindow):
-		return rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator; wait and try again")
+	case failPair.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow):
+		return rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	case attempts.Blocked(now, s.limits.LoginAddressLimit, authn.ChallengeTTL):
 		return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 	}

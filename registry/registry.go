@@ -95,6 +95,9 @@ type Config struct {
 	// MaxNodes is the most node records the registry holds; new keys beyond it get 429.
 	// Default DefaultMaxNodes.
 	MaxNodes int
+	// MaxTrackedClients is the most keys each in-memory budget table tracks at once;
+	// default DefaultMaxTrackedClients.
+	MaxTrackedClients int
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -121,8 +124,7 @@ type Service struct {
 	bearers       *expirySet
 	loginAttempts *windowCounts // per client address, per challenge lifetime
 	loginFailAddr *windowCounts // per client address
-	loginFailDID  *windowCounts // per operator DID
-	loginFailPair *windowCounts // per operator DID and client address
+	loginFailPair *windowCounts // per client address and operator DID
 	malformed     *windowCounts // malformed requests per client address
 	warnSessions  rareWarning
 	warnBearers   rareWarning
@@ -164,11 +166,10 @@ func New(cfg Config) (*Service, error) {
 		trustedProxies:      slices.Clone(cfg.TrustedProxies),
 		openSessions:        newExpirySet(),
 		bearers:             newExpirySet(),
-		loginAttempts:       newWindowCounts(authn.ChallengeTTL),
-		loginFailAddr:       newWindowCounts(loginWindow),
-		loginFailDID:        newWindowCounts(loginWindow),
-		loginFailPair:       newWindowCounts(loginWindow),
-		malformed:           newWindowCounts(malformedWindow),
+		loginAttempts:       newWindowCounts(authn.ChallengeTTL, cfg.MaxTrackedClients),
+		loginFailAddr:       newWindowCounts(loginWindow, cfg.MaxTrackedClients),
+		loginFailPair:       newWindowCounts(loginWindow, cfg.MaxTrackedClients),
+		malformed:           newWindowCounts(malformedWindow, cfg.MaxTrackedClients),
 	}
 	for _, d := range []struct {
 		v   *int

@@ -31,7 +31,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	if err != nil {
 		return api.InitiateResult{}, err
 	}
-	budgets := initiateKeys{addr: "initiate-addr/" + addr, key: "initiate-key/" + key.Hex()}
+	budgets := initiateKeys{addr: "initiate-addr/" + addr, block: "initiate-addr/" + AddressBlock(addr), key: "initiate-key/" + key.Hex()}
 	if err := s.initiateBudgets(ctx, budgets, now); err != nil {
 		return api.InitiateResult{}, err
 	}
@@ -59,11 +59,11 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		} else if used {
 			return proto.New(proto.SessionExists, "this binding_session_id was already used")
 		}
-		c, err := tx.Counters(budgets.addr, budgets.key)
+		c, err := tx.Counters(budgets.addr, budgets.key, budgets.block)
 		if err != nil {
 			return err
 		}
-		if err := s.initiateAllowed(c[0], c[1], now); err != nil {
+		if err := s.initiateAllowed(c, now); err != nil {
 			return err
 		}
 		// The index holds only sessions not stored as terminal, at most
@@ -93,6 +93,9 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		if err := tx.PutCounter(budgets.key, c[1].Fail(now, initiateWindow)); err != nil {
 			return err
 		}
+		if err := tx.PutCounter(budgets.block, c[2].Fail(now, initiateWindow)); err != nil {
+			return err
+		}
 		return tx.PutBindingSession(sess)
 	})
 	if err != nil {
@@ -106,25 +109,28 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	}, nil
 }
 
-// initiateKeys names the counters of an initiate's two budgets: its client address's and its
-// node key's.
-type initiateKeys struct{ addr, key string }
+// initiateKeys names the counters of an initiate's budgets: its client address's, its
+// address block's and its node key's.
+type initiateKeys struct{ addr, block, key string }
 
-// initiateBudgets refuses an initiate over either budget before its signature is verified;
-// the write transaction checks them again (initiateAllowed) and counts the initiate.
+// initiateBudgets refuses an initiate over a budget before its signature is verified; the
+// write transaction checks them again (initiateAllowed) and counts the initiate.
 func (s *Service) initiateBudgets(ctx context.Context, b initiateKeys, now time.Time) error {
-	c, err := s.readCounters(ctx, b.addr, b.key)
+	c, err := s.readCounters(ctx, b.addr, b.key, b.block)
 	if err != nil {
 		return err
 	}
-	return s.initiateAllowed(c[0], c[1], now)
+	return s.initiateAllowed(c, now)
 }
 
-func (s *Service) initiateAllowed(byAddr, byKey binding.Counter, now time.Time) error {
+// initiateAllowed checks the counters of initiateKeys' addr, key and block, in that order.
+func (s *Service) initiateAllowed(c []binding.Counter, now time.Time) error {
 	switch {
-	case byAddr.Blocked(now, s.limits.InitiateAddressLimit, initiateWindow):
+	case c[0].Blocked(now, s.limits.InitiateAddressLimit, initiateWindow):
 		return rateLimited(LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
-	case byKey.Blocked(now, s.limits.InitiateKeyLimit, initiateWindow):
+	case c[2].Blocked(now, blockLimit(s.limits.InitiateAddressLimit, s.limits.AddressBlockFactor), initiateWindow):
+		return rateLimited(LimitInitiatePerBlock, "too many binding initiates from this address block; wait and try again")
+	case c[1].Blocked(now, s.limits.InitiateKeyLimit, initiateWindow):
 		return rateLimited(LimitInitiatePerKey, "too many binding initiates for this node key; wait and try again")
 	}
 	return nil
@@ -150,6 +156,7 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 	}{
 		{"resolve-code/" + hex.EncodeToString(h[:]), binding.ResolveFailureLimit, LimitResolvePerCode},
 		{"resolve-addr/" + addr, s.resolveAddressLimit, LimitResolvePerAddress},
+		{"resolve-addr/" + AddressBlock(addr), blockLimit(s.resolveAddressLimit, s.limits.AddressBlockFactor), LimitResolvePerBlock},
 		{"resolve-op/" + op.DID, s.limits.ResolveOperatorLimit, LimitResolvePerOperator},
 		{"resolve-all", s.limits.ResolveGlobalLimit, LimitResolveGlobal},
 	}

@@ -109,3 +109,36 @@ func TestLoginFailureTablesFullOfStrangers(t *testing.T) {
 	}
 }
 
+// TestAddressBlockBudgets: the addresses of one IPv4 /24, or the /64s of one IPv6 /48, share
+// the block's budget of AddressBlockFactor addresses' worth; another block is untouched.
+func TestAddressBlockBudgets(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		addr     func(i int) string
+		neighbor string
+	}{
+		{"IPv4 /24", func(i int) string { return fmt.Sprintf("198.51.100.%d", i) }, "198.51.101.1"},
+		{"IPv6 /48", func(i int) string { return fmt.Sprintf("2001:db8:5:%x::/64", i) }, "2001:db8:6::/64"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			svc, _ := budgetService(t, registry.Config{RegisterAddressLimit: 2, AddressBlockFactor: 4})
+			register := func(i int, addr string) error {
+				n := newNode(t, fmt.Sprintf("%s-%d", c.name, i))
+				_, err := svc.Register(context.Background(), n.registration(t, "203.0.113.1:7000"), addr)
+				return err
+			}
+			// 4 addresses' worth of the block's budget: 8 keys, from 8 addresses.
+			for i := range 8 {
+				if err := register(i, c.addr(i)); err != nil {
+					t.Fatalf("key %d: %v", i, err)
+				}
+			}
+			if err := register(8, c.addr(8)); registry.LimitOf(err) != registry.LimitRegisterPerBlock {
+				t.Fatalf("a fresh address of a spent block: %v", err)
+			}
+			if err := register(9, c.neighbor); err != nil {
+				t.Fatalf("an address of another block: %v", err)
+			}
+		})
+	}
+}

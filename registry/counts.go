@@ -123,3 +123,46 @@ func (w *windowCounts) len() int {
 	defer w.mu.Unlock()
 	return len(w.m)
 }
+
+// addressCounts is a per-address budget kept in memory with its per-block aggregate
+// (AddressBlock): an event counts against both, and either being spent refuses.
+type addressCounts struct {
+	addr, block *windowCounts
+	factor      int
+}
+
+func newAddressCounts(window time.Duration, max, factor int) *addressCounts {
+	return &addressCounts{addr: newWindowCounts(window, max), block: newWindowCounts(window, max), factor: factor}
+}
+
+// spent reports whether addr has spent limit in its window, or its block limit times the
+// block factor.
+func (a *addressCounts) spent(addr string, limit int, now time.Time) (byAddr, byBlock bool) {
+	if a.addr.count(addr, now) >= limit {
+		return true, false
+	}
+	return false, a.block.count(AddressBlock(addr), now) >= blockLimit(limit, a.factor)
+}
+
+// add counts one event of addr.
+func (a *addressCounts) add(addr string, now time.Time) {
+	a.addr.add(addr, now)
+	a.block.add(AddressBlock(addr), now)
+}
+
+// take counts one event of addr unless either budget is spent, which it reports. Concurrent
+// takes of one address may pass a budget by the takes in flight.
+func (a *addressCounts) take(addr string, limit int, now time.Time) (byAddr, byBlock bool) {
+	if byAddr, byBlock = a.spent(addr, limit, now); !byAddr && !byBlock {
+		a.add(addr, now)
+	}
+	return byAddr, byBlock
+}
+
+// blockLimit is a per-address limit's aggregate over one address block.
+func blockLimit(limit, factor int) int {
+	if limit > (1<<62)/max(factor, 1) {
+		return 1 << 62
+	}
+	return limit * factor
+}

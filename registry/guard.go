@@ -2,10 +2,6 @@ package registry
 
 import (
 	"container/heap"
-	"net"
-	"net/http"
-	"net/netip"
-	"strings"
 	"sync"
 	"time"
 )
@@ -167,101 +163,4 @@ func (s *Service) capReached(w *rareWarning, what string, limit int) {
 	if w.due(s.clock()) {
 		s.log.Warn("global cap reached; refusing with RATE_LIMITED", "cap", what, "limit", limit)
 	}
-}
-
-// ClientGroup is the key per-address budgets count against: an IPv4 address as itself, an
-// IPv6 address as its /64 ("2001:db8:1:2::/64"), and an IPv4-mapped IPv6 address as the IPv4
-// address. Anything unparsable is returned as is.
-func ClientGroup(addr string) string {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return addr
-	}
-	a = a.Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	p, _ := a.WithZone("").Prefix(64)
-	return p.String()
-}
-
-// clientAddr is the client address of r (see limits.go): the TCP peer, or, when the peer is
-// one of the trusted proxies, the nearest address that the proxies report and that is not
-// itself a trusted proxy. X-Forwarded-For is read first, then Forwarded; a peer that is not
-// trusted cannot choose its address with either.
-func (s *Service) clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	peer, err := netip.ParseAddr(host)
-	if err != nil || !s.trusted(peer) {
-		return ClientGroup(host)
-	}
-	hops := forwardedFor(r.Header)
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(hops[i])
-		if err != nil {
-			// A hop the proxies wrote that is no address (an obfuscated name): the client
-			// is unknown beyond the last trusted proxy, so count against that proxy.
-			break
-		}
-		if !s.trusted(a) {
-			return ClientGroup(a.String())
-		}
-		peer = a
-	}
-	return ClientGroup(peer.String())
-}
-
-func (s *Service) trusted(a netip.Addr) bool {
-	a = a.Unmap()
-	for _, p := range s.trustedProxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// forwardedFor returns the client addresses that proxies appended, nearest last: every
-// X-Forwarded-For entry, or when there is none, the for= parameters of Forwarded (RFC 7239),
-// without brackets or ports.
-func forwardedFor(h http.Header) []string {
-	var out []string
-	for _, line := range h.Values("X-Forwarded-For") {
-		for _, part := range strings.Split(line, ",") {
-			out = append(out, strings.TrimSpace(part))
-		}
-	}
-	if len(out) > 0 {
-		return out
-	}
-	for _, line := range h.Values("Forwarded") {
-		for _, elem := range strings.Split(line, ",") {
-			for _, pair := range strings.Split(elem, ";") {
-				name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
-				if !ok || !strings.EqualFold(name, "for") {
-					continue
-				}
-				out = append(out, forwardedNode(value))
-			}
-		}
-	}
-	return out
-}
-
-// forwardedNode turns a Forwarded for= value ("192.0.2.1", "\"[2001:db8::1]:4711\"") into
-// an address text.
-func forwardedNode(v string) string {
-	v = strings.Trim(v, `"`)
-	if strings.HasPrefix(v, "[") {
-		if end := strings.Index(v, "]"); end > 0 {
-			return v[1:end]
-		}
-	}
-	if host, _, err := net.SplitHostPort(v); err == nil {
-		return host
-	}
-	return v
 }

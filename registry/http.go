@@ -139,10 +139,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	addr := h.s.clientAddr(r)
 	now := h.s.now()
-	if h.s.malformed.count(addr, now) >= h.s.limits.MalformedAddressLimit {
+	if byAddr, byBlock := h.s.malformed.spent(addr, h.s.limits.MalformedAddressLimit, now); byAddr || byBlock {
 		// Refused before the body is read; closing makes the sender connect again.
 		w.Header().Set("Connection", "close")
-		h.fail(w, rateLimited(LimitMalformedPerAddress, "too many malformed requests from this address; wait before sending more"))
+		h.fail(w, rateLimited(pick(byBlock, LimitMalformedPerBlock, LimitMalformedPerAddress), "too many malformed requests from this address; wait before sending more"))
 		return
 	}
 	sw, _ := w.(*statusWriter)

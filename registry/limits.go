@@ -11,10 +11,38 @@ import "time"
 // Sessions, logins, resolves and client addresses.
 //
 // A client address is the TCP peer's IP, or, when the peer is a trusted proxy, the address
-// the proxy reports (see [Config.TrustedProxies]). IPv4 addresses count one by one; IPv6
-// addresses count by their /64, since one IPv6 client commonly holds a whole /64 and could
-// otherwise be millions of clients.
+// the proxy reports in the one header it was said to write (see [Config.TrustedProxies] and
+// [Config.ClientAddressHeader]). IPv4 addresses count one by one; IPv6 addresses count by
+// their /64, since one IPv6 client commonly holds a whole /64 and could otherwise be millions
+// of clients. Every per-address budget also has an aggregate per address block (an IPv4 /24,
+// an IPv6 /48; see [AddressBlock]) of DefaultAddressBlockFactor times its limit.
+//
+// The budget tables, what each counts and whom it can refuse (docs/protocol.md, "Budgets"):
+//
+//   - login attempts (memory; store counters when challenges are kept in the store): logins
+//     per address and per block per challenge lifetime. Refuses that address or block.
+//   - login failures (likewise): failed logins per address and per block per loginWindow.
+//     Refuses that address or block, for every operator.
+//   - login failures per address and operator (likewise): failed logins of one address naming
+//     one operator DID. Refuses that address, for that operator only. Nothing counts per
+//     DID alone, so no stranger can spend a budget an operator's own logins need.
+//   - malformed requests (memory): 400s and 413s per address and per block per
+//     malformedWindow. Refuses that address or block, before reading its bodies.
+//   - register, initiate, failed resolve and revoke counters (store): per address and per
+//     block. Each refuses that address or block for that action only.
+//   - failed resolves per code, per operator and over all (store): the guessing bounds of
+//     binding codes; per operator refuses that operator's sessions, the global one anyone.
+//   - initiates per node key (store): refuses that key.
+//
+// The memory tables each track at most DefaultMaxTrackedClients keys; what they do when
+// full is said there.
 const (
+	// DefaultAddressBlockFactor is how many addresses' worth of each per-address budget one
+	// address block may spend together: with 16, a /24 of 256 addresses gets what 16 get,
+	// and so does a /48 of 65,536 /64s, which otherwise would be 65,536 clients. A NAT or a
+	// proxy-less campus behind one /24 rarely has 16 clients at a budget's edge at once.
+	DefaultAddressBlockFactor = 16
+
 	// DefaultInitiateAddressLimit is the number of binding initiates one client address may
 	// make per initiateWindow. A node opens a session when its operator binds it, a few times
 	// in its life; 120 in ten minutes leaves room for a host running dozens of nodes, while

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -89,9 +90,17 @@ type Config struct {
 	ResolveGlobalLimit        int // DefaultResolveGlobalLimit
 	MalformedAddressLimit     int // DefaultMalformedAddressLimit
 	InitiateKeyLimit          int // DefaultInitiateKeyLimit
-	// TrustedProxies are the peers whose X-Forwarded-For or Forwarded header names the
-	// client; for any other peer those headers are ignored. Empty trusts none.
+	// TrustedProxies are the peers whose ClientAddressHeader names the client; for any
+	// other peer the header is ignored. Empty trusts none.
 	TrustedProxies []netip.Prefix
+	// ClientAddressHeader is the header the trusted proxies write the client's address in:
+	// HeaderXForwardedFor (the default) or HeaderForwarded. The other one is never read,
+	// since a client may send it through the proxy with any address in it.
+	ClientAddressHeader string
+	// AddressBlockFactor is how many client addresses' worth of each per-address budget one
+	// address block (IPv4 /24, IPv6 /48) may spend together; default
+	// DefaultAddressBlockFactor.
+	AddressBlockFactor int
 	// MaxNodes is the most node records the registry holds; new keys beyond it get 429.
 	// Default DefaultMaxNodes.
 	MaxNodes int
@@ -117,15 +126,16 @@ type Service struct {
 	revokeAddressLimit  int
 	limits              Config // the limits.go bounds, defaults applied
 	trustedProxies      []netip.Prefix
+	addressHeader       string
 
 	// In-memory state of the global caps and login budgets (limits.go). The open binding
 	// sessions are loaded by RepairAtStart; bearer sessions likewise.
 	openSessions  *expirySet
 	bearers       *expirySet
-	loginAttempts *windowCounts // per client address, per challenge lifetime
-	loginFailAddr *windowCounts // per client address
-	loginFailPair *windowCounts // per client address and operator DID
-	malformed     *windowCounts // malformed requests per client address
+	loginAttempts *addressCounts // per client address and block, per challenge lifetime
+	loginFailAddr *addressCounts // per client address and block
+	loginFailPair *windowCounts  // per client address and operator DID
+	malformed     *addressCounts // malformed requests per client address and block
 	warnSessions  rareWarning
 	warnBearers   rareWarning
 
@@ -166,10 +176,7 @@ func New(cfg Config) (*Service, error) {
 		trustedProxies:      slices.Clone(cfg.TrustedProxies),
 		openSessions:        newExpirySet(),
 		bearers:             newExpirySet(),
-		loginAttempts:       newWindowCounts(authn.ChallengeTTL, cfg.MaxTrackedClients),
-		loginFailAddr:       newWindowCounts(loginWindow, cfg.MaxTrackedClients),
 		loginFailPair:       newWindowCounts(loginWindow, cfg.MaxTrackedClients),
-		malformed:           newWindowCounts(malformedWindow, cfg.MaxTrackedClients),
 	}
 	for _, d := range []struct {
 		v   *int
@@ -185,13 +192,25 @@ func New(cfg Config) (*Service, error) {
 		{&s.limits.ResolveGlobalLimit, DefaultResolveGlobalLimit},
 		{&s.limits.MalformedAddressLimit, DefaultMalformedAddressLimit},
 		{&s.limits.InitiateKeyLimit, DefaultInitiateKeyLimit},
+		{&s.limits.AddressBlockFactor, DefaultAddressBlockFactor},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
 	}
+	s.loginAttempts = newAddressCounts(authn.ChallengeTTL, cfg.MaxTrackedClients, s.limits.AddressBlockFactor)
+	s.loginFailAddr = newAddressCounts(loginWindow, cfg.MaxTrackedClients, s.limits.AddressBlockFactor)
+	s.malformed = newAddressCounts(malformedWindow, cfg.MaxTrackedClients, s.limits.AddressBlockFactor)
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix
+	}
+	switch h := http.CanonicalHeaderKey(cfg.ClientAddressHeader); h {
+	case "":
+		s.addressHeader = HeaderXForwardedFor
+	case HeaderXForwardedFor, HeaderForwarded:
+		s.addressHeader = h
+	default:
+		return nil, fmt.Errorf("registry: client address header %q: want %s or %s", cfg.ClientAddressHeader, HeaderXForwardedFor, HeaderForwarded)
 	}
 	if err := canonical.CheckPrefix(s.prefix); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)

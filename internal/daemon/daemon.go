@@ -86,6 +86,8 @@ type Config struct {
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
 	// being cut off; zero fields take the defaults below.
 	Timeouts Timeouts
+	// Edge is how clients are told apart and their connections shed (edge.go).
+	Edge Edge
 }
 
 // WithDefaults returns c with every zero abuse bound set to its default, as the flags
@@ -112,6 +114,7 @@ func (c Config) WithDefaults() Config {
 			*f.v = f.def
 		}
 	}
+	c.Edge = c.Edge.withDefaults()
 	return c
 }
 
@@ -188,6 +191,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be at least 1", f.name))
 		}
 	}
+	errs = append(errs, c.Edge.validate()...)
 	if c.SweepEvery < time.Second {
 		errs = append(errs, errors.New("--sweep-every must be at least 1s"))
 	}
@@ -414,7 +418,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.MalformedAddressLimit, "malformed-address-limit", registry.DefaultMalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read")
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
-	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose X-Forwarded-For / Forwarded names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
+	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose --client-address-header names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
+	c.Edge.flags(fs)
 	fs.DurationVar(&c.SweepEvery, "sweep-every", time.Minute, "how often expired sessions and counters are swept")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error (debug logs every request; trace adds Badger's own messages)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
@@ -537,6 +542,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		ResolveGlobalLimit: c.ResolveGlobalLimit, MalformedAddressLimit: c.MalformedAddressLimit,
 		InitiateKeyLimit: c.InitiateKeyLimit, TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
 	}
+	c.Edge.apply(&rc)
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed
 		// challenges there: a challenge from any of them is accepted by any, once.
@@ -560,6 +566,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
+	ln.blockFactor, ln.grace = c.Edge.AddressBlockFactor, c.Edge.RequestGrace
 	timeouts := c.Timeouts.orDefaults()
 	newServer := func(h http.Handler) *http.Server {
 		return &http.Server{
@@ -584,8 +591,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if c.Console {
 		handler = console.Mount(handler, c.Prefix)
 	}
-	srv := newServer(handler)
-	srv.ConnState = ln.connState
+	srv := newServer(ln.delivered(handler))
+	srv.ConnState, srv.ConnContext = ln.connState, ln.connContext
 	served := make(chan error, 3)
 	go func() { served <- srv.Serve(ln) }()
 	metricsAt := ""

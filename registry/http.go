@@ -482,11 +482,14 @@ func (w *statusWriter) WriteHeader(status int) {
 }
 
 // logged logs one line per request: method, path, status and duration, and hands the
-// exchange to the observer. It logs no header, query or body, so no token or code can reach
-// the log.
+// exchange to the observer; it marks every answer nosniff. It logs no header, query or
+// body, so no token or code can reach the log.
 func (h *handler) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// Every answer is JSON or plain text, never something a browser should guess at:
+		// an error echoing nothing of the request still must not be sniffed as HTML.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -367,20 +368,42 @@ func (s *Service) unbindBy(ctx context.Context, id, bearer string, body []byte) 
 }
 
 // eitherForm runs the operator's form of an action when a bearer came with the request, and
-// the node's, decoded from body, when none did.
+// the node's, decoded from body, when none did. An unknown id is NOT_FOUND before either
+// form is looked at (docs/protocol.md §5.4, §10.6); a request with neither a bearer nor a
+// body proves nothing, and is NO_SESSION, so that a client that forgot to log in is told so.
 func eitherForm[T, R any](ctx context.Context, s *Service, id, bearer string, body []byte,
 	byOperator func(context.Context, string, authn.Operator) (R, error),
 	decode func([]byte) (T, error), byNode func(context.Context, string, T) (R, error)) (R, error) {
+	var none R
 	if bearer != "" {
 		return asOperator(ctx, s, id, bearer, byOperator)
 	}
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		_, err := tx.BindingSession(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return errSessionNotFound()
+		}
+		return err
+	})
+	if err != nil {
+		return none, err
+	}
+	if noProof(body) {
+		return none, errNoProof
+	}
 	req, err := decode(body)
 	if err != nil {
-		var none R
 		return none, err
 	}
 	return byNode(ctx, id, req)
 }
+
+// errNoProof answers a request that could be an operator's or a node's and is neither: it
+// carries no bearer and no body.
+var errNoProof = proto.New(proto.NoSession, "no bearer token and no signed body sent; log in, or sign as the node")
+
+// noProof reports whether a request body is empty, white space aside.
+func noProof(body []byte) bool { return len(bytes.TrimSpace(body)) == 0 }
 
 // rejectBy rejects session id for the operator whose bearer token came with the request.
 func (s *Service) rejectBy(ctx context.Context, id, bearer string) (api.StateResult, error) {

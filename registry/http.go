@@ -461,7 +461,12 @@ func (h *handler) accept(w http.ResponseWriter, r *http.Request, c call) {
 }
 
 func (h *handler) nodeReject(w http.ResponseWriter, r *http.Request, c call) {
-	handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.StateResult, error) {
+	handle(h, w, r, func(b []byte) (binding.Acceptance, error) {
+		if noProof(b) && r.Header.Get("Authorization") == "" {
+			return binding.Acceptance{}, errNoProof
+		}
+		return api.DecodeAcceptance(b)
+	}, func(ctx context.Context, acc binding.Acceptance) (api.StateResult, error) {
 		return h.s.RejectByNode(ctx, c.id, acc)
 	})
 }

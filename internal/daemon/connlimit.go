@@ -32,9 +32,10 @@ const (
 // limitListener accepts connections within a total, a per-address and a per-block cap. When
 // the total is reached it makes room by cutting a connection that is not delivering: one
 // idle between requests, or one that has not delivered a complete request (headers and
-// body) within the grace. It cuts from the address group holding the most connections, the
-// one waiting longest first, so a crowd of slow or idle connections from a few groups
-// cannot keep out a client that sends its request promptly. When no connection qualifies,
+// body) within the grace. It cuts from the address group holding the most connections (and
+// more than the newcomer's group holds), the one waiting longest first, so a crowd of slow or
+// idle connections from a few groups cannot keep out a client that sends its request
+// promptly, and cannot churn its own connections to keep the grace from running out. When no connection qualifies,
 // or the address or its block is at its own cap, the new connection is closed at once.
 // Connections from a trusted proxy count only against the total, since all its clients
 // share its address.
@@ -104,7 +105,7 @@ func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
 	}
 	var cut *limitedConn
 	if l.total >= l.max {
-		if cut = l.victimLocked(now); cut == nil {
+		if cut = l.victimLocked(now, l.byAddr[group]); cut == nil {
 			l.mu.Unlock()
 			return nil
 		}
@@ -124,12 +125,15 @@ func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
 	return lc
 }
 
-// victimLocked chooses the connection to cut at the cap: of those idle or waiting past the
-// grace for a complete request, one of the group holding the most connections, the one
-// waiting longest. nil when none qualifies. The caller holds mu.
-func (l *limitListener) victimLocked(now time.Time) *limitedConn {
+// victimLocked chooses the connection to cut at the cap for a newcomer whose group holds
+// newHeld: of those idle or waiting past the grace for a complete request, one of the group
+// holding the most connections, the one waiting longest — and only from a group holding more
+// than the newcomer's, so that groups at an even share cannot cut each other's connections
+// in turn, while a group holding little always finds room. nil when none qualifies. The
+// caller holds mu.
+func (l *limitListener) victimLocked(now time.Time, newHeld int) *limitedConn {
 	var v *limitedConn
-	vHeld := 0
+	vHeld := newHeld
 	for c := range l.conns {
 		if c.waiting.IsZero() || (!c.idle && now.Sub(c.waiting) < l.grace) {
 			continue
@@ -138,7 +142,7 @@ func (l *limitListener) victimLocked(now time.Time) *limitedConn {
 		if c.group == "" {
 			held = 1 // a trusted proxy's clients are many, not one group
 		}
-		if v == nil || held > vHeld || (held == vHeld && c.waiting.Before(v.waiting)) {
+		if held > vHeld || (v != nil && held == vHeld && c.waiting.Before(v.waiting)) {
 			v, vHeld = c, held
 		}
 	}

@@ -60,7 +60,7 @@ func TestConnCapCutsSlowestGroupFirst(t *testing.T) {
 	}
 	clk.t = clk.t.Add(2 * time.Second)
 	for i := range 2 {
-		if c := l.admit(pipeConn(t), "203.0.113.9"); c == nil {
+		if c := l.admit(pipeConn(t), fmt.Sprint("203.0.113.", 10+i)); c == nil {
 			t.Fatalf("newcomer %d refused with slow connections to cut", i)
 		}
 		if !isCut(l, crowd[i]) {
@@ -71,11 +71,31 @@ func TestConnCapCutsSlowestGroupFirst(t *testing.T) {
 		}
 	}
 	// The crowd now holds as many as the lone group: the one waiting longest goes.
-	if c := l.admit(pipeConn(t), "203.0.113.9"); c == nil || !isCut(l, lone) || isCut(l, crowd[2]) {
+	if c := l.admit(pipeConn(t), "203.0.113.20"); c == nil || !isCut(l, lone) || isCut(l, crowd[2]) {
 		t.Fatal("with the groups even, the connection waiting longest was not the one cut")
 	}
 	if n := l.open(); n != 5 {
 		t.Fatalf("%d connections open; want the cap 5", n)
+	}
+}
+
+// TestConnCapEvenGroupsDoNotChurn: a newcomer whose group already holds as many connections
+// as any slow group is refused rather than let cut one; a group holding fewer gets in.
+func TestConnCapEvenGroupsDoNotChurn(t *testing.T) {
+	l, clk := testListener(4, 10, 16)
+	a1, a2 := l.admit(pipeConn(t), "198.51.100.1"), l.admit(pipeConn(t), "198.51.100.1")
+	b1, b2 := l.admit(pipeConn(t), "198.51.100.2"), l.admit(pipeConn(t), "198.51.100.2")
+	clk.t = clk.t.Add(5 * time.Second)
+	if c := l.admit(pipeConn(t), "198.51.100.1"); c != nil {
+		t.Fatal("a group at an even share cut a connection to come in")
+	}
+	for _, c := range []*limitedConn{a1, a2, b1, b2} {
+		if isCut(l, c) {
+			t.Fatal("a refused newcomer cut a connection")
+		}
+	}
+	if c := l.admit(pipeConn(t), "203.0.113.1"); c == nil {
+		t.Fatal("a group holding nothing was refused with slow connections to cut")
 	}
 }
 

@@ -174,7 +174,7 @@ func TestFairRow6SlowConnections(t *testing.T) {
 
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
-		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.7")}}).DialContext,
+		DialContext:       (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.7")}}).DialContext,
 	}}
 	ok := 0
 	var first error

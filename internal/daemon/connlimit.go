@@ -35,10 +35,10 @@ const (
 // body) within the grace. It cuts from the address group holding the most connections (and
 // more than the newcomer's group holds), the one waiting longest first, so a crowd of slow or
 // idle connections from a few groups cannot keep out a client that sends its request
-// promptly, and cannot churn its own connections to keep the grace from running out. When no connection qualifies,
-// or the address or its block is at its own cap, the new connection is closed at once.
-// Connections from a trusted proxy count only against the total, since all its clients
-// share its address.
+// promptly, and cannot churn its own connections to keep the grace from running out. A block
+// at its cap makes room the same way from its own connections only. When nothing qualifies,
+// or the address is at its own cap, the new connection is closed at once. Connections from a
+// trusted proxy count only against the total, since all its clients share its address.
 type limitListener struct {
 	net.Listener
 	max, perAddr int
@@ -99,16 +99,25 @@ func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
 		block = registry.AddressBlock(group)
 	}
 	l.mu.Lock()
-	if group != "" && (l.byAddr[group] >= l.perAddr || l.byBlock[block] >= l.perAddr*max(l.blockFactor, 1)) {
+	if group != "" && l.byAddr[group] >= l.perAddr {
 		l.mu.Unlock()
 		return nil
 	}
 	var cut *limitedConn
-	if l.total >= l.max {
-		if cut = l.victimLocked(now, l.byAddr[group]); cut == nil {
-			l.mu.Unlock()
-			return nil
-		}
+	switch {
+	case group != "" && l.byBlock[block] >= l.perAddr*max(l.blockFactor, 1):
+		// The block is at its cap: room comes only from its own connections that are not
+		// delivering, so one block's crowd never costs another block a connection; within
+		// the block, a group may give up its own.
+		cut = l.victimLocked(now, block, l.byAddr[group]-1)
+	case l.total >= l.max:
+		cut = l.victimLocked(now, "", l.byAddr[group])
+	}
+	if cut == nil && (l.total >= l.max || group != "" && l.byBlock[block] >= l.perAddr*max(l.blockFactor, 1)) {
+		l.mu.Unlock()
+		return nil
+	}
+	if cut != nil {
 		l.releaseLocked(cut)
 	}
 	lc := &limitedConn{Conn: c, l: l, group: group, block: block, waiting: now}
@@ -125,28 +134,45 @@ func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
 	return lc
 }
 
-// victimLocked chooses the connection to cut at the cap for a newcomer whose group holds
-// newHeld: of those idle or waiting past the grace for a complete request, one of the group
-// holding the most connections, the one waiting longest — and only from a group holding more
-// than the newcomer's, so that groups at an even share cannot cut each other's connections
-// in turn, while a group holding little always finds room. nil when none qualifies. The
-// caller holds mu.
-func (l *limitListener) victimLocked(now time.Time, newHeld int) *limitedConn {
-	var v *limitedConn
-	vHeld := newHeld
+// victimLocked chooses the connection to cut at a cap for a newcomer whose group holds
+// newHeld: of those idle or waiting past the grace for a complete request (in block, when
+// it is not empty), one of the group holding the most connections, the one waiting longest —
+// and only from a group holding more than the newcomer's, so that groups at an even share
+// cannot cut each other's connections in turn. A newcomer of a group holding nothing may
+// also cut a connection still within its grace when none is past it: slow senders that keep
+// reconnecting keep every connection young, and a new group must always find room while any
+// connection has not delivered its request. nil when none qualifies. The caller holds mu.
+func (l *limitListener) victimLocked(now time.Time, block string, newHeld int) *limitedConn {
+	var v, young *limitedConn
+	vHeld, youngHeld := newHeld, newHeld
 	for c := range l.conns {
-		if c.waiting.IsZero() || (!c.idle && now.Sub(c.waiting) < l.grace) {
+		if c.waiting.IsZero() || (block != "" && c.block != block) {
 			continue
 		}
 		held := l.byAddr[c.group]
 		if c.group == "" {
 			held = 1 // a trusted proxy's clients are many, not one group
 		}
-		if held > vHeld || (v != nil && held == vHeld && c.waiting.Before(v.waiting)) {
+		if !c.idle && now.Sub(c.waiting) < l.grace {
+			if newHeld == 0 && better(c, held, young, youngHeld) {
+				young, youngHeld = c, held
+			}
+			continue
+		}
+		if better(c, held, v, vHeld) {
 			v, vHeld = c, held
 		}
 	}
+	if v == nil {
+		return young
+	}
 	return v
+}
+
+// better reports whether c, of a group holding held, is a better connection to cut than v,
+// of a group holding vHeld (or than none, when v is nil and vHeld is the newcomer's share).
+func better(c *limitedConn, held int, v *limitedConn, vHeld int) bool {
+	return held > vHeld || (v != nil && held == vHeld && c.waiting.Before(v.waiting))
 }
 
 // releaseLocked takes c out of the counts, once. The caller holds mu.

@@ -40,8 +40,7 @@ func isCut(l *limitListener, c *limitedConn) bool {
 
 // TestConnCapCutsSlowestGroupFirst: at the cap, a new connection makes room by cutting a
 // connection that has not delivered its request within the grace, from the group holding
-// the most, the one waiting longest; connections within the grace or whose request is
-// complete are not cut.
+// the most, the one waiting longest; a connection whose request is complete is not cut.
 func TestConnCapCutsSlowestGroupFirst(t *testing.T) {
 	l, clk := testListener(5, 10, 16)
 	lone := l.admit(pipeConn(t), "192.0.2.1") // the oldest, alone in its group
@@ -53,11 +52,6 @@ func TestConnCapCutsSlowestGroupFirst(t *testing.T) {
 	}
 	done := l.admit(pipeConn(t), "203.0.113.1")
 	l.markDelivered(done)
-
-	// Within the grace nothing may be cut: the newcomer is refused.
-	if c := l.admit(pipeConn(t), "203.0.113.9"); c != nil {
-		t.Fatal("a connection was cut within its grace")
-	}
 	clk.t = clk.t.Add(2 * time.Second)
 	for i := range 2 {
 		if c := l.admit(pipeConn(t), fmt.Sprint("203.0.113.", 10+i)); c == nil {
@@ -71,11 +65,28 @@ func TestConnCapCutsSlowestGroupFirst(t *testing.T) {
 		}
 	}
 	// The crowd now holds as many as the lone group: the one waiting longest goes.
-	if c := l.admit(pipeConn(t), "203.0.113.20"); c == nil || !isCut(l, lone) || isCut(l, crowd[2]) {
+	if c := l.admit(pipeConn(t), "203.0.113.20"); c == nil || !isCut(l, lone) || isCut(l, crowd[2]) || isCut(l, done) {
 		t.Fatal("with the groups even, the connection waiting longest was not the one cut")
 	}
 	if n := l.open(); n != 5 {
 		t.Fatalf("%d connections open; want the cap 5", n)
+	}
+}
+
+// TestConnCapNewGroupCutsWithinGrace: when every connection is within its grace, a group
+// that holds some is refused, and a group holding nothing cuts one of the crowd's.
+func TestConnCapNewGroupCutsWithinGrace(t *testing.T) {
+	l, clk := testListener(3, 10, 16)
+	lone := l.admit(pipeConn(t), "192.0.2.1")
+	clk.t = clk.t.Add(10 * time.Millisecond)
+	a1 := l.admit(pipeConn(t), "198.51.100.1")
+	clk.t = clk.t.Add(10 * time.Millisecond)
+	a2 := l.admit(pipeConn(t), "198.51.100.1")
+	if c := l.admit(pipeConn(t), "192.0.2.1"); c != nil {
+		t.Fatal("a group holding a connection cut one within its grace")
+	}
+	if c := l.admit(pipeConn(t), "203.0.113.9"); c == nil || !isCut(l, a1) || isCut(l, a2) || isCut(l, lone) {
+		t.Fatal("a new group did not cut the crowd's oldest connection")
 	}
 }
 
@@ -132,6 +143,37 @@ func TestConnBlockCap(t *testing.T) {
 	}
 	if l.admit(pipeConn(t), "2001:db8:1:1::/64") == nil || l.admit(pipeConn(t), "2001:db8:2:1::/64") == nil {
 		t.Fatal("IPv6 /64s of fresh /48s were refused")
+	}
+}
+
+// TestConnBlockCapCutsItsOwn: a block at its cap makes room from its own idle connections,
+// never from another block's.
+func TestConnBlockCapCutsItsOwn(t *testing.T) {
+	l, _ := testListener(100, 2, 2)
+	other := l.admit(pipeConn(t), "198.51.101.1")
+	l.markDelivered(other)
+	l.connState(other, http.StateIdle)
+	var mine []*limitedConn
+	for _, a := range []string{"198.51.100.1", "198.51.100.1", "198.51.100.2", "198.51.100.2"} {
+		c := l.admit(pipeConn(t), a)
+		l.markDelivered(c)
+		l.connState(c, http.StateIdle)
+		mine = append(mine, c)
+	}
+	if c := l.admit(pipeConn(t), "198.51.100.3"); c == nil {
+		t.Fatal("a block at its cap with idle connections refused a newcomer")
+	}
+	if isCut(l, other) {
+		t.Fatal("a block at its cap cut another block's connection")
+	}
+	cut := 0
+	for _, c := range mine {
+		if isCut(l, c) {
+			cut++
+		}
+	}
+	if cut != 1 {
+		t.Fatalf("%d of the block's idle connections cut; want 1", cut)
 	}
 }
 

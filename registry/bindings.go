@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -31,7 +32,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	if err != nil {
 		return api.InitiateResult{}, err
 	}
-	budgets := initiateKeys{addr: "initiate-addr/" + addr, key: "initiate-key/" + key.Hex()}
+	budgets := initiateKeys{addr: "initiate-addr/" + addr, block: "initiate-addr/" + AddressBlock(addr), key: "initiate-key/" + key.Hex()}
 	if err := s.initiateBudgets(ctx, budgets, now); err != nil {
 		return api.InitiateResult{}, err
 	}
@@ -59,11 +60,11 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		} else if used {
 			return proto.New(proto.SessionExists, "this binding_session_id was already used")
 		}
-		c, err := tx.Counters(budgets.addr, budgets.key)
+		c, err := tx.Counters(budgets.addr, budgets.key, budgets.block)
 		if err != nil {
 			return err
 		}
-		if err := s.initiateAllowed(c[0], c[1], now); err != nil {
+		if err := s.initiateAllowed(c, now); err != nil {
 			return err
 		}
 		// The index holds only sessions not stored as terminal, at most
@@ -93,6 +94,9 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		if err := tx.PutCounter(budgets.key, c[1].Fail(now, initiateWindow)); err != nil {
 			return err
 		}
+		if err := tx.PutCounter(budgets.block, c[2].Fail(now, initiateWindow)); err != nil {
+			return err
+		}
 		return tx.PutBindingSession(sess)
 	})
 	if err != nil {
@@ -106,25 +110,28 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	}, nil
 }
 
-// initiateKeys names the counters of an initiate's two budgets: its client address's and its
-// node key's.
-type initiateKeys struct{ addr, key string }
+// initiateKeys names the counters of an initiate's budgets: its client address's, its
+// address block's and its node key's.
+type initiateKeys struct{ addr, block, key string }
 
-// initiateBudgets refuses an initiate over either budget before its signature is verified;
-// the write transaction checks them again (initiateAllowed) and counts the initiate.
+// initiateBudgets refuses an initiate over a budget before its signature is verified; the
+// write transaction checks them again (initiateAllowed) and counts the initiate.
 func (s *Service) initiateBudgets(ctx context.Context, b initiateKeys, now time.Time) error {
-	c, err := s.readCounters(ctx, b.addr, b.key)
+	c, err := s.readCounters(ctx, b.addr, b.key, b.block)
 	if err != nil {
 		return err
 	}
-	return s.initiateAllowed(c[0], c[1], now)
+	return s.initiateAllowed(c, now)
 }
 
-func (s *Service) initiateAllowed(byAddr, byKey binding.Counter, now time.Time) error {
+// initiateAllowed checks the counters of initiateKeys' addr, key and block, in that order.
+func (s *Service) initiateAllowed(c []binding.Counter, now time.Time) error {
 	switch {
-	case byAddr.Blocked(now, s.limits.InitiateAddressLimit, initiateWindow):
+	case c[0].Blocked(now, s.limits.InitiateAddressLimit, initiateWindow):
 		return rateLimited(LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
-	case byKey.Blocked(now, s.limits.InitiateKeyLimit, initiateWindow):
+	case c[2].Blocked(now, blockLimit(s.limits.InitiateAddressLimit, s.limits.AddressBlockFactor), initiateWindow):
+		return rateLimited(LimitInitiatePerBlock, "too many binding initiates from this address block; wait and try again")
+	case c[1].Blocked(now, s.limits.InitiateKeyLimit, initiateWindow):
 		return rateLimited(LimitInitiatePerKey, "too many binding initiates for this node key; wait and try again")
 	}
 	return nil
@@ -238,6 +245,7 @@ func resolveBudgets(codeHash, addr, operator string, l Limits, global bool) []re
 	b := []resolveBudget{
 		{"resolve-code/" + codeHash, binding.ResolveFailureLimit, LimitResolvePerCode},
 		{"resolve-addr/" + addr, l.ResolveAddressLimit, LimitResolvePerAddress},
+		{"resolve-addr/" + AddressBlock(addr), blockLimit(l.ResolveAddressLimit, l.AddressBlockFactor), LimitResolvePerBlock},
 		{"resolve-op/" + operator, l.ResolveOperatorLimit, LimitResolvePerOperator},
 	}
 	if global {
@@ -396,20 +404,42 @@ func (s *Service) unbindBy(ctx context.Context, id, bearer string, body []byte) 
 }
 
 // eitherForm runs the operator's form of an action when a bearer came with the request, and
-// the node's, decoded from body, when none did.
+// the node's, decoded from body, when none did. An unknown id is NOT_FOUND before either
+// form is looked at (docs/protocol.md §5.4, §10.6); a request with neither a bearer nor a
+// body proves nothing, and is NO_SESSION, so that a client that forgot to log in is told so.
 func eitherForm[T, R any](ctx context.Context, s *Service, id, bearer string, body []byte,
 	byOperator func(context.Context, string, authn.Operator) (R, error),
 	decode func([]byte) (T, error), byNode func(context.Context, string, T) (R, error)) (R, error) {
+	var none R
 	if bearer != "" {
 		return asOperator(ctx, s, id, bearer, byOperator)
 	}
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		_, err := tx.BindingSession(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return errSessionNotFound()
+		}
+		return err
+	})
+	if err != nil {
+		return none, err
+	}
+	if noProof(body) {
+		return none, errNoProof
+	}
 	req, err := decode(body)
 	if err != nil {
-		var none R
 		return none, err
 	}
 	return byNode(ctx, id, req)
 }
+
+// errNoProof answers a request that could be an operator's or a node's and is neither: it
+// carries no bearer and no body.
+var errNoProof = proto.New(proto.NoSession, "no bearer token and no signed body sent; log in, or sign as the node")
+
+// noProof reports whether a request body is empty, white space aside.
+func noProof(body []byte) bool { return len(bytes.TrimSpace(body)) == 0 }
 
 // rejectBy rejects session id for the operator whose bearer token came with the request.
 func (s *Service) rejectBy(ctx context.Context, id, bearer string) (api.StateResult, error) {

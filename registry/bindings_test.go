@@ -924,7 +924,7 @@ func TestCancel(t *testing.T) {
 			{"DID grammar", resign(api.NodeCancelRequest{NodeDID: "did:svrp:n:XYZ", TS: now.Unix()}), 401, "ID_BINDING_FAILED"},
 			{"operator-tagged DID", resign(api.NodeCancelRequest{NodeDID: "did:svrp:o:" + n.key.ShortBody(), TS: now.Unix()}), 401, "ID_BINDING_FAILED"},
 			{"no ts", map[string]any{"node_did": n.did, "signature": "x"}, 400, "BAD_REQUEST"},
-			{"no body", nil, 400, "BAD_REQUEST"},
+			{"no body", nil, 401, "NO_SESSION"},
 			{"ts a string", overlayJSON(t, n.cancelRequest(t, s.id, n.did, now), json.RawMessage(`"now"`), "ts"), 400, "BAD_REQUEST"},
 			// A control character breaks the DID grammar, which is checked first (see
 			// parseNodeDID).

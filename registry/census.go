@@ -24,12 +24,21 @@ const (
 	LimitOpenSessions             = "open_sessions"               // open binding sessions in all
 	LimitLoginsPerAddress         = "logins_per_address"          // logins from one client address
 	LimitLoginFailuresPerAddress  = "login_failures_per_address"  // failed logins from one client address
-	LimitLoginFailuresPerOperator = "login_failures_per_operator" // failed logins for one operator
+	LimitLoginFailuresPerOperator = "login_failures_per_operator" // failed logins for one operator from one client address
 	LimitBearerSessions           = "bearer_sessions"             // bearer sessions in all
 	LimitRevokePerAddress         = "revoke_per_address"          // new revocations from one client address
 	LimitRevocationList           = "revocation_list"             // revocations the registry keeps in all
 	LimitNodes                    = "nodes"                       // node records the registry keeps in all
 	LimitMalformedPerAddress      = "malformed_per_address"       // malformed requests from one client address
+
+	// The aggregates of the per-address limits over one address block (IPv4 /24, IPv6 /48).
+	LimitResolvePerBlock       = "resolve_per_block"
+	LimitRegisterPerBlock      = "register_per_block"
+	LimitInitiatePerBlock      = "initiate_per_block"
+	LimitLoginsPerBlock        = "logins_per_block"
+	LimitLoginFailuresPerBlock = "login_failures_per_block"
+	LimitRevokePerBlock        = "revoke_per_block"
+	LimitMalformedPerBlock     = "malformed_per_block"
 )
 
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
@@ -39,6 +48,8 @@ var RateLimits = []string{
 	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
 	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList, LimitNodes,
 	LimitMalformedPerAddress,
+	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
+	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
 }
 
 // limitError is a RATE_LIMITED refusal that names the limit which made it, so that the
@@ -134,4 +145,13 @@ func (s *Service) Census(ctx context.Context) (Census, error) {
 		c.ChallengesUsed, c.ChallengeCapacity = ch.Used(), ch.Capacity()
 	}
 	return c, nil
+}
+
+// pick returns ifBlock when byBlock is set, else ifAddr: the name of the per-block or the
+// per-address limit that refused.
+func pick(byBlock bool, ifBlock, ifAddr string) string {
+	if byBlock {
+		return ifBlock
+	}
+	return ifAddr
 }

@@ -139,10 +139,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	addr := h.s.clientAddr(r)
 	now := h.s.now()
-	if h.s.malformed.count(addr, now) >= h.s.limits.MalformedAddressLimit {
+	if byAddr, byBlock := h.s.malformed.spent(addr, h.s.limits.MalformedAddressLimit, now); byAddr || byBlock {
 		// Refused before the body is read; closing makes the sender connect again.
 		w.Header().Set("Connection", "close")
-		h.fail(w, rateLimited(LimitMalformedPerAddress, "too many malformed requests from this address; wait before sending more"))
+		h.fail(w, rateLimited(pick(byBlock, LimitMalformedPerBlock, LimitMalformedPerAddress), "too many malformed requests from this address; wait before sending more"))
 		return
 	}
 	sw, _ := w.(*statusWriter)
@@ -461,7 +461,12 @@ func (h *handler) accept(w http.ResponseWriter, r *http.Request, c call) {
 }
 
 func (h *handler) nodeReject(w http.ResponseWriter, r *http.Request, c call) {
-	handle(h, w, r, api.DecodeAcceptance, func(ctx context.Context, acc binding.Acceptance) (api.StateResult, error) {
+	handle(h, w, r, func(b []byte) (binding.Acceptance, error) {
+		if noProof(b) && r.Header.Get("Authorization") == "" {
+			return binding.Acceptance{}, errNoProof
+		}
+		return api.DecodeAcceptance(b)
+	}, func(ctx context.Context, acc binding.Acceptance) (api.StateResult, error) {
 		return h.s.RejectByNode(ctx, c.id, acc)
 	})
 }
@@ -482,11 +487,14 @@ func (w *statusWriter) WriteHeader(status int) {
 }
 
 // logged logs one line per request: method, path, status and duration, and hands the
-// exchange to the observer. It logs no header, query or body, so no token or code can reach
-// the log.
+// exchange to the observer; it marks every answer nosniff. It logs no header, query or
+// body, so no token or code can reach the log.
 func (h *handler) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// Every answer is JSON or plain text, never something a browser should guess at:
+		// an error echoing nothing of the request still must not be sniffed as HTML.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)

@@ -79,7 +79,7 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 	if err != nil {
 		return api.RevokeResult{}, err
 	}
-	counterKey := revokeCounterPrefix + addr
+	counterKey, blockKey := revokeCounterPrefix+addr, revokeCounterPrefix+AddressBlock(addr)
 	var out api.RevokeResult
 	var endedTokens [][32]byte
 	err = s.store.Update(ctx, func(tx store.Tx) error {
@@ -93,12 +93,15 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 		if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		c, err := tx.Counter(counterKey)
+		c, err := tx.Counters(counterKey, blockKey)
 		if err != nil {
 			return err
 		}
-		if c.Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
+		if c[0].Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
 			return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
+		}
+		if c[1].Blocked(now, blockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), revokeWindow) {
+			return rateLimited(LimitRevokePerBlock, "too many new revocations from this address block; wait and try again")
 		}
 		n, err := tx.RevocationCount()
 		if err != nil {
@@ -107,7 +110,10 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 		if n >= s.limits.MaxRevocations {
 			return rateLimited(LimitRevocationList, "the registry's revocation list is full; ask its operator")
 		}
-		if err := tx.PutCounter(counterKey, c.Fail(now, revokeWindow)); err != nil {
+		if err := tx.PutCounter(counterKey, c[0].Fail(now, revokeWindow)); err != nil {
+			return err
+		}
+		if err := tx.PutCounter(blockKey, c[1].Fail(now, revokeWindow)); err != nil {
 			return err
 		}
 		if err := tx.PutRevocation(store.Revocation{

@@ -366,7 +366,7 @@ func TestUnbindByNode(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"no body", "bs-1", nil, 400, "BAD_REQUEST"},
+		{"no body", "bs-1", nil, 401, "NO_SESSION"},
 		{"ts a string", "bs-1", `{"node_did":"` + n.did + `","ts":"1","signature":"x"}`, 400, "BAD_REQUEST"},
 		{"unknown id", "nope", n.unbindRequest(t, "nope", n.did, now), 404, "NOT_FOUND"},
 		{"not a did:svrp DID", "bs-1", n.unbindRequest(t, "bs-1", "did:web:n", now), 401, "ID_BINDING_REQUIRED"},

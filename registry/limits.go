@@ -9,9 +9,31 @@ import "time"
 // binding and authn; these are the ones a public service adds where the protocol is silent.
 //
 // A client address is the TCP peer's IP, or, when the peer is a trusted proxy, the address
-// the proxy reports (see [Config.TrustedProxies]). IPv4 addresses count one by one; IPv6
-// addresses count by their /64, since one IPv6 client commonly holds a whole /64 and could
-// otherwise be millions of clients.
+// the proxy reports in the one header it was said to write (see [Config.TrustedProxies] and
+// [Config.ClientAddressHeader]). IPv4 addresses count one by one; IPv6 addresses count by
+// their /64, since one IPv6 client commonly holds a whole /64 and could otherwise be millions
+// of clients. Every per-address budget also has an aggregate per address block (an IPv4 /24,
+// an IPv6 /48; see [AddressBlock]) of [Limits.AddressBlockFactor] times its limit.
+//
+// The budget tables, what each counts and whom it can refuse (docs/protocol.md, "Budgets"):
+//
+//   - login attempts (memory; store counters when challenges are kept in the store): logins
+//     per address and per block per challenge lifetime. Refuses that address or block.
+//   - login failures (likewise): failed logins per address and per block per loginWindow.
+//     Refuses that address or block, for every operator.
+//   - login failures per address and operator (likewise): failed logins of one address naming
+//     one operator DID. Refuses that address, for that operator only. Nothing counts per
+//     DID alone, so no stranger can spend a budget an operator's own logins need.
+//   - malformed requests (memory): 400s and 413s per address and per block per
+//     malformedWindow. Refuses that address or block, before reading its bodies.
+//   - register, initiate, failed resolve and revoke counters (store): per address and per
+//     block. Each refuses that address or block for that action only.
+//   - failed resolves per code, per operator and over all (store): the guessing bounds of
+//     binding codes; per operator refuses that operator's sessions, the global one anyone.
+//   - initiates per node key (store): refuses that key.
+//
+// The memory tables each track at most [Limits.MaxTrackedClients] keys; what they do when
+// full is said there.
 
 // Limits are the bounds an operator may change. A zero field takes its value in
 // [DefaultLimits]; every refusal for a limit is 429 RATE_LIMITED, named in the answer's
@@ -85,11 +107,12 @@ type Limits struct {
 	// operator who mistypes nothing (logins are signed by a device) fails rarely; a flood
 	// of garbage signatures stops after this many.
 	LoginFailureAddressLimit int
-	// LoginFailureOperatorLimit is the number of failed logins that may name one operator
-	// DID per loginWindow. Beyond it, attempts for that DID are refused only from client
-	// addresses that themselves failed within the window: a stranger replaying an
-	// operator's (public) DeviceCredential with bad signatures cannot lock that operator out
-	// of logging in from a clean address.
+	// LoginFailureOperatorLimit is the number of failed logins one client address may make
+	// naming one operator DID per loginWindow; beyond it that address's logins for that DID
+	// are refused, and nobody else's. Failures are never counted per DID alone: a DID is
+	// public, so a count any stranger can add to would let strangers lock its operator out.
+	// It refuses only the address that failed; the per-address budget above bounds how many
+	// DIDs one address may fail on.
 	LoginFailureOperatorLimit int
 
 	// MalformedAddressLimit is the number of malformed requests — answered 400 BAD_REQUEST
@@ -112,6 +135,24 @@ type Limits struct {
 	// revokeWindow. An operator revokes a handful of devices on a bad day; this keeps one
 	// address from filling the list. Repeats of a recorded revocation do not count.
 	RevokeAddressLimit int
+
+	// AddressBlockFactor is how many addresses' worth of each per-address budget one address
+	// block (an IPv4 /24, an IPv6 /48) may spend together: with 16, a /24 of 256 addresses
+	// gets what 16 get, and so does a /48 of 65,536 /64s, which otherwise would be 65,536
+	// clients. A NAT or a proxy-less campus behind one /24 rarely has that many clients at a
+	// budget's edge at once. It refuses only the block that spent it.
+	AddressBlockFactor int
+	// MaxTrackedClients bounds the keys each in-memory budget table (login attempts, login
+	// failures per address and per address and DID, malformed requests) tracks at once, so a
+	// table's memory stays bounded however many keys strangers use. A key the table does not
+	// track counts as fresh: it is never charged with another key's events. When the table
+	// is full, a new key makes room by forgetting the least useful entry among the least
+	// recently used: one whose window ended, else the one with the fewest events. So a
+	// sender with more addresses than the table holds forgets its own counts first (and
+	// gains a fresh budget per address it cycles through, which the per-block budgets
+	// bound), while the entry of an address that keeps being refused stays. Being full
+	// refuses no one.
+	MaxTrackedClients int
 }
 
 // DefaultLimits returns the limits svrpd serves with unless told otherwise.
@@ -128,10 +169,12 @@ func DefaultLimits() Limits {
 		MaxBearerSessions:         100_000,
 		LoginAddressLimit:         256,
 		LoginFailureAddressLimit:  30,
-		LoginFailureOperatorLimit: 60,
+		LoginFailureOperatorLimit: 10,
 		MalformedAddressLimit:     60,
 		MaxRevocations:            1_000_000,
 		RevokeAddressLimit:        60,
+		AddressBlockFactor:        16,
+		MaxTrackedClients:         1 << 16,
 	}
 }
 
@@ -155,6 +198,8 @@ func (l Limits) OrDefaults() Limits {
 		{&l.MalformedAddressLimit, &def.MalformedAddressLimit},
 		{&l.MaxRevocations, &def.MaxRevocations},
 		{&l.RevokeAddressLimit, &def.RevokeAddressLimit},
+		{&l.AddressBlockFactor, &def.AddressBlockFactor},
+		{&l.MaxTrackedClients, &def.MaxTrackedClients},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -188,12 +233,6 @@ const (
 	// capWarnEvery is how often reaching a global cap is logged: once per interval at warn
 	// level, not once per refused request, so a flood cannot flood the log too.
 	capWarnEvery = time.Minute
-
-	// maxTrackedClients bounds the client addresses that the in-memory limiters (login
-	// failures and attempts) track at once. Beyond it the addresses not yet tracked share one
-	// budget, so a sender with more addresses than this gains nothing over one that has
-	// exactly this many, and the limiter's memory stays bounded.
-	maxTrackedClients = 1 << 16
 
 	// maxVerifyRounds bounds how often a binding session's change that verifies signatures
 	// starts over because the session changed between its read and its write (verified.go).

@@ -107,14 +107,20 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		if !verified && (s.strict || (exists && old.SignatureVerified)) {
 			return proto.New(proto.BadSignature, "registration signature does not verify")
 		}
-		counterKey := "register/" + addr
-		var c binding.Counter
+		counterKey, blockKey := "register/"+addr, "register/"+AddressBlock(addr)
+		var c, cb binding.Counter
 		if !exists {
 			if c, err = tx.Counter(counterKey); err != nil {
 				return err
 			}
+			if cb, err = tx.Counter(blockKey); err != nil {
+				return err
+			}
 			if c.Blocked(now, s.limits.RegisterAddressLimit, registerWindow) {
 				return rateLimited(LimitRegisterPerAddress, "too many new node keys from this address; try again later")
+			}
+			if cb.Blocked(now, blockLimit(s.limits.RegisterAddressLimit, s.limits.AddressBlockFactor), registerWindow) {
+				return rateLimited(LimitRegisterPerBlock, "too many new node keys from this address block; try again later")
 			}
 			if !reserved {
 				if err := s.reserveNode(); err != nil {
@@ -136,6 +142,8 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		if exists {
 			rec.FirstSeen = old.FirstSeen
 		} else if err := tx.PutCounter(counterKey, c.Fail(now, registerWindow)); err != nil {
+			return err
+		} else if err := tx.PutCounter(blockKey, cb.Fail(now, registerWindow)); err != nil {
 			return err
 		}
 		changed = true

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"slices"
@@ -25,7 +26,8 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 }
 
 // Login verifies a device login (docs/protocol.md §5.2) and opens a one-hour bearer session. addr is
-// the client address: failed logins are counted per address and per operator DID, and the
+// the client address: failed logins are counted per address and per address and operator
+// DID, never per DID alone, so failures only refuse the address that made them; and the
 // attempts of one address per challenge lifetime are bounded, so that no one party can fill
 // the used-challenge set (limits.go).
 func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.LoginResult, error) {
@@ -33,18 +35,19 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	if s.checker != nil {
 		return s.loginShared(ctx, l, addr, now)
 	}
-	did := l.DeviceCredential.OperatorDID
-	pair := did + "\x00" + addr
-	switch {
-	case s.loginFailAddr.count(addr, now) >= s.limits.LoginFailureAddressLimit:
-		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
-	case s.loginFailDID.count(did, now) >= s.limits.LoginFailureOperatorLimit && s.loginFailPair.count(pair, now) > 0:
-		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator; wait and try again")
-	case s.bearers.live(now) >= s.limits.MaxBearerSessions:
+	pair := failurePair(addr, l.DeviceCredential.OperatorDID)
+	if byAddr, byBlock := s.loginFailAddr.spent(addr, s.limits.LoginFailureAddressLimit, now); byAddr || byBlock {
+		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginFailuresPerBlock, LimitLoginFailuresPerAddress), "too many failed logins from this address; wait and try again")
+	}
+	if s.loginFailPair.count(pair, now) >= s.limits.LoginFailureOperatorLimit {
+		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
+	}
+	if s.bearers.live(now) >= s.limits.MaxBearerSessions {
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
 		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
-	case !s.loginAttempts.takeBelow(addr, s.limits.LoginAddressLimit, now):
-		return api.LoginResult{}, rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
+	}
+	if byAddr, byBlock := s.loginAttempts.take(addr, s.limits.LoginAddressLimit, now); byAddr || byBlock {
+		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginsPerBlock, LimitLoginsPerAddress), "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
@@ -54,7 +57,6 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	if err != nil {
 		if proto.CodeOf(err) != proto.Internal {
 			s.loginFailAddr.add(addr, now)
-			s.loginFailDID.add(did, now)
 			s.loginFailPair.add(pair, now)
 		}
 		return api.LoginResult{}, err
@@ -102,9 +104,11 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 // a second use of a challenge is BAD_CHALLENGE whatever else is wrong, as in Login.
 func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, now time.Time) (api.LoginResult, error) {
 	dc := l.DeviceCredential
+	block := AddressBlock(addr)
 	keys := loginKeys{
-		attempts: "login-addr/" + addr, failAddr: "login-fail-addr/" + addr,
-		failOp: "login-fail-op/" + dc.OperatorDID, failPair: "login-fail-pair/" + dc.OperatorDID + "\x00" + addr,
+		attempts: "login-addr/" + addr, attemptsBlock: "login-addr/" + block,
+		failAddr: "login-fail-addr/" + addr, failBlock: "login-fail-addr/" + block,
+		failPair: "login-fail-pair/" + failurePair(addr, dc.OperatorDID),
 	}
 	if s.bearers.live(now) >= s.limits.MaxBearerSessions {
 		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
@@ -144,9 +148,16 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		if err != nil {
 			return err
 		}
+		inBlock, err := tx.CountEvent(keys.attemptsBlock, now, authn.ChallengeTTL)
+		if err != nil {
+			return err
+		}
 		// This attempt is counted: over the budget, the transaction is undone, count included.
 		if attempts.Count > s.limits.LoginAddressLimit {
 			return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
+		}
+		if inBlock.Count > blockLimit(s.limits.LoginAddressLimit, s.limits.AddressBlockFactor) {
+			return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
 		}
 		var revoked error
 		if step3 {
@@ -164,7 +175,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 			if proto.CodeOf(failed) == proto.Internal {
 				return failed
 			}
-			for _, k := range []string{keys.failAddr, keys.failOp, keys.failPair} {
+			for _, k := range []string{keys.failAddr, keys.failBlock, keys.failPair} {
 				if _, err := tx.CountEvent(k, now, loginWindow); err != nil {
 					return err
 				}
@@ -186,7 +197,15 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 }
 
 // loginKeys are the counters of one login's budgets.
-type loginKeys struct{ attempts, failAddr, failOp, failPair string }
+type loginKeys struct{ attempts, attemptsBlock, failAddr, failBlock, failPair string }
+
+// failurePair is the key of the failures of one client address naming one operator DID: the
+// address and a digest of the DID, so that an entry's size does not depend on what a
+// stranger wrote as the DID.
+func failurePair(addr, did string) string {
+	sum := sha256.Sum256([]byte(did))
+	return addr + "\x00" + hex.EncodeToString(sum[:16])
+}
 
 // readCounters reads counters outside any write, in one statement where the store can
 // (store.CounterReader), else in one View.
@@ -202,20 +221,25 @@ func (s *Service) readCounters(ctx context.Context, keys ...string) (c []binding
 }
 
 // loginBudgets refuses a login over one of its budgets, as Login's in-memory ones do: the
-// failures of the address, the failures naming the operator (only from an address that
-// itself failed), and the attempts of the address. The four counters are one read, outside
-// any transaction where the store can (one statement on PostgreSQL).
+// failures of the address, the failures of the address naming the operator, and the
+// attempts of the address. The counters are one read, outside any transaction where the
+// store can (one statement on PostgreSQL).
 func (s *Service) loginBudgets(ctx context.Context, k loginKeys, now time.Time) error {
-	c, err := s.readCounters(ctx, k.failAddr, k.failOp, k.failPair, k.attempts)
+	c, err := s.readCounters(ctx, k.failAddr, k.failPair, k.attempts, k.failBlock, k.attemptsBlock)
 	if err != nil {
 		return err
 	}
-	failAddr, failOp, failPair, attempts := c[0], c[1], c[2], c[3]
+	failAddr, failPair, attempts, failBlock, attemptsBlock := c[0], c[1], c[2], c[3], c[4]
+	factor := s.limits.AddressBlockFactor
 	switch {
 	case failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, loginWindow):
 		return rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
-	case failOp.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow) && failPair.Blocked(now, 1, loginWindow):
-		return rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator; wait and try again")
+	case failBlock.Blocked(now, blockLimit(s.limits.LoginFailureAddressLimit, factor), loginWindow):
+		return rateLimited(LimitLoginFailuresPerBlock, "too many failed logins from this address block; wait and try again")
+	case attemptsBlock.Blocked(now, blockLimit(s.limits.LoginAddressLimit, factor), authn.ChallengeTTL):
+		return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
+	case failPair.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow):
+		return rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	case attempts.Blocked(now, s.limits.LoginAddressLimit, authn.ChallengeTTL):
 		return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 	}

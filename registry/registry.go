@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -65,9 +66,13 @@ type Config struct {
 	StrictSignatures bool
 	// Limits are the bounds put on strangers (limits.go); a zero field takes its default.
 	Limits Limits
-	// TrustedProxies are the peers whose X-Forwarded-For or Forwarded header names the
-	// client; for any other peer those headers are ignored. Empty trusts none.
+	// TrustedProxies are the peers whose ClientAddressHeader names the client; for any
+	// other peer the header is ignored. Empty trusts none.
 	TrustedProxies []netip.Prefix
+	// ClientAddressHeader is the header the trusted proxies write the client's address in:
+	// HeaderXForwardedFor (the default) or HeaderForwarded. The other one is never read,
+	// since a client may send it through the proxy with any address in it.
+	ClientAddressHeader string
 
 	// FlushEvery is how often [Service.Run] makes heartbeat times kept in memory durable;
 	// default DefaultFlushEvery.
@@ -96,18 +101,18 @@ type Service struct {
 	strict         bool
 	limits         Limits // defaults applied
 	trustedProxies []netip.Prefix
+	addressHeader  string
 	upkeep         upkeep
 
 	// In-memory state of the global caps and login budgets (limits.go). The open binding
 	// sessions are loaded by RepairAtStart; bearer sessions likewise.
 	openSessions  *expirySet
 	bearers       *expirySet
-	loginAttempts *windowCounts // per client address, per challenge lifetime
-	loginFailAddr *windowCounts // per client address
-	loginFailDID  *windowCounts // per operator DID
-	loginFailPair *windowCounts // per operator DID and client address
-	malformed     *windowCounts // malformed requests per client address
-	resolveNodes  *nodeFailures // failed resolves that name a node
+	loginAttempts *addressCounts // per client address and block, per challenge lifetime
+	loginFailAddr *addressCounts // per client address and block
+	loginFailPair *windowCounts  // per client address and operator DID
+	malformed     *addressCounts // malformed requests per client address and block
+	resolveNodes  *nodeFailures  // failed resolves that name a node
 	warnSessions  rareWarning
 	warnBearers   rareWarning
 
@@ -142,11 +147,6 @@ func New(cfg Config) (*Service, error) {
 		trustedProxies: slices.Clone(cfg.TrustedProxies),
 		openSessions:   newExpirySet(),
 		bearers:        newExpirySet(),
-		loginAttempts:  newWindowCounts(authn.ChallengeTTL),
-		loginFailAddr:  newWindowCounts(loginWindow),
-		loginFailDID:   newWindowCounts(loginWindow),
-		loginFailPair:  newWindowCounts(loginWindow),
-		malformed:      newWindowCounts(malformedWindow),
 		resolveNodes:   newNodeFailures(maxResolveNodes, maxResolveNodePairs),
 		upkeep: upkeep{
 			flushEvery: cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
@@ -154,8 +154,21 @@ func New(cfg Config) (*Service, error) {
 			lock:       cfg.UpkeepLock, observeFlush: cfg.FlushObserver,
 		},
 	}
+	tracked, block := s.limits.MaxTrackedClients, s.limits.AddressBlockFactor
+	s.loginAttempts = newAddressCounts(authn.ChallengeTTL, tracked, block)
+	s.loginFailAddr = newAddressCounts(loginWindow, tracked, block)
+	s.loginFailPair = newWindowCounts(loginWindow, tracked)
+	s.malformed = newAddressCounts(malformedWindow, tracked, block)
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix
+	}
+	switch h := http.CanonicalHeaderKey(cfg.ClientAddressHeader); h {
+	case "":
+		s.addressHeader = HeaderXForwardedFor
+	case HeaderXForwardedFor, HeaderForwarded:
+		s.addressHeader = h
+	default:
+		return nil, fmt.Errorf("registry: client address header %q: want %s or %s", cfg.ClientAddressHeader, HeaderXForwardedFor, HeaderForwarded)
 	}
 	if err := canonical.CheckPrefix(s.prefix); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)

@@ -259,13 +259,14 @@ func TestSweep(t *testing.T) {
 	h.drive(m, op, second, "bs-young", "INITIATED")
 
 	s := h.storeState()
-	// register, initiate-addr, initiate-key of each node, and the four resolve budgets:
-	// code, address, operator, all; on a shared store also the login budget of the address.
+	// register and initiate-addr, each of the address and of its block, initiate-key of
+	// each node, and the five resolve budgets: code, address, block, operator, all; on a
+	// shared store also the login budgets of the address and of its block.
 	counters := len(s.counters)
 	if onPostgres {
-		counters--
+		counters -= 2
 	}
-	if counters != 8 || s.bearers != 2 {
+	if counters != 11 || s.bearers != 2 {
 		t.Fatalf("before sweeping: %+v", s)
 	}
 	if err := h.svc.Sweep(ctx); err != nil {
@@ -290,7 +291,7 @@ func TestSweep(t *testing.T) {
 	if d := cmp.Diff(want, s.states); d != "" {
 		t.Fatalf("session states after the sweep (-want +got):\n%s", d)
 	}
-	if len(s.counters) != 2 || s.bearers != 2 {
+	if len(s.counters) != 3 || s.bearers != 2 {
 		t.Fatalf("after the first sweep: %+v", s)
 	}
 	for k, c := range s.counters {
@@ -298,7 +299,7 @@ func TestSweep(t *testing.T) {
 		case strings.HasPrefix(k, "register/") && c.Count == 2 && c.Start.Equal(t0):
 		case k == "initiate-key/"+m.key.Hex() && c.Count == 1 && c.Start.Equal(t0.Add(5*time.Minute)):
 		default:
-			t.Fatalf("remaining counter %s %+v is neither the register counter of two keys nor m's initiate counter", k, c)
+			t.Fatalf("remaining counter %s %+v is neither a register counter of two keys nor m's initiate counter", k, c)
 		}
 	}
 	h.wantState("bs-initiated", "EXPIRED")

@@ -55,6 +55,8 @@ type Config struct {
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
 	// being cut off; zero fields take the defaults below.
 	Timeouts Timeouts
+	// Edge is how clients are told apart and their connections shed (edge.go).
+	Edge Edge
 }
 
 // WithDefaults returns c with every zero bound and interval set to its default, as the
@@ -64,6 +66,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
 	c.MaxConnectionsPerAddress = cmp.Or(c.MaxConnectionsPerAddress, DefaultMaxConnectionsPerAddress)
 	c.FlushEvery = cmp.Or(c.FlushEvery, registry.DefaultFlushEvery)
+	c.Edge = c.Edge.withDefaults()
 	return c
 }
 
@@ -116,6 +119,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be at least 1", f.name))
 		}
 	}
+	errs = append(errs, c.Edge.validate()...)
 	if c.SweepEvery < time.Second {
 		errs = append(errs, errors.New("--sweep-every must be at least 1s"))
 	}
@@ -157,11 +161,13 @@ func limitFlags(l *registry.Limits) []limitFlag {
 		{"max-bearer-sessions", &l.MaxBearerSessions, "live operator sessions over all operators before logins get 429", false},
 		{"login-address-limit", &l.LoginAddressLimit, "login attempts per client address per 5 minutes before 429", false},
 		{"login-failure-address-limit", &l.LoginFailureAddressLimit, "failed logins per client address per 10 minutes before 429", false},
-		{"login-failure-operator-limit", &l.LoginFailureOperatorLimit, "failed logins per operator DID per 10 minutes before 429 (for addresses that failed)", false},
+		{"login-failure-operator-limit", &l.LoginFailureOperatorLimit, "failed logins of one client address naming one operator DID per 10 minutes before that address gets 429 for that DID", false},
 		{"resolve-operator-limit", &l.ResolveOperatorLimit, "failed binding resolves per operator per 10 minutes before 429", false},
 		{"resolve-global-limit", &l.ResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429", false},
 		{"initiate-key-limit", &l.InitiateKeyLimit, "binding initiates per node key per 10 minutes before 429", false},
 		{"malformed-address-limit", &l.MalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read", false},
+		{"address-block-factor", &l.AddressBlockFactor, "addresses' worth of every per-address budget (connections included) one IPv4 /24 or IPv6 /48 may spend together", true},
+		{"max-tracked-clients", &l.MaxTrackedClients, "keys each in-memory budget table (logins, login failures, malformed requests) remembers; when full it forgets the least useful", true},
 	}
 }
 

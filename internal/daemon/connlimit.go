@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/svrp/svrp/registry"
 )
@@ -18,33 +21,44 @@ const (
 	DefaultMaxConnections = 8192
 	// DefaultMaxConnectionsPerAddress caps the connections of one client address (an IPv6
 	// /64 counts as one). Browsers open six per host and a busy node a few; 64 leaves room
-	// for a NAT in front of a few dozen machines.
+	// for a NAT in front of a few dozen machines. One address block (IPv4 /24, IPv6 /48)
+	// may hold --address-block-factor times as many.
 	DefaultMaxConnectionsPerAddress = 64
 	// fdReserve is the file descriptors kept for the store (Badger's tables and value-log
 	// files), logs and the listener, beyond the connections.
 	fdReserve = 512
 )
 
-// limitListener accepts connections within a total and a per-address cap. When the total
-// is reached it makes room by closing an idle keep-alive connection (one between requests),
-// so a crowd of idle connections cannot keep an active client out; when none is idle, or
-// the address is at its own cap, the new connection is closed at once. Connections from a
+// limitListener accepts connections within a total, a per-address and a per-block cap. When
+// the total is reached it makes room by cutting a connection that is not delivering: one
+// idle between requests, or one that has not delivered a complete request (headers and
+// body) within the grace. It cuts from the address group holding the most connections (and
+// more than the newcomer's group holds), the one waiting longest first, so a crowd of slow or
+// idle connections from a few groups cannot keep out a client that sends its request
+// promptly, and cannot churn its own connections to keep the grace from running out. A block
+// at its cap makes room the same way from its own connections only. When nothing qualifies,
+// or the address is at its own cap, the new connection is closed at once. Connections from a
 // trusted proxy count only against the total, since all its clients share its address.
 type limitListener struct {
 	net.Listener
 	max, perAddr int
+	blockFactor  int           // a block may hold this many addresses' worth
+	grace        time.Duration // to deliver a request before being cut first
 	trusted      []netip.Prefix
+	now          func() time.Time
 
-	mu     sync.Mutex
-	total  int
-	byAddr map[string]int
-	idle   map[*limitedConn]struct{}
+	mu      sync.Mutex
+	total   int
+	byAddr  map[string]int
+	byBlock map[string]int
+	conns   map[*limitedConn]struct{}
 }
 
 func newLimitListener(l net.Listener, max, perAddr int, trusted []netip.Prefix) *limitListener {
 	return &limitListener{
 		Listener: l, max: max, perAddr: perAddr, trusted: trusted,
-		byAddr: make(map[string]int), idle: make(map[*limitedConn]struct{}),
+		blockFactor: registry.DefaultLimits().AddressBlockFactor, grace: DefaultRequestGrace, now: time.Now,
+		byAddr: make(map[string]int), byBlock: make(map[string]int), conns: make(map[*limitedConn]struct{}),
 	}
 }
 
@@ -79,33 +93,86 @@ func (l *limitListener) group(a net.Addr) string {
 
 // admit counts c in, or returns nil when it must be refused.
 func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
+	now := l.now()
+	block := ""
+	if group != "" {
+		block = registry.AddressBlock(group)
+	}
 	l.mu.Lock()
 	if group != "" && l.byAddr[group] >= l.perAddr {
 		l.mu.Unlock()
 		return nil
 	}
-	var evict *limitedConn
-	if l.total >= l.max {
-		for ic := range l.idle {
-			evict = ic
-			break
-		}
-		if evict == nil {
-			l.mu.Unlock()
-			return nil
-		}
-		l.releaseLocked(evict)
+	var cut *limitedConn
+	switch {
+	case group != "" && l.byBlock[block] >= l.perAddr*max(l.blockFactor, 1):
+		// The block is at its cap: room comes only from its own connections that are not
+		// delivering, so one block's crowd never costs another block a connection; within
+		// the block, a group may give up its own.
+		cut = l.victimLocked(now, block, l.byAddr[group]-1)
+	case l.total >= l.max:
+		cut = l.victimLocked(now, "", l.byAddr[group])
 	}
+	if cut == nil && (l.total >= l.max || group != "" && l.byBlock[block] >= l.perAddr*max(l.blockFactor, 1)) {
+		l.mu.Unlock()
+		return nil
+	}
+	if cut != nil {
+		l.releaseLocked(cut)
+	}
+	lc := &limitedConn{Conn: c, l: l, group: group, block: block, waiting: now}
 	l.total++
 	if group != "" {
 		l.byAddr[group]++
+		l.byBlock[block]++
 	}
-	lc := &limitedConn{Conn: c, l: l, group: group}
+	l.conns[lc] = struct{}{}
 	l.mu.Unlock()
-	if evict != nil {
-		evict.Conn.Close()
+	if cut != nil {
+		cut.Conn.Close()
 	}
 	return lc
+}
+
+// victimLocked chooses the connection to cut at a cap for a newcomer whose group holds
+// newHeld: of those idle or waiting past the grace for a complete request (in block, when
+// it is not empty), one of the group holding the most connections, the one waiting longest —
+// and only from a group holding more than the newcomer's, so that groups at an even share
+// cannot cut each other's connections in turn. A newcomer of a group holding nothing may
+// also cut a connection still within its grace when none is past it: slow senders that keep
+// reconnecting keep every connection young, and a new group must always find room while any
+// connection has not delivered its request. nil when none qualifies. The caller holds mu.
+func (l *limitListener) victimLocked(now time.Time, block string, newHeld int) *limitedConn {
+	var v, young *limitedConn
+	vHeld, youngHeld := newHeld, newHeld
+	for c := range l.conns {
+		if c.waiting.IsZero() || (block != "" && c.block != block) {
+			continue
+		}
+		held := l.byAddr[c.group]
+		if c.group == "" {
+			held = 1 // a trusted proxy's clients are many, not one group
+		}
+		if !c.idle && now.Sub(c.waiting) < l.grace {
+			if newHeld == 0 && better(c, held, young, youngHeld) {
+				young, youngHeld = c, held
+			}
+			continue
+		}
+		if better(c, held, v, vHeld) {
+			v, vHeld = c, held
+		}
+	}
+	if v == nil {
+		return young
+	}
+	return v
+}
+
+// better reports whether c, of a group holding held, is a better connection to cut than v,
+// of a group holding vHeld (or than none, when v is nil and vHeld is the newcomer's share).
+func better(c *limitedConn, held int, v *limitedConn, vHeld int) bool {
+	return held > vHeld || (v != nil && held == vHeld && c.waiting.Before(v.waiting))
 }
 
 // releaseLocked takes c out of the counts, once. The caller holds mu.
@@ -114,33 +181,92 @@ func (l *limitListener) releaseLocked(c *limitedConn) {
 		return
 	}
 	c.released = true
-	delete(l.idle, c)
+	delete(l.conns, c)
 	l.total--
 	if c.group != "" {
 		if l.byAddr[c.group]--; l.byAddr[c.group] <= 0 {
 			delete(l.byAddr, c.group)
 		}
+		if l.byBlock[c.block]--; l.byBlock[c.block] <= 0 {
+			delete(l.byBlock, c.block)
+		}
 	}
 }
 
-// connState is the server's ConnState hook: it tracks which connections are idle.
+// connState is the server's ConnState hook: a connection going idle waits from then for its
+// next request, and one becoming active (the first bytes of a request) waits from then for
+// the rest of it, unless it was already waiting (its first request, counted from accept).
 func (l *limitListener) connState(c net.Conn, st http.ConnState) {
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return
 	}
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch st {
 	case http.StateIdle:
-		if !lc.released {
-			l.idle[lc] = struct{}{}
-		}
+		lc.idle, lc.waiting = true, now
 	case http.StateActive:
-		delete(l.idle, lc)
+		if lc.idle || lc.waiting.IsZero() {
+			lc.waiting = now
+		}
+		lc.idle = false
 	case http.StateClosed, http.StateHijacked:
 		l.releaseLocked(lc)
 	}
+}
+
+// markDelivered records that c's request is complete: its headers read and its body read
+// to the end (or given up by its handler).
+func (l *limitListener) markDelivered(c *limitedConn) {
+	l.mu.Lock()
+	c.waiting, c.idle = time.Time{}, false
+	l.mu.Unlock()
+}
+
+type connKey struct{}
+
+// connContext is the server's ConnContext hook: it lets a request find its connection.
+func (l *limitListener) connContext(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, lc)
+	}
+	return ctx
+}
+
+// delivered wraps next so that a request's connection counts as delivering until the
+// request's body has been read to its end, or next returns.
+func (l *limitListener) delivered(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lc, _ := r.Context().Value(connKey{}).(*limitedConn)
+		if lc == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			l.markDelivered(lc)
+		} else {
+			r.Body = &bodyWatch{ReadCloser: r.Body, done: func() { l.markDelivered(lc) }}
+		}
+		defer l.markDelivered(lc)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyWatch calls done once its body has been read to the end.
+type bodyWatch struct {
+	io.ReadCloser
+	done func()
+	once sync.Once
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.done)
+	}
+	return n, err
 }
 
 func (l *limitListener) open() (total int) {
@@ -151,9 +277,13 @@ func (l *limitListener) open() (total int) {
 
 type limitedConn struct {
 	net.Conn
-	l        *limitListener
-	group    string
-	released bool // guarded by l.mu
+	l            *limitListener
+	group, block string
+	// Guarded by l.mu: waiting is when the connection started waiting for a complete
+	// request, or for its next one when idle; zero while its request is complete.
+	waiting  time.Time
+	idle     bool
+	released bool
 }
 
 func (c *limitedConn) Close() error {

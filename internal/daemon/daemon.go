@@ -169,7 +169,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
-	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose X-Forwarded-For / Forwarded names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
+	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose --client-address-header names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
+	c.Edge.flags(fs)
 	fs.DurationVar(&c.SweepEvery, "sweep-every", registry.DefaultSweepEvery, "how often expired sessions and counters are swept")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "trace, debug, info, warn or error (debug logs every request; trace adds Badger's own messages)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
@@ -289,6 +290,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if m != nil {
 		rc.FlushObserver = m.Flush
 	}
+	c.Edge.apply(&rc)
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed
 		// challenges there: a challenge from any of them is accepted by any, once.
@@ -316,6 +318,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
+	ln.blockFactor, ln.grace = c.Limits.AddressBlockFactor, c.Edge.RequestGrace
 	timeouts := c.Timeouts.orDefaults()
 	newServer := func(h http.Handler) *http.Server {
 		return &http.Server{
@@ -340,8 +343,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if c.Console {
 		handler = console.Mount(handler, c.Prefix)
 	}
-	srv := newServer(handler)
-	srv.ConnState = ln.connState
+	srv := newServer(ln.delivered(handler))
+	srv.ConnState, srv.ConnContext = ln.connState, ln.connContext
 	served := make(chan error, 3)
 	go func() { served <- srv.Serve(ln) }()
 	metricsAt := ""

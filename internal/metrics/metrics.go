@@ -9,7 +9,6 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -54,7 +53,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "http_requests_total",
-			Help: "HTTP requests answered, by route (the endpoint's path template), method and status code.",
+			Help: "HTTP requests answered, by route (the endpoint's path template), method (other for a method HTTP does not define) and status code.",
 		}, []string{"route", "method", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "http_request_duration_seconds",
@@ -130,15 +129,17 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// Observe counts one answered request; it is the registry handler's observer.
+// Observe counts one answered request; it is the registry handler's observer. Every label
+// is one of a set fixed at start (labels.go), so no request can add a series.
 func (m *Metrics) Observe(e registry.Exchange) {
-	m.requests.WithLabelValues(e.Route, e.Method, strconv.Itoa(e.Status)).Inc()
-	m.latency.WithLabelValues(e.Route).Observe(e.Duration.Seconds())
+	route := knownRoutes.of(e.Route)
+	m.requests.WithLabelValues(route, knownMethods.of(e.Method), statusLabel(e.Status)).Inc()
+	m.latency.WithLabelValues(route).Observe(e.Duration.Seconds())
 	if e.Code != "" {
-		m.codes.WithLabelValues(string(e.Code)).Inc()
+		m.codes.WithLabelValues(knownCodes.of(string(e.Code))).Inc()
 	}
 	if e.Limit != "" {
-		m.refusals.WithLabelValues(e.Limit).Inc()
+		m.refusals.WithLabelValues(knownLimits.of(e.Limit)).Inc()
 	}
 }
 

@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/svrp/svrp/registry"
+)
+
+// Edge is how svrpd tells strangers apart at its edge: which header names the client behind
+// a trusted proxy, and how long a connection may take to deliver a request before it is the first
+// to go when the connections run out.
+type Edge struct {
+	// ClientAddressHeader is the header the trusted proxies write the client's address in
+	// (--client-address-header): registry.HeaderXForwardedFor or registry.HeaderForwarded.
+	ClientAddressHeader string
+	// RequestGrace is how long a connection may take to deliver a complete request (its
+	// headers and body) before, at the connection cap, it is cut first (--request-grace).
+	RequestGrace time.Duration
+}
+
+// DefaultRequestGrace is the default of --request-grace. An honest client sends a request
+// of at most 64 KiB in well under a second on any link the registry serves; a connection
+// that has not done so in two is either idle on purpose or slow on purpose.
+const DefaultRequestGrace = 2 * time.Second
+
+func (e Edge) withDefaults() Edge {
+	if e.ClientAddressHeader == "" {
+		e.ClientAddressHeader = registry.HeaderXForwardedFor
+	}
+	if e.RequestGrace == 0 {
+		e.RequestGrace = DefaultRequestGrace
+	}
+	return e
+}
+
+// validate checks e; zero fields take their defaults, so a Config written before they
+// existed still validates.
+func (e Edge) validate() []error {
+	var errs []error
+	switch http.CanonicalHeaderKey(e.ClientAddressHeader) {
+	case "", registry.HeaderXForwardedFor, registry.HeaderForwarded:
+	default:
+		errs = append(errs, fmt.Errorf("--client-address-header %q: want %s or %s", e.ClientAddressHeader, registry.HeaderXForwardedFor, registry.HeaderForwarded))
+	}
+	if e.RequestGrace < 0 {
+		errs = append(errs, errors.New("--request-grace must be positive"))
+	}
+	return errs
+}
+
+func (e *Edge) flags(fs *flag.FlagSet) {
+	fs.StringVar(&e.ClientAddressHeader, "client-address-header", registry.HeaderXForwardedFor,
+		"the header a --trusted-proxy writes the client's address in: X-Forwarded-For or Forwarded (the other is ignored)")
+	fs.DurationVar(&e.RequestGrace, "request-grace", DefaultRequestGrace,
+		"time a connection may take to deliver a complete request; at --max-connections, connections past it (and idle ones) are cut first, from the address group holding most, oldest first")
+}
+
+// apply sets the registry's share of e in rc.
+func (e Edge) apply(rc *registry.Config) {
+	rc.ClientAddressHeader = e.ClientAddressHeader
+}

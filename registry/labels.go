@@ -1,0 +1,29 @@
+package registry
+
+import (
+	"slices"
+
+	"github.com/svrp/svrp/proto"
+)
+
+// Routes returns every route an [Exchange] can name: the endpoints' path templates and
+// [RouteUnknown]. An observer that labels by route can hold its labels to this set.
+func Routes() []string {
+	out := []string{RouteUnknown}
+	for _, e := range endpoints {
+		if !slices.Contains(out, e.path) {
+			out = append(out, e.path)
+		}
+	}
+	return out
+}
+
+// Codes returns every protocol code an answer of the API can carry.
+func Codes() []proto.Code {
+	out := make([]proto.Code, 0, len(statusOf))
+	for c := range statusOf {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}

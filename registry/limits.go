@@ -164,3 +164,23 @@ const (
 	// costs this much per reader, not a copy of the listing.
 	listingWriteBuffer = 32 << 10
 )
+
+// Pages of the node listings (docs/protocol.md §5.1).
+const (
+	// maxListingPage is the largest limit a listing answers; a larger one is BAD_REQUEST.
+	// A page is built whole to be tagged and compressed, and a client that pages does so to
+	// take the table in parts: 10,000 records is about 5 MB, a part a phone takes in one
+	// answer, and a watcher of a busy network collects a minute of changes in a page or two.
+	maxListingPage = 10_000
+
+	// maxCursorKey bounds the tie-breaking key a cursor carries: a node key is 32 bytes,
+	// and a bound node's DID at most 256. A longer cursor is none the registry gave.
+	maxCursorKey = 512
+
+	// maxListingVariants is how many distinct answers (filter, page and kind) a listing
+	// snapshot keeps the entity tag and gzip form of. The popular answers — the whole
+	// table, the pages watchers follow — are asked for many times per snapshot and computed
+	// once; a stranger spelling ever new filters gets each computed for itself (the cost of
+	// answering it, no more) and cannot grow the snapshot beyond this many.
+	maxListingVariants = 256
+)

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
@@ -37,10 +37,17 @@ var (
 )
 
 // listing answers one of the three node listings from the current snapshot of the node
-// table (listCache): the filter picks records out of it, and they are written straight from
-// it, so a listing allocates nothing in proportion to the table.
+// table (listCache): the filter and the page pick records out of it, and they are written
+// straight from it, so a listing allocates nothing in proportion to the table. Its entity
+// tag and its gzip form are computed once per snapshot and query (pages.go).
 func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind) {
-	f, err := api.ParseNodeFilter(r.URL.Query())
+	q := r.URL.Query()
+	f, err := api.ParseNodeFilter(q)
+	var p api.Page
+	var after *cursor
+	if err == nil {
+		p, after, err = pageOf(q, len(didkey.PublicKey{}))
+	}
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -53,56 +60,24 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind)
 		h.fail(w, err)
 		return
 	}
+	sel := snap.selectFrom(k, f, p, after, h.s.now())
+	v := h.s.lists.variantOf(&sel, variantKey(k, f, p, after))
+	if sel.next != "" {
+		w.Header().Set("Link", nextLink(r, sel.next))
+	}
+	if conditional(w, r, v.tag) {
+		return
+	}
 	if !h.s.listingSlot(r.Context()) {
 		return // the client went away while it waited
 	}
-	now := h.s.now()
-	all := keepsAll(f)
-	record := snap.peerLine
-	if k.json {
-		record = snap.jsonRecord
-	}
-	count, size := 0, 0
-	for i, n := range snap.nodes {
-		if all || keepNode(f, n, now) {
-			count++
-			size += len(record(i))
-		}
-	}
-	var head []byte
-	head = append(head, k.head...)
-	if k.counted {
-		head = strconv.AppendInt(head, int64(count), 10)
-		head = append(head, `,"nodes":[`...)
-	}
-	if k.json && count > 1 {
-		size += count - 1
+	if acceptsGzip(r) {
+		writeGzip(w, k.contentType, h.s.lists.gzipOf(&sel, v))
+		return
 	}
 	w.Header().Set("Content-Type", k.contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(head)+size+len(k.tail)))
-	w.Write(head)
-	if all {
-		if k.json {
-			w.Write(snap.json)
-		} else {
-			w.Write(snap.peers)
-		}
-	} else {
-		bw := bufio.NewWriterSize(w, listingWriteBuffer)
-		first := true
-		for i, n := range snap.nodes {
-			if !keepNode(f, n, now) {
-				continue
-			}
-			if k.json && !first {
-				bw.WriteByte(',')
-			}
-			first = false
-			bw.Write(record(i))
-		}
-		bw.Flush()
-	}
-	w.Write([]byte(k.tail))
+	w.Header().Set("Content-Length", strconv.Itoa(sel.size()))
+	sel.write(w)
 }
 
 func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ call) {
@@ -195,6 +170,8 @@ type listSnapshot struct {
 
 	size int // bytes held, for maxListingBytes
 	refs int // readers using it, plus one while it is the cache's current snapshot
+
+	variants map[string]*variant // the answers given from it, by variantKey; under listCache.mu
 }
 
 func (s *listSnapshot) jsonRecord(i int) []byte {

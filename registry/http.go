@@ -84,6 +84,7 @@ var endpoints = []endpoint{
 	{"GET", "/nodes", (*handler).nodes},
 	{"GET", "/peers", (*handler).peers},
 	{"GET", "/api/v1/peers", (*handler).apiPeers},
+	{"GET", "/v1/network/stats", (*handler).networkStats},
 	{"POST", "/api/v1/register", (*handler).register},
 	{"POST", "/api/v1/heartbeat", (*handler).heartbeat},
 	{"POST", "/v1/auth/challenge", (*handler).challenge},

@@ -184,3 +184,23 @@ const (
 	// answering it, no more) and cannot grow the snapshot beyond this many.
 	maxListingVariants = 256
 )
+
+// The network view (GET /v1/network/stats, network.go).
+const (
+	// networkStatsMaxAge is how old the answer may grow before a request rebuilds it, in one
+	// pass over the node table. Every other request reads the answer as built, so a client
+	// polling as fast as it can costs what reading a few kilobytes costs, whatever the
+	// network's size; the page polls every few seconds, and counts this stale are fresh
+	// enough for a picture of the network.
+	networkStatsMaxAge = 5 * time.Second
+
+	// networkStatsGroups is how many regions and capabilities a breakdown names; the rest
+	// are counted together. Both are strings strangers choose, as many as they like: without
+	// a bound one answer would carry them all.
+	networkStatsGroups = 20
+
+	// networkHistorySpan is how long the sweep keeps a step of the history: the span of the
+	// longest series (a week). Older steps are no longer shown, and the ring reuses their
+	// keys anyway, so the history takes a fixed number of counters in the store.
+	networkHistorySpan = 7 * 24 * time.Hour
+)

@@ -779,6 +779,10 @@ func sweep(ctx context.Context, svc *registry.Service, st store.Store, pg *store
 			continue
 		case <-t.C:
 		}
+		// Every daemon samples: each adds the heartbeats it took to the shared history.
+		if err := svc.SampleNetwork(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
+			log.Warn("sampling the network failed", "err", err)
+		}
 		upkeep := func(ctx context.Context) error {
 			if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
 				log.Error("sweep failed", "err", err)

@@ -135,14 +135,7 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 		}
 		return nil
 	}
-	var err error
-	if sc, ok := s.store.(store.NodeScanner); ok {
-		err = sc.ScanNodes(ctx, keep)
-	} else {
-		err = s.store.View(ctx, func(tx store.Tx) error {
-			return tx.EachNode(func(n store.Node) error { return keep(&n) })
-		})
-	}
+	err := s.eachNode(ctx, keep)
 	slices.SortFunc(out, func(a, b *store.Node) int {
 		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
 			return c
@@ -150,6 +143,17 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 		return bytes.Compare(a.Key[:], b.Key[:])
 	})
 	return out, err
+}
+
+// eachNode calls fn for every node record: the store's own records where it holds the table
+// in memory (they must not be changed), copies otherwise.
+func (s *Service) eachNode(ctx context.Context, fn func(*store.Node) error) error {
+	if sc, ok := s.store.(store.NodeScanner); ok {
+		return sc.ScanNodes(ctx, fn)
+	}
+	return s.store.View(ctx, func(tx store.Tx) error {
+		return tx.EachNode(func(n store.Node) error { return fn(&n) })
+	})
 }
 
 // listSnapshot is the whole node table encoded once, at one version: the JSON of every
@@ -167,6 +171,7 @@ type listSnapshot struct {
 	jsonEnd  []int  // record i is json[start(i):jsonEnd[i]], start(i) = jsonEnd[i-1]+1
 	peers    []byte // the /peers lines, one after another
 	peersEnd []int
+	seen     []int64 // each record's last_seen in Unix seconds, for changed_since
 
 	size int // bytes held, for maxListingBytes
 	refs int // readers using it, plus one while it is the cache's current snapshot
@@ -300,7 +305,9 @@ func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
 	snap.jsonEnd = make([]int, len(nodes))
 	snap.peers = make([]byte, 0, peersSize)
 	snap.peersEnd = make([]int, len(nodes))
+	snap.seen = make([]int64, len(nodes))
 	for i, n := range nodes {
+		snap.seen[i] = n.LastSeen.Unix()
 		if i > 0 {
 			snap.json = append(snap.json, ',')
 		}
@@ -314,7 +321,7 @@ func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
 		snap.peers = append(snap.peers, '\n')
 		snap.peersEnd[i] = len(snap.peers)
 	}
-	const wordsPerNode = 3 // the pointer and the two offsets
+	const wordsPerNode = 4 // the pointer, the two offsets and last_seen
 	snap.size = cap(snap.json) + cap(snap.peers) + len(nodes)*wordsPerNode*8
 	return nil
 }

@@ -213,15 +213,7 @@ func (s *Service) countNodes(ctx context.Context, now time.Time) (nodeCounts, er
 		}
 		return nil
 	}
-	var err error
-	if sc, ok := s.store.(store.NodeScanner); ok {
-		err = sc.ScanNodes(ctx, count)
-	} else {
-		err = s.store.View(ctx, func(tx store.Tx) error {
-			return tx.EachNode(func(n store.Node) error { return count(&n) })
-		})
-	}
-	return c, err
+	return c, s.eachNode(ctx, count)
 }
 
 // networkAnswer returns the current answer of GET /v1/network/stats. It is rebuilt — one

@@ -201,15 +201,7 @@ func sampleWeeks(t *testing.T, svc *registry.Service, clock *testkit.Clock) {
 // checkBounded: the store holds at most one counter per ring slot.
 func checkBounded(t *testing.T, st store.Store) {
 	t.Helper()
-	n := 0
-	st.View(context.Background(), func(tx store.Tx) error {
-		return tx.EachCounter(func(key string, _ binding.Counter) error {
-			if strings.HasPrefix(key, "network/") {
-				n++
-			}
-			return nil
-		})
-	})
+	n := historyCounters(t, st)
 	if slots := 1440 + 1008 + 1440 + 168; n == 0 || n > slots {
 		t.Errorf("%d history counters in the store, want 1 to %d", n, slots)
 	}
@@ -229,16 +221,7 @@ func checkSwept(t *testing.T, svc *registry.Service, st store.Store, clock *test
 	if err := svc.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	st.View(context.Background(), func(tx store.Tx) error {
-		return tx.EachCounter(func(key string, _ binding.Counter) error {
-			if strings.HasPrefix(key, "network/") {
-				n++
-			}
-			return nil
-		})
-	})
-	if n != 0 {
+	if n := historyCounters(t, st); n != 0 {
 		t.Errorf("%d history counters older than a week left after a sweep", n)
 	}
 }
@@ -247,4 +230,22 @@ func sameHistory(a, b api.NetworkStats) bool {
 	ja, _ := json.Marshal([]api.Series{a.Online24h, a.Online7d, a.Heartbeats24h, a.Registrations7d})
 	jb, _ := json.Marshal([]api.Series{b.Online24h, b.Online7d, b.Heartbeats24h, b.Registrations7d})
 	return string(ja) == string(jb) && len(points(a.Online7d)) > 0
+}
+
+// historyCounters counts the counters the history keeps in st.
+func historyCounters(t *testing.T, st store.Store) int {
+	t.Helper()
+	n := 0
+	err := st.View(context.Background(), func(tx store.Tx) error {
+		return tx.EachCounter(func(key string, _ binding.Counter) error {
+			if strings.HasPrefix(key, "network/") {
+				n++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

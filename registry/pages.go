@@ -145,7 +145,7 @@ func compress(emit func(func([]byte))) []byte {
 // r already holds it; it reports whether it did.
 func conditional(w http.ResponseWriter, r *http.Request, tag string) bool {
 	h := w.Header()
-	h.Set("Vary", "Accept-Encoding")
+	h.Add("Vary", "Accept-Encoding") // after the Vary: Origin of CORS, if any
 	if acceptsGzip(r) {
 		h.Set("ETag", gzipTag(tag))
 	} else {
@@ -184,14 +184,16 @@ func serveSmall(w http.ResponseWriter, r *http.Request, body []byte) {
 
 // selection is the part of a snapshot one listing answer holds: the records of
 // nodes[from:to] that keep keeps (nil keeps all), count of them, and the cursor of the page
-// after, "" when this is the last.
+// after, "" when this is the last. picked lists them when they are few (at most
+// maxListingPage), so that writing them does not scan the table again.
 type selection struct {
 	snap     *listSnapshot
 	k        listingKind
-	keep     func(*store.Node) bool
+	keep     func(i int) bool
 	from, to int
 	count    int
 	next     string
+	picked   []int32
 }
 
 // whole reports whether s is the whole listing as it was before pages existed.
@@ -201,9 +203,15 @@ func (s *selection) whole() bool { return s.keep == nil && s.from == 0 && s.to =
 // after c when it is not nil.
 func (snap *listSnapshot) selectFrom(k listingKind, f api.NodeFilter, p api.Page, c *cursor, now time.Time) selection {
 	s := selection{snap: snap, k: k, to: len(snap.nodes)}
-	if !keepsAll(f) || !p.ChangedSince.IsZero() {
-		s.keep = func(n *store.Node) bool {
-			return (p.ChangedSince.IsZero() || !n.LastSeen.Before(p.ChangedSince)) && keepNode(f, n, now)
+	// changed_since reads the snapshot's column of last_seen times, which a scan of the
+	// whole table goes through far faster than through the records.
+	since := p.ChangedSince.Unix()
+	switch {
+	case keepsAll(f) && !p.ChangedSince.IsZero():
+		s.keep = func(i int) bool { return snap.seen[i] >= since }
+	case !keepsAll(f):
+		s.keep = func(i int) bool {
+			return (p.ChangedSince.IsZero() || snap.seen[i] >= since) && keepNode(f, snap.nodes[i], now)
 		}
 	}
 	if c != nil {
@@ -215,8 +223,12 @@ func (snap *listSnapshot) selectFrom(k listingKind, f api.NodeFilter, p api.Page
 		})
 	}
 	s.to = s.from
+	if s.keep == nil && p.Limit == 0 {
+		s.to, s.count = len(snap.nodes), len(snap.nodes)-s.from
+		return s
+	}
 	for i := s.from; i < len(snap.nodes); i++ {
-		if s.keep != nil && !s.keep(snap.nodes[i]) {
+		if s.keep != nil && !s.keep(i) {
 			continue
 		}
 		if p.Limit > 0 && s.count == p.Limit {
@@ -224,10 +236,31 @@ func (snap *listSnapshot) selectFrom(k listingKind, f api.NodeFilter, p api.Page
 			s.next = cursor{at: last.FirstSeen, key: last.Key[:]}.String()
 			break
 		}
+		if s.count < maxListingPage {
+			s.picked = append(s.picked, int32(i))
+		}
 		s.count++
 		s.to = i + 1
 	}
+	if s.count > len(s.picked) {
+		s.picked = nil
+	}
 	return s
+}
+
+// each calls fn with the index of every record s holds, in order.
+func (s *selection) each(fn func(i int)) {
+	if s.picked != nil || s.count == 0 {
+		for _, i := range s.picked {
+			fn(int(i))
+		}
+		return
+	}
+	for i := s.from; i < s.to; i++ {
+		if s.keep == nil || s.keep(i) {
+			fn(i)
+		}
+	}
 }
 
 // emit hands the bytes of s's answer to f, in order.
@@ -251,16 +284,13 @@ func (s *selection) emit(f func([]byte)) {
 			record = snap.jsonRecord
 		}
 		first := true
-		for i := s.from; i < s.to; i++ {
-			if s.keep != nil && !s.keep(snap.nodes[i]) {
-				continue
-			}
+		s.each(func(i int) {
 			if k.json && !first {
 				f(comma)
 			}
 			first = false
 			f(record(i))
-		}
+		})
 	}
 	if s.next == "" || !k.json {
 		f([]byte(k.tail))

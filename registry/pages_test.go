@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -357,5 +358,23 @@ func (h *harness) pagesQuiet(rt *rapid.T, path string) []api.NodeView {
 		q, _ := url.ParseQuery(strings.SplitN(path, "?", 2)[1])
 		q.Set("cursor", page.Next)
 		path = "/nodes?" + q.Encode()
+	}
+}
+
+// TestListingsCORS: a page on an allowed origin may read the tag and the next link, and the
+// answer varies by both origin and encoding.
+func TestListingsCORS(t *testing.T) {
+	h := newHarness(t)
+	h.registerMany("x", 3)
+	srv := httptest.NewServer(registry.NewHandler(h.svc, registry.WithCORSOrigins("https://app.example")))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/nodes?limit=1", nil)
+	req.Header.Set("Origin", "https://app.example")
+	resp, _ := testkit.Do(t, srv.Client(), req)
+	if vary := strings.Join(resp.Header.Values("Vary"), ","); !strings.Contains(vary, "Origin") || !strings.Contains(vary, "Accept-Encoding") {
+		t.Errorf("Vary %q", vary)
+	}
+	if got := resp.Header.Get("Access-Control-Expose-Headers"); got != "ETag, Link" || resp.Header.Get("Link") == "" {
+		t.Errorf("Access-Control-Expose-Headers %q, Link %q", got, resp.Header.Get("Link"))
 	}
 }

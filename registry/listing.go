@@ -65,13 +65,14 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind)
 	if sel.next != "" {
 		w.Header().Set("Link", nextLink(r, sel.next))
 	}
-	if conditional(w, r, v.tag) {
+	gz := acceptsGzip(r)
+	if conditional(w, r, v.tag, gz) {
 		return
 	}
 	if !h.s.listingSlot(r.Context()) {
 		return // the client went away while it waited
 	}
-	if acceptsGzip(r) {
+	if gz {
 		writeGzip(w, k.contentType, h.s.lists.gzipOf(&sel, v))
 		return
 	}

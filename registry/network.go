@@ -340,10 +340,11 @@ func (h *handler) networkStats(w http.ResponseWriter, r *http.Request, _ call) {
 		h.fail(w, err)
 		return
 	}
-	if conditional(w, r, a.tag) {
+	gz := acceptsGzip(r)
+	if conditional(w, r, a.tag, gz) {
 		return
 	}
-	if acceptsGzip(r) {
+	if gz {
 		a.gzOnce.Do(func() { a.gz = compress(func(f func([]byte)) { f(a.body) }) })
 		writeGzip(w, "application/json", a.gz)
 		return

@@ -141,12 +141,12 @@ func compress(emit func(func([]byte))) []byte {
 	return buf.Bytes()
 }
 
-// conditional sets the ETag and Vary headers of an answer tagged tag and answers 304 when
-// r already holds it; it reports whether it did.
-func conditional(w http.ResponseWriter, r *http.Request, tag string) bool {
+// conditional sets the ETag and Vary headers of an answer tagged tag, sent gzip when gz, and
+// answers 304 when r already holds it; it reports whether it did.
+func conditional(w http.ResponseWriter, r *http.Request, tag string, gz bool) bool {
 	h := w.Header()
 	h.Add("Vary", "Accept-Encoding") // after the Vary: Origin of CORS, if any
-	if acceptsGzip(r) {
+	if gz {
 		h.Set("ETag", gzipTag(tag))
 	} else {
 		h.Set("ETag", tag)
@@ -171,10 +171,11 @@ func writeGzip(w http.ResponseWriter, contentType string, gz []byte) {
 // 304 when r holds it, gzip when r accepts it.
 func serveSmall(w http.ResponseWriter, r *http.Request, body []byte) {
 	emit := func(f func([]byte)) { f(body) }
-	if conditional(w, r, etagOf(emit)) {
+	gz := acceptsGzip(r)
+	if conditional(w, r, etagOf(emit), gz) {
 		return
 	}
-	if acceptsGzip(r) {
+	if gz {
 		writeGzip(w, "application/json", compress(emit))
 		return
 	}

@@ -1,5 +1,10 @@
 package registry
 
+import (
+	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
+)
+
 // Endpoints returns the endpoint table as method and path template.
 func Endpoints() [][2]string {
 	out := make([][2]string, len(endpoints))
@@ -20,3 +25,6 @@ func Statuses() map[string]int {
 	}
 	return out
 }
+
+// NodeViewOf is the view of a node record that the listings serve.
+func NodeViewOf(n store.Node) api.NodeView { return nodeView(n) }

@@ -84,6 +84,7 @@ var endpoints = []endpoint{
 	{"GET", "/nodes", (*handler).nodes},
 	{"GET", "/peers", (*handler).peers},
 	{"GET", "/api/v1/peers", (*handler).apiPeers},
+	{"GET", "/v1/network/stats", (*handler).networkStats},
 	{"POST", "/api/v1/register", (*handler).register},
 	{"POST", "/api/v1/heartbeat", (*handler).heartbeat},
 	{"POST", "/v1/auth/challenge", (*handler).challenge},
@@ -369,13 +370,34 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ call) 
 		h.fail(w, err)
 		return
 	}
-	f, err := api.ParseNodeFilter(r.URL.Query())
+	q := r.URL.Query()
+	f, err := api.ParseNodeFilter(q)
+	var p api.Page
+	var after *cursor
+	if err == nil {
+		p, after, err = pageOf(q, 0)
+	}
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
 	res, err := h.s.BoundNodes(r.Context(), op, f)
-	h.reply(w, res, err)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if p.Paged() {
+		res = pageBound(res, p, after)
+	}
+	if res.Next != "" {
+		w.Header().Set("Link", nextLink(r, res.Next))
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	serveSmall(w, r, append(b, '\n'))
 }
 
 func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ call) {

@@ -283,3 +283,43 @@ const (
 	// costs this much per reader, not a copy of the listing.
 	listingWriteBuffer = 32 << 10
 )
+
+// Pages of the node listings (docs/protocol.md §5.1).
+const (
+	// maxListingPage is the largest limit a listing answers; a larger one is BAD_REQUEST.
+	// A page is built whole to be tagged and compressed, and a client that pages does so to
+	// take the table in parts: 10,000 records is about 5 MB, a part a phone takes in one
+	// answer, and a watcher of a busy network collects a minute of changes in a page or two.
+	maxListingPage = 10_000
+
+	// maxCursorKey bounds the tie-breaking key a cursor carries: a node key is 32 bytes,
+	// and a bound node's DID at most 256. A longer cursor is none the registry gave.
+	maxCursorKey = 512
+
+	// maxListingVariants is how many distinct answers (filter, page and kind) a listing
+	// snapshot keeps the entity tag and gzip form of. The popular answers — the whole
+	// table, the pages watchers follow — are asked for many times per snapshot and computed
+	// once; a stranger spelling ever new filters gets each computed for itself (the cost of
+	// answering it, no more) and cannot grow the snapshot beyond this many.
+	maxListingVariants = 256
+)
+
+// The network view (GET /v1/network/stats, network.go).
+const (
+	// networkStatsMaxAge is how old the answer may grow before a request rebuilds it, in one
+	// pass over the node table. Every other request reads the answer as built, so a client
+	// polling as fast as it can costs what reading a few kilobytes costs, whatever the
+	// network's size; the page polls every few seconds, and counts this stale are fresh
+	// enough for a picture of the network.
+	networkStatsMaxAge = 5 * time.Second
+
+	// networkStatsGroups is how many regions and capabilities a breakdown names; the rest
+	// are counted together. Both are strings strangers choose, as many as they like: without
+	// a bound one answer would carry them all.
+	networkStatsGroups = 20
+
+	// networkHistorySpan is how long the sweep keeps a step of the history: the span of the
+	// longest series (a week). Older steps are no longer shown, and the ring reuses their
+	// keys anyway, so the history takes a fixed number of counters in the store.
+	networkHistorySpan = 7 * 24 * time.Hour
+)

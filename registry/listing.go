@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
@@ -37,10 +37,17 @@ var (
 )
 
 // listing answers one of the three node listings from the current snapshot of the node
-// table (listCache): the filter picks records out of it, and they are written straight from
-// it, so a listing allocates nothing in proportion to the table.
+// table (listCache): the filter and the page pick records out of it, and they are written
+// straight from it, so a listing allocates nothing in proportion to the table. Its entity
+// tag and its gzip form are computed once per snapshot and query (pages.go).
 func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind) {
-	f, err := api.ParseNodeFilter(r.URL.Query())
+	q := r.URL.Query()
+	f, err := api.ParseNodeFilter(q)
+	var p api.Page
+	var after *cursor
+	if err == nil {
+		p, after, err = pageOf(q, len(didkey.PublicKey{}))
+	}
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -53,56 +60,25 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind)
 		h.fail(w, err)
 		return
 	}
+	sel := snap.selectFrom(k, f, p, after, h.s.now())
+	v := h.s.lists.variantOf(&sel, variantKey(k, f, p, after))
+	if sel.next != "" {
+		w.Header().Set("Link", nextLink(r, sel.next))
+	}
+	gz := acceptsGzip(r)
+	if conditional(w, r, v.tag, gz) {
+		return
+	}
 	if !h.s.listingSlot(r.Context()) {
 		return // the client went away while it waited
 	}
-	now := h.s.now()
-	all := keepsAll(f)
-	record := snap.peerLine
-	if k.json {
-		record = snap.jsonRecord
-	}
-	count, size := 0, 0
-	for i, n := range snap.nodes {
-		if all || keepNode(f, n, now) {
-			count++
-			size += len(record(i))
-		}
-	}
-	var head []byte
-	head = append(head, k.head...)
-	if k.counted {
-		head = strconv.AppendInt(head, int64(count), 10)
-		head = append(head, `,"nodes":[`...)
-	}
-	if k.json && count > 1 {
-		size += count - 1
+	if gz {
+		writeGzip(w, k.contentType, h.s.lists.gzipOf(&sel, v))
+		return
 	}
 	w.Header().Set("Content-Type", k.contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(head)+size+len(k.tail)))
-	w.Write(head)
-	if all {
-		if k.json {
-			w.Write(snap.json)
-		} else {
-			w.Write(snap.peers)
-		}
-	} else {
-		bw := bufio.NewWriterSize(w, listingWriteBuffer)
-		first := true
-		for i, n := range snap.nodes {
-			if !keepNode(f, n, now) {
-				continue
-			}
-			if k.json && !first {
-				bw.WriteByte(',')
-			}
-			first = false
-			bw.Write(record(i))
-		}
-		bw.Flush()
-	}
-	w.Write([]byte(k.tail))
+	w.Header().Set("Content-Length", strconv.Itoa(sel.size()))
+	sel.write(w)
 }
 
 func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ call) {
@@ -160,14 +136,7 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 		}
 		return nil
 	}
-	var err error
-	if sc, ok := s.store.(store.NodeScanner); ok {
-		err = sc.ScanNodes(ctx, keep)
-	} else {
-		err = s.store.View(ctx, func(tx store.Tx) error {
-			return tx.EachNode(func(n store.Node) error { return keep(&n) })
-		})
-	}
+	err := s.eachNode(ctx, keep)
 	slices.SortFunc(out, func(a, b *store.Node) int {
 		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
 			return c
@@ -175,6 +144,17 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 		return bytes.Compare(a.Key[:], b.Key[:])
 	})
 	return out, err
+}
+
+// eachNode calls fn for every node record: the store's own records where it holds the table
+// in memory (they must not be changed), copies otherwise.
+func (s *Service) eachNode(ctx context.Context, fn func(*store.Node) error) error {
+	if sc, ok := s.store.(store.NodeScanner); ok {
+		return sc.ScanNodes(ctx, fn)
+	}
+	return s.store.View(ctx, func(tx store.Tx) error {
+		return tx.EachNode(func(n store.Node) error { return fn(&n) })
+	})
 }
 
 // listSnapshot is the whole node table encoded once, at one version: the JSON of every
@@ -192,9 +172,12 @@ type listSnapshot struct {
 	jsonEnd  []int  // record i is json[start(i):jsonEnd[i]], start(i) = jsonEnd[i-1]+1
 	peers    []byte // the /peers lines, one after another
 	peersEnd []int
+	seen     []int64 // each record's last_seen in Unix seconds, for changed_since
 
 	size int // bytes held, for maxListingBytes
 	refs int // readers using it, plus one while it is the cache's current snapshot
+
+	variants map[string]*variant // the answers given from it, by variantKey; under listCache.mu
 }
 
 func (s *listSnapshot) jsonRecord(i int) []byte {
@@ -323,7 +306,9 @@ func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
 	snap.jsonEnd = make([]int, len(nodes))
 	snap.peers = make([]byte, 0, peersSize)
 	snap.peersEnd = make([]int, len(nodes))
+	snap.seen = make([]int64, len(nodes))
 	for i, n := range nodes {
+		snap.seen[i] = n.LastSeen.Unix()
 		if i > 0 {
 			snap.json = append(snap.json, ',')
 		}
@@ -337,7 +322,7 @@ func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
 		snap.peers = append(snap.peers, '\n')
 		snap.peersEnd[i] = len(snap.peers)
 	}
-	const wordsPerNode = 3 // the pointer and the two offsets
+	const wordsPerNode = 4 // the pointer, the two offsets and last_seen
 	snap.size = cap(snap.json) + cap(snap.peers) + len(nodes)*wordsPerNode*8
 	return nil
 }

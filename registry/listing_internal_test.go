@@ -198,3 +198,28 @@ func TestAppendNodeJSONMatchesEncodingJSON(t *testing.T) {
 		}
 	})
 }
+
+// FuzzParseCursor: a cursor that parses renders to one that parses to the same place, and
+// none panics.
+func FuzzParseCursor(f *testing.F) {
+	var key didkey.PublicKey
+	key[0] = 7
+	for _, s := range []string{"", "!", "AAAA", cursor{at: time.Unix(1736937000, 0).UTC(), key: key[:]}.String(),
+		cursor{at: time.Unix(-1, 0).UTC(), key: []byte("did:svrp:n:34910d78")}.String()} {
+		f.Add(s, 32)
+		f.Add(s, 0)
+	}
+	f.Fuzz(func(t *testing.T, s string, keyLen int) {
+		if keyLen < 0 || keyLen > maxCursorKey {
+			return
+		}
+		c, err := parseCursor(s, keyLen)
+		if err != nil {
+			return
+		}
+		again, err := parseCursor(c.String(), keyLen)
+		if err != nil || !again.at.Equal(c.at) || !bytes.Equal(again.key, c.key) {
+			t.Fatalf("%q: %+v renders to %q, which parses to %+v (%v)", s, c, c.String(), again, err)
+		}
+	})
+}

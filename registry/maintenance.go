@@ -256,6 +256,8 @@ func counterWindow(key string) time.Duration {
 		return authn.ChallengeTTL
 	case strings.HasPrefix(key, "login-fail-"):
 		return loginWindow
+	case strings.HasPrefix(key, networkCounterPrefix):
+		return networkHistorySpan
 	}
 	return binding.ResolveWindow
 }

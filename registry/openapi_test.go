@@ -404,6 +404,12 @@ func TestOpenAPIExchanges(t *testing.T) {
 	h.ok("POST", "/v1/auth/logout", nil, token, nil)
 	h.fails("POST", "/v1/auth/logout", nil, token, http.StatusUnauthorized, "NO_SESSION")
 	h.ok("GET", "/openapi.json", nil, "", nil)
+	if err := h.svc.SampleNetwork(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.ok("GET", "/v1/network/stats", nil, "", nil)
+	h.ok("GET", "/nodes?limit=1&changed_since="+canonical.FormatTime(h.now().Add(-time.Hour)), nil, "", nil)
+	h.ok("GET", "/api/v1/peers?limit=1", nil, "", nil)
 
 	// The unversioned aliases, and /metrics where a daemon serves it and where it does not.
 	h.ok("POST", "/register", n.registration(t, "203.0.113.7:7001"), "", nil)

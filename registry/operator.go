@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/svrp/svrp/authn"
@@ -330,7 +331,12 @@ func (s *Service) BoundNodes(ctx context.Context, op authn.Operator, f api.NodeF
 		if err != nil {
 			return err
 		}
-		slices.SortFunc(bs, func(a, b binding.Binding) int { return a.ActivatedAt.Compare(b.ActivatedAt) })
+		slices.SortFunc(bs, func(a, b binding.Binding) int {
+			if c := a.ActivatedAt.Compare(b.ActivatedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.NodeDID, b.NodeDID) // a stable order for pages
+		})
 		for _, b := range bs {
 			e := api.BoundNode{
 				NodeDID:          b.NodeDID,

@@ -79,6 +79,7 @@ func (h *handler) cors(next http.Handler) http.Handler {
 		if r.Method != http.MethodOptions {
 			if allowed {
 				w.Header().Set("Access-Control-Allow-Origin", origin)
+				w.Header().Set("Access-Control-Expose-Headers", "ETag, Link")
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -92,7 +93,7 @@ func (h *handler) cors(next http.Handler) http.Handler {
 		if allowed && r.Header.Get("Access-Control-Request-Method") != "" {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
 			w.Header().Set("Access-Control-Allow-Methods", allow)
-			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, If-None-Match")
 			w.Header().Set("Access-Control-Max-Age", strconv.Itoa(int(corsMaxAge/time.Second)))
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -63,6 +63,8 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"RevocationChecks", TestRevocationChecks}, {"RevokeAuthorizationEndsItsBinding", TestRevokeAuthorizationEndsItsBinding},
 		{"RevokedCredentialCannotAuthorize", TestRevokedCredentialCannotAuthorize}, {"SupersededStatus", TestSupersededStatus},
 		{"UnbindByNode", TestUnbindByNode}, {"UnbindByOperator", TestUnbindByOperator},
+		{"NetworkHistory", TestNetworkHistory}, {"NetworkHistoryBoundedAndKept", TestNetworkHistoryBoundedAndKept},
+		{"ListingPages", TestListingsChangedSince},
 	} {
 		t.Run(tt.name, tt.fn)
 	}
@@ -141,5 +143,33 @@ func TestGlobalCapsSharedOnPostgres(t *testing.T) {
 	status, raw := b.do("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, b.now()), "")
 	if status != http.StatusTooManyRequests || !strings.Contains(string(raw), "RATE_LIMITED") {
 		t.Errorf("login on b with three bearer sessions made on a: %d %s, want 429 RATE_LIMITED", status, raw)
+	}
+}
+
+// TestNetworkHistorySharedOnPostgres runs two registries on one database: each samples the
+// heartbeats it took, and the history holds their sum, the same read through either.
+func TestNetworkHistorySharedOnPostgres(t *testing.T) {
+	pgtest.URL(t)
+	onPostgres = true
+	defer func() { onPostgres = false }()
+	dir := t.TempDir()
+	c := testkit.NewClock(epoch)
+	a := startHarness(t, openStore(t, dir), dir, c)
+	b := startHarness(t, openStore(t, dir), dir, c)
+	nodes := a.registerMany("shared", 3)
+	a.ok("POST", "/api/v1/heartbeat", nodes[0].heartbeat(t, nodes[0].did, a.now()), "", nil)
+	b.ok("POST", "/api/v1/heartbeat", nodes[1].heartbeat(t, nodes[1].did, b.now()), "", nil)
+	b.ok("POST", "/api/v1/heartbeat", nodes[2].heartbeat(t, nodes[2].did, b.now()), "", nil)
+	a.sample()
+	b.sample()
+	a.sample() // a's view of b's sample
+	for name, h := range map[string]*harness{"a": a, "b": b} {
+		s := h.stats()
+		if got := points(s.Heartbeats24h); len(got) != 1 || got[0] != 3 {
+			t.Errorf("%s: heartbeats %v, want [3] (one through a, two through b)", name, got)
+		}
+		if got := points(s.Online24h); len(got) != 1 || got[0] != 3 {
+			t.Errorf("%s: online %v, want [3]", name, got)
+		}
 	}
 }

@@ -127,6 +127,7 @@ type Service struct {
 	registrations atomic.Uint64
 	touches       atomic.Uint64
 	lists         listCache
+	network       networkState
 }
 
 // New checks cfg and returns a Service.

@@ -29,6 +29,7 @@ type UpkeepLock func(ctx context.Context, fn func(context.Context) error) (ran b
 // in memory durable, and every [Config.SweepEvery] it sweeps ([Service.Sweep]) and lets the
 // store do its own maintenance ([store.Maintainer]). With a [Config.UpkeepLock], a round whose
 // lock another registry holds only counts again for the global caps ([Service.Recount]).
+// Every minute it samples the network's history ([Service.SampleNetwork]), lock or not.
 //
 // Failures of a round are logged, and the next round tries again; a store that refuses
 // writes has said so once and is not logged again every round. When ctx is done Run makes
@@ -46,6 +47,8 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	sweeps := time.NewTicker(s.upkeep.sweepEvery)
 	defer sweeps.Stop()
+	samples := time.NewTicker(networkSampleEvery)
+	defer samples.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -57,6 +60,12 @@ func (s *Service) Run(ctx context.Context) error {
 			s.flush(ctx, toucher)
 		case <-sweeps.C:
 			s.upkeepRound(ctx)
+		case <-samples.C:
+			// Every registry samples, outside the upkeep lock: each adds the heartbeats it
+			// took to the shared history.
+			if err := s.SampleNetwork(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
+				s.log.Warn("sampling the network failed", "err", err)
+			}
 		}
 	}
 }
@@ -109,6 +118,10 @@ func (s *Service) upkeepRound(ctx context.Context) {
 		}
 	}
 }
+
+// networkSampleEvery is the step of the network history's finest series: one sample a
+// minute is one point of its charts.
+const networkSampleEvery = time.Minute
 
 // upkeep is how Run is configured.
 type upkeep struct {

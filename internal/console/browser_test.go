@@ -380,6 +380,8 @@ func TestConsoleBindsANode(t *testing.T) {
 	if err := run(ctx,
 		chromedp.Navigate(base+"/console/"),
 		chromedp.WaitVisible(`body[data-ready="yes"]`, chromedp.ByQuery),
+		chromedp.Click("#nav-login", chromedp.ByQuery),
+		chromedp.WaitVisible("#view-login", chromedp.ByQuery),
 	); err != nil {
 		t.Fatalf("opening the console: %v (ready=%q, notice %q)", err, textNow(ctx, "body"), textNow(ctx, "#unsupported"))
 	}
@@ -778,6 +780,7 @@ func TestConsoleLoginByPasting(t *testing.T) {
 	if err := run(ctx,
 		chromedp.Navigate(base+"/console/"),
 		chromedp.WaitVisible(`body[data-ready="yes"]`, chromedp.ByQuery),
+		chromedp.Click("#nav-login", chromedp.ByQuery),
 		chromedp.SetValue("#seed-text", other, chromedp.ByQuery),
 		chromedp.SetValue("#cred-text", string(cred), chromedp.ByQuery),
 		chromedp.Click("#login-button", chromedp.ByQuery),

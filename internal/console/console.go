@@ -1,5 +1,7 @@
 // Package console is the operator console in the browser: a small single-page application in
-// plain JavaScript modules, embedded in the binary and served by svrpd under /console/. The
+// plain JavaScript modules, embedded in the binary and served by svrpd under /console/. It
+// opens on a public view of the network (the registry's counts, history and node listing,
+// drawn by the page itself), and after login does what the operator commands do. The
 // operator's keys never leave the browser: the page signs the login challenge and the
 // AuthorizationCredential itself with WebCrypto Ed25519 and talks to the registry's API on
 // the same origin. The server side only serves files, the registry's domain prefix and the

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/svrp/svrp/canonical"
 )
 
 // RegisterRequest is the body of POST /api/v1/register.
@@ -149,4 +151,43 @@ func (f NodeFilter) Query() url.Values {
 		q.Set("callable", "1")
 	}
 	return q
+}
+
+// Page selects a part of a node listing (docs/protocol.md §5.1): at most Limit records (0:
+// no limit) after the place Cursor names ("" for the first page), changed at or after
+// ChangedSince (zero: whenever). Cursor is opaque here: the registry gave it and reads it.
+type Page struct {
+	Limit        int
+	Cursor       string
+	ChangedSince time.Time
+}
+
+// Paged reports whether p asks for anything but the whole listing.
+func (p Page) Paged() bool { return p.Limit > 0 || p.Cursor != "" || !p.ChangedSince.IsZero() }
+
+// ParsePage reads limit, cursor and changed_since from the query of a listing; maxLimit is
+// the largest limit the registry answers.
+func ParsePage(q url.Values, maxLimit int) (Page, error) {
+	var p Page
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > maxLimit || len(v) > 1 {
+			return Page{}, badRequest("limit must be one whole number from 1 to " + strconv.Itoa(maxLimit))
+		}
+		p.Limit = n
+	}
+	if v, ok := q["cursor"]; ok {
+		if len(v) > 1 || v[0] == "" {
+			return Page{}, badRequest("cursor must be given once, as the registry gave it")
+		}
+		p.Cursor = v[0]
+	}
+	if v, ok := q["changed_since"]; ok {
+		t, err := canonical.ParseTime(v[0])
+		if err != nil || len(v) > 1 {
+			return Page{}, badRequest("changed_since must be one timestamp of the form 2025-01-15T10:30:00Z")
+		}
+		p.ChangedSince = t
+	}
+	return p, nil
 }

@@ -1,12 +1,14 @@
 package api_test
 
 import (
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
+	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
 )
 
@@ -51,4 +53,29 @@ func TestNodeFilterQueryRoundsUp(t *testing.T) {
 			t.Errorf("%+v.Query() = %q, want %q", tc.f, got, tc.want)
 		}
 	}
+}
+
+// FuzzParsePage: any query either parses into a page within the bounds or fails with
+// BAD_REQUEST; none panics.
+func FuzzParsePage(f *testing.F) {
+	for _, q := range []string{"", "limit=1", "limit=10000&cursor=AAAAAAAAAAA", "changed_since=2025-01-15T10:30:00Z",
+		"limit=0", "limit=-1", "limit=1&limit=2", "limit=%2B5", "cursor=", "changed_since=2025-02-30T00:00:00Z"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		p, err := api.ParsePage(q, 10_000)
+		if err != nil {
+			if proto.CodeOf(err) != proto.BadRequest {
+				t.Fatalf("%q: %v is not BAD_REQUEST", raw, err)
+			}
+			return
+		}
+		if p.Limit < 0 || p.Limit > 10_000 || (q.Has("limit") && p.Limit == 0) || (q.Has("cursor") && p.Cursor == "") {
+			t.Fatalf("%q parsed as %+v", raw, p)
+		}
+	})
 }

@@ -72,6 +72,8 @@ type OperatorNodes struct {
 	OperatorDID string      `json:"operator_did"`
 	Count       int         `json:"count"`
 	Nodes       []BoundNode `json:"nodes"`
+	// Next is the cursor of the next page, when a limit cut this one short.
+	Next string `json:"next,omitempty"`
 }
 
 // Amount is one bucket of the credits view.

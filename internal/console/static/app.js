@@ -5,6 +5,7 @@
 import { call, ApiError } from './api.js';
 import * as canonical from './canonical.js';
 import * as keys from './keys.js';
+import * as network from './network.js';
 
 // STATEMENT is the README's statement on credits, word for word; no amount is shown
 // without it.
@@ -77,11 +78,12 @@ async function guarded(button, action) {
 
 // ---- views ----
 
-const VIEWS = ['login', 'bind', 'nodes', 'credits'];
+const VIEWS = ['network', 'login', 'bind', 'nodes', 'credits'];
 
 function show(name) {
   for (const v of VIEWS) $('view-' + v).hidden = v !== name;
-  for (const b of document.querySelectorAll('#nav [data-view]')) {
+  network.shown(name === 'network');
+  for (const b of document.querySelectorAll('nav [data-view]')) {
     if (b.dataset.view === name) b.setAttribute('aria-current', 'page');
     else b.removeAttribute('aria-current');
   }
@@ -139,6 +141,7 @@ async function login() {
   $('who').textContent = `Logged in as ${session.operatorDID}; the session ends at ${canonical.formatTime(session.expiresAt)} (one hour).`;
   $('who').hidden = false;
   $('nav').hidden = false;
+  $('public-nav').hidden = true;
   resetBind();
   show('bind');
 }
@@ -175,6 +178,7 @@ function dropSession() {
   $('evidence').replaceChildren();
   $('who').hidden = true;
   $('nav').hidden = true;
+  $('public-nav').hidden = false;
   show('login');
 }
 
@@ -477,7 +481,8 @@ async function loadCredits() {
 // ---- start ----
 
 async function start() {
-  for (const b of document.querySelectorAll('#nav [data-view]')) {
+  network.setup();
+  for (const b of document.querySelectorAll('nav [data-view]')) {
     b.addEventListener('click', () => {
       clearMessages();
       show(b.dataset.view);
@@ -511,6 +516,7 @@ async function start() {
     $('unsupported').hidden = false;
     $('login-button').disabled = true;
   }
+  show('network');
   document.body.dataset.ready = why ? 'unsupported' : 'yes';
 }
 

@@ -1,0 +1,357 @@
+// The public Network view: the counts and history of GET /v1/network/stats, drawn as SVG by
+// this page, and a table that pages through GET /nodes with its cursors rather than loading
+// the table whole. No login. Every string a node chose (DID, region, capabilities) goes into
+// the page as text: textContent and SVG attributes, never markup.
+
+import { call } from './api.js';
+import * as keys from './keys.js';
+
+// The view refreshes this often while it is shown and the tab is visible.
+export const REFRESH_MS = 5000;
+// Rows per table page; a search scans the listing in pages of SCAN_PAGE, at most SCAN_PAGES
+// of them per table page.
+const PAGE = 20;
+const SCAN_PAGE = 500;
+const SCAN_PAGES = 10;
+
+const SVG = 'http://www.w3.org/2000/svg';
+const $ = (id) => document.getElementById(id);
+
+let stats = null;
+let timer = 0;
+let active = false;
+// table is where the node table stands: the cursor each page began at (the first page's is
+// ''), the page shown, the next page's cursor, and the sort.
+const table = { cursors: [''], index: 0, next: '', rows: [], sortKey: '', sortDir: 1 };
+
+function el(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'class') e.className = v;
+    else e[k] = v;
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+function svg(tag, attrs = {}) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+
+const WINDOW_NAMES = { 60: '1 minute', 300: '5 minutes', 600: '10 minutes', 3600: '1 hour', 86400: '24 hours' };
+
+function windowName(s) {
+  return WINDOW_NAMES[s] || `${s} s`;
+}
+
+// serverNow is the registry's clock as of the last answer, so that "online" and "ago" do
+// not depend on this device's clock.
+function serverNow() {
+  return stats ? Date.parse(stats.at) : Date.now();
+}
+
+function ago(iso) {
+  const s = Math.round((serverNow() - Date.parse(iso)) / 1000);
+  if (!(s >= 0)) return iso;
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+function clock(ms) {
+  return new Date(ms).toISOString().slice(5, 16).replace('T', ' ');
+}
+
+// ---- charts ----
+
+// lineChart draws series into box: a line through the sampled steps, broken where a step
+// has no sample, and a point on each sampled step.
+function lineChart(box, series, what) {
+  const n = series.values.length;
+  const end = Date.parse(series.end);
+  const start = end - (n - 1) * series.step * 1000;
+  const present = series.values.filter((v) => v !== null);
+  const top = Math.max(1, ...present);
+  const W = 600, H = 160, PAD = 6;
+  const x = (i) => PAD + (i / Math.max(1, n - 1)) * (W - 2 * PAD);
+  const y = (v) => H - PAD - (v / top) * (H - 2 * PAD);
+  const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart-svg', role: 'img' });
+  const latest = present.length ? present[present.length - 1] : null;
+  chart.setAttribute('aria-label', present.length
+    ? `${what}: ${present.length} samples, latest ${latest}, highest ${top}`
+    : `${what}: no samples yet`);
+  for (const f of [0, 0.5, 1]) {
+    chart.append(svg('line', { x1: PAD, x2: W - PAD, y1: y(top * f), y2: y(top * f), class: 'grid' }));
+  }
+  let d = '';
+  let pen = false;
+  series.values.forEach((v, i) => {
+    if (v === null) {
+      pen = false;
+      return;
+    }
+    d += `${pen ? 'L' : 'M'}${x(i).toFixed(1)} ${y(v).toFixed(1)}`;
+    pen = true;
+  });
+  if (d) chart.append(svg('path', { d, class: 'line' }));
+  const points = svg('g', { class: 'points' });
+  series.values.forEach((v, i) => {
+    if (v !== null) points.append(svg('circle', { cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: 2.5 }));
+  });
+  chart.append(points);
+  box.replaceChildren(
+    el('p', { class: 'axis', textContent: present.length ? `highest ${top}, latest ${latest}` : 'No samples yet: the registry samples once a minute.' }),
+    chart,
+    el('p', { class: 'axis ends' }, el('span', { textContent: clock(start) }), el('span', { textContent: clock(end) + ' UTC' })));
+}
+
+// bars lists a breakdown: a row per group with its nodes as a meter, online among them.
+function bars(box, breakdown, unnamed) {
+  const rows = breakdown.groups.map((g) => ({ name: g.name === '' ? unnamed : g.name, nodes: g.nodes, online: g.online, named: g.name !== '' }));
+  if (breakdown.others.groups > 0) {
+    rows.push({ name: `${breakdown.others.groups} more`, nodes: breakdown.others.nodes, online: breakdown.others.online, named: false });
+  }
+  const top = Math.max(1, ...rows.map((r) => r.nodes));
+  const list = el('ul', { class: 'bars' });
+  for (const r of rows) {
+    const meter = el('meter', { min: 0, max: top, value: r.nodes });
+    meter.setAttribute('aria-label', `${r.name}: ${r.nodes} nodes`);
+    list.append(el('li', {},
+      el('span', { class: r.named ? 'bar-name' : 'bar-name unnamed', textContent: r.name, title: r.name }),
+      meter,
+      el('span', { class: 'bar-count', textContent: `${r.nodes} (${r.online} online)` })));
+  }
+  if (!rows.length) list.append(el('li', { class: 'small', textContent: 'No nodes yet.' }));
+  box.replaceChildren(list);
+}
+
+// ---- counts ----
+
+function selectedWindow() {
+  return Number($('net-window').value) || (stats ? stats.online_window : 600);
+}
+
+function renderStats() {
+  $('stat-nodes').textContent = String(stats.nodes);
+  const sel = $('net-window');
+  if (sel.options.length !== stats.online.length) {
+    const keep = sel.value || String(stats.online_window);
+    sel.replaceChildren(...stats.online.map((o) => el('option', { value: String(o.window), textContent: windowName(o.window) })));
+    sel.value = keep;
+  }
+  const w = selectedWindow();
+  const o = stats.online.find((c) => c.window === w);
+  $('stat-online').textContent = o ? String(o.nodes) : '–';
+  $('stat-heartbeats').textContent = stats.heartbeats_per_minute === null ? '–' : String(stats.heartbeats_per_minute);
+  const range = document.querySelector('#online-range [aria-pressed="true"]');
+  const week = range && range.dataset.range === '7d';
+  lineChart($('chart-online'), week ? stats.online_7d : stats.online_24h, week ? 'Online nodes, 7 days' : 'Online nodes, 24 hours');
+  lineChart($('chart-heartbeats'), stats.heartbeats_24h, 'Heartbeats per minute, 24 hours');
+  lineChart($('chart-registrations'), stats.registrations_7d, 'New registrations per hour, 7 days');
+  $('breakdown-note').textContent = `Node records by region, capability and reachability; online means seen within ${windowName(stats.online_window)}.`;
+  bars($('bars-regions'), stats.regions, '(no region)');
+  bars($('bars-capabilities'), stats.capabilities, '(none)');
+  bars($('bars-reachability'), stats.reachability, '(none)');
+  const region = $('table-region');
+  const want = region.value;
+  const names = stats.regions.groups.filter((g) => g.name !== '').map((g) => g.name);
+  if (region.options.length !== names.length + 1 || names.some((n, i) => region.options[i + 1].value !== n)) {
+    region.replaceChildren(el('option', { value: '', textContent: 'every region' }),
+      ...names.map((n) => el('option', { value: n, textContent: n })));
+    region.value = names.includes(want) ? want : '';
+  }
+}
+
+// ---- the node table ----
+
+function matches(n, term) {
+  if (!term) return true;
+  const t = term.toLowerCase();
+  return [n.did, n.public_key, n.fingerprint, n.region || '', n.endpoint, ...n.capabilities].some((s) => s.toLowerCase().includes(t));
+}
+
+async function withFingerprints(nodes) {
+  return Promise.all(nodes.map(async (n) => {
+    const key = keys.hexDecode(n.public_key);
+    return { ...n, fingerprint: key ? await keys.fingerprint(key) : '' };
+  }));
+}
+
+// loadTable fetches the table page table.index: one listing page of PAGE rows, or, while a
+// search is typed, listing pages scanned for matches until a table page is full.
+let tableLoads = 0;
+
+async function loadTable() {
+  // Loads overlap (a refresh, a click): only the one started last may draw.
+  const load = ++tableLoads;
+  const term = $('node-search').value.trim();
+  const q = new URLSearchParams();
+  if ($('table-region').value) q.set('region', $('table-region').value);
+  if ($('table-online').checked) q.set('online_within', String(selectedWindow()));
+  q.set('limit', String(term ? SCAN_PAGE : PAGE));
+  let cursor = table.cursors[table.index];
+  let rows = [];
+  let next = '';
+  for (let i = 0; i < (term ? SCAN_PAGES : 1); i++) {
+    if (cursor) q.set('cursor', cursor);
+    else q.delete('cursor');
+    const res = await call('GET', '/nodes?' + q.toString());
+    if (load !== tableLoads) return;
+    rows = rows.concat((await withFingerprints(res.nodes)).filter((n) => matches(n, term)));
+    next = res.next || '';
+    cursor = next;
+    if (!next || rows.length >= PAGE) break;
+  }
+  if (load !== tableLoads) return;
+  table.rows = rows;
+  table.next = next;
+  renderTable();
+}
+
+const COLUMNS = [
+  ['did', 'DID'], ['fingerprint', 'Fingerprint'], ['region', 'Region'],
+  ['capabilities', 'Capabilities'], ['last_seen', 'Last seen'], ['online', 'Online'],
+];
+
+function isOnline(n) {
+  return (serverNow() - Date.parse(n.last_seen)) / 1000 <= selectedWindow();
+}
+
+function sortValue(n, key) {
+  if (key === 'capabilities') return n.capabilities.join(',');
+  if (key === 'online') return isOnline(n) ? 1 : 0;
+  if (key === 'region') return n.region || '';
+  return n[key];
+}
+
+function renderTable() {
+  const rows = [...table.rows];
+  if (table.sortKey) {
+    rows.sort((a, b) => {
+      const x = sortValue(a, table.sortKey), y = sortValue(b, table.sortKey);
+      return (x < y ? -1 : x > y ? 1 : 0) * table.sortDir;
+    });
+  }
+  for (const th of document.querySelectorAll('#node-table th')) {
+    const key = th.dataset.key;
+    if (key === table.sortKey) th.setAttribute('aria-sort', table.sortDir > 0 ? 'ascending' : 'descending');
+    else th.removeAttribute('aria-sort');
+  }
+  const body = $('node-rows');
+  body.replaceChildren(...rows.map((n) => {
+    const on = isOnline(n);
+    const cells = [
+      el('td', { class: 'did', textContent: n.did }),
+      el('td', { class: 'mono', textContent: n.fingerprint }),
+      el('td', { textContent: n.region === null ? '(none)' : n.region }),
+      el('td', { textContent: n.capabilities.length ? n.capabilities.join(', ') : '(none)' }),
+      el('td', {}, el('time', { dateTime: n.last_seen, title: n.last_seen, textContent: ago(n.last_seen) })),
+      el('td', {}, el('span', { class: on ? 'badge online' : 'badge offline', textContent: on ? 'online' : 'offline' })),
+    ];
+    // The column's name, for the narrow layout, where each row is a card.
+    cells.forEach((td, i) => { td.dataset.label = COLUMNS[i][1]; });
+    return el('tr', {}, ...cells);
+  }));
+  if (!rows.length) body.append(el('tr', {}, el('td', { colSpan: COLUMNS.length, class: 'small', textContent: 'No nodes on this page.' })));
+  const first = table.index * PAGE;
+  $('page-info').textContent = $('node-search').value.trim()
+    ? `Page ${table.index + 1}: ${rows.length} matching`
+    : `Page ${table.index + 1}: nodes ${rows.length ? first + 1 : 0}–${first + rows.length}`;
+  $('page-prev').disabled = table.index === 0;
+  $('page-next').disabled = !table.next;
+}
+
+function restartTable() {
+  table.cursors = [''];
+  table.index = 0;
+  return loadTable();
+}
+
+// ---- refreshing ----
+
+async function refresh() {
+  timer = 0;
+  try {
+    stats = await call('GET', '/v1/network/stats');
+    renderStats();
+    await loadTable();
+    $('net-status').textContent = `Updated ${stats.at}; refreshes every ${REFRESH_MS / 1000} s while shown.`;
+    $('view-network').dataset.updated = stats.at;
+  } catch (e) {
+    $('net-status').textContent = `Could not update: ${e.code || ''} ${e.message}`.trim();
+  }
+  schedule();
+}
+
+// schedule plans the next refresh while the view is shown and the tab visible; otherwise the
+// view rests until it is both again.
+function schedule() {
+  if (timer) clearTimeout(timer);
+  timer = 0;
+  const paused = document.visibilityState === 'hidden';
+  $('view-network').dataset.paused = paused ? 'yes' : 'no';
+  if (paused && active) $('net-status').textContent = 'Paused while this tab is hidden.';
+  if (active && !paused) timer = setTimeout(refresh, REFRESH_MS);
+}
+
+// shown tells the view whether it is on screen: it refreshes now when it comes back.
+export function shown(on) {
+  const was = active;
+  active = on;
+  if (on && !was) refresh();
+  else schedule();
+}
+
+export function setup() {
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible' && active) refresh();
+    else schedule();
+  });
+  $('net-window').addEventListener('change', () => {
+    if (stats) renderStats();
+    if ($('table-online').checked) restartTable();
+    else renderTable();
+  });
+  for (const b of document.querySelectorAll('#online-range button')) {
+    b.addEventListener('click', () => {
+      for (const o of document.querySelectorAll('#online-range button')) o.setAttribute('aria-pressed', String(o === b));
+      if (stats) renderStats();
+    });
+  }
+  $('table-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    restartTable();
+  });
+  let typing = 0;
+  $('node-search').addEventListener('input', () => {
+    clearTimeout(typing);
+    typing = setTimeout(restartTable, 300);
+  });
+  $('table-region').addEventListener('change', restartTable);
+  $('table-online').addEventListener('change', restartTable);
+  $('page-next').addEventListener('click', () => {
+    if (!table.next) return;
+    table.cursors = table.cursors.slice(0, table.index + 1).concat(table.next);
+    table.index++;
+    loadTable();
+  });
+  $('page-prev').addEventListener('click', () => {
+    if (table.index === 0) return;
+    table.index--;
+    loadTable();
+  });
+  for (const [key, label] of COLUMNS) {
+    const b = el('button', { type: 'button', class: 'sort', textContent: label });
+    b.addEventListener('click', () => {
+      table.sortDir = table.sortKey === key ? -table.sortDir : 1;
+      table.sortKey = key;
+      renderTable();
+    });
+    const th = el('th', { scope: 'col' }, b);
+    th.dataset.key = key;
+    $('node-head').append(th);
+  }
+}

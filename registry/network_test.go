@@ -1,0 +1,251 @@
+package registry_test
+
+// Tests of GET /v1/network/stats and its history (network.go).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/internal/testkit"
+	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
+)
+
+// stats reads GET /v1/network/stats.
+func (h *harness) stats() api.NetworkStats {
+	h.t.Helper()
+	var s api.NetworkStats
+	h.ok("GET", "/v1/network/stats", nil, "", &s)
+	return s
+}
+
+// sample runs a sample at the harness's clock.
+func (h *harness) sample() {
+	h.t.Helper()
+	if err := h.svc.SampleNetwork(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// points returns the non-null values of a series.
+func points(s api.Series) []int {
+	var out []int
+	for _, v := range s.Values {
+		if v != nil {
+			out = append(out, *v)
+		}
+	}
+	return out
+}
+
+// TestNetworkStatsCounts: the counts are what the listings imply, and the breakdowns add up.
+func TestNetworkStatsCounts(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.registerMany("s", 9) // nine seconds apart
+	h.clock.Advance(10 * time.Minute)
+	for _, i := range []int{0, 3, 5} {
+		h.ok("POST", "/api/v1/heartbeat", nodes[i].heartbeat(t, nodes[i].did, h.now()), "", nil)
+	}
+	h.clock.Advance(30 * time.Second)
+	s := h.stats()
+	if s.Nodes != 9 || s.At != stamp(h.now()) || s.OnlineWindow != 600 {
+		t.Fatalf("stats: %+v", s)
+	}
+	for _, o := range s.Online {
+		var listed struct {
+			Count int `json:"count"`
+		}
+		h.ok("GET", "/nodes?online_within="+strconv.Itoa(o.Window), nil, "", &listed)
+		if o.Nodes != listed.Count {
+			t.Errorf("online within %d s: %d, the listing has %d", o.Window, o.Nodes, listed.Count)
+		}
+	}
+	want := map[string][2]int{"eu-west": {5, 1}, "us-east": {4, 2}} // heartbeats 0, 3, 5; 3 and 5 are us-east
+	for _, g := range s.Regions.Groups {
+		if w := want[g.Name]; w != [2]int{g.Nodes, g.Online} {
+			t.Errorf("region %q: %d nodes, %d online; want %v", g.Name, g.Nodes, g.Online, w)
+		}
+	}
+	caps := map[string]int{}
+	for _, g := range s.Capabilities.Groups {
+		caps[g.Name] = g.Nodes
+	}
+	if caps["inference"] != 6 || caps["storage"] != 3 || caps["relay"] != 3 {
+		t.Errorf("capabilities %v", caps)
+	}
+	if len(s.Reachability.Groups) != 1 || s.Reachability.Groups[0] != (api.Group{Name: "public", Nodes: 9, Online: 3}) {
+		t.Errorf("reachability %+v", s.Reachability)
+	}
+	if s.HeartbeatsPerMinute != nil || len(points(s.Online24h)) != 0 {
+		t.Errorf("a history before any sample: %v %v", s.HeartbeatsPerMinute, points(s.Online24h))
+	}
+}
+
+// TestNetworkHistory: each sampled minute is a point of the day's series, heartbeats are
+// counted in the minute they were sampled in, registrations in their hour, and the answer
+// is cached: the same bytes and tag until a sample or its age rebuilds it.
+func TestNetworkHistory(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.registerMany("h", 4)
+	h.clock.Advance(time.Minute - 4*time.Second)
+	for minute := range 5 {
+		for i := range minute {
+			h.ok("POST", "/api/v1/heartbeat", nodes[i].heartbeat(t, nodes[i].did, h.now()), "", nil)
+		}
+		h.sample()
+		h.clock.Advance(time.Minute)
+	}
+	s := h.stats()
+	if got := points(s.Online24h); fmt.Sprint(got) != "[4 4 4 4 4]" {
+		t.Errorf("online over the day: %v, want 5 points of 4", got)
+	}
+	if got := points(s.Heartbeats24h); fmt.Sprint(got) != "[0 1 2 3 4]" {
+		t.Errorf("heartbeats per minute: %v", got)
+	}
+	if got := points(s.Registrations7d); len(got) != 1 || got[0] != 4 {
+		t.Errorf("registrations per hour: %v", got)
+	}
+	if len(s.Online24h.Values) != 1440 || len(s.Online7d.Values) != 1008 || len(s.Registrations7d.Values) != 168 {
+		t.Errorf("series lengths %d %d %d", len(s.Online24h.Values), len(s.Online7d.Values), len(s.Registrations7d.Values))
+	}
+	if s.Online24h.End != stamp(h.now().Truncate(time.Minute)) {
+		t.Errorf("the day ends at %s, want the current minute", s.Online24h.End)
+	}
+	resp, body := h.rawGet("/v1/network/stats")
+	_, again := h.rawGet("/v1/network/stats")
+	if string(body) != string(again) {
+		t.Error("two reads within the answer's life differ")
+	}
+	if r, b := h.rawGet("/v1/network/stats", "If-None-Match", resp.Header.Get("ETag")); r.StatusCode != http.StatusNotModified || len(b) != 0 {
+		t.Errorf("stats with its tag: %d", r.StatusCode)
+	}
+	h.sample()
+	if r, _ := h.rawGet("/v1/network/stats", "If-None-Match", resp.Header.Get("ETag")); r.StatusCode != http.StatusOK {
+		t.Errorf("stats after a sample with the old tag: %d", r.StatusCode)
+	}
+}
+
+// TestNetworkHistoryBoundedAndKept: a week and a half of samples leave at most one counter
+// per ring slot in the store; a new service on the same store shows the same history; the
+// sweep keeps the week and removes what is older.
+func TestNetworkHistoryBoundedAndKept(t *testing.T) {
+	t.Run("badger", func(t *testing.T) {
+		h := newHarness(t)
+		sampleWeeks(t, h.svc, h.clock)
+		before := h.stats()
+		checkBounded(t, h.st)
+		h = h.restart()
+		if after := h.stats(); !sameHistory(before, after) {
+			t.Error("the history changed over a restart")
+		}
+		checkSwept(t, h.svc, h.st, h.clock)
+	})
+	t.Run("memory", func(t *testing.T) {
+		st := store.NewMemory()
+		clock := testkit.NewClock(epoch)
+		svc := newService(t, st, clock)
+		sampleWeeks(t, svc, clock)
+		checkBounded(t, st)
+		before := answer(t, svc)
+		if after := answer(t, newService(t, st, clock)); !sameHistory(before, after) {
+			t.Error("a second service on the store shows another history")
+		}
+		checkSwept(t, svc, st, clock)
+	})
+}
+
+func newService(t *testing.T, st store.Store, clock *testkit.Clock) *registry.Service {
+	svc, err := registry.New(registry.Config{Store: st, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// answer reads the stats through a handler of its own.
+func answer(t *testing.T, svc *registry.Service) api.NetworkStats {
+	rec := httptest.NewRecorder()
+	registry.NewHandler(svc).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/network/stats", nil))
+	var s api.NetworkStats
+	if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil {
+		t.Fatalf("%s: %v", rec.Body, err)
+	}
+	return s
+}
+
+// sampleWeeks samples every 37 minutes for ten days, and every minute of the last hour.
+func sampleWeeks(t *testing.T, svc *registry.Service, clock *testkit.Clock) {
+	for range 10 * 24 * 60 / 37 {
+		clock.Advance(37 * time.Minute)
+		if err := svc.SampleNetwork(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 60 {
+		clock.Advance(time.Minute)
+		if err := svc.SampleNetwork(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkBounded: the store holds at most one counter per ring slot.
+func checkBounded(t *testing.T, st store.Store) {
+	t.Helper()
+	n := historyCounters(t, st)
+	if slots := 1440 + 1008 + 1440 + 168; n == 0 || n > slots {
+		t.Errorf("%d history counters in the store, want 1 to %d", n, slots)
+	}
+}
+
+// checkSwept: a sweep now keeps the history; a sweep eight days on, with no sample since,
+// leaves none of it.
+func checkSwept(t *testing.T, svc *registry.Service, st store.Store, clock *testkit.Clock) {
+	t.Helper()
+	if err := svc.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := points(answer(t, newService(t, st, clock)).Online24h); len(got) != 60+24*60/37 {
+		t.Errorf("after a sweep the day has %d points, want %d", len(got), 60+24*60/37)
+	}
+	clock.Advance(8 * 24 * time.Hour)
+	if err := svc.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := historyCounters(t, st); n != 0 {
+		t.Errorf("%d history counters older than a week left after a sweep", n)
+	}
+}
+
+func sameHistory(a, b api.NetworkStats) bool {
+	ja, _ := json.Marshal([]api.Series{a.Online24h, a.Online7d, a.Heartbeats24h, a.Registrations7d})
+	jb, _ := json.Marshal([]api.Series{b.Online24h, b.Online7d, b.Heartbeats24h, b.Registrations7d})
+	return string(ja) == string(jb) && len(points(a.Online7d)) > 0
+}
+
+// historyCounters counts the counters the history keeps in st.
+func historyCounters(t *testing.T, st store.Store) int {
+	t.Helper()
+	n := 0
+	err := st.View(context.Background(), func(tx store.Tx) error {
+		return tx.EachCounter(func(key string, _ binding.Counter) error {
+			if strings.HasPrefix(key, "network/") {
+				n++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

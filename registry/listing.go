@@ -160,14 +160,7 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 		}
 		return nil
 	}
-	var err error
-	if sc, ok := s.store.(store.NodeScanner); ok {
-		err = sc.ScanNodes(ctx, keep)
-	} else {
-		err = s.store.View(ctx, func(tx store.Tx) error {
-			return tx.EachNode(func(n store.Node) error { return keep(&n) })
-		})
-	}
+	err := s.store.ScanNodes(ctx, keep)
 	slices.SortFunc(out, func(a, b *store.Node) int {
 		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
 			return c
@@ -371,10 +364,7 @@ func (s *Service) nodesChanged() { s.registrations.Add(1) }
 // made to a shared store count as registrations: the cache follows them a few times a
 // second, so each is a rebuild at most that often.
 func (s *Service) listVersion() listVersion {
-	regs := s.registrations.Load()
-	if f, ok := s.store.(store.NodeFollower); ok {
-		regs += f.RemoteChanges()
-	}
+	regs := s.registrations.Load() + s.store.RemoteChanges()
 	return listVersion{registrations: regs, touches: s.touches.Load(), second: s.now().Unix()}
 }
 

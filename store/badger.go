@@ -260,7 +260,8 @@ func (b *badgerStore) watch() {
 // Health implements [HealthReporter].
 func (b *badgerStore) Health() Health { return b.guard.health() }
 
-func (b *badgerStore) checkWrite() error {
+// CheckWrite implements [HealthReporter], on a look at the disk at most touchCheckAge old.
+func (b *badgerStore) CheckWrite() error {
 	return b.guard.allow(b.guard.refresh(touchCheckAge), false)
 }
 
@@ -400,6 +401,7 @@ func (s *slogBadger) Infof(f string, a ...any)    { s.log(LevelTrace, f, a) }
 func (s *slogBadger) Debugf(f string, a ...any)   { s.log(LevelTrace, f, a) }
 
 type badgerStore struct {
+	Defaults
 	db     *badger.DB
 	closed atomic.Bool
 	// closing orders Close after every Update that has already queued: Updates hold it for
@@ -429,20 +431,14 @@ type badgerStore struct {
 
 // pendingUpdate is one Update waiting for its function to run and its group to commit.
 type pendingUpdate struct {
-	fn      func(Tx) error
-	done    chan error
-	reserve bool // it makes acknowledged state durable and may use the reserve
-	noUndo  bool // it keeps no undo log in a shared transaction (withoutUndo)
-}
-
-// noUndoKey marks an Update whose writes keep no undo log when it shares a transaction:
-// should it fail, every function of its group is given a transaction of its own instead, as
-// when an undo fails. An undo log reads each key before its first write; a flush of touches,
-// which fails only when the store does, so writes each record without reading it.
-type noUndoKey struct{}
-
-func withoutUndo(ctx context.Context) context.Context {
-	return context.WithValue(ctx, noUndoKey{}, true)
+	fn   func(Tx) error
+	done chan error
+	// An Update ForTouches makes acknowledged state durable, so it may use the reserve,
+	// and fails only when the store does, so it keeps no undo log in a shared transaction:
+	// should it fail, every function of its group is given a transaction of its own, as when
+	// an undo fails. An undo log reads each key before its first write.
+	reserve bool
+	noUndo  bool
 }
 
 const (
@@ -462,17 +458,26 @@ type panicked struct{ value any }
 
 func (p panicked) Error() string { return "store: update function panicked" }
 
-var (
-	_ Store      = (*badgerStore)(nil)
-	_ Maintainer = (*badgerStore)(nil)
-)
+var _ Store = (*badgerStore)(nil)
+
+func (b *badgerStore) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+	return ReadCountersInView(ctx, b, keys...)
+}
+
+func (b *badgerStore) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
+	return TouchNodeInUpdate(ctx, b, key, seen)
+}
+
+func (b *badgerStore) ScanNodes(ctx context.Context, fn func(*Node) error) error {
+	return ScanNodesInView(ctx, b, fn)
+}
 
 func (b *badgerStore) View(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if b.closed.Load() {
-		return errClosed
+		return ErrClosed
 	}
 	// The transaction begins at the first read: a View whose reads are all served by the
 	// node cache in front (a heartbeat's lookup) costs Badger nothing.
@@ -490,12 +495,12 @@ func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	noUndo, _ := ctx.Value(noUndoKey{}).(bool)
-	u := &pendingUpdate{fn: fn, done: make(chan error, 1), reserve: mayUseReserve(ctx), noUndo: noUndo}
+	touches := IsForTouches(ctx)
+	u := &pendingUpdate{fn: fn, done: make(chan error, 1), reserve: touches, noUndo: touches}
 	b.closing.RLock()
 	if b.closed.Load() {
 		b.closing.RUnlock()
-		return errClosed
+		return ErrClosed
 	}
 	b.updates <- u
 	b.closing.RUnlock()
@@ -694,7 +699,7 @@ func (b *badgerStore) Maintain(ctx context.Context) error {
 			return err
 		}
 		if b.closed.Load() {
-			return errClosed
+			return ErrClosed
 		}
 		// Garbage collection rewrites value-log files: not on a volume short of room.
 		if b.guard.cur.Load().state != HealthOK {
@@ -804,7 +809,7 @@ func (t *badgerTx) reader() (*badger.Txn, error) {
 	}
 	if t.txn == nil {
 		if t.db.IsClosed() {
-			return nil, errClosed
+			return nil, ErrClosed
 		}
 		t.txn = t.db.NewTransaction(false)
 	}
@@ -948,8 +953,8 @@ func (t *badgerTx) getNode(k []byte) (Node, error) {
 	return n, nil
 }
 
-// writeTouched implements touchWriter: one write, no read.
-func (t *badgerTx) writeTouched(n Node) error {
+// WriteTouchedNode is one write, no read.
+func (t *badgerTx) WriteTouchedNode(n Node) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
@@ -990,6 +995,10 @@ func (t *badgerTx) PutNode(n Node) error {
 	}
 	return t.setRaw(key(pNode, n.Key.Hex()), appendNode(nil, n))
 }
+
+func (t *badgerTx) PutNodeRevision(n Node) (uint64, error) { return 0, t.PutNode(n) }
+
+func (t *badgerTx) ConsumeChallenge([]byte, time.Time) error { return ErrChallengesNotKept }
 
 func (t *badgerTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 	if err := t.readable(); err != nil {

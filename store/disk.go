@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,12 +29,6 @@ const (
 	HealthGone     = "gone"      // the data directory was removed or replaced
 	HealthReadOnly = "read_only" // the data directory can no longer take new files
 )
-
-// HealthReporter is implemented by stores that watch their disk, such as the one
-// [OpenBadger] returns.
-type HealthReporter interface {
-	Health() Health
-}
 
 // ErrUnavailable refuses a write while the store cannot safely take one (see [Health]).
 // Nothing was written; reads keep working, and writes resume by themselves once the fault is
@@ -89,25 +82,6 @@ func (r DiskReserve) resolve(total uint64) uint64 {
 		return uint64(float64(total) * r.Percent / 100)
 	}
 	return max(DefaultReserveBytes, uint64(float64(total)*DefaultReservePercent/100))
-}
-
-// reserveKey marks an Update that may use the reserve: it makes durable what was already
-// acknowledged (heartbeat times), so refusing it would lose an acknowledgement.
-type reserveKey struct{}
-
-func withReserve(ctx context.Context) context.Context {
-	return context.WithValue(ctx, reserveKey{}, true)
-}
-
-func mayUseReserve(ctx context.Context) bool {
-	v, _ := ctx.Value(reserveKey{}).(bool)
-	return v
-}
-
-// writeChecker is implemented by stores that may refuse writes; the node cache asks it
-// before a heartbeat, which writes to memory only.
-type writeChecker interface {
-	checkWrite() error
 }
 
 // dirID identifies a directory: a directory removed and created again under the same name

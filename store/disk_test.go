@@ -44,11 +44,11 @@ func TestBadgerBelowReserve(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read below the reserve: %v", err)
 	}
-	if h := s.(HealthReporter).Health(); h.State != HealthLowSpace || !strings.Contains(h.Detail, "reserve") {
+	if h := s.Health(); h.State != HealthLowSpace || !strings.Contains(h.Detail, "reserve") {
 		t.Errorf("health %+v", h)
 	}
 	// The reserve is larger than the volume, so even a flush finds too little room.
-	if err := s.Update(withReserve(context.Background()), func(Tx) error { return nil }); !errors.Is(err, ErrUnavailable) {
+	if err := s.Update(ForTouches(context.Background()), func(Tx) error { return nil }); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("a reserve write with less free than the reserve's half: %v", err)
 	}
 	if n := strings.Count(logs.String(), "store refuses writes"); n != 1 {
@@ -104,11 +104,11 @@ func TestBadgerDirectoryRemoved(t *testing.T) {
 	if err := putNode(s, 2); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("write after the directory was removed: %v", err)
 	}
-	if h := s.(HealthReporter).Health(); h.State != HealthGone {
+	if h := s.Health(); h.State != HealthGone {
 		t.Errorf("health %+v", h)
 	}
 	time.Sleep(touchCheckAge)
-	if err := s.(NodeToucher).TouchNode(testKey(1), time.Now().Add(time.Hour)); !errors.Is(err, ErrUnavailable) {
+	if err := s.TouchNode(context.Background(), testKey(1), time.Now().Add(time.Hour)); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("touch after the directory was removed: %v", err)
 	}
 	if err := s.Close(); !errors.Is(err, ErrNotClosed) {

@@ -14,7 +14,7 @@ import (
 // and makes every third one fail after writing. A failing function must take back exactly
 // its own writes — including its increment of a counter that the functions before and after
 // it in the same group also increment — while the rest of its group commits. Half of them
-// keep no undo log (withoutUndo): their failure gives each function of the group a
+// keep no undo log (ForTouches): their failure gives each function of the group a
 // transaction of its own, with the same outcome.
 func TestBadgerGroupCommit(t *testing.T) {
 	s := openBadger(t, t.TempDir())
@@ -28,7 +28,7 @@ func TestBadgerGroupCommit(t *testing.T) {
 			defer wg.Done()
 			ctx := context.Background()
 			if i%2 == 0 {
-				ctx = withoutUndo(ctx)
+				ctx = ForTouches(ctx)
 			}
 			results[i] = s.Update(ctx, func(tx Tx) error {
 				shared, err := tx.Counter("shared")
@@ -112,7 +112,7 @@ func TestBadgerCloseWaitsForQueuedUpdates(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil && !errors.Is(err, errClosed) {
+		if err != nil && !errors.Is(err, ErrClosed) {
 			t.Errorf("update during close: %v", err)
 		}
 	}

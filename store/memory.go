@@ -38,12 +38,25 @@ func NewMemory() Store {
 }
 
 type memStore struct {
+	Defaults
 	mu     sync.RWMutex
 	closed bool
 	d      memData
 }
 
 var _ Store = (*memStore)(nil)
+
+func (m *memStore) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+	return ReadCountersInView(ctx, m, keys...)
+}
+
+func (m *memStore) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
+	return TouchNodeInUpdate(ctx, m, key, seen)
+}
+
+func (m *memStore) ScanNodes(ctx context.Context, fn func(*Node) error) error {
+	return ScanNodesInView(ctx, m, fn)
+}
 
 // memData holds the records, each a private clone, and the indexes the Tx lookups need.
 // The indexes hold only what the records currently say; putTx keeps them in step.
@@ -70,7 +83,7 @@ func (m *memStore) View(ctx context.Context, fn func(Tx) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return errClosed
+		return ErrClosed
 	}
 	tx := &memTx{d: &m.d}
 	defer func() { tx.done = true }()
@@ -84,7 +97,7 @@ func (m *memStore) Update(ctx context.Context, fn func(Tx) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return errClosed
+		return ErrClosed
 	}
 	tx := &memTx{d: &m.d, txState: txState{write: true}}
 	committed := false
@@ -229,6 +242,12 @@ func (t *memTx) PutNode(n Node) error {
 	mapSet(&t.undo, t.d.nodes, n.Key, cloneNode(n))
 	return nil
 }
+
+func (t *memTx) PutNodeRevision(n Node) (uint64, error) { return 0, t.PutNode(n) }
+
+func (t *memTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
+
+func (t *memTx) ConsumeChallenge([]byte, time.Time) error { return ErrChallengesNotKept }
 
 func (t *memTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 	if err := t.readable(); err != nil {

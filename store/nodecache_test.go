@@ -41,16 +41,16 @@ func TestNodeCacheTouch(t *testing.T) {
 	k := testKey(1)
 	n := testNode(k)
 	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
-	toucher := s.(NodeToucher)
+	toucher := s
 
 	later := n.LastSeen.Add(90 * time.Second)
-	if err := toucher.TouchNode(k, later); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, later); err != nil {
 		t.Fatal(err)
 	}
-	if err := toucher.TouchNode(k, n.LastSeen); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, n.LastSeen); err != nil {
 		t.Fatal(err)
 	}
-	if err := toucher.TouchNode(testKey(2), later); !errors.Is(err, ErrNotFound) {
+	if err := toucher.TouchNode(context.Background(), testKey(2), later); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("touching an unknown key: %v, want ErrNotFound", err)
 	}
 	lastSeen := func(s Store) time.Time {
@@ -77,7 +77,7 @@ func TestNodeCacheTouch(t *testing.T) {
 
 	// A touch made just before Close is flushed by Close.
 	last := later.Add(time.Second)
-	if err := toucher.TouchNode(k, last); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, last); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -95,11 +95,11 @@ func TestNodeCacheTouch(t *testing.T) {
 func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 	s := cached(t, openBadger(t, t.TempDir()))
 	defer s.Close()
-	toucher := s.(NodeToucher)
+	toucher := s
 	k := testKey(1)
 	n := testNode(k)
 	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
-	if err := toucher.TouchNode(k, n.LastSeen.Add(time.Minute)); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, n.LastSeen.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	re := cloneNode(n)
@@ -107,7 +107,7 @@ func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 	re.LastSeen = n.LastSeen.Add(2 * time.Minute)
 	update(t, s, func(tx Tx) error { return tx.PutNode(re) })
 	touched := re.LastSeen.Add(time.Minute)
-	if err := toucher.TouchNode(k, touched); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, touched); err != nil {
 		t.Fatal(err)
 	}
 	if err := toucher.Flush(context.Background()); err != nil {
@@ -129,7 +129,7 @@ func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 	s := cached(t, openBadger(t, t.TempDir()))
 	defer s.Close()
-	toucher := s.(NodeToucher)
+	toucher := s
 	keys := []didkey.PublicKey{testKey(1), testKey(2), testKey(3)}
 	for _, k := range keys {
 		update(t, s, func(tx Tx) error { return tx.PutNode(testNode(k)) })
@@ -163,7 +163,7 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 				return
 			default:
 			}
-			toucher.TouchNode(keys[i%len(keys)], tick())
+			toucher.TouchNode(context.Background(), keys[i%len(keys)], tick())
 		}
 	}()
 	go func() {
@@ -205,14 +205,14 @@ func TestNodeCacheScanSnapshots(t *testing.T) {
 	n := testNode(k)
 	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
 	var kept *Node
-	err := s.(NodeScanner).ScanNodes(context.Background(), func(got *Node) error {
+	err := s.ScanNodes(context.Background(), func(got *Node) error {
 		kept = got
 		return nil
 	})
 	if err != nil || kept == nil {
 		t.Fatalf("scan: %v, %v", kept, err)
 	}
-	if err := s.(NodeToucher).TouchNode(k, n.LastSeen.Add(time.Hour)); err != nil {
+	if err := s.TouchNode(context.Background(), k, n.LastSeen.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	re := cloneNode(n)

@@ -252,20 +252,14 @@ func (p *Postgres) migrate(ctx context.Context) error {
 	})
 }
 
-var (
-	_ Store          = (*Postgres)(nil)
-	_ Maintainer     = (*Postgres)(nil)
-	_ NodeToucher    = (*Postgres)(nil)
-	_ HealthReporter = (*Postgres)(nil)
-	_ CounterReader  = (*Postgres)(nil)
-)
+var _ Store = (*Postgres)(nil)
 
 func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if p.closed.Load() {
-		return errClosed
+		return ErrClosed
 	}
 	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginView}}
 	defer func() {
@@ -280,7 +274,7 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 		return err
 	}
 	if p.closed.Load() {
-		return errClosed
+		return ErrClosed
 	}
 	pause := time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -385,10 +379,10 @@ func (p *Postgres) Exclusive(ctx context.Context, lock int64, fn func(context.Co
 	return true, fn(ctx)
 }
 
-// TouchNode moves the node's last_seen forward now, in one statement of its own. The
-// daemon batches heartbeats in front of this (see [WithSharedNodeCache]).
-func (p *Postgres) TouchNode(key didkey.PublicKey, seen time.Time) error {
-	n, err := p.touch(context.Background(), [][]byte{key[:]}, []int64{seen.UnixNano()})
+// TouchNode moves the node's last_seen forward now, in one statement of its own, which a
+// caller gone meanwhile does not cancel. The node cache batches heartbeats in front of this.
+func (p *Postgres) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
+	n, err := p.touch(context.WithoutCancel(ctx), [][]byte{key[:]}, []int64{seen.UnixNano()})
 	if err == nil && n == 0 {
 		return ErrNotFound
 	}
@@ -478,7 +472,7 @@ func (t *pgTx) Node(k didkey.PublicKey) (Node, error) {
 }
 
 func (t *pgTx) PutNode(n Node) error {
-	_, err := t.putNodeRev(n)
+	_, err := t.PutNodeRevision(n)
 	return err
 }
 
@@ -901,7 +895,7 @@ func (p *Postgres) ReadCounters(ctx context.Context, keys ...string) ([]binding.
 		return nil, err
 	}
 	if p.closed.Load() {
-		return nil, errClosed
+		return nil, ErrClosed
 	}
 	cs, err := readCounters(ctx, p.pool, keys)
 	if err != nil {
@@ -1039,21 +1033,26 @@ func (t *pgTx) ConsumeChallenge(id []byte, expires time.Time) error {
 	return nil
 }
 
-// ErrChallengeUsed is returned by ConsumeChallenge for a challenge consumed before.
-var ErrChallengeUsed = errors.New("store: challenge already used")
+// NodeFeed implements [NodeFollower]: other daemons write the node table too.
+func (p *Postgres) NodeFeed() NodeFeed { return p }
 
-// ChallengeConsumer is implemented by the Tx of a store that keeps consumed login challenges,
-// so that registries sharing the store accept each challenge once between them.
-type ChallengeConsumer interface {
-	ConsumeChallenge(id []byte, expires time.Time) error
+// RemoteChanges implements [NodeFollower]; the node cache in front counts them.
+func (p *Postgres) RemoteChanges() uint64 { return 0 }
+
+// CheckWrite implements [HealthReporter]: the server refuses what it cannot take itself.
+func (p *Postgres) CheckWrite() error { return nil }
+
+// ScanNodes implements [NodeScanner] with a View.
+func (p *Postgres) ScanNodes(ctx context.Context, fn func(*Node) error) error {
+	return ScanNodesInView(ctx, p, fn)
 }
 
-// nodeChanges implements nodeFeed. mark is the oldest transaction id whose writes the caller
+// NodeChanges implements [NodeFeed]. mark is the oldest transaction id whose writes the caller
 // may not have seen: every row written by a transaction at or after it is read again. The
 // next mark is the xmin of this read's snapshot, the oldest transaction still running when
 // it was taken, so a transaction that commits after this read but started before it is read
 // next time. Rows read twice are told apart by their revision.
-func (p *Postgres) nodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64)) (int64, error) {
+func (p *Postgres) NodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64)) (int64, error) {
 	next := mark
 	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&next); err != nil {
@@ -1085,16 +1084,26 @@ func (p *Postgres) nodeChanges(ctx context.Context, mark int64, fn func(n Node, 
 	return next, nil
 }
 
-// touchBatch implements nodeFeed.
-func (p *Postgres) touchBatch(ctx context.Context, keys [][]byte, seen []int64) error {
-	_, err := p.touch(ctx, keys, seen)
+// TouchNodes implements [NodeFeed], in one statement.
+func (p *Postgres) TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen []time.Time) error {
+	ks := make([][]byte, len(keys))
+	ns := make([]int64, len(keys))
+	for i := range keys {
+		ks[i] = keys[i][:]
+		ns[i] = seen[i].UnixNano()
+	}
+	_, err := p.touch(ctx, ks, ns)
 	return err
 }
 
-// putNodeRev is PutNode returning the row's new revision, for the node cache. did_seq moves
+// WriteTouchedNode is PutNode: a row's write costs the same with or without its index
+// columns.
+func (t *pgTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
+
+// PutNodeRevision returns the row's new revision, for the node cache. did_seq moves
 // only when the DID changes, so that of two records with one DID the lookup finds the one
 // that took it last, as the other stores do.
-func (t *pgTx) putNodeRev(n Node) (uint64, error) {
+func (t *pgTx) PutNodeRevision(n Node) (uint64, error) {
 	if err := t.writable(); err != nil {
 		return 0, err
 	}

@@ -87,14 +87,14 @@ func TestPostgresTouchAndChallenge(t *testing.T) {
 	k := testKey(1)
 	update(t, p, func(tx Tx) error { return tx.PutNode(testNode(k)) })
 	later := testTime(50).UTC()
-	if err := p.TouchNode(k, later); err != nil {
+	if err := p.TouchNode(context.Background(), k, later); err != nil {
 		t.Fatal(err)
 	}
 	// Never back.
-	if err := p.TouchNode(k, testTime(40)); err != nil {
+	if err := p.TouchNode(context.Background(), k, testTime(40)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.TouchNode(testKey(2), later); err != ErrNotFound {
+	if err := p.TouchNode(context.Background(), testKey(2), later); err != ErrNotFound {
 		t.Errorf("TouchNode of an unknown key: %v, want ErrNotFound", err)
 	}
 	view(t, p, func(tx Tx) error {
@@ -108,7 +108,7 @@ func TestPostgresTouchAndChallenge(t *testing.T) {
 	id := []byte("challenge-1")
 	consume := func() error {
 		return p.Update(context.Background(), func(tx Tx) error {
-			return tx.(ChallengeConsumer).ConsumeChallenge(id, testTime(60))
+			return tx.ConsumeChallenge(id, testTime(60))
 		})
 	}
 	if err := consume(); err != nil {
@@ -155,13 +155,13 @@ func TestNodeCacheFollows(t *testing.T) {
 	update(t, a, func(tx Tx) error { return tx.PutNode(n) })
 
 	// Found through b at once, even before b's next read of the feed.
-	if err := b.(NodeToucher).TouchNode(k, testTime(20).UTC()); err != nil {
+	if err := b.TouchNode(context.Background(), k, testTime(20).UTC()); err != nil {
 		t.Fatalf("touch through b of a node registered through a: %v", err)
 	}
-	if err := b.(NodeToucher).Flush(context.Background()); err != nil {
+	if err := b.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	before := a.(NodeFollower).RemoteChanges()
+	before := a.RemoteChanges()
 	deadline := time.Now().Add(time.Second)
 	for {
 		var got Node
@@ -174,7 +174,7 @@ func TestNodeCacheFollows(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if a.(NodeFollower).RemoteChanges() == before {
+	if a.RemoteChanges() == before {
 		t.Error("a took b's flush without counting a remote change")
 	}
 
@@ -184,7 +184,7 @@ func TestNodeCacheFollows(t *testing.T) {
 	deadline = time.Now().Add(time.Second)
 	for {
 		var count int
-		a.(NodeScanner).ScanNodes(context.Background(), func(*Node) error { count++; return nil })
+		a.ScanNodes(context.Background(), func(*Node) error { count++; return nil })
 		if count == 2 {
 			break
 		}

@@ -12,19 +12,6 @@ import (
 	"github.com/svrp/svrp/binding"
 )
 
-var (
-	// errReadOnly: a write inside View. Both implementations refuse it the same way so that a
-	// registry tested against one does not break on the other.
-	errReadOnly = errors.New("store: write in a read-only transaction")
-	// errWriteInEach: a write from the function passed to an Each method, which the Tx
-	// contract forbids because an iteration would otherwise see a half-applied change.
-	errWriteInEach = errors.New("store: write during an Each iteration")
-	// errTxDone: a Tx kept past its function. It would act outside any transaction.
-	errTxDone = errors.New("store: transaction used after its function returned")
-	// errClosed: a transaction after Close.
-	errClosed = errors.New("store: closed")
-)
-
 // checkSession refuses what could be written but never read back: an empty id cannot be
 // looked up, and a state outside the known ones has no stored spelling, so the Badger
 // encoding would fail when decoding it. The memory store checks the same so that both
@@ -121,7 +108,7 @@ type txState struct {
 
 func (t *txState) readable() error {
 	if t.done {
-		return errTxDone
+		return ErrTxDone
 	}
 	return nil
 }
@@ -129,11 +116,11 @@ func (t *txState) readable() error {
 func (t *txState) writable() error {
 	switch {
 	case t.done:
-		return errTxDone
+		return ErrTxDone
 	case !t.write:
-		return errReadOnly
+		return ErrWriteInView
 	case t.iterating > 0:
-		return errWriteInEach
+		return ErrWriteInEach
 	}
 	return nil
 }

@@ -939,13 +939,11 @@ func testCountersAtOnce(t *testing.T, s Store) {
 		return err
 	}
 	view(t, s, check)
-	if r, ok := s.(CounterReader); ok {
-		got, err := r.ReadCounters(context.Background(), "absent", "a", "", "a", "a\x00b")
-		if err != nil {
-			t.Fatal(err)
-		}
-		diff(t, "ReadCounters", []binding.Counter{{}, a, b, a, b}, got)
+	got, err := s.ReadCounters(context.Background(), "absent", "a", "", "a", "a\x00b")
+	if err != nil {
+		t.Fatal(err)
 	}
+	diff(t, "ReadCounters", []binding.Counter{{}, a, b, a, b}, got)
 	// In an Update, Counters sees the transaction's own writes.
 	update(t, s, func(tx Tx) error {
 		b.Count = 8
@@ -1226,8 +1224,8 @@ func testMisuse(t *testing.T, s Store) {
 			"DeleteCounter":         tx.DeleteCounter("c"),
 			"CountEvent":            second(tx.CountEvent("c", testTime(1), time.Minute)),
 		} {
-			if !errors.Is(err, errReadOnly) {
-				t.Errorf("%s in View: %v, want errReadOnly", name, err)
+			if !errors.Is(err, ErrWriteInView) {
+				t.Errorf("%s in View: %v, want ErrWriteInView", name, err)
 			}
 		}
 		return nil
@@ -1235,14 +1233,14 @@ func testMisuse(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kept.Node(testKey(1)); !errors.Is(err, errTxDone) {
-		t.Errorf("Tx used after View: %v, want errTxDone", err)
+	if _, err := kept.Node(testKey(1)); !errors.Is(err, ErrTxDone) {
+		t.Errorf("Tx used after View: %v, want ErrTxDone", err)
 	}
 	err = s.Update(context.Background(), func(tx Tx) error {
 		kept = tx
 		return tx.EachNode(func(n Node) error {
-			if err := tx.PutCounter("c", binding.Counter{}); !errors.Is(err, errWriteInEach) {
-				t.Errorf("write during EachNode: %v, want errWriteInEach", err)
+			if err := tx.PutCounter("c", binding.Counter{}); !errors.Is(err, ErrWriteInEach) {
+				t.Errorf("write during EachNode: %v, want ErrWriteInEach", err)
 			}
 			// Reads, including scans, are allowed.
 			_, err := tx.OpenBindingSessionsByNode(n.Key)
@@ -1252,14 +1250,14 @@ func testMisuse(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kept.PutCounter("c", binding.Counter{}); !errors.Is(err, errTxDone) {
-		t.Errorf("Tx used after Update: %v, want errTxDone", err)
+	if err := kept.PutCounter("c", binding.Counter{}); !errors.Is(err, ErrTxDone) {
+		t.Errorf("Tx used after Update: %v, want ErrTxDone", err)
 	}
-	if _, err := kept.CountEvent("c", testTime(1), time.Minute); !errors.Is(err, errTxDone) {
-		t.Errorf("CountEvent after Update: %v, want errTxDone", err)
+	if _, err := kept.CountEvent("c", testTime(1), time.Minute); !errors.Is(err, ErrTxDone) {
+		t.Errorf("CountEvent after Update: %v, want ErrTxDone", err)
 	}
-	if _, err := kept.Counters(); !errors.Is(err, errTxDone) {
-		t.Errorf("Counters after Update: %v, want errTxDone", err)
+	if _, err := kept.Counters(); !errors.Is(err, ErrTxDone) {
+		t.Errorf("Counters after Update: %v, want ErrTxDone", err)
 	}
 	view(t, s, func(tx Tx) error {
 		n, err := tx.NodeCount()

@@ -761,20 +761,18 @@ func sweep(ctx context.Context, svc *registry.Service, st store.Store, pg *store
 		case <-ctx.Done():
 			return
 		case <-flush.C:
-			if f, ok := st.(store.NodeToucher); ok {
-				start := time.Now()
-				err := f.Flush(ctx)
-				if ctx.Err() != nil {
-					continue
-				}
-				if m != nil {
-					m.Flush(time.Since(start), err)
-				}
-				// A store that refuses writes has said so once; it is not said again
-				// every second.
-				if err != nil && !errors.Is(err, store.ErrUnavailable) {
-					log.Error("making heartbeat times durable failed", "err", err)
-				}
+			start := time.Now()
+			err := st.Flush(ctx)
+			if ctx.Err() != nil {
+				continue
+			}
+			if m != nil {
+				m.Flush(time.Since(start), err)
+			}
+			// A store that refuses writes has said so once; it is not said again
+			// every second.
+			if err != nil && !errors.Is(err, store.ErrUnavailable) {
+				log.Error("making heartbeat times durable failed", "err", err)
 			}
 			continue
 		case <-t.C:
@@ -783,18 +781,12 @@ func sweep(ctx context.Context, svc *registry.Service, st store.Store, pg *store
 			if err := svc.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
 				log.Error("sweep failed", "err", err)
 			}
-			if mt, ok := st.(store.Maintainer); ok {
-				if err := mt.Maintain(ctx); err != nil {
-					log.Warn("store maintenance failed", "err", err)
-				}
+			if err := st.Maintain(ctx); err != nil {
+				log.Warn("store maintenance failed", "err", err)
 			}
 			return nil
 		}
-		if pg == nil {
-			upkeep(ctx)
-			continue
-		}
-		if ran, err := pg.Exclusive(ctx, upkeepLock, upkeep); err != nil && ctx.Err() == nil {
+		if ran, err := st.Exclusive(ctx, upkeepLock, upkeep); err != nil && ctx.Err() == nil {
 			log.Warn("taking the upkeep lock failed", "err", err)
 		} else if !ran {
 			log.Debug("upkeep skipped: another daemon holds the lock")

@@ -59,7 +59,7 @@ type Config struct {
 	// transaction, instead of in the Challenges' memory: registries that share a store and
 	// a challenge key then accept each challenge once between them. Challenges must then
 	// be an [authn.ChallengeChecker] (an *authn.Challenger is) and the store's transactions
-	// a [store.ChallengeConsumer] ([store.Postgres]'s are).
+	// keep them (the PostgreSQL store's do; the others refuse with [store.ErrChallengesNotKept]).
 	ChallengesInStore bool
 	// Logger receives one line per notable event; default discards. It never receives a
 	// secret.

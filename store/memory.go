@@ -11,6 +11,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 // NewMemory returns an empty store that lives in memory and is lost with the process.
@@ -86,7 +87,7 @@ func (m *memStore) View(ctx context.Context, fn func(Tx) error) error {
 		return ErrClosed
 	}
 	tx := &memTx{d: &m.d}
-	defer func() { tx.done = true }()
+	defer func() { tx.Done = true }()
 	return fn(tx)
 }
 
@@ -99,10 +100,10 @@ func (m *memStore) Update(ctx context.Context, fn func(Tx) error) error {
 	if m.closed {
 		return ErrClosed
 	}
-	tx := &memTx{d: &m.d, txState: txState{write: true}}
+	tx := &memTx{d: &m.d, TxState: rules.TxState{Write: true}}
 	committed := false
 	defer func() {
-		tx.done = true
+		tx.Done = true
 		if !committed {
 			tx.undo.rollback()
 		}
@@ -191,7 +192,7 @@ func cmpHash(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }
 
 type memTx struct {
 	d *memData
-	txState
+	rules.TxState
 	undo undoLog
 }
 
@@ -199,11 +200,11 @@ var _ Tx = (*memTx)(nil)
 
 // each calls fn on the values of m in key order, refusing writes while it runs.
 func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn func(K, V) error) error {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return err
 	}
-	t.iterating++
-	defer func() { t.iterating-- }()
+	t.Iterating++
+	defer func() { t.Iterating-- }()
 	for _, k := range sortedKeys(m, less) {
 		if err := fn(k, m[k]); err != nil {
 			return err
@@ -213,7 +214,7 @@ func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn fu
 }
 
 func (t *memTx) Node(key didkey.PublicKey) (Node, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return Node{}, err
 	}
 	n, ok := t.d.nodes[key]
@@ -224,7 +225,7 @@ func (t *memTx) Node(key didkey.PublicKey) (Node, error) {
 }
 
 func (t *memTx) PutNode(n Node) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, had := t.d.nodes[n.Key]
@@ -250,7 +251,7 @@ func (t *memTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
 func (t *memTx) ConsumeChallenge([]byte, time.Time) error { return ErrChallengesNotKept }
 
 func (t *memTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return didkey.PublicKey{}, err
 	}
 	k, ok := t.d.byDID[did]
@@ -261,7 +262,7 @@ func (t *memTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 }
 
 func (t *memTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	set := t.d.byBody[body]
@@ -276,14 +277,14 @@ func (t *memTx) EachNode(fn func(Node) error) error {
 }
 
 func (t *memTx) NodeCount() (int, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return 0, err
 	}
 	return len(t.d.nodes), nil
 }
 
 func (t *memTx) BindingSession(id string) (binding.BindingSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.BindingSession{}, err
 	}
 	s, ok := t.d.sessions[id]
@@ -294,16 +295,16 @@ func (t *memTx) BindingSession(id string) (binding.BindingSession, error) {
 }
 
 func (t *memTx) PutBindingSession(s binding.BindingSession) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkSession(s); err != nil {
+	if err := rules.CheckSession(s); err != nil {
 		return err
 	}
 	old, had := t.d.sessions[s.ID]
-	newHashes := secretHashes(s)
+	newHashes := rules.SecretHashes(s)
 	if had {
-		for _, h := range secretHashes(old) {
+		for _, h := range rules.SecretHashes(old) {
 			if !slices.Contains(newHashes, h) && t.d.bySecret[h] == s.ID {
 				mapDelete(&t.undo, t.d.bySecret, h)
 			}
@@ -327,35 +328,35 @@ func (t *memTx) PutBindingSession(s binding.BindingSession) error {
 }
 
 func (t *memTx) DeleteBindingSession(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, had := t.d.sessions[id]
 	if !had {
 		return nil
 	}
-	for _, h := range secretHashes(old) {
+	for _, h := range rules.SecretHashes(old) {
 		if t.d.bySecret[h] == id {
 			mapDelete(&t.undo, t.d.bySecret, h)
 		}
 	}
 	setRemove(&t.undo, t.d.byNode, old.NodeKey, id)
-	mapSet(&t.undo, t.d.usedIDs, usedIDHash(id), struct{}{})
+	mapSet(&t.undo, t.d.usedIDs, rules.UsedIDHash(id), struct{}{})
 	mapDelete(&t.undo, t.d.sessions, id)
 	return nil
 }
 
 func (t *memTx) BindingSessionIDUsed(id string) (bool, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return false, err
 	}
 	_, live := t.d.sessions[id]
-	_, gone := t.d.usedIDs[usedIDHash(id)]
+	_, gone := t.d.usedIDs[rules.UsedIDHash(id)]
 	return live || gone, nil
 }
 
 func (t *memTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return "", err
 	}
 	id, ok := t.d.bySecret[h]
@@ -366,7 +367,7 @@ func (t *memTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 }
 
 func (t *memTx) OpenBindingSessionsByNode(key didkey.PublicKey) ([]binding.BindingSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	ids := t.d.byNode[key]
@@ -385,7 +386,7 @@ func (t *memTx) EachBindingSession(fn func(binding.BindingSession) error) error 
 }
 
 func (t *memTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.Binding{}, err
 	}
 	b, ok := t.d.bindings[node]
@@ -396,7 +397,7 @@ func (t *memTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
 }
 
 func (t *memTx) PutBinding(b binding.Binding) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, had := t.d.bindings[b.NodeKey]
@@ -413,7 +414,7 @@ func (t *memTx) PutBinding(b binding.Binding) error {
 }
 
 func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	keys := t.d.byOperator[operatorDID]
@@ -428,7 +429,7 @@ func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error
 }
 
 func (t *memTx) DeleteBinding(node didkey.PublicKey) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, had := t.d.bindings[node]
@@ -443,7 +444,7 @@ func (t *memTx) DeleteBinding(node didkey.PublicKey) error {
 }
 
 func (t *memTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return Revocation{}, err
 	}
 	r, ok := t.d.revoked[[2]string{operatorDID, revocationID}]
@@ -454,7 +455,7 @@ func (t *memTx) Revocation(operatorDID, revocationID string) (Revocation, error)
 }
 
 func (t *memTx) PutRevocation(r Revocation) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	mapSet(&t.undo, t.d.revoked, [2]string{r.OperatorDID, r.RevocationID}, r)
@@ -462,14 +463,14 @@ func (t *memTx) PutRevocation(r Revocation) error {
 }
 
 func (t *memTx) RevocationCount() (int, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return 0, err
 	}
 	return len(t.d.revoked), nil
 }
 
 func (t *memTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return authn.BearerSession{}, err
 	}
 	s, ok := t.d.opSessions[tokenHash]
@@ -480,7 +481,7 @@ func (t *memTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
 }
 
 func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if old, had := t.d.opSessions[tokenHash]; had && old.OperatorDID != s.OperatorDID {
@@ -492,7 +493,7 @@ func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) erro
 }
 
 func (t *memTx) DeleteBearerSession(tokenHash [32]byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if old, had := t.d.opSessions[tokenHash]; had {
@@ -503,7 +504,7 @@ func (t *memTx) DeleteBearerSession(tokenHash [32]byte) error {
 }
 
 func (t *memTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	hs := t.d.byOpSess[operatorDID]
@@ -518,28 +519,28 @@ func (t *memTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSess
 }
 
 func (t *memTx) Counter(key string) (binding.Counter, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.Counter{}, err
 	}
 	return cloneCounter(t.d.counters[key]), nil
 }
 
 func (t *memTx) Counters(keys ...string) ([]binding.Counter, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
-	return counters(t, keys)
+	return rules.Counters(t, keys)
 }
 
 func (t *memTx) CountEvent(key string, now time.Time, window time.Duration) (binding.Counter, error) {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return binding.Counter{}, err
 	}
-	return countEvent(t, key, now, window)
+	return rules.CountEvent(t, key, now, window)
 }
 
 func (t *memTx) PutCounter(key string, c binding.Counter) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	mapSet(&t.undo, t.d.counters, key, cloneCounter(c))
@@ -547,7 +548,7 @@ func (t *memTx) PutCounter(key string, c binding.Counter) error {
 }
 
 func (t *memTx) DeleteCounter(key string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	mapDelete(&t.undo, t.d.counters, key)

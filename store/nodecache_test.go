@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -12,11 +12,14 @@ import (
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
+	"github.com/svrp/svrp/store/storetest"
 )
 
-func cached(t testing.TB, inner Store) Store {
+func cached(t testing.TB, inner store.Store) store.Store {
 	t.Helper()
-	s, err := WithNodeCache(context.Background(), inner)
+	s, err := store.WithNodeCache(context.Background(), inner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,11 +28,11 @@ func cached(t testing.TB, inner Store) Store {
 
 // The cache must keep every promise of the Store interface, over either store.
 func TestNodeCacheOverMemory(t *testing.T) {
-	runSuite(t, func(t *testing.T) Store { return cached(t, NewMemory()) })
+	storetest.Run(t, func(t *testing.T) store.Store { return cached(t, store.NewMemory()) })
 }
 
 func TestNodeCacheOverBadger(t *testing.T) {
-	runSuite(t, func(t *testing.T) Store { return cached(t, openBadger(t, t.TempDir())) })
+	storetest.Run(t, func(t *testing.T) store.Store { return cached(t, openBadger(t, t.TempDir())) })
 }
 
 // TestNodeCacheTouch: a touch is visible at once, never moves last_seen back, reaches the
@@ -38,9 +41,9 @@ func TestNodeCacheTouch(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := cached(t, openBadger(t, dir))
-	k := testKey(1)
-	n := testNode(k)
-	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
+	k := storetest.Key(1)
+	n := storetest.Node(k)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
 	toucher := s
 
 	later := n.LastSeen.Add(90 * time.Second)
@@ -50,12 +53,12 @@ func TestNodeCacheTouch(t *testing.T) {
 	if err := toucher.TouchNode(context.Background(), k, n.LastSeen); err != nil {
 		t.Fatal(err)
 	}
-	if err := toucher.TouchNode(context.Background(), testKey(2), later); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("touching an unknown key: %v, want ErrNotFound", err)
+	if err := toucher.TouchNode(context.Background(), storetest.Key(2), later); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("touching an unknown key: %v, want store.ErrNotFound", err)
 	}
-	lastSeen := func(s Store) time.Time {
-		var got Node
-		view(t, s, func(tx Tx) (err error) {
+	lastSeen := func(s store.Store) time.Time {
+		var got store.Node
+		storetest.View(t, s, func(tx store.Tx) (err error) {
 			got, err = tx.Node(k)
 			return err
 		})
@@ -64,7 +67,7 @@ func TestNodeCacheTouch(t *testing.T) {
 	if got := lastSeen(s); !got.Equal(later) {
 		t.Fatalf("in memory after touches: last_seen %v, want %v", got, later)
 	}
-	inner := s.(*nodeCache).inner
+	inner := store.CacheInner(s)
 	if got := lastSeen(inner); !got.Equal(n.LastSeen) {
 		t.Fatalf("on disk before Flush: last_seen %v, want %v", got, n.LastSeen)
 	}
@@ -96,16 +99,16 @@ func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 	s := cached(t, openBadger(t, t.TempDir()))
 	defer s.Close()
 	toucher := s
-	k := testKey(1)
-	n := testNode(k)
-	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
+	k := storetest.Key(1)
+	n := storetest.Node(k)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
 	if err := toucher.TouchNode(context.Background(), k, n.LastSeen.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	re := cloneNode(n)
+	re := n
 	re.Endpoint = "198.51.100.9:9000"
 	re.LastSeen = n.LastSeen.Add(2 * time.Minute)
-	update(t, s, func(tx Tx) error { return tx.PutNode(re) })
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(re) })
 	touched := re.LastSeen.Add(time.Minute)
 	if err := toucher.TouchNode(context.Background(), k, touched); err != nil {
 		t.Fatal(err)
@@ -113,7 +116,7 @@ func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 	if err := toucher.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	view(t, s.(*nodeCache).inner, func(tx Tx) error {
+	storetest.View(t, store.CacheInner(s), func(tx store.Tx) error {
 		got, err := tx.Node(k)
 		if got.Endpoint != re.Endpoint || !got.LastSeen.Equal(touched) {
 			t.Errorf("on disk: endpoint %q last_seen %v, want %q and %v", got.Endpoint, got.LastSeen, re.Endpoint, touched)
@@ -130,12 +133,12 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 	s := cached(t, openBadger(t, t.TempDir()))
 	defer s.Close()
 	toucher := s
-	keys := []didkey.PublicKey{testKey(1), testKey(2), testKey(3)}
+	keys := []didkey.PublicKey{storetest.Key(1), storetest.Key(2), storetest.Key(3)}
 	for _, k := range keys {
-		update(t, s, func(tx Tx) error { return tx.PutNode(testNode(k)) })
+		storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(storetest.Node(k)) })
 	}
 	// One clock for registrations and touches, as the registry's: each reads a later time.
-	start := testNode(keys[0]).LastSeen
+	start := storetest.Node(keys[0]).LastSeen
 	var ms atomic.Int64
 	tick := func() time.Time { return start.Add(time.Duration(ms.Add(1)) * time.Millisecond) }
 	var wg sync.WaitGroup
@@ -146,10 +149,10 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 		defer close(stop)
 		for i := range 300 {
 			k := keys[i%len(keys)]
-			n := testNode(k)
+			n := storetest.Node(k)
 			n.Endpoint = fmt.Sprintf("198.51.100.%d:%d", i%250+1, 1000+i)
 			n.LastSeen = tick()
-			if err := s.Update(context.Background(), func(tx Tx) error { return tx.PutNode(n) }); err != nil {
+			if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutNode(n) }); err != nil {
 				t.Error(err)
 				return
 			}
@@ -185,9 +188,9 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		var mem, disk Node
-		view(t, s, func(tx Tx) (err error) { mem, err = tx.Node(k); return err })
-		view(t, s.(*nodeCache).inner, func(tx Tx) (err error) { disk, err = tx.Node(k); return err })
+		var mem, disk store.Node
+		storetest.View(t, s, func(tx store.Tx) (err error) { mem, err = tx.Node(k); return err })
+		storetest.View(t, store.CacheInner(s), func(tx store.Tx) (err error) { disk, err = tx.Node(k); return err })
 		// A touch read just before a registration may be flushed after it, so inner's
 		// last_seen may be the later one; never the earlier.
 		if mem.Endpoint != disk.Endpoint || disk.LastSeen.Before(mem.LastSeen) {
@@ -199,13 +202,13 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 // TestNodeCacheScanSnapshots: ScanNodes hands out records that later touches and writes do
 // not change, since the registry keeps them while it encodes a listing.
 func TestNodeCacheScanSnapshots(t *testing.T) {
-	s := cached(t, NewMemory())
+	s := cached(t, store.NewMemory())
 	defer s.Close()
-	k := testKey(1)
-	n := testNode(k)
-	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
-	var kept *Node
-	err := s.ScanNodes(context.Background(), func(got *Node) error {
+	k := storetest.Key(1)
+	n := storetest.Node(k)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
+	var kept *store.Node
+	err := s.ScanNodes(context.Background(), func(got *store.Node) error {
 		kept = got
 		return nil
 	})
@@ -215,9 +218,9 @@ func TestNodeCacheScanSnapshots(t *testing.T) {
 	if err := s.TouchNode(context.Background(), k, n.LastSeen.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	re := cloneNode(n)
+	re := n
 	re.Endpoint = "198.51.100.9:9000"
-	update(t, s, func(tx Tx) error { return tx.PutNode(re) })
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(re) })
 	if !kept.LastSeen.Equal(n.LastSeen) || kept.Endpoint != n.Endpoint {
 		t.Fatalf("a scanned record changed under its holder: %+v", kept)
 	}
@@ -242,15 +245,15 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s := cached(t, openBadger(t, dir))
-	na, nb := testNode(a), testNode(b)
+	na, nb := storetest.Node(a), storetest.Node(b)
 	na.DID, nb.DID = pair.First.DIDFallback, pair.Second.DIDFallback
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(na), tx.PutNode(nb)) })
+	storetest.Update(t, s, func(tx store.Tx) error { return errors.Join(tx.PutNode(na), tx.PutNode(nb)) })
 	want := func(did string, k didkey.PublicKey) {
 		t.Helper()
 		got, err := nodeKeyByDID(s, did)
 		if k == (didkey.PublicKey{}) {
-			if !errors.Is(err, ErrNotFound) {
-				t.Errorf("NodeKeyByDID(%s) = %v, %v; want ErrNotFound", did, got, err)
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("NodeKeyByDID(%s) = %v, %v; want store.ErrNotFound", did, got, err)
 			}
 			return
 		}
@@ -261,26 +264,26 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 	none := didkey.PublicKey{}
 	want(pair.First.DIDFallback, a)
 	want(pair.Second.DIDFallback, b)
-	want(shortDID(a), none)
+	want(storetest.ShortDID(a), none)
 
 	// The second moves to the short spelling; the first keeps its fallback.
-	nb.DID = shortDID(b)
-	update(t, s, func(tx Tx) error { return tx.PutNode(nb) })
-	want(shortDID(b), b)
+	nb.DID = storetest.ShortDID(b)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(nb) })
+	want(storetest.ShortDID(b), b)
 	want(pair.Second.DIDFallback, none)
 	want(pair.First.DIDFallback, a)
 
 	// The first takes the same short spelling (the store does not judge collisions): each
 	// lookup names a node whose DID it is.
-	na.DID = shortDID(a)
-	update(t, s, func(tx Tx) error { return tx.PutNode(na) })
-	if got, err := nodeKeyByDID(s, shortDID(a)); err != nil || (got != a && got != b) {
+	na.DID = storetest.ShortDID(a)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(na) })
+	if got, err := nodeKeyByDID(s, storetest.ShortDID(a)); err != nil || (got != a && got != b) {
 		t.Errorf("NodeKeyByDID(shared short) = %v, %v", got, err)
 	}
 	want(pair.First.DIDFallback, none)
 	na.DID = pair.First.DIDFallback
-	update(t, s, func(tx Tx) error { return tx.PutNode(na) })
-	want(shortDID(b), b)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(na) })
+	want(storetest.ShortDID(b), b)
 	want(pair.First.DIDFallback, a)
 
 	if err := s.Close(); err != nil {
@@ -288,7 +291,7 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 	}
 	s = cached(t, openBadger(t, dir))
 	defer s.Close()
-	want(shortDID(b), b)
+	want(storetest.ShortDID(b), b)
 	want(pair.First.DIDFallback, a)
 	want(pair.Second.DIDFallback, none)
 }
@@ -296,18 +299,17 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 // TestNodeCacheSharesCapabilityLists: nodes offering the same capabilities share one list in
 // memory, and a reader's copy is its own.
 func TestNodeCacheSharesCapabilityLists(t *testing.T) {
-	s := cached(t, NewMemory())
+	s := cached(t, store.NewMemory())
 	defer s.Close()
-	k1, k2 := testKey(1), testKey(2)
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(testNode(k1)), tx.PutNode(testNode(k2))) })
-	c := s.(*nodeCache)
-	c.mu.RLock()
-	c1, c2 := c.nodes[k1].n.Capabilities, c.nodes[k2].n.Capabilities
-	c.mu.RUnlock()
+	k1, k2 := storetest.Key(1), storetest.Key(2)
+	storetest.Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.PutNode(storetest.Node(k1)), tx.PutNode(storetest.Node(k2)))
+	})
+	c1, c2 := store.CachedCapabilities(s, k1), store.CachedCapabilities(s, k2)
 	if &c1[0] != &c2[0] {
 		t.Errorf("two nodes with the same capabilities hold two lists")
 	}
-	err := s.View(context.Background(), func(tx Tx) error {
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		n, err := tx.Node(k1)
 		if err != nil {
 			return err
@@ -321,4 +323,21 @@ func TestNodeCacheSharesCapabilityLists(t *testing.T) {
 	if c2[0] != "gpu" {
 		t.Errorf("a reader's change reached the shared list: %v", c2)
 	}
+}
+
+func openBadger(t testing.TB, dir string) store.Store {
+	t.Helper()
+	s, err := badger.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func nodeKeyByDID(s store.Store, did string) (got didkey.PublicKey, err error) {
+	err = s.View(context.Background(), func(tx store.Tx) error {
+		got, err = tx.NodeKeyByDID(did)
+		return err
+	})
+	return got, err
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 // ErrNotFound is returned by a lookup that finds nothing.
@@ -54,14 +55,14 @@ var ErrNotFound = errors.New("store: not found")
 // against one does not break on another.
 var (
 	// ErrWriteInView is a write inside View.
-	ErrWriteInView = errors.New("store: write in a read-only transaction")
+	ErrWriteInView = rules.ErrWriteInView
 	// ErrWriteInEach is a write from the function passed to an Each method, which the Tx
 	// contract forbids because an iteration would otherwise see a half-applied change.
-	ErrWriteInEach = errors.New("store: write during an Each iteration")
+	ErrWriteInEach = rules.ErrWriteInEach
 	// ErrTxDone is a Tx kept past its function. It would act outside any transaction.
-	ErrTxDone = errors.New("store: transaction used after its function returned")
+	ErrTxDone = rules.ErrTxDone
 	// ErrClosed is a transaction after Close.
-	ErrClosed = errors.New("store: closed")
+	ErrClosed = rules.ErrClosed
 )
 
 // ErrChallengeUsed is returned by ConsumeChallenge for a challenge consumed before.

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/svrp/svrp/internal/daemon"
-	"github.com/svrp/svrp/store"
 )
 
 // benchSchema creates a schema of its own for one run on the database at base, and returns
@@ -48,11 +47,14 @@ func startSelfPostgres(ctx context.Context, base, prefix, logLevel string, stder
 	}
 	c := benchServeConfig(false, "", prefix, logLevel)
 	c.Postgres = pgURL
+	// The daemon's statements are its store's, read from its /metrics as a spawned
+	// daemon's are.
+	c.MetricsListen = daemon.MetricsOnMain
 	t, err := runSelf(ctx, c, "self-postgres", stderr, drop)
 	if err != nil {
 		return nil, err
 	}
-	t.statements = func() (uint64, error) { return store.PostgresStatements(), nil }
+	t.statements = func() (uint64, error) { return scrapeStatements(t.addr) }
 	return t, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/daemon"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
 )
 
 // The restart scenario measures what a daemon with a large node table costs to start: the
@@ -203,7 +204,7 @@ func (b *bench) reportRestart(res *restartResult) {
 // store in dir and closes it.
 func populateNodes(ctx context.Context, dir string, n int, say func(string, ...any)) (err error) {
 	fallback := shortCollisions(n)
-	st, err := store.OpenBadger(dir)
+	st, err := badger.Open(dir)
 	if err != nil {
 		return err
 	}

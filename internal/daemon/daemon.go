@@ -31,6 +31,8 @@ import (
 	"github.com/svrp/svrp/internal/metrics"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
+	"github.com/svrp/svrp/store/postgres"
 )
 
 // Config is everything `svrpd serve` is configured with.
@@ -67,7 +69,7 @@ type Config struct {
 	LogFormat                 string
 	// DiskReserve is the free space kept on the data directory's volume; the zero value is
 	// the store's default.
-	DiskReserve store.DiskReserve
+	DiskReserve badger.DiskReserve
 	// ShutdownTimeout bounds the shutdown after the first signal: draining requests and
 	// closing the store. Zero is DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -289,7 +291,7 @@ func debugHandler() http.Handler {
 // per request), info, warn or error.
 func ParseLevel(s string) (slog.Level, error) {
 	if strings.EqualFold(s, "trace") {
-		return store.LevelTrace, nil
+		return badger.LevelTrace, nil
 	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
@@ -301,7 +303,7 @@ func ParseLevel(s string) (slog.Level, error) {
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	l, _ := ParseLevel(level)
 	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.LevelKey && a.Value.Any() == store.LevelTrace {
+		if a.Key == slog.LevelKey && a.Value.Any() == badger.LevelTrace {
 			a.Value = slog.StringValue("TRACE")
 		}
 		return a
@@ -314,17 +316,17 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 
 // ParseDiskReserve reads --disk-reserve: "auto" (or empty) for the default, a size such as
 // 512MiB, 2GiB or 300MB (a bare number is bytes), or a percentage of the volume such as 10%.
-func ParseDiskReserve(s string) (store.DiskReserve, error) {
+func ParseDiskReserve(s string) (badger.DiskReserve, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "auto" {
-		return store.DiskReserve{}, nil
+		return badger.DiskReserve{}, nil
 	}
 	if p, ok := strings.CutSuffix(s, "%"); ok {
 		f, err := strconv.ParseFloat(p, 64)
 		if err != nil || f <= 0 || f >= 100 {
-			return store.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want a percentage above 0 and below 100", s)
+			return badger.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want a percentage above 0 and below 100", s)
 		}
-		return store.DiskReserve{Percent: f}, nil
+		return badger.DiskReserve{Percent: f}, nil
 	}
 	units := []struct {
 		suffix string
@@ -339,9 +341,9 @@ func ParseDiskReserve(s string) (store.DiskReserve, error) {
 	}
 	n, err := strconv.ParseUint(num, 10, 64)
 	if err != nil || n == 0 || n > (1<<62)/mult {
-		return store.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want auto, a size such as 512MiB or 2GiB, or a percentage such as 10%%", s)
+		return badger.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want auto, a size such as 512MiB or 2GiB, or a percentage such as 10%%", s)
 	}
-	return store.DiskReserve{Bytes: n * mult}, nil
+	return badger.DiskReserve{Bytes: n * mult}, nil
 }
 
 // MetricsOnMain is the --metrics-listen value that serves GET /metrics on the API's own
@@ -615,7 +617,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	swept := make(chan struct{})
 	go func() {
 		defer close(swept)
-		sweep(sweepCtx, svc, st, pg, c, log, m)
+		sweep(sweepCtx, svc, st, c, log, m)
 	}()
 
 	where := "badger " + c.DataDir
@@ -688,31 +690,34 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 // openStore opens the configured store and puts the node table in memory in front of it, so
 // that heartbeats and node listings are served from memory with the store as the durable copy.
 // With --postgres it also returns the PostgreSQL store itself, for what only it offers.
-func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, *store.Postgres, error) {
+func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, *postgres.Store, error) {
 	var inner store.Store
-	var pg *store.Postgres
+	var pg *postgres.Store
 	switch {
 	case c.Memory:
 		inner = store.NewMemory()
 	case c.Postgres != "":
-		p, err := store.OpenPostgres(ctx, c.Postgres)
+		p, err := postgres.Open(ctx, c.Postgres)
 		if err != nil {
 			return nil, nil, err
 		}
 		inner, pg = p, p
+		if m != nil {
+			m.CountStatements(p.Statements)
+		}
 	default:
 		abs, err := filepath.Abs(c.DataDir)
 		if err != nil {
 			return nil, nil, err
 		}
-		opts := []store.BadgerOption{store.WithBadgerLogger(log), store.WithBadgerDiskReserve(c.DiskReserve)}
+		opts := []badger.Option{badger.WithLogger(log), badger.WithDiskReserve(c.DiskReserve)}
 		if m != nil {
-			opts = append(opts, store.WithBadgerCommitObserver(m.Commit))
+			opts = append(opts, badger.WithCommitObserver(m.Commit))
 		}
-		st, err := store.OpenBadger(abs, opts...)
+		st, err := badger.Open(abs, opts...)
 		switch {
-		case errors.Is(err, store.ErrNoSpace), errors.Is(err, store.ErrReadOnly),
-			errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrNotDataDir):
+		case errors.Is(err, badger.ErrNoSpace), errors.Is(err, badger.ErrReadOnly),
+			errors.Is(err, badger.ErrLocked), errors.Is(err, badger.ErrNotDataDir):
 			return nil, nil, fmt.Errorf("data directory %w", err)
 		case err != nil:
 			return nil, nil, fmt.Errorf("opening the store in %s: %w", abs, err)
@@ -747,7 +752,7 @@ const flushEvery = time.Second
 // sweep runs the registry's sweep, and the store's own maintenance when it has any, every
 // c.SweepEvery until ctx is done, and flushes heartbeat times every c.FlushEvery. On a shared
 // database one daemon at a time sweeps: the others find the lock taken and skip the round.
-func sweep(ctx context.Context, svc *registry.Service, st store.Store, pg *store.Postgres, c Config, log *slog.Logger, m *metrics.Metrics) {
+func sweep(ctx context.Context, svc *registry.Service, st store.Store, c Config, log *slog.Logger, m *metrics.Metrics) {
 	every := c.FlushEvery
 	if every <= 0 {
 		every = flushEvery

@@ -1,4 +1,4 @@
-package store
+package storetest
 
 import (
 	"context"
@@ -18,12 +18,13 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
 )
 
-// runSuite checks the behaviour every Store must have. open returns a fresh, empty store;
+// Run checks the behaviour every Store must have. open returns a fresh, empty store;
 // the suite closes it.
-func runSuite(t *testing.T, open func(t *testing.T) Store) {
-	fresh := func(t *testing.T) Store {
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	fresh := func(t *testing.T) store.Store {
 		s := open(t)
 		t.Cleanup(func() {
 			if err := s.Close(); err != nil {
@@ -34,7 +35,7 @@ func runSuite(t *testing.T, open func(t *testing.T) Store) {
 	}
 	tests := []struct {
 		name string
-		fn   func(*testing.T, Store)
+		fn   func(*testing.T, store.Store)
 	}{
 		{"NotFound", testNotFound},
 		{"RoundTrip", testRoundTrip},
@@ -71,44 +72,44 @@ func runSuite(t *testing.T, open func(t *testing.T) Store) {
 
 var zone = time.FixedZone("test", 2*3600)
 
-func testKey(i int) didkey.PublicKey {
+func Key(i int) didkey.PublicKey {
 	return didkey.PublicKey(sha256.Sum256(fmt.Appendf(nil, "key %d", i)))
 }
 
-func testHash(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+func Hash(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
-func testTime(i int) time.Time {
+func Time(i int) time.Time {
 	return time.Date(2025, 3, 1, 12, 0, i, 123456789, zone)
 }
 
 func ptr[T any](v T) *T { return &v }
 
-func shortDID(k didkey.PublicKey) string { return "did:svrp:n:" + k.ShortBody() }
+func ShortDID(k didkey.PublicKey) string { return "did:svrp:n:" + k.ShortBody() }
 
-func fullDID(k didkey.PublicKey) string { return "did:svrp:" + k.Hex() }
+func FullDID(k didkey.PublicKey) string { return "did:svrp:" + k.Hex() }
 
-func testNode(k didkey.PublicKey) Node {
-	return Node{
+func Node(k didkey.PublicKey) store.Node {
+	return store.Node{
 		Key:               k,
-		DID:               shortDID(k),
+		DID:               ShortDID(k),
 		Endpoint:          "203.0.113.7:7000",
 		Capabilities:      []string{"gpu", "storage"},
 		Region:            "eu-west",
 		Signature:         ptr("3yZe7d"),
 		SignatureVerified: true,
-		FirstSeen:         testTime(1),
-		LastSeen:          testTime(2),
+		FirstSeen:         Time(1),
+		LastSeen:          Time(2),
 	}
 }
 
-func testSession(id string, k didkey.PublicKey) binding.BindingSession {
+func Session(id string, k didkey.PublicKey) binding.BindingSession {
 	return binding.BindingSession{
 		ID:      id,
 		State:   binding.PendingNodeAcceptance,
 		NodeKey: k,
 		Request: canonical.BindingSession{
 			BindingSessionID:     id,
-			NodeDID:              shortDID(k),
+			NodeDID:              ShortDID(k),
 			NodePublicKey:        k.Base58(),
 			DeviceSummary:        "rack 4",
 			OS:                   "linux",
@@ -121,10 +122,10 @@ func testSession(id string, k didkey.PublicKey) binding.BindingSession {
 			ExpiresAt:            "2025-03-01T12:10:00Z",
 		},
 		NodeSignature: "5Kd3",
-		CreatedAt:     testTime(3),
-		ExpiresAt:     testTime(4),
-		CodeHash:      testHash("code " + id),
-		TokenHash:     testHash("token " + id),
+		CreatedAt:     Time(3),
+		ExpiresAt:     Time(4),
+		CodeHash:      Hash("code " + id),
+		TokenHash:     Hash("token " + id),
 		OperatorDID:   "did:svrp:o:0a1b2c3d",
 		DeviceCredential: &authn.DeviceCredential{
 			DeviceCredential: canonical.DeviceCredential{
@@ -143,7 +144,7 @@ func testSession(id string, k didkey.PublicKey) binding.BindingSession {
 		Authorization: &binding.AuthorizationCredential{
 			Authorization: canonical.Authorization{
 				BindingSessionID: id,
-				NodeDID:          shortDID(k),
+				NodeDID:          ShortDID(k),
 				OperatorDID:      "did:svrp:o:0a1b2c3d",
 				TaskTypes:        []string{"infer"},
 				SingleLimit:      ptr(10.0),
@@ -157,7 +158,7 @@ func testSession(id string, k didkey.PublicKey) binding.BindingSession {
 		Acceptance: &binding.Acceptance{
 			Acceptance: canonical.Acceptance{
 				BindingSessionID:    id,
-				NodeDID:             shortDID(k),
+				NodeDID:             ShortDID(k),
 				OperatorDID:         "did:svrp:o:0a1b2c3d",
 				AuthorizationDigest: "ab12",
 				Accepted:            true,
@@ -165,46 +166,46 @@ func testSession(id string, k didkey.PublicKey) binding.BindingSession {
 			},
 			Signature: "4Ef",
 		},
-		ActivatedAt: testTime(5),
-		UpdatedAt:   testTime(6),
+		ActivatedAt: Time(5),
+		UpdatedAt:   Time(6),
 	}
 }
 
-func testBinding(k didkey.PublicKey, operator string) binding.Binding {
+func Binding(k didkey.PublicKey, operator string) binding.Binding {
 	return binding.Binding{
 		NodeKey:      k,
-		NodeDID:      shortDID(k),
+		NodeDID:      ShortDID(k),
 		OperatorDID:  operator,
 		SessionID:    "sess-" + k.ShortBody(),
 		TaskTypes:    []string{"infer", "train"},
 		SingleLimit:  ptr(10.0),
 		DailyLimit:   ptr(250.0),
 		RevocationID: "rev-" + k.ShortBody(),
-		ActivatedAt:  testTime(7),
+		ActivatedAt:  Time(7),
 	}
 }
 
-func testOpSession(operator string) authn.BearerSession {
-	return authn.BearerSession{OperatorDID: operator, IssuedAt: testTime(8), ExpiresAt: testTime(9)}
+func BearerSession(operator string) authn.BearerSession {
+	return authn.BearerSession{OperatorDID: operator, IssuedAt: Time(8), ExpiresAt: Time(9)}
 }
 
 // Helpers that fail the test on a transaction error.
 
-func update(t testing.TB, s Store, fn func(Tx) error) {
+func Update(t testing.TB, s store.Store, fn func(store.Tx) error) {
 	t.Helper()
 	if err := s.Update(context.Background(), fn); err != nil {
 		t.Fatalf("Update: %v", err)
 	}
 }
 
-func view(t testing.TB, s Store, fn func(Tx) error) {
+func View(t testing.TB, s store.Store, fn func(store.Tx) error) {
 	t.Helper()
 	if err := s.View(context.Background(), fn); err != nil {
 		t.Fatalf("View: %v", err)
 	}
 }
 
-func diff(t testing.TB, what string, want, got any) {
+func Diff(t testing.TB, what string, want, got any) {
 	t.Helper()
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("%s mismatch (-want +got):\n%s", what, d)
@@ -213,29 +214,29 @@ func diff(t testing.TB, what string, want, got any) {
 
 func wantNotFound(t testing.TB, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, ErrNotFound) {
-		t.Errorf("%s: got error %v, want ErrNotFound", what, err)
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s: got error %v, want store.ErrNotFound", what, err)
 	}
 }
 
-func testNotFound(t *testing.T, s Store) {
-	k := testKey(1)
-	view(t, s, func(tx Tx) error {
+func testNotFound(t *testing.T, s store.Store) {
+	k := Key(1)
+	View(t, s, func(tx store.Tx) error {
 		_, err := tx.Node(k)
-		wantNotFound(t, "Node", err)
-		_, err = tx.NodeKeyByDID(shortDID(k))
+		wantNotFound(t, "store.Node", err)
+		_, err = tx.NodeKeyByDID(ShortDID(k))
 		wantNotFound(t, "NodeKeyByDID", err)
 		_, err = tx.NodeKeyByDID("")
 		wantNotFound(t, "NodeKeyByDID(\"\")", err)
 		_, err = tx.BindingSession("nope")
 		wantNotFound(t, "Session", err)
-		_, err = tx.BindingSessionIDBySecret(testHash("x"))
+		_, err = tx.BindingSessionIDBySecret(Hash("x"))
 		wantNotFound(t, "SessionIDBySecret", err)
 		_, err = tx.BindingSessionIDBySecret([32]byte{})
 		wantNotFound(t, "SessionIDBySecret(zero)", err)
 		_, err = tx.Binding(k)
 		wantNotFound(t, "Binding", err)
-		_, err = tx.BearerSession(testHash("t"))
+		_, err = tx.BearerSession(Hash("t"))
 		wantNotFound(t, "OperatorSession", err)
 
 		keys, err := tx.NodeKeysByShortBody(k.ShortBody())
@@ -261,7 +262,7 @@ func testNotFound(t *testing.T, s Store) {
 		calls := 0
 		count := func() error { calls++; return nil }
 		for name, each := range map[string]func() error{
-			"EachNode":    func() error { return tx.EachNode(func(Node) error { return count() }) },
+			"EachNode":    func() error { return tx.EachNode(func(store.Node) error { return count() }) },
 			"EachSession": func() error { return tx.EachBindingSession(func(binding.BindingSession) error { return count() }) },
 			"EachOperatorSession": func() error {
 				return tx.EachBearerSession(func([32]byte, authn.BearerSession) error { return count() })
@@ -277,8 +278,8 @@ func testNotFound(t *testing.T, s Store) {
 		}
 		return nil
 	})
-	update(t, s, func(tx Tx) error {
-		if err := tx.DeleteBearerSession(testHash("t")); err != nil {
+	Update(t, s, func(tx store.Tx) error {
+		if err := tx.DeleteBearerSession(Hash("t")); err != nil {
 			t.Errorf("DeleteOperatorSession of absent: %v", err)
 		}
 		if err := tx.DeleteCounter("c"); err != nil {
@@ -288,78 +289,80 @@ func testNotFound(t *testing.T, s Store) {
 	})
 }
 
-func testRoundTrip(t *testing.T, s Store) {
-	k := testKey(1)
-	n := testNode(k)
-	sess := testSession("s1", k)
-	b := testBinding(k, "did:svrp:o:0a1b2c3d")
-	bearer := testOpSession("did:svrp:o:0a1b2c3d")
-	c := binding.Counter{Count: 3, Start: testTime(10)}
+func testRoundTrip(t *testing.T, s store.Store) {
+	k := Key(1)
+	n := Node(k)
+	sess := Session("s1", k)
+	b := Binding(k, "did:svrp:o:0a1b2c3d")
+	bearer := BearerSession("did:svrp:o:0a1b2c3d")
+	c := binding.Counter{Count: 3, Start: Time(10)}
 	// A session as initiate leaves it: no pointers set, no operator yet.
-	bare := binding.BindingSession{ID: "s2", State: binding.Initiated, NodeKey: k, CodeHash: testHash("c2"), CreatedAt: testTime(11)}
+	bare := binding.BindingSession{ID: "s2", State: binding.Initiated, NodeKey: k, CodeHash: Hash("c2"), CreatedAt: Time(11)}
 	bare.Request.RequestedTaskTypes = []string{}
-	update(t, s, func(tx Tx) error {
+	Update(t, s, func(tx store.Tx) error {
 		return errors.Join(
 			tx.PutNode(n),
 			tx.PutBindingSession(sess),
 			tx.PutBindingSession(bare),
 			tx.PutBinding(b),
-			tx.PutBearerSession(testHash("tok"), bearer),
+			tx.PutBearerSession(Hash("tok"), bearer),
 			tx.PutCounter("resolve|1.2.3.4", c),
 		)
 	})
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		gotN, err := tx.Node(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, "Node", n, gotN)
+		Diff(t, "store.Node", n, gotN)
 		gotS, err := tx.BindingSession("s1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, "Session", sess, gotS)
+		Diff(t, "Session", sess, gotS)
 		gotBare, err := tx.BindingSession("s2")
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, "bare Session", bare, gotBare)
+		Diff(t, "bare Session", bare, gotBare)
 		gotB, err := tx.Binding(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, "Binding", b, gotB)
-		gotOS, err := tx.BearerSession(testHash("tok"))
+		Diff(t, "Binding", b, gotB)
+		gotOS, err := tx.BearerSession(Hash("tok"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, "OperatorSession", bearer, gotOS)
+		Diff(t, "OperatorSession", bearer, gotOS)
 		gotC, err := tx.Counter("resolve|1.2.3.4")
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, "Counter", c, gotC)
+		Diff(t, "Counter", c, gotC)
 		return nil
 	})
 	// A Node with no signature and empty capabilities keeps both as they were.
-	n2 := testNode(testKey(2))
+	n2 := Node(Key(2))
 	n2.Signature = nil
 	n2.Capabilities = []string{}
 	n2.Region = ""
-	update(t, s, func(tx Tx) error { return tx.PutNode(n2) })
-	view(t, s, func(tx Tx) error {
+	Update(t, s, func(tx store.Tx) error { return tx.PutNode(n2) })
+	View(t, s, func(tx store.Tx) error {
 		got, err := tx.Node(n2.Key)
-		diff(t, "Node without signature", n2, got)
+		Diff(t, "store.Node without signature", n2, got)
 		return err
 	})
 }
 
-func testIsolation(t *testing.T, s Store) {
-	k := testKey(1)
-	n := testNode(k)
-	sess := testSession("s1", k)
-	b := testBinding(k, "did:svrp:o:0a1b2c3d")
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(n), tx.PutBindingSession(sess), tx.PutBinding(b)) })
+func testIsolation(t *testing.T, s store.Store) {
+	k := Key(1)
+	n := Node(k)
+	sess := Session("s1", k)
+	b := Binding(k, "did:svrp:o:0a1b2c3d")
+	Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.PutNode(n), tx.PutBindingSession(sess), tx.PutBinding(b))
+	})
 
 	// Change what was passed in.
 	n.Capabilities[0] = "changed"
@@ -373,24 +376,24 @@ func testIsolation(t *testing.T, s Store) {
 	b.TaskTypes[0] = "changed"
 	*b.DailyLimit = -1
 
-	wantN, wantS, wantB := testNode(k), testSession("s1", k), testBinding(k, "did:svrp:o:0a1b2c3d")
+	wantN, wantS, wantB := Node(k), Session("s1", k), Binding(k, "did:svrp:o:0a1b2c3d")
 	check := func(when string) {
 		t.Helper()
-		view(t, s, func(tx Tx) error {
+		View(t, s, func(tx store.Tx) error {
 			gotN, err := tx.Node(k)
-			diff(t, when+": Node", wantN, gotN)
+			Diff(t, when+": store.Node", wantN, gotN)
 			gotS, err2 := tx.BindingSession("s1")
-			diff(t, when+": Session", wantS, gotS)
+			Diff(t, when+": Session", wantS, gotS)
 			gotB, err3 := tx.Binding(k)
-			diff(t, when+": Binding", wantB, gotB)
+			Diff(t, when+": Binding", wantB, gotB)
 			return errors.Join(err, err2, err3)
 		})
 	}
 	check("after changing the inputs")
 
 	// Change what came out, by every path that returns values.
-	view(t, s, func(tx Tx) error {
-		mutNode := func(n Node) { n.Capabilities[0] = "changed"; *n.Signature = "changed" }
+	View(t, s, func(tx store.Tx) error {
+		mutNode := func(n store.Node) { n.Capabilities[0] = "changed"; *n.Signature = "changed" }
 		mutSession := func(s binding.BindingSession) {
 			s.Request.RequestedTaskTypes[0] = "changed"
 			*s.Request.RequestedDailyLimit = -1
@@ -406,7 +409,7 @@ func testIsolation(t *testing.T, s Store) {
 			return err
 		}
 		mutNode(gotN)
-		if err := tx.EachNode(func(n Node) error { mutNode(n); return nil }); err != nil {
+		if err := tx.EachNode(func(n store.Node) error { mutNode(n); return nil }); err != nil {
 			return err
 		}
 		gotS, err := tx.BindingSession("s1")
@@ -438,9 +441,9 @@ func testIsolation(t *testing.T, s Store) {
 }
 
 // nodeKeyByDID looks did up in a View of its own.
-func nodeKeyByDID(s Store, did string) (didkey.PublicKey, error) {
+func nodeKeyByDID(s store.Store, did string) (didkey.PublicKey, error) {
 	var got didkey.PublicKey
-	err := s.View(context.Background(), func(tx Tx) error {
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		var err error
 		got, err = tx.NodeKeyByDID(did)
 		return err
@@ -448,69 +451,69 @@ func nodeKeyByDID(s Store, did string) (didkey.PublicKey, error) {
 	return got, err
 }
 
-func testDIDIndex(t *testing.T, s Store) {
-	k, other := testKey(1), testKey(2)
-	n := testNode(k)
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(n), tx.PutNode(testNode(other))) })
+func testDIDIndex(t *testing.T, s store.Store) {
+	k, other := Key(1), Key(2)
+	n := Node(k)
+	Update(t, s, func(tx store.Tx) error { return errors.Join(tx.PutNode(n), tx.PutNode(Node(other))) })
 	lookup := func(did string) (didkey.PublicKey, error) { return nodeKeyByDID(s, did) }
-	if got, err := lookup(shortDID(k)); err != nil || got != k {
+	if got, err := lookup(ShortDID(k)); err != nil || got != k {
 		t.Errorf("NodeKeyByDID(short) = %v, %v; want %v", got, err, k)
 	}
-	if _, err := lookup(fullDID(k)); !errors.Is(err, ErrNotFound) {
-		t.Errorf("NodeKeyByDID(full) before the record uses it: %v, want ErrNotFound", err)
+	if _, err := lookup(FullDID(k)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("NodeKeyByDID(full) before the record uses it: %v, want store.ErrNotFound", err)
 	}
 
 	// The node re-registers under its full spelling: only the spelling it now has is indexed.
-	n.DID = fullDID(k)
-	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
-	if got, err := lookup(fullDID(k)); err != nil || got != k {
+	n.DID = FullDID(k)
+	Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
+	if got, err := lookup(FullDID(k)); err != nil || got != k {
 		t.Errorf("NodeKeyByDID(full) = %v, %v; want %v", got, err, k)
 	}
-	if _, err := lookup(shortDID(k)); !errors.Is(err, ErrNotFound) {
-		t.Errorf("NodeKeyByDID(old short) = %v, want ErrNotFound", err)
+	if _, err := lookup(ShortDID(k)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("NodeKeyByDID(old short) = %v, want store.ErrNotFound", err)
 	}
-	if got, err := lookup(shortDID(other)); err != nil || got != other {
+	if got, err := lookup(ShortDID(other)); err != nil || got != other {
 		t.Errorf("NodeKeyByDID(other) = %v, %v; want %v", got, err, other)
 	}
 
 	// Re-putting with the same DID (a heartbeat) keeps the entry.
-	n.LastSeen = testTime(30)
-	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
-	if got, err := lookup(fullDID(k)); err != nil || got != k {
+	n.LastSeen = Time(30)
+	Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
+	if got, err := lookup(FullDID(k)); err != nil || got != k {
 		t.Errorf("NodeKeyByDID(full) after heartbeat = %v, %v; want %v", got, err, k)
 	}
 
 	// A record without a DID is not found under "".
-	nodid := testNode(testKey(3))
+	nodid := Node(Key(3))
 	nodid.DID = ""
-	update(t, s, func(tx Tx) error { return tx.PutNode(nodid) })
-	if _, err := lookup(""); !errors.Is(err, ErrNotFound) {
-		t.Errorf("NodeKeyByDID(\"\") = %v, want ErrNotFound", err)
+	Update(t, s, func(tx store.Tx) error { return tx.PutNode(nodid) })
+	if _, err := lookup(""); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("NodeKeyByDID(\"\") = %v, want store.ErrNotFound", err)
 	}
 
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		c, err := tx.NodeCount()
 		if c != 3 {
 			t.Errorf("NodeCount = %d, want 3", c)
 		}
 		keys, err2 := tx.NodeKeysByShortBody(k.ShortBody())
-		diff(t, "NodeKeysByShortBody after DID change", []didkey.PublicKey{k}, keys)
+		Diff(t, "NodeKeysByShortBody after DID change", []didkey.PublicKey{k}, keys)
 		return errors.Join(err, err2)
 	})
 }
 
-func testShortBodyIndex(t *testing.T, s Store) {
+func testShortBodyIndex(t *testing.T, s store.Store) {
 	var keys []didkey.PublicKey
 	for i := range 5 {
-		keys = append(keys, testKey(i))
+		keys = append(keys, Key(i))
 	}
-	update(t, s, func(tx Tx) error {
+	Update(t, s, func(tx store.Tx) error {
 		for i, k := range keys {
-			n := testNode(k)
+			n := Node(k)
 			// Whatever spelling the record uses, it is indexed by its body.
 			switch i % 3 {
 			case 1:
-				n.DID = fullDID(k)
+				n.DID = FullDID(k)
 			case 2:
 				n.DID = "did:svrp:h:" + k.ShortBody()
 			}
@@ -520,13 +523,13 @@ func testShortBodyIndex(t *testing.T, s Store) {
 		}
 		return nil
 	})
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		for _, k := range keys {
 			got, err := tx.NodeKeysByShortBody(k.ShortBody())
 			if err != nil {
 				return err
 			}
-			diff(t, "NodeKeysByShortBody("+k.ShortBody()+")", []didkey.PublicKey{k}, got)
+			Diff(t, "NodeKeysByShortBody("+k.ShortBody()+")", []didkey.PublicKey{k}, got)
 		}
 		body := keys[0].ShortBody()
 		for _, q := range []string{"", body[:7], body + "/", body + "0", "00000000", keys[0].Hex()} {
@@ -539,13 +542,13 @@ func testShortBodyIndex(t *testing.T, s Store) {
 	})
 }
 
-func testSecretIndex(t *testing.T, s Store) {
-	k := testKey(1)
-	a, b := testSession("a", k), testSession("b", k)
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutBindingSession(a), tx.PutBindingSession(b)) })
+func testSecretIndex(t *testing.T, s store.Store) {
+	k := Key(1)
+	a, b := Session("a", k), Session("b", k)
+	Update(t, s, func(tx store.Tx) error { return errors.Join(tx.PutBindingSession(a), tx.PutBindingSession(b)) })
 	find := func(h [32]byte) (string, error) {
 		var id string
-		err := s.View(context.Background(), func(tx Tx) error {
+		err := s.View(context.Background(), func(tx store.Tx) error {
 			var err error
 			id, err = tx.BindingSessionIDBySecret(h)
 			return err
@@ -564,11 +567,11 @@ func testSecretIndex(t *testing.T, s Store) {
 	// The code is consumed and a new token issued: the old hashes find nothing.
 	oldCode, oldToken := a.CodeHash, a.TokenHash
 	a.CodeHash = [32]byte{}
-	a.TokenHash = testHash("token a 2")
-	update(t, s, func(tx Tx) error { return tx.PutBindingSession(a) })
+	a.TokenHash = Hash("token a 2")
+	Update(t, s, func(tx store.Tx) error { return tx.PutBindingSession(a) })
 	for _, h := range [][32]byte{oldCode, oldToken, {}} {
-		if _, err := find(h); !errors.Is(err, ErrNotFound) {
-			t.Errorf("SessionIDBySecret(old or zero hash) = %v, want ErrNotFound", err)
+		if _, err := find(h); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("SessionIDBySecret(old or zero hash) = %v, want store.ErrNotFound", err)
 		}
 	}
 	if got, err := find(a.TokenHash); err != nil || got != "a" {
@@ -579,31 +582,31 @@ func testSecretIndex(t *testing.T, s Store) {
 	}
 
 	// A session whose code and token hash are equal is indexed once and found.
-	c := testSession("c", k)
+	c := Session("c", k)
 	c.TokenHash = c.CodeHash
-	update(t, s, func(tx Tx) error { return tx.PutBindingSession(c) })
+	Update(t, s, func(tx store.Tx) error { return tx.PutBindingSession(c) })
 	if got, err := find(c.CodeHash); err != nil || got != "c" {
 		t.Errorf("SessionIDBySecret(shared hash) = %q, %v; want c", got, err)
 	}
-	c.TokenHash = testHash("token c 2")
-	update(t, s, func(tx Tx) error { return tx.PutBindingSession(c) })
+	c.TokenHash = Hash("token c 2")
+	Update(t, s, func(tx store.Tx) error { return tx.PutBindingSession(c) })
 	if got, err := find(c.CodeHash); err != nil || got != "c" {
 		t.Errorf("SessionIDBySecret(code kept) = %q, %v; want c", got, err)
 	}
 }
 
-func testSessionsByNode(t *testing.T, s Store) {
-	k1, k2 := testKey(1), testKey(2)
-	update(t, s, func(tx Tx) error {
+func testSessionsByNode(t *testing.T, s store.Store) {
+	k1, k2 := Key(1), Key(2)
+	Update(t, s, func(tx store.Tx) error {
 		return errors.Join(
-			tx.PutBindingSession(testSession("s3", k1)),
-			tx.PutBindingSession(testSession("s1", k1)),
-			tx.PutBindingSession(testSession("s2", k2)),
+			tx.PutBindingSession(Session("s3", k1)),
+			tx.PutBindingSession(Session("s1", k1)),
+			tx.PutBindingSession(Session("s2", k2)),
 		)
 	})
 	ids := func(k didkey.PublicKey) []string {
 		var out []string
-		view(t, s, func(tx Tx) error {
+		View(t, s, func(tx store.Tx) error {
 			ss, err := tx.OpenBindingSessionsByNode(k)
 			for _, s := range ss {
 				if s.NodeKey != k {
@@ -615,46 +618,48 @@ func testSessionsByNode(t *testing.T, s Store) {
 		})
 		return out
 	}
-	diff(t, "OpenSessionsByNode(k1)", []string{"s1", "s3"}, ids(k1))
-	diff(t, "OpenSessionsByNode(k2)", []string{"s2"}, ids(k2))
+	Diff(t, "OpenSessionsByNode(k1)", []string{"s1", "s3"}, ids(k1))
+	Diff(t, "OpenSessionsByNode(k2)", []string{"s2"}, ids(k2))
 
 	// A session put under another key moves; a terminal state leaves the index, and only
 	// the index: the session itself stays readable.
-	s3 := testSession("s3", k2)
-	update(t, s, func(tx Tx) error { return tx.PutBindingSession(s3) })
-	diff(t, "OpenSessionsByNode(k1) after a move", []string{"s1"}, ids(k1))
-	diff(t, "OpenSessionsByNode(k2) after a move", []string{"s2", "s3"}, ids(k2))
-	s1 := testSession("s1", k1)
+	s3 := Session("s3", k2)
+	Update(t, s, func(tx store.Tx) error { return tx.PutBindingSession(s3) })
+	Diff(t, "OpenSessionsByNode(k1) after a move", []string{"s1"}, ids(k1))
+	Diff(t, "OpenSessionsByNode(k2) after a move", []string{"s2", "s3"}, ids(k2))
+	s1 := Session("s1", k1)
 	s1.State = binding.Active
-	update(t, s, func(tx Tx) error { return tx.PutBindingSession(s1) })
-	diff(t, "OpenSessionsByNode(k1) after a terminal state", []string(nil), ids(k1))
+	Update(t, s, func(tx store.Tx) error { return tx.PutBindingSession(s1) })
+	Diff(t, "OpenSessionsByNode(k1) after a terminal state", []string(nil), ids(k1))
 
 	var all []string
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		return tx.EachBindingSession(func(s binding.BindingSession) error { all = append(all, s.ID); return nil })
 	})
-	diff(t, "EachSession", []string{"s1", "s2", "s3"}, all)
+	Diff(t, "EachSession", []string{"s1", "s2", "s3"}, all)
 }
 
-func testDeleteSession(t *testing.T, s Store) {
-	k := testKey(1)
-	a := testSession("a", k)
-	update(t, s, func(tx Tx) error { return tx.PutBindingSession(a) })
+func testDeleteSession(t *testing.T, s store.Store) {
+	k := Key(1)
+	a := Session("a", k)
+	Update(t, s, func(tx store.Tx) error { return tx.PutBindingSession(a) })
 	used := func(id string) bool {
 		var u bool
-		view(t, s, func(tx Tx) (err error) { u, err = tx.BindingSessionIDUsed(id); return err })
+		View(t, s, func(tx store.Tx) (err error) { u, err = tx.BindingSessionIDUsed(id); return err })
 		return u
 	}
 	if !used("a") || used("b") {
 		t.Fatalf("SessionIDUsed(a, b) = %v, %v; want true, false", used("a"), used("b"))
 	}
-	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteBindingSession("a"), tx.DeleteBindingSession("never")) })
-	view(t, s, func(tx Tx) error {
-		if _, err := tx.BindingSession("a"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Session(deleted) err = %v; want ErrNotFound", err)
+	Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.DeleteBindingSession("a"), tx.DeleteBindingSession("never"))
+	})
+	View(t, s, func(tx store.Tx) error {
+		if _, err := tx.BindingSession("a"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Session(deleted) err = %v; want store.ErrNotFound", err)
 		}
-		if id, err := tx.BindingSessionIDBySecret(a.CodeHash); !errors.Is(err, ErrNotFound) {
-			t.Errorf("SessionIDBySecret(deleted code) = %q, %v; want ErrNotFound", id, err)
+		if id, err := tx.BindingSessionIDBySecret(a.CodeHash); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("SessionIDBySecret(deleted code) = %q, %v; want store.ErrNotFound", id, err)
 		}
 		if ss, err := tx.OpenBindingSessionsByNode(k); len(ss) != 0 || err != nil {
 			t.Errorf("OpenSessionsByNode after delete = %v, %v; want empty", ss, err)
@@ -666,15 +671,15 @@ func testDeleteSession(t *testing.T, s Store) {
 	}
 }
 
-func testBindingSupersede(t *testing.T, s Store) {
+func testBindingSupersede(t *testing.T, s store.Store) {
 	const opA, opB = "did:svrp:o:aaaaaaaa", "did:svrp:o:bbbbbbbb"
-	k1, k2 := testKey(1), testKey(2)
-	update(t, s, func(tx Tx) error {
-		return errors.Join(tx.PutBinding(testBinding(k1, opA)), tx.PutBinding(testBinding(k2, opA)))
+	k1, k2 := Key(1), Key(2)
+	Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.PutBinding(Binding(k1, opA)), tx.PutBinding(Binding(k2, opA)))
 	})
 	byOp := func(op string) []didkey.PublicKey {
 		var out []didkey.PublicKey
-		view(t, s, func(tx Tx) error {
+		View(t, s, func(tx store.Tx) error {
 			bs, err := tx.BindingsByOperator(op)
 			for _, b := range bs {
 				if b.OperatorDID != op {
@@ -686,24 +691,24 @@ func testBindingSupersede(t *testing.T, s Store) {
 		})
 		return out
 	}
-	diff(t, "BindingsByOperator(A)", sortKeys(k1, k2), byOp(opA))
+	Diff(t, "BindingsByOperator(A)", sortKeys(k1, k2), byOp(opA))
 
 	// k1 is bound again, to B: A no longer lists it.
-	nb := testBinding(k1, opB)
+	nb := Binding(k1, opB)
 	nb.SessionID = "newer"
-	update(t, s, func(tx Tx) error { return tx.PutBinding(nb) })
-	diff(t, "BindingsByOperator(A) after supersede", []didkey.PublicKey{k2}, byOp(opA))
-	diff(t, "BindingsByOperator(B) after supersede", []didkey.PublicKey{k1}, byOp(opB))
-	view(t, s, func(tx Tx) error {
+	Update(t, s, func(tx store.Tx) error { return tx.PutBinding(nb) })
+	Diff(t, "BindingsByOperator(A) after supersede", []didkey.PublicKey{k2}, byOp(opA))
+	Diff(t, "BindingsByOperator(B) after supersede", []didkey.PublicKey{k1}, byOp(opB))
+	View(t, s, func(tx store.Tx) error {
 		got, err := tx.Binding(k1)
-		diff(t, "Binding(k1)", nb, got)
+		Diff(t, "Binding(k1)", nb, got)
 		return err
 	})
 
 	// Superseded by a newer binding with the same operator: still listed once.
 	nb.SessionID = "newest"
-	update(t, s, func(tx Tx) error { return tx.PutBinding(nb) })
-	diff(t, "BindingsByOperator(B) after rebinding", []didkey.PublicKey{k1}, byOp(opB))
+	Update(t, s, func(tx store.Tx) error { return tx.PutBinding(nb) })
+	Diff(t, "BindingsByOperator(B) after rebinding", []didkey.PublicKey{k1}, byOp(opB))
 
 	// An operator DID that prefixes another's does not see its bindings.
 	for _, q := range []string{"did:svrp:o:", "did:svrp:o:aaaaaaa", opA + "/"} {
@@ -713,14 +718,14 @@ func testBindingSupersede(t *testing.T, s Store) {
 	}
 }
 
-func testDeleteBinding(t *testing.T, s Store) {
+func testDeleteBinding(t *testing.T, s store.Store) {
 	const opA = "did:svrp:o:aaaaaaaa"
-	k1, k2 := testKey(1), testKey(2)
-	update(t, s, func(tx Tx) error {
-		return errors.Join(tx.PutBinding(testBinding(k1, opA)), tx.PutBinding(testBinding(k2, opA)))
+	k1, k2 := Key(1), Key(2)
+	Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.PutBinding(Binding(k1, opA)), tx.PutBinding(Binding(k2, opA)))
 	})
-	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteBinding(k1), tx.DeleteBinding(testKey(3))) })
-	view(t, s, func(tx Tx) error {
+	Update(t, s, func(tx store.Tx) error { return errors.Join(tx.DeleteBinding(k1), tx.DeleteBinding(Key(3))) })
+	View(t, s, func(tx store.Tx) error {
 		_, err := tx.Binding(k1)
 		wantNotFound(t, "Binding(k1) after DeleteBinding", err)
 		bs, err := tx.BindingsByOperator(opA)
@@ -730,10 +735,10 @@ func testDeleteBinding(t *testing.T, s Store) {
 		return err
 	})
 	// Deleted then put again in one transaction: the newer binding stands, indexed once.
-	update(t, s, func(tx Tx) error {
-		return errors.Join(tx.DeleteBinding(k2), tx.PutBinding(testBinding(k2, opA)), tx.DeleteBinding(k2), tx.DeleteBinding(k2))
+	Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.DeleteBinding(k2), tx.PutBinding(Binding(k2, opA)), tx.DeleteBinding(k2), tx.DeleteBinding(k2))
 	})
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		bs, err := tx.BindingsByOperator(opA)
 		if len(bs) != 0 {
 			t.Errorf("BindingsByOperator after deleting every binding = %+v", bs)
@@ -741,9 +746,9 @@ func testDeleteBinding(t *testing.T, s Store) {
 		return err
 	})
 	// A failing transaction leaves the binding in place.
-	update(t, s, func(tx Tx) error { return tx.PutBinding(testBinding(k1, opA)) })
+	Update(t, s, func(tx store.Tx) error { return tx.PutBinding(Binding(k1, opA)) })
 	errAbort := errors.New("abort")
-	if err := s.Update(context.Background(), func(tx Tx) error {
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
 		if err := tx.DeleteBinding(k1); err != nil {
 			return err
 		}
@@ -751,7 +756,7 @@ func testDeleteBinding(t *testing.T, s Store) {
 	}); err != errAbort {
 		t.Fatalf("Update = %v", err)
 	}
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		bs, err := tx.BindingsByOperator(opA)
 		if len(bs) != 1 {
 			t.Errorf("a failed DeleteBinding took effect: %+v", bs)
@@ -760,42 +765,42 @@ func testDeleteBinding(t *testing.T, s Store) {
 	})
 }
 
-func testRevocations(t *testing.T, s Store) {
-	r := Revocation{
+func testRevocations(t *testing.T, s store.Store) {
+	r := store.Revocation{
 		OperatorDID: "did:svrp:o:aaaaaaaa", RevocationID: "rev/1", RevokedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		RootPublicKey: "E8gKx38u6QwwBBsuARXxMwYHiL11BqP8R7cLSnSbgLRo", Signature: "sig", RecordedAt: time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC),
 	}
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		_, err := tx.Revocation(r.OperatorDID, r.RevocationID)
-		wantNotFound(t, "Revocation before any", err)
+		wantNotFound(t, "store.Revocation before any", err)
 		n, err := tx.RevocationCount()
-		diff(t, "RevocationCount of an empty store", 0, n)
+		Diff(t, "RevocationCount of an empty store", 0, n)
 		return err
 	})
-	update(t, s, func(tx Tx) error { return tx.PutRevocation(r) })
+	Update(t, s, func(tx store.Tx) error { return tx.PutRevocation(r) })
 	// Replacing a revocation does not count it twice; a pair that differs only where a '/'
 	// falls is another revocation.
 	r2 := r
 	r2.Signature = "sig2"
 	other := r
 	other.OperatorDID, other.RevocationID = r.OperatorDID+"/rev", "1"
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutRevocation(r2), tx.PutRevocation(other)) })
-	view(t, s, func(tx Tx) error {
+	Update(t, s, func(tx store.Tx) error { return errors.Join(tx.PutRevocation(r2), tx.PutRevocation(other)) })
+	View(t, s, func(tx store.Tx) error {
 		got, err := tx.Revocation(r.OperatorDID, r.RevocationID)
-		diff(t, "Revocation", r2, got)
+		Diff(t, "store.Revocation", r2, got)
 		got, err2 := tx.Revocation(other.OperatorDID, other.RevocationID)
-		diff(t, "other Revocation", other, got)
+		Diff(t, "other store.Revocation", other, got)
 		_, err3 := tx.Revocation(r.OperatorDID, "rev")
-		wantNotFound(t, "Revocation of a prefix of an id", err3)
+		wantNotFound(t, "store.Revocation of a prefix of an id", err3)
 		n, err4 := tx.RevocationCount()
-		diff(t, "RevocationCount", 2, n)
+		Diff(t, "RevocationCount", 2, n)
 		return errors.Join(err, err2, err4)
 	})
 	// A failed transaction neither records nor counts.
 	errAbort := errors.New("abort")
 	third := r
 	third.RevocationID = "rev-3"
-	if err := s.Update(context.Background(), func(tx Tx) error {
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
 		if err := tx.PutRevocation(third); err != nil {
 			return err
 		}
@@ -803,17 +808,17 @@ func testRevocations(t *testing.T, s Store) {
 	}); err != errAbort {
 		t.Fatalf("Update = %v", err)
 	}
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		_, err := tx.Revocation(third.OperatorDID, third.RevocationID)
-		wantNotFound(t, "Revocation of a failed transaction", err)
+		wantNotFound(t, "store.Revocation of a failed transaction", err)
 		n, err := tx.RevocationCount()
-		diff(t, "RevocationCount after a failed transaction", 2, n)
+		Diff(t, "RevocationCount after a failed transaction", 2, n)
 		return err
 	})
-	if err := s.View(context.Background(), func(tx Tx) error { return tx.PutRevocation(third) }); err == nil {
+	if err := s.View(context.Background(), func(tx store.Tx) error { return tx.PutRevocation(third) }); err == nil {
 		t.Error("PutRevocation inside View succeeded")
 	}
-	if err := s.View(context.Background(), func(tx Tx) error { return tx.DeleteBinding(testKey(1)) }); err == nil {
+	if err := s.View(context.Background(), func(tx store.Tx) error { return tx.DeleteBinding(Key(1)) }); err == nil {
 		t.Error("DeleteBinding inside View succeeded")
 	}
 }
@@ -824,17 +829,17 @@ func sortKeys(ks ...didkey.PublicKey) []didkey.PublicKey {
 	return out
 }
 
-func testOperatorSessions(t *testing.T, s Store) {
-	h1, h2 := testHash("t1"), testHash("t2")
-	s1, s2 := testOpSession("did:svrp:o:aaaaaaaa"), testOpSession("did:svrp:o:bbbbbbbb")
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutBearerSession(h1, s1), tx.PutBearerSession(h2, s2)) })
+func testOperatorSessions(t *testing.T, s store.Store) {
+	h1, h2 := Hash("t1"), Hash("t2")
+	s1, s2 := BearerSession("did:svrp:o:aaaaaaaa"), BearerSession("did:svrp:o:bbbbbbbb")
+	Update(t, s, func(tx store.Tx) error { return errors.Join(tx.PutBearerSession(h1, s1), tx.PutBearerSession(h2, s2)) })
 	type entry struct {
 		H [32]byte
 		S authn.BearerSession
 	}
 	all := func() []entry {
 		var out []entry
-		view(t, s, func(tx Tx) error {
+		View(t, s, func(tx store.Tx) error {
 			return tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error { out = append(out, entry{h, s}); return nil })
 		})
 		return out
@@ -843,15 +848,15 @@ func testOperatorSessions(t *testing.T, s Store) {
 	if cmpHash(h2, h1) < 0 {
 		want = []entry{{h2, s2}, {h1, s1}}
 	}
-	diff(t, "EachOperatorSession", want, all())
-	view(t, s, func(tx Tx) error {
+	Diff(t, "EachOperatorSession", want, all())
+	View(t, s, func(tx store.Tx) error {
 		got, err := tx.BearerSession(h2)
-		diff(t, "OperatorSession", s2, got)
+		Diff(t, "OperatorSession", s2, got)
 		return err
 	})
-	update(t, s, func(tx Tx) error { return tx.DeleteBearerSession(h1) })
-	diff(t, "EachOperatorSession after delete", []entry{{h2, s2}}, all())
-	view(t, s, func(tx Tx) error {
+	Update(t, s, func(tx store.Tx) error { return tx.DeleteBearerSession(h1) })
+	Diff(t, "EachOperatorSession after delete", []entry{{h2, s2}}, all())
+	View(t, s, func(tx store.Tx) error {
 		_, err := tx.BearerSession(h1)
 		wantNotFound(t, "OperatorSession after delete", err)
 		return nil
@@ -860,22 +865,22 @@ func testOperatorSessions(t *testing.T, s Store) {
 	// The operator index follows puts, replacements by another operator, and deletes.
 	of := func(op string) [][32]byte {
 		var out [][32]byte
-		view(t, s, func(tx Tx) (err error) {
+		View(t, s, func(tx store.Tx) (err error) {
 			out, err = tx.BearerSessionsOf(op)
 			return err
 		})
 		return out
 	}
-	diff(t, "OperatorSessionsOf(A) after delete", [][32]byte(nil), of(s1.OperatorDID))
-	diff(t, "OperatorSessionsOf(B)", [][32]byte{h2}, of(s2.OperatorDID))
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutBearerSession(h2, s1), tx.PutBearerSession(h1, s1)) })
-	diff(t, "OperatorSessionsOf(B) after h2 moved to A", [][32]byte(nil), of(s2.OperatorDID))
-	diff(t, "OperatorSessionsOf(A)", sortHashes(h1, h2), of(s1.OperatorDID))
+	Diff(t, "OperatorSessionsOf(A) after delete", [][32]byte(nil), of(s1.OperatorDID))
+	Diff(t, "OperatorSessionsOf(B)", [][32]byte{h2}, of(s2.OperatorDID))
+	Update(t, s, func(tx store.Tx) error { return errors.Join(tx.PutBearerSession(h2, s1), tx.PutBearerSession(h1, s1)) })
+	Diff(t, "OperatorSessionsOf(B) after h2 moved to A", [][32]byte(nil), of(s2.OperatorDID))
+	Diff(t, "OperatorSessionsOf(A)", sortHashes(h1, h2), of(s1.OperatorDID))
 	for _, q := range []string{"did:svrp:o:", "did:svrp:o:aaaaaaa", s1.OperatorDID + "/"} {
-		diff(t, "OperatorSessionsOf of a prefix", [][32]byte(nil), of(q))
+		Diff(t, "OperatorSessionsOf of a prefix", [][32]byte(nil), of(q))
 	}
-	update(t, s, func(tx Tx) error { return errors.Join(tx.DeleteBearerSession(h1), tx.DeleteBearerSession(h1)) })
-	diff(t, "OperatorSessionsOf(A) after deleting h1", [][32]byte{h2}, of(s1.OperatorDID))
+	Update(t, s, func(tx store.Tx) error { return errors.Join(tx.DeleteBearerSession(h1), tx.DeleteBearerSession(h1)) })
+	Diff(t, "OperatorSessionsOf(A) after deleting h1", [][32]byte{h2}, of(s1.OperatorDID))
 }
 
 func sortHashes(hs ...[32]byte) [][32]byte {
@@ -884,35 +889,35 @@ func sortHashes(hs ...[32]byte) [][32]byte {
 	return out
 }
 
-func testCounters(t *testing.T, s Store) {
-	update(t, s, func(tx Tx) error {
+func testCounters(t *testing.T, s store.Store) {
+	Update(t, s, func(tx store.Tx) error {
 		return errors.Join(
-			tx.PutCounter("b", binding.Counter{Count: 2, Start: testTime(1)}),
-			tx.PutCounter("a", binding.Counter{Count: 1, Start: testTime(2)}),
+			tx.PutCounter("b", binding.Counter{Count: 2, Start: Time(1)}),
+			tx.PutCounter("a", binding.Counter{Count: 1, Start: Time(2)}),
 			tx.PutCounter("", binding.Counter{Count: 9}),
 		)
 	})
 	all := func() map[string]binding.Counter {
 		out := map[string]binding.Counter{}
 		var order []string
-		view(t, s, func(tx Tx) error {
+		View(t, s, func(tx store.Tx) error {
 			return tx.EachCounter(func(k string, c binding.Counter) error {
 				out[k] = c
 				order = append(order, k)
 				return nil
 			})
 		})
-		diff(t, "EachCounter order", []string(sortedKeys(out, strings.Compare)), order)
+		Diff(t, "EachCounter order", []string(sortedKeys(out, strings.Compare)), order)
 		return out
 	}
-	diff(t, "EachCounter", map[string]binding.Counter{
-		"a": {Count: 1, Start: testTime(2)}, "b": {Count: 2, Start: testTime(1)}, "": {Count: 9},
+	Diff(t, "EachCounter", map[string]binding.Counter{
+		"a": {Count: 1, Start: Time(2)}, "b": {Count: 2, Start: Time(1)}, "": {Count: 9},
 	}, all())
-	update(t, s, func(tx Tx) error {
-		return errors.Join(tx.DeleteCounter("b"), tx.PutCounter("a", binding.Counter{Count: 5, Start: testTime(3)}))
+	Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.DeleteCounter("b"), tx.PutCounter("a", binding.Counter{Count: 5, Start: Time(3)}))
 	})
-	diff(t, "EachCounter after delete", map[string]binding.Counter{"a": {Count: 5, Start: testTime(3)}, "": {Count: 9}}, all())
-	view(t, s, func(tx Tx) error {
+	Diff(t, "EachCounter after delete", map[string]binding.Counter{"a": {Count: 5, Start: Time(3)}, "": {Count: 9}}, all())
+	View(t, s, func(tx store.Tx) error {
 		c, err := tx.Counter("b")
 		if c != (binding.Counter{}) {
 			t.Errorf("Counter after delete = %v, want zero", c)
@@ -921,14 +926,14 @@ func testCounters(t *testing.T, s Store) {
 	})
 }
 
-func testCountersAtOnce(t *testing.T, s Store) {
-	a, b := binding.Counter{Count: 2, Start: testTime(1)}, binding.Counter{Count: 7, Start: testTime(2)}
-	update(t, s, func(tx Tx) error {
+func testCountersAtOnce(t *testing.T, s store.Store) {
+	a, b := binding.Counter{Count: 2, Start: Time(1)}, binding.Counter{Count: 7, Start: Time(2)}
+	Update(t, s, func(tx store.Tx) error {
 		return errors.Join(tx.PutCounter("a", a), tx.PutCounter("", b), tx.PutCounter("a\x00b", b))
 	})
-	check := func(tx Tx) error {
+	check := func(tx store.Tx) error {
 		got, err := tx.Counters("absent", "a", "", "a", "a\x00b")
-		diff(t, "Counters", []binding.Counter{{}, a, b, a, b}, got)
+		Diff(t, "Counters", []binding.Counter{{}, a, b, a, b}, got)
 		if err != nil {
 			return err
 		}
@@ -938,27 +943,27 @@ func testCountersAtOnce(t *testing.T, s Store) {
 		}
 		return err
 	}
-	view(t, s, check)
+	View(t, s, check)
 	got, err := s.ReadCounters(context.Background(), "absent", "a", "", "a", "a\x00b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	diff(t, "ReadCounters", []binding.Counter{{}, a, b, a, b}, got)
+	Diff(t, "ReadCounters", []binding.Counter{{}, a, b, a, b}, got)
 	// In an Update, Counters sees the transaction's own writes.
-	update(t, s, func(tx Tx) error {
+	Update(t, s, func(tx store.Tx) error {
 		b.Count = 8
 		if err := errors.Join(tx.PutCounter("a\x00b", b), tx.DeleteCounter("a")); err != nil {
 			return err
 		}
 		got, err := tx.Counters("a", "a\x00b")
-		diff(t, "Counters after writes in the Update", []binding.Counter{{}, b}, got)
+		Diff(t, "Counters after writes in the Update", []binding.Counter{{}, b}, got)
 		return err
 	})
 }
 
 // testCountEvent checks CountEvent against Counter.Fail, the rule it applies: a new window
 // on an absent, empty or ended counter, one more in a running one with its start kept.
-func testCountEvent(t *testing.T, s Store) {
+func testCountEvent(t *testing.T, s store.Store) {
 	const window = 10 * time.Minute
 	start := time.Date(2025, 3, 1, 12, 0, 0, 0, zone)
 	cases := []struct {
@@ -968,7 +973,7 @@ func testCountEvent(t *testing.T, s Store) {
 	}{
 		{"absent", nil, start},
 		{"running", &binding.Counter{Count: 3, Start: start}, start.Add(window - time.Second)},
-		{"running, start with nanoseconds", &binding.Counter{Count: 1, Start: testTime(1)}, testTime(1).Add(window - time.Second)},
+		{"running, start with nanoseconds", &binding.Counter{Count: 1, Start: Time(1)}, Time(1).Add(window - time.Second)},
 		{"ended exactly", &binding.Counter{Count: 3, Start: start}, start.Add(window)},
 		{"ended long ago", &binding.Counter{Count: 3, Start: start}, start.Add(24 * time.Hour)},
 		{"zero count", &binding.Counter{Count: 0, Start: start}, start.Add(time.Second)},
@@ -981,24 +986,24 @@ func testCountEvent(t *testing.T, s Store) {
 		key := fmt.Sprint("event-", i)
 		var want binding.Counter
 		if c.stored != nil {
-			update(t, s, func(tx Tx) error { return tx.PutCounter(key, *c.stored) })
+			Update(t, s, func(tx store.Tx) error { return tx.PutCounter(key, *c.stored) })
 			want = *c.stored
 		}
 		want = want.Fail(c.now, window)
-		update(t, s, func(tx Tx) error {
+		Update(t, s, func(tx store.Tx) error {
 			got, err := tx.CountEvent(key, c.now, window)
-			diff(t, c.name+": CountEvent", want, got)
+			Diff(t, c.name+": CountEvent", want, got)
 			return err
 		})
-		view(t, s, func(tx Tx) error {
+		View(t, s, func(tx store.Tx) error {
 			got, err := tx.Counter(key)
-			diff(t, c.name+": Counter after CountEvent", want, got)
+			Diff(t, c.name+": Counter after CountEvent", want, got)
 			return err
 		})
 	}
 	// An Update that fails keeps none of its events.
 	boom := errors.New("boom")
-	err := s.Update(context.Background(), func(tx Tx) error {
+	err := s.Update(context.Background(), func(tx store.Tx) error {
 		if _, err := tx.CountEvent("event-0", start, window); err != nil {
 			return err
 		}
@@ -1007,7 +1012,7 @@ func testCountEvent(t *testing.T, s Store) {
 	if err != boom {
 		t.Fatalf("Update returned %v, want boom", err)
 	}
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		got, err := tx.Counter("event-0")
 		if got.Count != 1 {
 			t.Errorf("count after a failed Update = %d, want 1", got.Count)
@@ -1016,14 +1021,14 @@ func testCountEvent(t *testing.T, s Store) {
 	})
 }
 
-func testEachStops(t *testing.T, s Store) {
-	update(t, s, func(tx Tx) error {
+func testEachStops(t *testing.T, s store.Store) {
+	Update(t, s, func(tx store.Tx) error {
 		for i := range 3 {
-			k := testKey(i)
+			k := Key(i)
 			err := errors.Join(
-				tx.PutNode(testNode(k)),
-				tx.PutBindingSession(testSession(fmt.Sprint("s", i), k)),
-				tx.PutBearerSession(testHash(fmt.Sprint(i)), testOpSession("op")),
+				tx.PutNode(Node(k)),
+				tx.PutBindingSession(Session(fmt.Sprint("s", i), k)),
+				tx.PutBearerSession(Hash(fmt.Sprint(i)), BearerSession("op")),
 				tx.PutCounter(fmt.Sprint(i), binding.Counter{Count: i}),
 			)
 			if err != nil {
@@ -1033,9 +1038,9 @@ func testEachStops(t *testing.T, s Store) {
 		return nil
 	})
 	stop := errors.New("stop")
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		for name, each := range map[string]func(func() error) error{
-			"EachNode": func(f func() error) error { return tx.EachNode(func(Node) error { return f() }) },
+			"EachNode": func(f func() error) error { return tx.EachNode(func(store.Node) error { return f() }) },
 			"EachSession": func(f func() error) error {
 				return tx.EachBindingSession(func(binding.BindingSession) error { return f() })
 			},
@@ -1060,13 +1065,13 @@ func testEachStops(t *testing.T, s Store) {
 	})
 }
 
-func testInvalidSession(t *testing.T, s Store) {
-	noID := testSession("", testKey(1))
-	badState := testSession("x", testKey(1))
+func testInvalidSession(t *testing.T, s store.Store) {
+	noID := Session("", Key(1))
+	badState := Session("x", Key(1))
 	badState.State = binding.StateInvalid
-	worse := testSession("y", testKey(1))
+	worse := Session("y", Key(1))
 	worse.State = 200
-	err := s.Update(context.Background(), func(tx Tx) error {
+	err := s.Update(context.Background(), func(tx store.Tx) error {
 		for _, sess := range []binding.BindingSession{noID, badState, worse} {
 			if err := tx.PutBindingSession(sess); err == nil {
 				t.Errorf("PutSession(id %q, state %d) succeeded", sess.ID, sess.State)
@@ -1077,7 +1082,7 @@ func testInvalidSession(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		n := 0
 		err := tx.EachBindingSession(func(binding.BindingSession) error { n++; return nil })
 		if n != 0 {
@@ -1089,16 +1094,16 @@ func testInvalidSession(t *testing.T, s Store) {
 
 // snapshot reads everything a Tx can show about a small set of records, to compare a store
 // before and after something that must leave it unchanged.
-func snapshot(t *testing.T, s Store, keys []didkey.PublicKey, dids, ops []string, hashes [][32]byte) []any {
+func snapshot(t *testing.T, s store.Store, keys []didkey.PublicKey, dids, ops []string, hashes [][32]byte) []any {
 	t.Helper()
 	var out []any
 	add := func(v any, err error) {
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("snapshot: %v", err)
 		}
 		out = append(out, v, err != nil)
 	}
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		for _, k := range keys {
 			add(tx.Node(k))
 			add(tx.NodeKeysByShortBody(k.ShortBody()))
@@ -1118,7 +1123,7 @@ func snapshot(t *testing.T, s Store, keys []didkey.PublicKey, dids, ops []string
 		add(tx.NodeCount())
 		var all []any
 		add(nil, errors.Join(
-			tx.EachNode(func(n Node) error { all = append(all, n); return nil }),
+			tx.EachNode(func(n store.Node) error { all = append(all, n); return nil }),
 			tx.EachBindingSession(func(s binding.BindingSession) error { all = append(all, s); return nil }),
 			tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error { all = append(all, h, s); return nil }),
 			tx.EachCounter(func(k string, c binding.Counter) error { all = append(all, k, c); return nil }),
@@ -1129,41 +1134,41 @@ func snapshot(t *testing.T, s Store, keys []didkey.PublicKey, dids, ops []string
 	return out
 }
 
-func testAtomicity(t *testing.T, s Store) {
-	k1, k2 := testKey(1), testKey(2)
+func testAtomicity(t *testing.T, s store.Store) {
+	k1, k2 := Key(1), Key(2)
 	const opA, opB = "did:svrp:o:aaaaaaaa", "did:svrp:o:bbbbbbbb"
-	s1 := testSession("s1", k1)
-	update(t, s, func(tx Tx) error {
+	s1 := Session("s1", k1)
+	Update(t, s, func(tx store.Tx) error {
 		return errors.Join(
-			tx.PutNode(testNode(k1)),
+			tx.PutNode(Node(k1)),
 			tx.PutBindingSession(s1),
-			tx.PutBinding(testBinding(k1, opA)),
-			tx.PutBearerSession(testHash("t1"), testOpSession(opA)),
+			tx.PutBinding(Binding(k1, opA)),
+			tx.PutBearerSession(Hash("t1"), BearerSession(opA)),
 			tx.PutCounter("c", binding.Counter{Count: 1}),
 		)
 	})
 	keys := []didkey.PublicKey{k1, k2}
-	dids := []string{shortDID(k1), fullDID(k1), shortDID(k2)}
+	dids := []string{ShortDID(k1), FullDID(k1), ShortDID(k2)}
 	ops := []string{opA, opB}
-	hashes := [][32]byte{s1.CodeHash, s1.TokenHash, testHash("new code"), testHash("t1"), testHash("t2")}
+	hashes := [][32]byte{s1.CodeHash, s1.TokenHash, Hash("new code"), Hash("t1"), Hash("t2")}
 	before := snapshot(t, s, keys, dids, ops, hashes)
 
 	boom := errors.New("boom")
-	err := s.Update(context.Background(), func(tx Tx) error {
-		n := testNode(k1)
-		n.DID = fullDID(k1)
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		n := Node(k1)
+		n.DID = FullDID(k1)
 		moved := s1
 		moved.NodeKey = k2
-		moved.CodeHash = testHash("new code")
+		moved.CodeHash = Hash("new code")
 		err := errors.Join(
 			tx.PutNode(n),
-			tx.PutNode(testNode(k2)),
+			tx.PutNode(Node(k2)),
 			tx.PutBindingSession(moved),
-			tx.PutBindingSession(testSession("s2", k2)),
-			tx.PutBinding(testBinding(k1, opB)),
-			tx.PutBinding(testBinding(k2, opA)),
-			tx.DeleteBearerSession(testHash("t1")),
-			tx.PutBearerSession(testHash("t2"), testOpSession(opB)),
+			tx.PutBindingSession(Session("s2", k2)),
+			tx.PutBinding(Binding(k1, opB)),
+			tx.PutBinding(Binding(k2, opA)),
+			tx.DeleteBearerSession(Hash("t1")),
+			tx.PutBearerSession(Hash("t2"), BearerSession(opB)),
 			tx.PutCounter("c", binding.Counter{Count: 2}),
 			tx.PutCounter("d", binding.Counter{Count: 2}),
 			tx.DeleteCounter("c"),
@@ -1172,7 +1177,7 @@ func testAtomicity(t *testing.T, s Store) {
 			t.Errorf("writes inside the failing Update: %v", err)
 		}
 		// The transaction sees its own writes.
-		if got, err := tx.NodeKeyByDID(fullDID(k1)); err != nil || got != k1 {
+		if got, err := tx.NodeKeyByDID(FullDID(k1)); err != nil || got != k1 {
 			t.Errorf("inside Update: NodeKeyByDID = %v, %v", got, err)
 		}
 		return boom
@@ -1180,18 +1185,18 @@ func testAtomicity(t *testing.T, s Store) {
 	if err != boom {
 		t.Fatalf("Update returned %v, want the function's error as is", err)
 	}
-	diff(t, "store after a failed Update", before, snapshot(t, s, keys, dids, ops, hashes))
+	Diff(t, "store after a failed Update", before, snapshot(t, s, keys, dids, ops, hashes))
 }
 
-func testPanic(t *testing.T, s Store) {
-	update(t, s, func(tx Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) })
+func testPanic(t *testing.T, s store.Store) {
+	Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) })
 	func() {
 		defer func() {
 			if recover() == nil {
 				t.Error("the panic did not propagate")
 			}
 		}()
-		s.Update(context.Background(), func(tx Tx) error {
+		s.Update(context.Background(), func(tx store.Tx) error {
 			if err := tx.PutCounter("c", binding.Counter{Count: 2}); err != nil {
 				return err
 			}
@@ -1199,33 +1204,33 @@ func testPanic(t *testing.T, s Store) {
 		})
 	}()
 	// The store is still usable and the write was undone.
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		c, err := tx.Counter("c")
 		if c.Count != 1 {
 			t.Errorf("after a panicking Update, count = %d, want 1", c.Count)
 		}
 		return err
 	})
-	update(t, s, func(tx Tx) error { return tx.PutCounter("c", binding.Counter{Count: 3}) })
+	Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: 3}) })
 }
 
-func testMisuse(t *testing.T, s Store) {
-	update(t, s, func(tx Tx) error { return tx.PutNode(testNode(testKey(1))) })
-	var kept Tx
-	err := s.View(context.Background(), func(tx Tx) error {
+func testMisuse(t *testing.T, s store.Store) {
+	Update(t, s, func(tx store.Tx) error { return tx.PutNode(Node(Key(1))) })
+	var kept store.Tx
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		kept = tx
 		for name, err := range map[string]error{
-			"PutNode":               tx.PutNode(testNode(testKey(2))),
-			"PutSession":            tx.PutBindingSession(testSession("s", testKey(2))),
-			"PutBinding":            tx.PutBinding(testBinding(testKey(2), "op")),
-			"PutOperatorSession":    tx.PutBearerSession(testHash("t"), testOpSession("op")),
-			"DeleteOperatorSession": tx.DeleteBearerSession(testHash("t")),
+			"PutNode":               tx.PutNode(Node(Key(2))),
+			"PutSession":            tx.PutBindingSession(Session("s", Key(2))),
+			"PutBinding":            tx.PutBinding(Binding(Key(2), "op")),
+			"PutOperatorSession":    tx.PutBearerSession(Hash("t"), BearerSession("op")),
+			"DeleteOperatorSession": tx.DeleteBearerSession(Hash("t")),
 			"PutCounter":            tx.PutCounter("c", binding.Counter{}),
 			"DeleteCounter":         tx.DeleteCounter("c"),
-			"CountEvent":            second(tx.CountEvent("c", testTime(1), time.Minute)),
+			"CountEvent":            second(tx.CountEvent("c", Time(1), time.Minute)),
 		} {
-			if !errors.Is(err, ErrWriteInView) {
-				t.Errorf("%s in View: %v, want ErrWriteInView", name, err)
+			if !errors.Is(err, store.ErrWriteInView) {
+				t.Errorf("%s in View: %v, want store.ErrWriteInView", name, err)
 			}
 		}
 		return nil
@@ -1233,14 +1238,14 @@ func testMisuse(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kept.Node(testKey(1)); !errors.Is(err, ErrTxDone) {
-		t.Errorf("Tx used after View: %v, want ErrTxDone", err)
+	if _, err := kept.Node(Key(1)); !errors.Is(err, store.ErrTxDone) {
+		t.Errorf("store.Tx used after View: %v, want store.ErrTxDone", err)
 	}
-	err = s.Update(context.Background(), func(tx Tx) error {
+	err = s.Update(context.Background(), func(tx store.Tx) error {
 		kept = tx
-		return tx.EachNode(func(n Node) error {
-			if err := tx.PutCounter("c", binding.Counter{}); !errors.Is(err, ErrWriteInEach) {
-				t.Errorf("write during EachNode: %v, want ErrWriteInEach", err)
+		return tx.EachNode(func(n store.Node) error {
+			if err := tx.PutCounter("c", binding.Counter{}); !errors.Is(err, store.ErrWriteInEach) {
+				t.Errorf("write during EachNode: %v, want store.ErrWriteInEach", err)
 			}
 			// Reads, including scans, are allowed.
 			_, err := tx.OpenBindingSessionsByNode(n.Key)
@@ -1250,16 +1255,16 @@ func testMisuse(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kept.PutCounter("c", binding.Counter{}); !errors.Is(err, ErrTxDone) {
-		t.Errorf("Tx used after Update: %v, want ErrTxDone", err)
+	if err := kept.PutCounter("c", binding.Counter{}); !errors.Is(err, store.ErrTxDone) {
+		t.Errorf("store.Tx used after Update: %v, want store.ErrTxDone", err)
 	}
-	if _, err := kept.CountEvent("c", testTime(1), time.Minute); !errors.Is(err, ErrTxDone) {
-		t.Errorf("CountEvent after Update: %v, want ErrTxDone", err)
+	if _, err := kept.CountEvent("c", Time(1), time.Minute); !errors.Is(err, store.ErrTxDone) {
+		t.Errorf("CountEvent after Update: %v, want store.ErrTxDone", err)
 	}
-	if _, err := kept.Counters(); !errors.Is(err, ErrTxDone) {
-		t.Errorf("Counters after Update: %v, want ErrTxDone", err)
+	if _, err := kept.Counters(); !errors.Is(err, store.ErrTxDone) {
+		t.Errorf("Counters after Update: %v, want store.ErrTxDone", err)
 	}
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		n, err := tx.NodeCount()
 		if n != 1 {
 			t.Errorf("NodeCount = %d, want 1", n)
@@ -1268,11 +1273,11 @@ func testMisuse(t *testing.T, s Store) {
 	})
 }
 
-func testContext(t *testing.T, s Store) {
+func testContext(t *testing.T, s store.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ran := false
-	fn := func(Tx) error { ran = true; return nil }
+	fn := func(store.Tx) error { ran = true; return nil }
 	if err := s.View(ctx, fn); !errors.Is(err, context.Canceled) {
 		t.Errorf("View with a cancelled context: %v", err)
 	}
@@ -1284,7 +1289,7 @@ func testContext(t *testing.T, s Store) {
 	}
 }
 
-func testConcurrentIncrements(t *testing.T, s Store) {
+func testConcurrentIncrements(t *testing.T, s store.Store) {
 	const workers = 32
 	var wg sync.WaitGroup
 	errs := make(chan error, 3*workers)
@@ -1292,14 +1297,14 @@ func testConcurrentIncrements(t *testing.T, s Store) {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			errs <- s.Update(context.Background(), func(tx Tx) error {
-				_, err := tx.CountEvent("events", testTime(1), time.Hour)
+			errs <- s.Update(context.Background(), func(tx store.Tx) error {
+				_, err := tx.CountEvent("events", Time(1), time.Hour)
 				return err
 			})
 		}()
 		go func() {
 			defer wg.Done()
-			errs <- s.Update(context.Background(), func(tx Tx) error {
+			errs <- s.Update(context.Background(), func(tx store.Tx) error {
 				c, err := tx.Counter("hits")
 				if err != nil {
 					return err
@@ -1310,7 +1315,7 @@ func testConcurrentIncrements(t *testing.T, s Store) {
 		}()
 		go func() {
 			defer wg.Done()
-			errs <- s.View(context.Background(), func(tx Tx) error {
+			errs <- s.View(context.Background(), func(tx store.Tx) error {
 				_, err := tx.Counter("hits")
 				return err
 			})
@@ -1323,7 +1328,7 @@ func testConcurrentIncrements(t *testing.T, s Store) {
 			t.Error(err)
 		}
 	}
-	view(t, s, func(tx Tx) error {
+	View(t, s, func(tx store.Tx) error {
 		cs, err := tx.Counters("hits", "events")
 		if err != nil {
 			return err
@@ -1343,34 +1348,34 @@ func second[T any](_ T, err error) error { return err }
 // is below a cap, as the registry caps open sessions per node or refuses a second key for a
 // short body. Concurrent writers must never take the set past the cap, which a store that
 // only detects conflicts on records read (a phantom insert) would allow.
-func testNoPhantoms(t *testing.T, s Store) {
+func testNoPhantoms(t *testing.T, s store.Store) {
 	const writers, capacity = 16, 4
-	k := testKey(1)
+	k := Key(1)
 	cases := []struct {
 		name  string
-		size  func(Tx) (int, error)
-		write func(tx Tx, i int) error
+		size  func(store.Tx) (int, error)
+		write func(tx store.Tx, i int) error
 	}{
-		{"OpenSessionsByNode", func(tx Tx) (int, error) {
+		{"OpenSessionsByNode", func(tx store.Tx) (int, error) {
 			ss, err := tx.OpenBindingSessionsByNode(k)
 			return len(ss), err
-		}, func(tx Tx, i int) error {
-			return tx.PutBindingSession(testSession(fmt.Sprint("phantom-", i), k))
+		}, func(tx store.Tx, i int) error {
+			return tx.PutBindingSession(Session(fmt.Sprint("phantom-", i), k))
 		}},
-		{"NodeCount", func(tx Tx) (int, error) { return tx.NodeCount() }, func(tx Tx, i int) error {
-			return tx.PutNode(testNode(testKey(100 + i)))
+		{"NodeCount", func(tx store.Tx) (int, error) { return tx.NodeCount() }, func(tx store.Tx, i int) error {
+			return tx.PutNode(Node(Key(100 + i)))
 		}},
-		{"BindingsByOperator", func(tx Tx) (int, error) {
+		{"BindingsByOperator", func(tx store.Tx) (int, error) {
 			bs, err := tx.BindingsByOperator("did:svrp:o:cccccccc")
 			return len(bs), err
-		}, func(tx Tx, i int) error {
-			return tx.PutBinding(testBinding(testKey(200+i), "did:svrp:o:cccccccc"))
+		}, func(tx store.Tx, i int) error {
+			return tx.PutBinding(Binding(Key(200+i), "did:svrp:o:cccccccc"))
 		}},
-		{"EachCounter", func(tx Tx) (int, error) {
+		{"EachCounter", func(tx store.Tx) (int, error) {
 			n := 0
 			err := tx.EachCounter(func(string, binding.Counter) error { n++; return nil })
 			return n, err
-		}, func(tx Tx, i int) error {
+		}, func(tx store.Tx, i int) error {
 			return tx.PutCounter(fmt.Sprint("phantom-", i), binding.Counter{Count: i})
 		}},
 	}
@@ -1381,7 +1386,7 @@ func testNoPhantoms(t *testing.T, s Store) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- s.Update(context.Background(), func(tx Tx) error {
+				errs <- s.Update(context.Background(), func(tx store.Tx) error {
 					n, err := c.size(tx)
 					if err != nil || n >= capacity {
 						return err
@@ -1399,7 +1404,7 @@ func testNoPhantoms(t *testing.T, s Store) {
 				t.Errorf("%s: %v", c.name, err)
 			}
 		}
-		view(t, s, func(tx Tx) error {
+		View(t, s, func(tx store.Tx) error {
 			n, err := c.size(tx)
 			if n != capacity {
 				t.Errorf("%s: %d concurrent capped writers left %d records, want %d", c.name, writers, n, capacity)

@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"bytes"
@@ -20,6 +20,9 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/internal/nodecodec"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 // Badger key layout. Every key is ASCII: a one-letter kind, '/', then the record's key. Keys
@@ -29,7 +32,7 @@ import (
 // entries are separate keys, so each lookup is one Get or one prefix scan, and a record and
 // its index entries change in the same transaction.
 //
-//	m/version                     "2"; OpenBadger refuses any other value
+//	m/version                     "2"; Open refuses any other value
 //	n/<node key>                  Node, binary
 //	d/<did>                       node key (hex) registered under exactly this DID string
 //	s/<short body>/<node key>     empty; every key with a record, by ShortBody
@@ -90,62 +93,62 @@ const (
 	gcDiscardRatio = 0.5
 )
 
-// BadgerOption configures [OpenBadger].
-type BadgerOption func(*badgerConfig)
+// Option configures [Open].
+type Option func(*config)
 
-type badgerConfig struct {
+type config struct {
 	logger  *slog.Logger
 	reserve DiskReserve
 	commit  func(updates int, took time.Duration, err error)
 }
 
-// WithBadgerCommitObserver calls fn after every commit with the number of Update functions the
+// WithCommitObserver calls fn after every commit with the number of Update functions the
 // commit carried (the group's size), how long running them, committing and syncing took,
 // and the commit's error. fn runs on the commit goroutine, so it must be quick.
-func WithBadgerCommitObserver(fn func(updates int, took time.Duration, err error)) BadgerOption {
-	return func(c *badgerConfig) { c.commit = fn }
+func WithCommitObserver(fn func(updates int, took time.Duration, err error)) Option {
+	return func(c *config) { c.commit = fn }
 }
 
-// WithBadgerLogger sends Badger's own messages to l, with component=badger: errors and warnings
+// WithLogger sends Badger's own messages to l, with component=badger: errors and warnings
 // at their level, at most a few a minute (a failing flush retries every second, and would
 // otherwise fill the log), and the rest at [LevelTrace], since Badger reports every
 // compaction and file replay. The store's own changes of state (writes refused, writes
 // resumed) go to l once each. Without it nothing is logged. Badger's messages name files
 // and keys; the store's keys hold hashes and DIDs, never a secret.
-func WithBadgerLogger(l *slog.Logger) BadgerOption {
-	return func(c *badgerConfig) { c.logger = l }
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
 }
 
-// WithBadgerDiskReserve sets the free space kept on the store's volume (see [DiskReserve]).
-func WithBadgerDiskReserve(r DiskReserve) BadgerOption {
-	return func(c *badgerConfig) { c.reserve = r }
+// WithDiskReserve sets the free space kept on the store's volume (see [DiskReserve]).
+func WithDiskReserve(r DiskReserve) Option {
+	return func(c *config) { c.reserve = r }
 }
 
-// OpenBadger opens, or creates, a Badger database in dir. A nil return from Update means
+// Open opens, or creates, a Badger database in dir. A nil return from Update means
 // the writes are on disk (Badger's SyncWrites), so they survive a crash of the process or
 // of the machine. Update functions run one at a time, in the order they arrive, and
 // normally once; Views run concurrently with each other and with the Updates, each on a
-// snapshot. The database belongs to one process at a time; a second OpenBadger of the same
-// dir fails while the first is open. The returned store implements [Maintainer].
+// snapshot. The database belongs to one process at a time; a second Open of the same
+// dir fails while the first is open. The returned store implements [store.Maintainer].
 //
 // Updates are committed in groups: the functions that queue up while one group is being
 // written share the next transaction and its one disk sync, each with its own undo log so
 // that a function that fails leaves nothing behind while the others in its group commit.
 // Under load this turns one sync per write into one sync per group.
 //
-// The store watches its disk (see [Health]): it refuses writes with [ErrUnavailable] while
-// the volume's free space is below the reserve ([WithBadgerDiskReserve]) or below what Badger
+// The store watches its disk (see [store.Health]): it refuses writes with [store.ErrUnavailable] while
+// the volume's free space is below the reserve ([WithDiskReserve]) or below what Badger
 // needs to write out what it holds, and once the directory is removed, replaced or can no
 // longer take new files. Badger writes its files through memory maps of sparse files, and
 // a page that finds no room on a full volume kills the process with SIGBUS; no Badger
 // option preallocates them or writes them otherwise, so the reserve is what keeps Badger's
-// writes off a volume that cannot hold them. OpenBadger fails with [ErrNoSpace],
+// writes off a volume that cannot hold them. Open fails with [ErrNoSpace],
 // [ErrReadOnly], [ErrLocked] or [ErrNotDataDir] on a directory it cannot open safely.
-func OpenBadger(dir string, opts ...BadgerOption) (s Store, err error) {
+func Open(dir string, opts ...Option) (s store.Store, err error) {
 	if dir == "" {
 		return nil, errors.New("store: empty Badger directory")
 	}
-	var cfg badgerConfig
+	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -250,17 +253,17 @@ func (b *badgerStore) watch() {
 			return
 		case <-t.C:
 		}
-		if b.guard.cur.Load().state != HealthGone {
+		if b.guard.cur.Load().state != store.HealthGone {
 			b.guard.needed.Store(b.roomNeeded())
 		}
 		b.guard.refresh(0)
 	}
 }
 
-// Health implements [HealthReporter].
-func (b *badgerStore) Health() Health { return b.guard.health() }
+// Health implements [store.HealthReporter].
+func (b *badgerStore) Health() store.Health { return b.guard.health() }
 
-// CheckWrite implements [HealthReporter], on a look at the disk at most touchCheckAge old.
+// CheckWrite implements [store.HealthReporter], on a look at the disk at most touchCheckAge old.
 func (b *badgerStore) CheckWrite() error {
 	return b.guard.allow(b.guard.refresh(touchCheckAge), false)
 }
@@ -401,7 +404,7 @@ func (s *slogBadger) Infof(f string, a ...any)    { s.log(LevelTrace, f, a) }
 func (s *slogBadger) Debugf(f string, a ...any)   { s.log(LevelTrace, f, a) }
 
 type badgerStore struct {
-	Defaults
+	store.Defaults
 	db     *badger.DB
 	closed atomic.Bool
 	// closing orders Close after every Update that has already queued: Updates hold it for
@@ -425,13 +428,13 @@ type badgerStore struct {
 	unwatch   chan struct{}
 	unwatched chan struct{}
 
-	// observe is WithBadgerCommitObserver's function, or a no-op.
+	// observe is WithCommitObserver's function, or a no-op.
 	observe func(updates int, took time.Duration, err error)
 }
 
 // pendingUpdate is one Update waiting for its function to run and its group to commit.
 type pendingUpdate struct {
-	fn   func(Tx) error
+	fn   func(store.Tx) error
 	done chan error
 	// An Update ForTouches makes acknowledged state durable, so it may use the reserve,
 	// and fails only when the store does, so it keeps no undo log in a shared transaction:
@@ -458,32 +461,32 @@ type panicked struct{ value any }
 
 func (p panicked) Error() string { return "store: update function panicked" }
 
-var _ Store = (*badgerStore)(nil)
+var _ store.Store = (*badgerStore)(nil)
 
 func (b *badgerStore) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
-	return ReadCountersInView(ctx, b, keys...)
+	return store.ReadCountersInView(ctx, b, keys...)
 }
 
 func (b *badgerStore) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
-	return TouchNodeInUpdate(ctx, b, key, seen)
+	return store.TouchNodeInUpdate(ctx, b, key, seen)
 }
 
-func (b *badgerStore) ScanNodes(ctx context.Context, fn func(*Node) error) error {
-	return ScanNodesInView(ctx, b, fn)
+func (b *badgerStore) ScanNodes(ctx context.Context, fn func(*store.Node) error) error {
+	return store.ScanNodesInView(ctx, b, fn)
 }
 
-func (b *badgerStore) View(ctx context.Context, fn func(Tx) error) error {
+func (b *badgerStore) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if b.closed.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	// The transaction begins at the first read: a View whose reads are all served by the
 	// node cache in front (a heartbeat's lookup) costs Badger nothing.
 	tx := &badgerTx{db: b.db}
 	defer func() {
-		tx.done = true
+		tx.Done = true
 		if tx.txn != nil {
 			tx.txn.Discard()
 		}
@@ -491,16 +494,16 @@ func (b *badgerStore) View(ctx context.Context, fn func(Tx) error) error {
 	return fn(tx)
 }
 
-func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
+func (b *badgerStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	touches := IsForTouches(ctx)
+	touches := store.IsForTouches(ctx)
 	u := &pendingUpdate{fn: fn, done: make(chan error, 1), reserve: touches, noUndo: touches}
 	b.closing.RLock()
 	if b.closed.Load() {
 		b.closing.RUnlock()
-		return ErrClosed
+		return store.ErrClosed
 	}
 	b.updates <- u
 	b.closing.RUnlock()
@@ -588,7 +591,7 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 	results := make([]error, len(group))
 	var kept []int
 	for i, u := range group {
-		tx := &badgerTx{txn: txn, txState: txState{write: true}, undo: map[string]undoEntry{}}
+		tx := &badgerTx{txn: txn, TxState: rules.TxState{Write: true}, undo: map[string]undoEntry{}}
 		if u.noUndo {
 			tx.undo = nil
 		}
@@ -606,7 +609,7 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 				err := b.commitAlone(u.fn)
 				if err == nil && !b.guard.sameDir() {
 					b.guard.refresh(0)
-					err = ErrUnavailable
+					err = store.ErrUnavailable
 				}
 				u.done <- err
 			}
@@ -620,7 +623,7 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 			err = fmt.Errorf("store: failed to commit: %w", cerr)
 		} else if !b.guard.sameDir() {
 			b.guard.refresh(0)
-			err = ErrUnavailable
+			err = store.ErrUnavailable
 		}
 		b.observe(len(group), time.Since(start), err)
 		for _, i := range kept {
@@ -633,11 +636,11 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 }
 
 // commitAlone runs one function in a transaction of its own.
-func (b *badgerStore) commitAlone(fn func(Tx) error) error {
+func (b *badgerStore) commitAlone(fn func(store.Tx) error) error {
 	start := time.Now()
 	txn := b.db.NewTransaction(true)
 	defer txn.Discard()
-	if err := runUpdate(fn, &badgerTx{txn: txn, txState: txState{write: true}}); err != nil {
+	if err := runUpdate(fn, &badgerTx{txn: txn, TxState: rules.TxState{Write: true}}); err != nil {
 		return err
 	}
 	var err error
@@ -650,9 +653,9 @@ func (b *badgerStore) commitAlone(fn func(Tx) error) error {
 
 // runUpdate calls fn, turning a panic into a panicked error for the caller to re-raise, and
 // ends the Tx's life when fn returns.
-func runUpdate(fn func(Tx) error, tx *badgerTx) (err error) {
+func runUpdate(fn func(store.Tx) error, tx *badgerTx) (err error) {
 	defer func() {
-		tx.done = true
+		tx.Done = true
 		if v := recover(); v != nil {
 			err = panicked{v}
 		}
@@ -680,9 +683,9 @@ func (b *badgerStore) Close() error {
 	<-b.unwatched
 	disk := b.guard.refresh(0)
 	switch disk.state {
-	case HealthGone:
+	case store.HealthGone:
 		return fmt.Errorf("%w: %s; the writes Badger held in memory went with it", ErrNotClosed, disk.detail)
-	case HealthReadOnly:
+	case store.HealthReadOnly:
 		return fmt.Errorf("%w: %s; Badger's memtables were not written out as tables, and its write-ahead log, which holds every acknowledged write, is replayed at the next start", ErrNotClosed, disk.detail)
 	}
 	if need := b.roomNeeded(); disk.free < need {
@@ -699,10 +702,10 @@ func (b *badgerStore) Maintain(ctx context.Context) error {
 			return err
 		}
 		if b.closed.Load() {
-			return ErrClosed
+			return store.ErrClosed
 		}
 		// Garbage collection rewrites value-log files: not on a volume short of room.
-		if b.guard.cur.Load().state != HealthOK {
+		if b.guard.cur.Load().state != store.HealthOK {
 			return nil
 		}
 		err := b.db.RunValueLogGC(gcDiscardRatio)
@@ -721,7 +724,7 @@ func (b *badgerStore) Maintain(ctx context.Context) error {
 type badgerTx struct {
 	txn *badger.Txn
 	db  *badger.DB // a View's: txn is begun from it at the first read
-	txState
+	rules.TxState
 	// undo holds, for each key this Tx wrote, what the shared transaction held before, so
 	// that a failing function of a group can be taken back alone. Nil when the Tx has the
 	// transaction to itself.
@@ -746,7 +749,7 @@ func (t *badgerTx) remember(k []byte) error {
 	switch {
 	case err == nil:
 		t.undo[string(k)] = undoEntry{old: old, existed: true}
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		t.undo[string(k)] = undoEntry{}
 	default:
 		return err
@@ -770,7 +773,7 @@ func (t *badgerTx) rollback() error {
 	return nil
 }
 
-var _ Tx = (*badgerTx)(nil)
+var _ store.Tx = (*badgerTx)(nil)
 
 func key(prefix string, parts ...string) []byte {
 	k := []byte(prefix)
@@ -804,12 +807,12 @@ func kind(k []byte) string {
 
 // reader returns the transaction reads go through, beginning a View's at its first read.
 func (t *badgerTx) reader() (*badger.Txn, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	if t.txn == nil {
 		if t.db.IsClosed() {
-			return nil, ErrClosed
+			return nil, store.ErrClosed
 		}
 		t.txn = t.db.NewTransaction(false)
 	}
@@ -823,7 +826,7 @@ func (t *badgerTx) getRaw(k []byte) ([]byte, error) {
 	}
 	item, err := txn.Get(k)
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: failed to read %s: %w", kind(k), err)
@@ -882,11 +885,11 @@ func (t *badgerTx) del(k []byte) error {
 // key order. Both are valid only during the call. Writes are refused meanwhile, as the Tx
 // contract asks of Each functions.
 func (t *badgerTx) scan(prefix []byte, keysOnly bool, fn func(rest, val []byte) error) error {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return err
 	}
-	t.iterating++
-	defer func() { t.iterating-- }()
+	t.Iterating++
+	defer func() { t.Iterating-- }()
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = !keysOnly
@@ -933,41 +936,41 @@ func decodeKey(s []byte) (k [32]byte, ok bool) {
 	return k, true
 }
 
-func (t *badgerTx) Node(k didkey.PublicKey) (Node, error) {
-	if err := t.readable(); err != nil {
-		return Node{}, err
+func (t *badgerTx) Node(k didkey.PublicKey) (store.Node, error) {
+	if err := t.Readable(); err != nil {
+		return store.Node{}, err
 	}
 	return t.getNode(key(pNode, k.Hex()))
 }
 
 // getNode reads a node record in its binary form (nodecodec.go).
-func (t *badgerTx) getNode(k []byte) (Node, error) {
+func (t *badgerTx) getNode(k []byte) (store.Node, error) {
 	raw, err := t.getRaw(k)
 	if err != nil {
-		return Node{}, err
+		return store.Node{}, err
 	}
-	n, err := decodeNode(raw)
+	n, err := nodecodec.Decode(raw)
 	if err != nil {
-		return Node{}, fmt.Errorf("store: failed to decode %s: %w", kind(k), err)
+		return store.Node{}, fmt.Errorf("store: failed to decode %s: %w", kind(k), err)
 	}
 	return n, nil
 }
 
 // WriteTouchedNode is one write, no read.
-func (t *badgerTx) WriteTouchedNode(n Node) error {
-	if err := t.writable(); err != nil {
+func (t *badgerTx) WriteTouchedNode(n store.Node) error {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	return t.setRaw(key(pNode, n.Key.Hex()), appendNode(nil, n))
+	return t.setRaw(key(pNode, n.Key.Hex()), nodecodec.Append(nil, n))
 }
 
-func (t *badgerTx) PutNode(n Node) error {
-	if err := t.writable(); err != nil {
+func (t *badgerTx) PutNode(n store.Node) error {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, err := t.getNode(key(pNode, n.Key.Hex()))
 	had := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	if !had || old.DID != n.DID {
@@ -978,7 +981,7 @@ func (t *badgerTx) PutNode(n Node) error {
 				if err := t.del(key(pDID, old.DID)); err != nil {
 					return err
 				}
-			case err != nil && !errors.Is(err, ErrNotFound):
+			case err != nil && !errors.Is(err, store.ErrNotFound):
 				return err
 			}
 		}
@@ -993,15 +996,15 @@ func (t *badgerTx) PutNode(n Node) error {
 			return err
 		}
 	}
-	return t.setRaw(key(pNode, n.Key.Hex()), appendNode(nil, n))
+	return t.setRaw(key(pNode, n.Key.Hex()), nodecodec.Append(nil, n))
 }
 
-func (t *badgerTx) PutNodeRevision(n Node) (uint64, error) { return 0, t.PutNode(n) }
+func (t *badgerTx) PutNodeRevision(n store.Node) (uint64, error) { return 0, t.PutNode(n) }
 
-func (t *badgerTx) ConsumeChallenge([]byte, time.Time) error { return ErrChallengesNotKept }
+func (t *badgerTx) ConsumeChallenge([]byte, time.Time) error { return store.ErrChallengesNotKept }
 
 func (t *badgerTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return didkey.PublicKey{}, err
 	}
 	raw, err := t.getRaw(key(pDID, did))
@@ -1026,10 +1029,10 @@ func (t *badgerTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) 
 	return keys, err
 }
 
-func (t *badgerTx) EachNode(fn func(Node) error) error {
+func (t *badgerTx) EachNode(fn func(store.Node) error) error {
 	p := []byte(pNode)
 	return t.scan(p, false, func(_, v []byte) error {
-		n, err := decodeNode(v)
+		n, err := nodecodec.Decode(v)
 		if err != nil {
 			return fmt.Errorf("store: failed to decode %s: %w", kind(p), err)
 		}
@@ -1047,7 +1050,7 @@ func (t *badgerTx) NodeCount() (int, error) {
 }
 
 func (t *badgerTx) BindingSession(id string) (binding.BindingSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.BindingSession{}, err
 	}
 	var s binding.BindingSession
@@ -1056,21 +1059,21 @@ func (t *badgerTx) BindingSession(id string) (binding.BindingSession, error) {
 }
 
 func (t *badgerTx) PutBindingSession(s binding.BindingSession) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkSession(s); err != nil {
+	if err := rules.CheckSession(s); err != nil {
 		return err
 	}
 	var old binding.BindingSession
 	err := t.get(key(pSession, s.ID), &old)
 	had := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	newHashes := secretHashes(s)
+	newHashes := rules.SecretHashes(s)
 	if had {
-		for _, h := range secretHashes(old) {
+		for _, h := range rules.SecretHashes(old) {
 			if slices.Contains(newHashes, h) {
 				continue
 			}
@@ -1081,7 +1084,7 @@ func (t *badgerTx) PutBindingSession(s binding.BindingSession) error {
 				if err := t.del(hk); err != nil {
 					return err
 				}
-			case err != nil && !errors.Is(err, ErrNotFound):
+			case err != nil && !errors.Is(err, store.ErrNotFound):
 				return err
 			}
 		}
@@ -1094,7 +1097,7 @@ func (t *badgerTx) PutBindingSession(s binding.BindingSession) error {
 	for _, h := range newHashes {
 		hk := key(pSecret, hex.EncodeToString(h[:]))
 		owner, err := t.getRaw(hk)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		if err != nil || string(owner) != s.ID {
@@ -1120,18 +1123,18 @@ func (t *badgerTx) PutBindingSession(s binding.BindingSession) error {
 }
 
 func (t *badgerTx) DeleteBindingSession(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	var old binding.BindingSession
 	err := t.get(key(pSession, id), &old)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	for _, h := range secretHashes(old) {
+	for _, h := range rules.SecretHashes(old) {
 		hk := key(pSecret, hex.EncodeToString(h[:]))
 		owner, err := t.getRaw(hk)
 		switch {
@@ -1139,29 +1142,29 @@ func (t *badgerTx) DeleteBindingSession(id string) error {
 			if err := t.del(hk); err != nil {
 				return err
 			}
-		case err != nil && !errors.Is(err, ErrNotFound):
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return err
 		}
 	}
 	if err := t.del(key(pByNode, old.NodeKey.Hex(), id)); err != nil {
 		return err
 	}
-	if err := t.setRaw(key(pUsedID, usedIDHash(id)), nil); err != nil {
+	if err := t.setRaw(key(pUsedID, rules.UsedIDHash(id)), nil); err != nil {
 		return err
 	}
 	return t.del(key(pSession, id))
 }
 
 func (t *badgerTx) BindingSessionIDUsed(id string) (bool, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return false, err
 	}
-	for _, k := range [][]byte{key(pSession, id), key(pUsedID, usedIDHash(id))} {
+	for _, k := range [][]byte{key(pSession, id), key(pUsedID, rules.UsedIDHash(id))} {
 		_, err := t.getRaw(k)
 		if err == nil {
 			return true, nil
 		}
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, store.ErrNotFound) {
 			return false, err
 		}
 	}
@@ -1169,7 +1172,7 @@ func (t *badgerTx) BindingSessionIDUsed(id string) (bool, error) {
 }
 
 func (t *badgerTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return "", err
 	}
 	id, err := t.getRaw(key(pSecret, hex.EncodeToString(h[:])))
@@ -1207,7 +1210,7 @@ func (t *badgerTx) EachBindingSession(fn func(binding.BindingSession) error) err
 }
 
 func (t *badgerTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.Binding{}, err
 	}
 	var b binding.Binding
@@ -1216,13 +1219,13 @@ func (t *badgerTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
 }
 
 func (t *badgerTx) PutBinding(b binding.Binding) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	var old binding.Binding
 	err := t.get(key(pBinding, b.NodeKey.Hex()), &old)
 	had := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	if !had || old.OperatorDID != b.OperatorDID {
@@ -1262,12 +1265,12 @@ func (t *badgerTx) BindingsByOperator(operatorDID string) ([]binding.Binding, er
 }
 
 func (t *badgerTx) DeleteBinding(node didkey.PublicKey) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	var old binding.Binding
 	err := t.get(key(pBinding, node.Hex()), &old)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -1287,21 +1290,21 @@ func revocationKey(operatorDID, revocationID string) []byte {
 	return key(pRevoked, hex.EncodeToString([]byte(operatorDID)), hex.EncodeToString([]byte(revocationID)))
 }
 
-func (t *badgerTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
-	if err := t.readable(); err != nil {
-		return Revocation{}, err
+func (t *badgerTx) Revocation(operatorDID, revocationID string) (store.Revocation, error) {
+	if err := t.Readable(); err != nil {
+		return store.Revocation{}, err
 	}
-	var r Revocation
+	var r store.Revocation
 	err := t.get(revocationKey(operatorDID, revocationID), &r)
 	return r, err
 }
 
-func (t *badgerTx) PutRevocation(r Revocation) error {
-	if err := t.writable(); err != nil {
+func (t *badgerTx) PutRevocation(r store.Revocation) error {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	k := revocationKey(r.OperatorDID, r.RevocationID)
-	if _, err := t.getRaw(k); errors.Is(err, ErrNotFound) {
+	if _, err := t.getRaw(k); errors.Is(err, store.ErrNotFound) {
 		n, err := t.RevocationCount()
 		if err != nil {
 			return err
@@ -1316,11 +1319,11 @@ func (t *badgerTx) PutRevocation(r Revocation) error {
 }
 
 func (t *badgerTx) RevocationCount() (int, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return 0, err
 	}
 	raw, err := t.getRaw([]byte(kRevokedCount))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
@@ -1334,7 +1337,7 @@ func (t *badgerTx) RevocationCount() (int, error) {
 }
 
 func (t *badgerTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return authn.BearerSession{}, err
 	}
 	var s authn.BearerSession
@@ -1343,7 +1346,7 @@ func (t *badgerTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error
 }
 
 func (t *badgerTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	h := hex.EncodeToString(tokenHash[:])
@@ -1352,7 +1355,7 @@ func (t *badgerTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) e
 		if err := t.del(key(pOpByOp, old.OperatorDID, h)); err != nil {
 			return err
 		}
-	} else if err != nil && !errors.Is(err, ErrNotFound) {
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	if err := t.setRaw(key(pOpByOp, s.OperatorDID, h), nil); err != nil {
@@ -1362,12 +1365,12 @@ func (t *badgerTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) e
 }
 
 func (t *badgerTx) DeleteBearerSession(tokenHash [32]byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	h := hex.EncodeToString(tokenHash[:])
 	var old authn.BearerSession
-	if err := t.get(key(pOpSession, h), &old); errors.Is(err, ErrNotFound) {
+	if err := t.get(key(pOpSession, h), &old); errors.Is(err, store.ErrNotFound) {
 		return nil
 	} else if err != nil {
 		return err
@@ -1407,40 +1410,40 @@ func (t *badgerTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerS
 }
 
 func (t *badgerTx) Counter(k string) (binding.Counter, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.Counter{}, err
 	}
 	var c binding.Counter
 	err := t.get(key(pCounter, k), &c)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return binding.Counter{}, nil
 	}
 	return c, err
 }
 
 func (t *badgerTx) Counters(keys ...string) ([]binding.Counter, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
-	return counters(t, keys)
+	return rules.Counters(t, keys)
 }
 
 func (t *badgerTx) CountEvent(k string, now time.Time, window time.Duration) (binding.Counter, error) {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return binding.Counter{}, err
 	}
-	return countEvent(t, k, now, window)
+	return rules.CountEvent(t, k, now, window)
 }
 
 func (t *badgerTx) PutCounter(k string, c binding.Counter) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.put(key(pCounter, k), c)
 }
 
 func (t *badgerTx) DeleteCounter(k string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.del(key(pCounter, k))

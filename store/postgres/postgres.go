@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -19,10 +19,13 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/internal/nodecodec"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
-// Postgres is the store on a PostgreSQL server, shared by any number of daemons. Open it
-// with [OpenPostgres].
+// Store is the store on a PostgreSQL server, shared by any number of daemons. Open it
+// with [Open].
 //
 // # Schema
 //
@@ -31,7 +34,7 @@ import (
 // need, each with its index: nodes by DID and short body, binding sessions by node key and
 // secret hash, bindings by operator. Strings that are keys are bytea, so that any byte
 // string is kept and rows sort as Go compares strings. Node rows also carry what other
-// daemons need to follow the table ([Postgres.NodeChanges]): a revision, the id of the
+// daemons need to follow the table ([Store.NodeChanges]): a revision, the id of the
 // transaction that last wrote the row, and the latest coalesced heartbeat, kept apart from
 // the record so that a batch of heartbeats is one UPDATE.
 //
@@ -44,7 +47,7 @@ import (
 // maxPostgresAttempts times, after a short random pause. Views run REPEATABLE READ READ
 // ONLY: one snapshot, no locks. A transaction's BEGIN goes in one round trip with its first
 // statement, and a transaction that sends no statement never begins.
-type Postgres struct {
+type Store struct {
 	pool   *pgxpool.Pool
 	closed atomic.Bool
 	// statements counts the statements sent, for the daemon's and the load tool's figures.
@@ -52,7 +55,7 @@ type Postgres struct {
 
 	healthMu   sync.Mutex
 	healthAt   time.Time
-	lastHealth Health
+	lastHealth store.Health
 }
 
 // Bounds of the PostgreSQL store, with their reasons.
@@ -138,20 +141,20 @@ var migrations = []string{
 	CREATE INDEX svrp_operator_sessions_operator ON svrp_operator_sessions (operator_did, token_hash);`,
 }
 
-// PostgresSchemaVersion is the schema version this build migrates to.
-var PostgresSchemaVersion = len(migrations)
+// SchemaVersion is the schema version this build migrates to.
+var SchemaVersion = len(migrations)
 
-// OpenPostgres connects to the PostgreSQL server at url (a postgres:// URL or a keyword/value
-// string, as libpq takes) and migrates its schema to [PostgresSchemaVersion], refusing a
+// Open connects to the PostgreSQL server at url (a postgres:// URL or a keyword/value
+// string, as libpq takes) and migrates its schema to [SchemaVersion], refusing a
 // database whose schema is newer than this build knows. Tables go into the first schema of
 // the connection's search_path.
-func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
+func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's parse errors may quote the URL, password included.
 		return nil, errors.New("store: the PostgreSQL URL does not parse")
 	}
-	p := &Postgres{}
+	p := &Store{}
 	cfg.ConnConfig.Tracer = statementCounter{&p.statements}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -165,31 +168,20 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 	return p, nil
 }
 
-// statementCounter counts statements as pgx sends them.
+// statementCounter counts a store's statements as pgx sends them.
 type statementCounter struct{ n *atomic.Uint64 }
 
 func (c statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
-	processStatements.Add(1)
 	return ctx
 }
-
-// processStatements counts the statements of every PostgreSQL store of this process.
-var processStatements atomic.Uint64
-
-// PostgresStatements returns the statements every PostgreSQL store of this process has
-// sent, transaction control included: what svrpd bench divides by the operations of a
-// window to report statements per operation.
-func PostgresStatements() uint64 { return processStatements.Load() }
 
 func (statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // TraceBatchStart counts the statements of a pipeline, a transaction's BEGIN and first
 // statement, as they are sent.
 func (c statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	n := uint64(data.Batch.Len())
-	c.n.Add(n)
-	processStatements.Add(n)
+	c.n.Add(uint64(data.Batch.Len()))
 	return ctx
 }
 
@@ -201,8 +193,8 @@ func (statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatch
 // costs one statement a second at most.
 const healthEvery = time.Second
 
-// Health implements [HealthReporter]: ok while the server answers, gone when it does not.
-func (p *Postgres) Health() Health {
+// Health implements [store.HealthReporter]: ok while the server answers, gone when it does not.
+func (p *Store) Health() store.Health {
 	p.healthMu.Lock()
 	defer p.healthMu.Unlock()
 	if time.Since(p.healthAt) < healthEvery && p.lastHealth.State != "" {
@@ -210,19 +202,20 @@ func (p *Postgres) Health() Health {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), healthEvery)
 	defer cancel()
-	p.lastHealth = Health{State: HealthOK}
+	p.lastHealth = store.Health{State: store.HealthOK}
 	if err := p.pool.Ping(ctx); err != nil {
-		p.lastHealth = Health{State: HealthGone, Detail: "the PostgreSQL server does not answer"}
+		p.lastHealth = store.Health{State: store.HealthGone, Detail: "the PostgreSQL server does not answer"}
 	}
 	p.healthAt = time.Now()
 	return p.lastHealth
 }
 
 // Statements returns the number of statements this store has sent since it was opened,
-// transaction control included.
-func (p *Postgres) Statements() uint64 { return p.statements.Load() }
+// transaction control included: what svrpd's store_statements_total reports, and what
+// svrpd bench divides by the operations of a window.
+func (p *Store) Statements() uint64 { return p.statements.Load() }
 
-func (p *Postgres) migrate(ctx context.Context) error {
+func (p *Store) migrate(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return fmt.Errorf("store: locking the schema for migration: %w", err)
@@ -252,29 +245,29 @@ func (p *Postgres) migrate(ctx context.Context) error {
 	})
 }
 
-var _ Store = (*Postgres)(nil)
+var _ store.Store = (*Store)(nil)
 
-func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
+func (p *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if p.closed.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginView}}
 	defer func() {
-		tx.done = true
+		tx.Done = true
 		tx.tx.release(ctx)
 	}()
 	return fn(tx)
 }
 
-func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
+func (p *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if p.closed.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	pause := time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -293,10 +286,10 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 
 // updateOnce runs fn in one SERIALIZABLE transaction. A conflict reported to fn by any
 // statement makes the whole attempt retryable, whatever fn returned after seeing it.
-func (p *Postgres) updateOnce(ctx context.Context, fn func(Tx) error) (err error) {
-	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginUpdate}, txState: txState{write: true}}
+func (p *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) (err error) {
+	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginUpdate}, TxState: rules.TxState{Write: true}}
 	defer func() {
-		tx.done = true
+		tx.Done = true
 		tx.tx.release(ctx)
 	}()
 	err = fn(tx)
@@ -319,7 +312,7 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-func (p *Postgres) Close() error {
+func (p *Store) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
@@ -328,7 +321,7 @@ func (p *Postgres) Close() error {
 }
 
 // Maintain forgets consumed login challenges that have expired, in batches.
-func (p *Postgres) Maintain(ctx context.Context) error {
+func (p *Store) Maintain(ctx context.Context) error {
 	for {
 		tag, err := p.pool.Exec(ctx, `DELETE FROM svrp_used_challenges WHERE id IN
 			(SELECT id FROM svrp_used_challenges WHERE expires_at <= $1 LIMIT $2)`, time.Now().Unix(), pgPage)
@@ -343,7 +336,7 @@ func (p *Postgres) Maintain(ctx context.Context) error {
 
 // Secret returns the 32-byte secret kept under name, creating it from crypto/rand when the
 // database has none, so that every daemon on the database gets the same one.
-func (p *Postgres) Secret(ctx context.Context, name string) ([32]byte, error) {
+func (p *Store) Secret(ctx context.Context, name string) ([32]byte, error) {
 	var fresh [32]byte
 	if _, err := rand.Read(fresh[:]); err != nil {
 		return fresh, err
@@ -362,7 +355,7 @@ func (p *Postgres) Secret(ctx context.Context, name string) ([32]byte, error) {
 // and reports whether it ran. The lock is a session advisory lock, held on one connection
 // for fn's duration and released when fn returns or the connection drops, so a daemon
 // killed mid-sweep never blocks the others.
-func (p *Postgres) Exclusive(ctx context.Context, lock int64, fn func(context.Context) error) (bool, error) {
+func (p *Store) Exclusive(ctx context.Context, lock int64, fn func(context.Context) error) (bool, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("store: %w", err)
@@ -381,22 +374,22 @@ func (p *Postgres) Exclusive(ctx context.Context, lock int64, fn func(context.Co
 
 // TouchNode moves the node's last_seen forward now, in one statement of its own, which a
 // caller gone meanwhile does not cancel. The node cache batches heartbeats in front of this.
-func (p *Postgres) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
+func (p *Store) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
 	n, err := p.touch(context.WithoutCancel(ctx), [][]byte{key[:]}, []int64{seen.UnixNano()})
 	if err == nil && n == 0 {
-		return ErrNotFound
+		return store.ErrNotFound
 	}
 	return err
 }
 
 // Flush does nothing: TouchNode writes at once.
-func (p *Postgres) Flush(context.Context) error { return nil }
+func (p *Store) Flush(context.Context) error { return nil }
 
 // touch moves last_seen of keys[i] forward to seen[i] (unix nanoseconds) in one statement,
 // and returns the rows it found. Moving forward only makes the order in which daemons'
 // batches land irrelevant, and makes one statement outside any SERIALIZABLE transaction
 // enough.
-func (p *Postgres) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, error) {
+func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, error) {
 	for attempt := 1; ; attempt++ {
 		tag, err := p.pool.Exec(ctx, `UPDATE svrp_nodes AS n
 			SET touched = GREATEST(n.touched, u.seen), rev = n.rev + 1, xid = pg_current_xact_id()::text::bigint
@@ -414,13 +407,13 @@ func (p *Postgres) touch(ctx context.Context, keys [][]byte, seen []int64) (int6
 // pgTx is one transaction. conflict keeps the first serialization failure or deadlock a
 // statement met: after it the transaction can only be retried.
 type pgTx struct {
-	txState
+	rules.TxState
 	ctx      context.Context
 	tx       *pgConn
 	conflict error
 }
 
-var _ Tx = (*pgTx)(nil)
+var _ store.Tx = (*pgTx)(nil)
 
 // check turns a statement's error into the store's: no rows is ErrNotFound, a conflict is
 // remembered for Update.
@@ -429,7 +422,7 @@ func (t *pgTx) check(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
-		return ErrNotFound
+		return store.ErrNotFound
 	case retryable(err):
 		if t.conflict == nil {
 			t.conflict = err
@@ -445,10 +438,10 @@ func (t *pgTx) exec(sql string, args ...any) error {
 
 // nodeFrom decodes a node row: the record, and last_seen moved to the latest coalesced
 // heartbeat when that is later.
-func nodeFrom(rec []byte, touched *int64) (Node, error) {
-	n, err := decodeNode(rec)
+func nodeFrom(rec []byte, touched *int64) (store.Node, error) {
+	n, err := nodecodec.Decode(rec)
 	if err != nil {
-		return Node{}, fmt.Errorf("store: failed to decode a node record: %w", err)
+		return store.Node{}, fmt.Errorf("store: failed to decode a node record: %w", err)
 	}
 	if touched != nil {
 		if seen := time.Unix(0, *touched).UTC(); seen.After(n.LastSeen) {
@@ -458,30 +451,30 @@ func nodeFrom(rec []byte, touched *int64) (Node, error) {
 	return n, nil
 }
 
-func (t *pgTx) Node(k didkey.PublicKey) (Node, error) {
-	if err := t.readable(); err != nil {
-		return Node{}, err
+func (t *pgTx) Node(k didkey.PublicKey) (store.Node, error) {
+	if err := t.Readable(); err != nil {
+		return store.Node{}, err
 	}
 	var rec []byte
 	var touched *int64
 	err := t.tx.QueryRow(t.ctx, `SELECT rec, touched FROM svrp_nodes WHERE key = $1`, k[:]).Scan(&rec, &touched)
 	if err := t.check(err); err != nil {
-		return Node{}, err
+		return store.Node{}, err
 	}
 	return nodeFrom(rec, touched)
 }
 
-func (t *pgTx) PutNode(n Node) error {
+func (t *pgTx) PutNode(n store.Node) error {
 	_, err := t.PutNodeRevision(n)
 	return err
 }
 
 func (t *pgTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return didkey.PublicKey{}, err
 	}
 	if did == "" {
-		return didkey.PublicKey{}, ErrNotFound
+		return didkey.PublicKey{}, store.ErrNotFound
 	}
 	var k []byte
 	err := t.tx.QueryRow(t.ctx, `SELECT key FROM svrp_nodes WHERE did = $1 ORDER BY did_seq DESC LIMIT 1`, []byte(did)).Scan(&k)
@@ -522,7 +515,7 @@ func (t *pgTx) keys(sql string, args ...any) ([]didkey.PublicKey, error) {
 }
 
 func (t *pgTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	return t.keys(`SELECT key FROM svrp_nodes WHERE short_body = $1 ORDER BY key`, body)
@@ -532,11 +525,11 @@ func (t *pgTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
 // the page is read: a connection serves one statement at a time, and fn may read through
 // the Tx. Writes from fn are refused, as the contract says.
 func page[T any](t *pgTx, sql string, start any, scan func(pgx.Rows) (key any, v T, err error), fn func(T) error) error {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return err
 	}
-	t.iterating++
-	defer func() { t.iterating-- }()
+	t.Iterating++
+	defer func() { t.Iterating-- }()
 	// The first page starts at the smallest key, the empty one included.
 	after, q := start, strings.Replace(sql, "> $1", ">= $1", 1)
 	for {
@@ -569,13 +562,13 @@ func page[T any](t *pgTx, sql string, start any, scan func(pgx.Rows) (key any, v
 	}
 }
 
-func (t *pgTx) EachNode(fn func(Node) error) error {
+func (t *pgTx) EachNode(fn func(store.Node) error) error {
 	return page(t, `SELECT key, rec, touched FROM svrp_nodes WHERE key > $1 ORDER BY key LIMIT $2`, []byte{},
-		func(r pgx.Rows) (any, Node, error) {
+		func(r pgx.Rows) (any, store.Node, error) {
 			var k, rec []byte
 			var touched *int64
 			if err := r.Scan(&k, &rec, &touched); err != nil {
-				return nil, Node{}, t.check(err)
+				return nil, store.Node{}, t.check(err)
 			}
 			n, err := nodeFrom(rec, touched)
 			return k, n, err
@@ -583,7 +576,7 @@ func (t *pgTx) EachNode(fn func(Node) error) error {
 }
 
 func (t *pgTx) NodeCount() (int, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return 0, err
 	}
 	var n int
@@ -628,7 +621,7 @@ func jsonRows[T any](t *pgTx, sql string, args ...any) ([]T, error) {
 }
 
 func (t *pgTx) BindingSession(id string) (binding.BindingSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.BindingSession{}, err
 	}
 	return jsonRow[binding.BindingSession](t, `SELECT rec FROM svrp_binding_sessions WHERE id = $1`, []byte(id))
@@ -643,10 +636,10 @@ func hashArg(h [32]byte) any {
 }
 
 func (t *pgTx) PutBindingSession(s binding.BindingSession) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkSession(s); err != nil {
+	if err := rules.CheckSession(s); err != nil {
 		return err
 	}
 	rec, err := json.Marshal(s)
@@ -663,32 +656,32 @@ func (t *pgTx) PutBindingSession(s binding.BindingSession) error {
 }
 
 func (t *pgTx) DeleteBindingSession(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	tag, err := t.tx.Exec(t.ctx, `DELETE FROM svrp_binding_sessions WHERE id = $1`, []byte(id))
 	if err := t.check(err); err != nil || tag.RowsAffected() == 0 {
 		return err
 	}
-	return t.exec(`INSERT INTO svrp_used_session_ids (id_hash) VALUES ($1) ON CONFLICT DO NOTHING`, []byte(usedIDHash(id)))
+	return t.exec(`INSERT INTO svrp_used_session_ids (id_hash) VALUES ($1) ON CONFLICT DO NOTHING`, []byte(rules.UsedIDHash(id)))
 }
 
 func (t *pgTx) BindingSessionIDUsed(id string) (bool, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return false, err
 	}
 	var used bool
 	err := t.tx.QueryRow(t.ctx, `SELECT EXISTS (SELECT 1 FROM svrp_binding_sessions WHERE id = $1)
-		OR EXISTS (SELECT 1 FROM svrp_used_session_ids WHERE id_hash = $2)`, []byte(id), []byte(usedIDHash(id))).Scan(&used)
+		OR EXISTS (SELECT 1 FROM svrp_used_session_ids WHERE id_hash = $2)`, []byte(id), []byte(rules.UsedIDHash(id))).Scan(&used)
 	return used, t.check(err)
 }
 
 func (t *pgTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return "", err
 	}
 	if h == ([32]byte{}) {
-		return "", ErrNotFound
+		return "", store.ErrNotFound
 	}
 	var id []byte
 	err := t.tx.QueryRow(t.ctx, `SELECT id FROM svrp_binding_sessions WHERE code_hash = $1 OR token_hash = $1
@@ -697,7 +690,7 @@ func (t *pgTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 }
 
 func (t *pgTx) OpenBindingSessionsByNode(k didkey.PublicKey) ([]binding.BindingSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	return jsonRows[binding.BindingSession](t, `SELECT rec FROM svrp_binding_sessions WHERE node_key = $1 AND open ORDER BY id`, k[:])
@@ -719,14 +712,14 @@ func (t *pgTx) EachBindingSession(fn func(binding.BindingSession) error) error {
 }
 
 func (t *pgTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.Binding{}, err
 	}
 	return jsonRow[binding.Binding](t, `SELECT rec FROM svrp_bindings WHERE node_key = $1`, node[:])
 }
 
 func (t *pgTx) PutBinding(b binding.Binding) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	rec, err := json.Marshal(b)
@@ -739,7 +732,7 @@ func (t *pgTx) PutBinding(b binding.Binding) error {
 }
 
 func (t *pgTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	if operatorDID == "" {
@@ -749,22 +742,22 @@ func (t *pgTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error)
 }
 
 func (t *pgTx) DeleteBinding(node didkey.PublicKey) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.exec(`DELETE FROM svrp_bindings WHERE node_key = $1`, node[:])
 }
 
-func (t *pgTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
-	if err := t.readable(); err != nil {
-		return Revocation{}, err
+func (t *pgTx) Revocation(operatorDID, revocationID string) (store.Revocation, error) {
+	if err := t.Readable(); err != nil {
+		return store.Revocation{}, err
 	}
-	return jsonRow[Revocation](t, `SELECT rec FROM svrp_revocations WHERE operator_did = $1 AND revocation_id = $2`,
+	return jsonRow[store.Revocation](t, `SELECT rec FROM svrp_revocations WHERE operator_did = $1 AND revocation_id = $2`,
 		[]byte(operatorDID), []byte(revocationID))
 }
 
-func (t *pgTx) PutRevocation(r Revocation) error {
-	if err := t.writable(); err != nil {
+func (t *pgTx) PutRevocation(r store.Revocation) error {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	rec, err := json.Marshal(r)
@@ -786,7 +779,7 @@ func (t *pgTx) PutRevocation(r Revocation) error {
 }
 
 func (t *pgTx) RevocationCount() (int, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return 0, err
 	}
 	var n int
@@ -795,14 +788,14 @@ func (t *pgTx) RevocationCount() (int, error) {
 }
 
 func (t *pgTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return authn.BearerSession{}, err
 	}
 	return jsonRow[authn.BearerSession](t, `SELECT rec FROM svrp_operator_sessions WHERE token_hash = $1`, tokenHash[:])
 }
 
 func (t *pgTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	rec, err := json.Marshal(s)
@@ -815,7 +808,7 @@ func (t *pgTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error
 }
 
 func (t *pgTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	rows, err := t.tx.Query(t.ctx, `SELECT token_hash FROM svrp_operator_sessions WHERE operator_did = $1 ORDER BY token_hash`,
@@ -840,7 +833,7 @@ func (t *pgTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
 }
 
 func (t *pgTx) DeleteBearerSession(tokenHash [32]byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.exec(`DELETE FROM svrp_operator_sessions WHERE token_hash = $1`, tokenHash[:])
@@ -871,31 +864,31 @@ func (t *pgTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSessi
 }
 
 func (t *pgTx) Counter(key string) (binding.Counter, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.Counter{}, err
 	}
 	c, err := jsonRow[binding.Counter](t, `SELECT rec FROM svrp_counters WHERE key = $1`, []byte(key))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return binding.Counter{}, nil
 	}
 	return c, err
 }
 
 func (t *pgTx) Counters(keys ...string) ([]binding.Counter, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	cs, err := readCounters(t.ctx, t.tx, keys)
 	return cs, t.check(err)
 }
 
-// ReadCounters implements [CounterReader]: one statement, whose snapshot is its own.
-func (p *Postgres) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+// ReadCounters implements [store.CounterReader]: one statement, whose snapshot is its own.
+func (p *Store) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if p.closed.Load() {
-		return nil, ErrClosed
+		return nil, store.ErrClosed
 	}
 	cs, err := readCounters(ctx, p.pool, keys)
 	if err != nil {
@@ -947,7 +940,7 @@ func readCounters(ctx context.Context, q interface {
 // running when the stored start is after now (as Fail truncates it) less the window;
 // PostgreSQL reads the start, as JSON keeps it, to the microsecond.
 func (t *pgTx) CountEvent(key string, now time.Time, window time.Duration) (binding.Counter, error) {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return binding.Counter{}, err
 	}
 	fresh := binding.Counter{}.Fail(now, window)
@@ -975,7 +968,7 @@ func (t *pgTx) CountEvent(key string, now time.Time, window time.Duration) (bind
 }
 
 func (t *pgTx) PutCounter(key string, c binding.Counter) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	rec, err := json.Marshal(c)
@@ -987,7 +980,7 @@ func (t *pgTx) PutCounter(key string, c binding.Counter) error {
 }
 
 func (t *pgTx) DeleteCounter(key string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.exec(`DELETE FROM svrp_counters WHERE key = $1`, []byte(key))
@@ -1019,7 +1012,7 @@ func (t *pgTx) EachCounter(fn func(key string, c binding.Counter) error) error {
 // the login's transaction: of concurrent logins with one challenge on any number of daemons,
 // exactly one commits.
 func (t *pgTx) ConsumeChallenge(id []byte, expires time.Time) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	tag, err := t.tx.Exec(t.ctx, `INSERT INTO svrp_used_challenges (id, expires_at) VALUES ($1, $2)
@@ -1028,31 +1021,31 @@ func (t *pgTx) ConsumeChallenge(id []byte, expires time.Time) error {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return ErrChallengeUsed
+		return store.ErrChallengeUsed
 	}
 	return nil
 }
 
-// NodeFeed implements [NodeFollower]: other daemons write the node table too.
-func (p *Postgres) NodeFeed() NodeFeed { return p }
+// NodeFeed implements [store.NodeFollower]: other daemons write the node table too.
+func (p *Store) NodeFeed() store.NodeFeed { return p }
 
-// RemoteChanges implements [NodeFollower]; the node cache in front counts them.
-func (p *Postgres) RemoteChanges() uint64 { return 0 }
+// RemoteChanges implements [store.NodeFollower]; the node cache in front counts them.
+func (p *Store) RemoteChanges() uint64 { return 0 }
 
-// CheckWrite implements [HealthReporter]: the server refuses what it cannot take itself.
-func (p *Postgres) CheckWrite() error { return nil }
+// CheckWrite implements [store.HealthReporter]: the server refuses what it cannot take itself.
+func (p *Store) CheckWrite() error { return nil }
 
-// ScanNodes implements [NodeScanner] with a View.
-func (p *Postgres) ScanNodes(ctx context.Context, fn func(*Node) error) error {
-	return ScanNodesInView(ctx, p, fn)
+// ScanNodes implements [store.NodeScanner] with a View.
+func (p *Store) ScanNodes(ctx context.Context, fn func(*store.Node) error) error {
+	return store.ScanNodesInView(ctx, p, fn)
 }
 
-// NodeChanges implements [NodeFeed]. mark is the oldest transaction id whose writes the caller
+// NodeChanges implements [store.NodeFeed]. mark is the oldest transaction id whose writes the caller
 // may not have seen: every row written by a transaction at or after it is read again. The
 // next mark is the xmin of this read's snapshot, the oldest transaction still running when
 // it was taken, so a transaction that commits after this read but started before it is read
 // next time. Rows read twice are told apart by their revision.
-func (p *Postgres) NodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64)) (int64, error) {
+func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Node, rev uint64)) (int64, error) {
 	next := mark
 	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&next); err != nil {
@@ -1084,8 +1077,8 @@ func (p *Postgres) NodeChanges(ctx context.Context, mark int64, fn func(n Node, 
 	return next, nil
 }
 
-// TouchNodes implements [NodeFeed], in one statement.
-func (p *Postgres) TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen []time.Time) error {
+// TouchNodes implements [store.NodeFeed], in one statement.
+func (p *Store) TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen []time.Time) error {
 	ks := make([][]byte, len(keys))
 	ns := make([]int64, len(keys))
 	for i := range keys {
@@ -1098,13 +1091,13 @@ func (p *Postgres) TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen
 
 // WriteTouchedNode is PutNode: a row's write costs the same with or without its index
 // columns.
-func (t *pgTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
+func (t *pgTx) WriteTouchedNode(n store.Node) error { return t.PutNode(n) }
 
 // PutNodeRevision returns the row's new revision, for the node cache. did_seq moves
 // only when the DID changes, so that of two records with one DID the lookup finds the one
 // that took it last, as the other stores do.
-func (t *pgTx) PutNodeRevision(n Node) (uint64, error) {
-	if err := t.writable(); err != nil {
+func (t *pgTx) PutNodeRevision(n store.Node) (uint64, error) {
+	if err := t.Writable(); err != nil {
 		return 0, err
 	}
 	var rev int64
@@ -1115,6 +1108,6 @@ func (t *pgTx) PutNodeRevision(n Node) (uint64, error) {
 			did_seq = CASE WHEN svrp_nodes.did = EXCLUDED.did THEN svrp_nodes.did_seq ELSE EXCLUDED.did_seq END,
 			rec = EXCLUDED.rec, touched = NULL, rev = svrp_nodes.rev + 1, xid = EXCLUDED.xid
 		RETURNING rev`,
-		n.Key[:], []byte(n.DID), n.Key.ShortBody(), appendNode(nil, n)).Scan(&rev)
+		n.Key[:], []byte(n.DID), n.Key.ShortBody(), nodecodec.Append(nil, n)).Scan(&rev)
 	return uint64(rev), t.check(err)
 }

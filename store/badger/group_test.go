@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/store"
 )
 
 // TestBadgerGroupCommit runs many Updates at once, so that they are committed in groups,
@@ -28,9 +29,9 @@ func TestBadgerGroupCommit(t *testing.T) {
 			defer wg.Done()
 			ctx := context.Background()
 			if i%2 == 0 {
-				ctx = ForTouches(ctx)
+				ctx = store.ForTouches(ctx)
 			}
-			results[i] = s.Update(ctx, func(tx Tx) error {
+			results[i] = s.Update(ctx, func(tx store.Tx) error {
 				shared, err := tx.Counter("shared")
 				if err != nil {
 					return err
@@ -62,7 +63,7 @@ func TestBadgerGroupCommit(t *testing.T) {
 			succeeded++
 		}
 	}
-	err := s.View(context.Background(), func(tx Tx) error {
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		shared, err := tx.Counter("shared")
 		if err != nil {
 			return err
@@ -101,7 +102,7 @@ func TestBadgerCloseWaitsForQueuedUpdates(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- s.Update(context.Background(), func(tx Tx) error {
+			errs <- s.Update(context.Background(), func(tx store.Tx) error {
 				return tx.PutCounter(fmt.Sprintf("c/%d", i), binding.Counter{Count: i})
 			})
 		}()
@@ -112,7 +113,7 @@ func TestBadgerCloseWaitsForQueuedUpdates(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil && !errors.Is(err, ErrClosed) {
+		if err != nil && !errors.Is(err, store.ErrClosed) {
 			t.Errorf("update during close: %v", err)
 		}
 	}

@@ -228,17 +228,12 @@ func (t *memTx) PutNode(n Node) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	old, had := t.d.nodes[n.Key]
-	if !had || old.DID != n.DID {
-		if had && old.DID != "" && t.d.byDID[old.DID] == n.Key {
-			mapDelete(&t.undo, t.d.byDID, old.DID)
-		}
-		if n.DID != "" {
-			mapSet(&t.undo, t.d.byDID, n.DID, n.Key)
-		}
+	var oldDID *string
+	if old := lookup(t.d.nodes, n.Key); old != nil {
+		oldDID = &old.DID
 	}
-	if !had {
-		setAdd(&t.undo, t.d.byBody, n.Key.ShortBody(), n.Key)
+	if err := rules.PutNode(memIndexes{t}, n.Key, oldDID, n.DID); err != nil {
+		return err
 	}
 	mapSet(&t.undo, t.d.nodes, n.Key, cloneNode(n))
 	return nil
@@ -301,27 +296,8 @@ func (t *memTx) PutBindingSession(s binding.BindingSession) error {
 	if err := rules.CheckSession(s); err != nil {
 		return err
 	}
-	old, had := t.d.sessions[s.ID]
-	newHashes := rules.SecretHashes(s)
-	if had {
-		for _, h := range rules.SecretHashes(old) {
-			if !slices.Contains(newHashes, h) && t.d.bySecret[h] == s.ID {
-				mapDelete(&t.undo, t.d.bySecret, h)
-			}
-		}
-		if old.NodeKey != s.NodeKey {
-			setRemove(&t.undo, t.d.byNode, old.NodeKey, s.ID)
-		}
-	}
-	for _, h := range newHashes {
-		if t.d.bySecret[h] != s.ID {
-			mapSet(&t.undo, t.d.bySecret, h, s.ID)
-		}
-	}
-	if open := !s.State.Terminal(); open {
-		setAdd(&t.undo, t.d.byNode, s.NodeKey, s.ID)
-	} else {
-		setRemove(&t.undo, t.d.byNode, s.NodeKey, s.ID)
+	if err := rules.PutSession(memIndexes{t}, lookup(t.d.sessions, s.ID), s); err != nil {
+		return err
 	}
 	mapSet(&t.undo, t.d.sessions, s.ID, cloneSession(s))
 	return nil
@@ -335,13 +311,9 @@ func (t *memTx) DeleteBindingSession(id string) error {
 	if !had {
 		return nil
 	}
-	for _, h := range rules.SecretHashes(old) {
-		if t.d.bySecret[h] == id {
-			mapDelete(&t.undo, t.d.bySecret, h)
-		}
+	if err := rules.DeleteSession(memIndexes{t}, old); err != nil {
+		return err
 	}
-	setRemove(&t.undo, t.d.byNode, old.NodeKey, id)
-	mapSet(&t.undo, t.d.usedIDs, rules.UsedIDHash(id), struct{}{})
 	mapDelete(&t.undo, t.d.sessions, id)
 	return nil
 }
@@ -400,14 +372,8 @@ func (t *memTx) PutBinding(b binding.Binding) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	old, had := t.d.bindings[b.NodeKey]
-	if !had || old.OperatorDID != b.OperatorDID {
-		if had && old.OperatorDID != "" {
-			setRemove(&t.undo, t.d.byOperator, old.OperatorDID, b.NodeKey)
-		}
-		if b.OperatorDID != "" {
-			setAdd(&t.undo, t.d.byOperator, b.OperatorDID, b.NodeKey)
-		}
+	if err := rules.PutBinding(memIndexes{t}, lookup(t.d.bindings, b.NodeKey), b); err != nil {
+		return err
 	}
 	mapSet(&t.undo, t.d.bindings, b.NodeKey, cloneBinding(b))
 	return nil
@@ -436,8 +402,8 @@ func (t *memTx) DeleteBinding(node didkey.PublicKey) error {
 	if !had {
 		return nil
 	}
-	if old.OperatorDID != "" {
-		setRemove(&t.undo, t.d.byOperator, old.OperatorDID, node)
+	if err := rules.DeleteBinding(memIndexes{t}, old); err != nil {
+		return err
 	}
 	mapDelete(&t.undo, t.d.bindings, node)
 	return nil
@@ -484,10 +450,9 @@ func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) erro
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if old, had := t.d.opSessions[tokenHash]; had && old.OperatorDID != s.OperatorDID {
-		setRemove(&t.undo, t.d.byOpSess, old.OperatorDID, tokenHash)
+	if err := rules.PutBearerSession(memIndexes{t}, tokenHash, lookup(t.d.opSessions, tokenHash), s); err != nil {
+		return err
 	}
-	setAdd(&t.undo, t.d.byOpSess, s.OperatorDID, tokenHash)
 	mapSet(&t.undo, t.d.opSessions, tokenHash, cloneBearerSession(s))
 	return nil
 }

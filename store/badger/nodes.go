@@ -8,6 +8,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/nodecodec"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 func (t *badgerTx) Node(k didkey.PublicKey) (store.Node, error) {
@@ -42,33 +43,16 @@ func (t *badgerTx) PutNode(n store.Node) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
+	var oldDID *string
 	old, err := t.getNode(key(pNode, n.Key.Hex()))
-	had := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	switch {
+	case err == nil:
+		oldDID = &old.DID
+	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
-	if !had || old.DID != n.DID {
-		if had && old.DID != "" {
-			owner, err := t.getRaw(key(pDID, old.DID))
-			switch {
-			case err == nil && string(owner) == n.Key.Hex():
-				if err := t.del(key(pDID, old.DID)); err != nil {
-					return err
-				}
-			case err != nil && !errors.Is(err, store.ErrNotFound):
-				return err
-			}
-		}
-		if n.DID != "" {
-			if err := t.setRaw(key(pDID, n.DID), []byte(n.Key.Hex())); err != nil {
-				return err
-			}
-		}
-	}
-	if !had {
-		if err := t.setRaw(key(pBody, n.Key.ShortBody(), n.Key.Hex()), nil); err != nil {
-			return err
-		}
+	if err := rules.PutNode(indexes{t}, n.Key, oldDID, n.DID); err != nil {
+		return err
 	}
 	return t.setRaw(key(pNode, n.Key.Hex()), nodecodec.Append(nil, n))
 }

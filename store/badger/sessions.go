@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -29,59 +28,12 @@ func (t *badgerTx) PutBindingSession(s binding.BindingSession) error {
 	if err := rules.CheckSession(s); err != nil {
 		return err
 	}
-	var old binding.BindingSession
-	err := t.get(key(pSession, s.ID), &old)
-	had := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	old, err := stored[binding.BindingSession](t, key(pSession, s.ID))
+	if err != nil {
 		return err
 	}
-	newHashes := rules.SecretHashes(s)
-	if had {
-		for _, h := range rules.SecretHashes(old) {
-			if slices.Contains(newHashes, h) {
-				continue
-			}
-			hk := key(pSecret, hex.EncodeToString(h[:]))
-			owner, err := t.getRaw(hk)
-			switch {
-			case err == nil && string(owner) == s.ID:
-				if err := t.del(hk); err != nil {
-					return err
-				}
-			case err != nil && !errors.Is(err, store.ErrNotFound):
-				return err
-			}
-		}
-		if old.NodeKey != s.NodeKey {
-			if err := t.del(key(pByNode, old.NodeKey.Hex(), s.ID)); err != nil {
-				return err
-			}
-		}
-	}
-	for _, h := range newHashes {
-		hk := key(pSecret, hex.EncodeToString(h[:]))
-		owner, err := t.getRaw(hk)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		if err != nil || string(owner) != s.ID {
-			if err := t.setRaw(hk, []byte(s.ID)); err != nil {
-				return err
-			}
-		}
-	}
-	open := !s.State.Terminal()
-	switch {
-	case open && (!had || old.NodeKey != s.NodeKey || old.State.Terminal()):
-		if err := t.setRaw(key(pByNode, s.NodeKey.Hex(), s.ID), nil); err != nil {
-			return err
-		}
-	case !open && had:
-		// Also when old was terminal: a store written before the index held only open
-		// sessions loses a stale entry the first time the session is put again.
-		if err := t.del(key(pByNode, s.NodeKey.Hex(), s.ID)); err != nil {
-			return err
-		}
+	if err := rules.PutSession(indexes{t}, old, s); err != nil {
+		return err
 	}
 	return t.put(key(pSession, s.ID), s)
 }
@@ -90,30 +42,11 @@ func (t *badgerTx) DeleteBindingSession(id string) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	var old binding.BindingSession
-	err := t.get(key(pSession, id), &old)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	old, err := stored[binding.BindingSession](t, key(pSession, id))
+	if err != nil || old == nil {
 		return err
 	}
-	for _, h := range rules.SecretHashes(old) {
-		hk := key(pSecret, hex.EncodeToString(h[:]))
-		owner, err := t.getRaw(hk)
-		switch {
-		case err == nil && string(owner) == id:
-			if err := t.del(hk); err != nil {
-				return err
-			}
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-	}
-	if err := t.del(key(pByNode, old.NodeKey.Hex(), id)); err != nil {
-		return err
-	}
-	if err := t.setRaw(key(pUsedID, rules.UsedIDHash(id)), nil); err != nil {
+	if err := rules.DeleteSession(indexes{t}, *old); err != nil {
 		return err
 	}
 	return t.del(key(pSession, id))
@@ -186,23 +119,12 @@ func (t *badgerTx) PutBinding(b binding.Binding) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	var old binding.Binding
-	err := t.get(key(pBinding, b.NodeKey.Hex()), &old)
-	had := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	old, err := stored[binding.Binding](t, key(pBinding, b.NodeKey.Hex()))
+	if err != nil {
 		return err
 	}
-	if !had || old.OperatorDID != b.OperatorDID {
-		if had && old.OperatorDID != "" {
-			if err := t.del(key(pOperator, old.OperatorDID, b.NodeKey.Hex())); err != nil {
-				return err
-			}
-		}
-		if b.OperatorDID != "" {
-			if err := t.setRaw(key(pOperator, b.OperatorDID, b.NodeKey.Hex()), nil); err != nil {
-				return err
-			}
-		}
+	if err := rules.PutBinding(indexes{t}, old, b); err != nil {
+		return err
 	}
 	return t.put(key(pBinding, b.NodeKey.Hex()), b)
 }
@@ -232,18 +154,12 @@ func (t *badgerTx) DeleteBinding(node didkey.PublicKey) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	var old binding.Binding
-	err := t.get(key(pBinding, node.Hex()), &old)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	old, err := stored[binding.Binding](t, key(pBinding, node.Hex()))
+	if err != nil || old == nil {
 		return err
 	}
-	if old.OperatorDID != "" {
-		if err := t.del(key(pOperator, old.OperatorDID, node.Hex())); err != nil {
-			return err
-		}
+	if err := rules.DeleteBinding(indexes{t}, *old); err != nil {
+		return err
 	}
 	return t.del(key(pBinding, node.Hex()))
 }
@@ -261,36 +177,30 @@ func (t *badgerTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) e
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	h := hex.EncodeToString(tokenHash[:])
-	var old authn.BearerSession
-	if err := t.get(key(pOpSession, h), &old); err == nil && old.OperatorDID != s.OperatorDID {
-		if err := t.del(key(pOpByOp, old.OperatorDID, h)); err != nil {
-			return err
-		}
-	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+	k := key(pOpSession, hex.EncodeToString(tokenHash[:]))
+	old, err := stored[authn.BearerSession](t, k)
+	if err != nil {
 		return err
 	}
-	if err := t.setRaw(key(pOpByOp, s.OperatorDID, h), nil); err != nil {
+	if err := rules.PutBearerSession(indexes{t}, tokenHash, old, s); err != nil {
 		return err
 	}
-	return t.put(key(pOpSession, h), s)
+	return t.put(k, s)
 }
 
 func (t *badgerTx) DeleteBearerSession(tokenHash [32]byte) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	h := hex.EncodeToString(tokenHash[:])
-	var old authn.BearerSession
-	if err := t.get(key(pOpSession, h), &old); errors.Is(err, store.ErrNotFound) {
-		return nil
-	} else if err != nil {
+	k := key(pOpSession, hex.EncodeToString(tokenHash[:]))
+	old, err := stored[authn.BearerSession](t, k)
+	if err != nil || old == nil {
 		return err
 	}
-	if err := t.del(key(pOpByOp, old.OperatorDID, h)); err != nil {
+	if err := (indexes{t}).DropOperatorSession(old.OperatorDID, tokenHash); err != nil {
 		return err
 	}
-	return t.del(key(pOpSession, h))
+	return t.del(k)
 }
 
 func (t *badgerTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {

@@ -138,6 +138,19 @@ func (t *badgerTx) get(k []byte, v any) error {
 	return decode(k, raw, v)
 }
 
+// stored returns the record under k, nil when there is none.
+func stored[T any](t *badgerTx, k []byte) (*T, error) {
+	var v T
+	err := t.get(k, &v)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 func decode(k, raw []byte, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		return fmt.Errorf("store: failed to decode %s: %w", kind(k), err)

@@ -1,9 +1,7 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -177,19 +175,6 @@ func setRemove[K1, K2 comparable](u *undoLog, m map[K1]map[K2]struct{}, a K1, b 
 	}
 }
 
-func sortedKeys[K comparable, V any](m map[K]V, less func(a, b K) int) []K {
-	ks := make([]K, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.SortFunc(ks, less)
-	return ks
-}
-
-func cmpKey(a, b didkey.PublicKey) int { return bytes.Compare(a[:], b[:]) }
-
-func cmpHash(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }
-
 type memTx struct {
 	d *memData
 	rules.TxState
@@ -205,7 +190,7 @@ func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn fu
 	}
 	t.Iterating++
 	defer func() { t.Iterating-- }()
-	for _, k := range sortedKeys(m, less) {
+	for _, k := range rules.SortedKeys(m, less) {
 		if err := fn(k, m[k]); err != nil {
 			return err
 		}
@@ -264,11 +249,11 @@ func (t *memTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
 	if len(set) == 0 {
 		return nil, nil
 	}
-	return sortedKeys(set, cmpKey), nil
+	return rules.SortedKeys(set, rules.CompareKeys), nil
 }
 
 func (t *memTx) EachNode(fn func(Node) error) error {
-	return each(t, t.d.nodes, cmpKey, func(_ didkey.PublicKey, n Node) error { return fn(cloneNode(n)) })
+	return each(t, t.d.nodes, rules.CompareKeys, func(_ didkey.PublicKey, n Node) error { return fn(cloneNode(n)) })
 }
 
 func (t *memTx) NodeCount() (int, error) {
@@ -347,7 +332,7 @@ func (t *memTx) OpenBindingSessionsByNode(key didkey.PublicKey) ([]binding.Bindi
 		return nil, nil
 	}
 	out := make([]binding.BindingSession, 0, len(ids))
-	for _, id := range sortedKeys(ids, strings.Compare) {
+	for _, id := range rules.SortedKeys(ids, strings.Compare) {
 		out = append(out, cloneSession(t.d.sessions[id]))
 	}
 	return out, nil
@@ -388,7 +373,7 @@ func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error
 		return nil, nil
 	}
 	out := make([]binding.Binding, 0, len(keys))
-	for _, k := range sortedKeys(keys, cmpKey) {
+	for _, k := range rules.SortedKeys(keys, rules.CompareKeys) {
 		out = append(out, cloneBinding(t.d.bindings[k]))
 	}
 	return out, nil
@@ -476,11 +461,11 @@ func (t *memTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
 	if len(hs) == 0 {
 		return nil, nil
 	}
-	return sortedKeys(hs, cmpHash), nil
+	return rules.SortedKeys(hs, rules.CompareHashes), nil
 }
 
 func (t *memTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
-	return each(t, t.d.opSessions, cmpHash, func(h [32]byte, s authn.BearerSession) error { return fn(h, cloneBearerSession(s)) })
+	return each(t, t.d.opSessions, rules.CompareHashes, func(h [32]byte, s authn.BearerSession) error { return fn(h, cloneBearerSession(s)) })
 }
 
 func (t *memTx) Counter(key string) (binding.Counter, error) {

@@ -17,22 +17,13 @@ import (
 	"github.com/svrp/svrp/store/storetest"
 )
 
-func cached(t testing.TB, inner store.Store) store.Store {
-	t.Helper()
-	s, err := store.WithNodeCache(context.Background(), inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // The cache must keep every promise of the Store interface, over either store.
 func TestNodeCacheOverMemory(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return cached(t, store.NewMemory()) })
+	storetest.Run(t, func(t *testing.T) store.Store { return storetest.NodeCache(t, store.NewMemory()) })
 }
 
 func TestNodeCacheOverBadger(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return cached(t, openBadger(t, t.TempDir())) })
+	storetest.Run(t, func(t *testing.T) store.Store { return storetest.NodeCache(t, openBadger(t, t.TempDir())) })
 }
 
 // TestNodeCacheTouch: a touch is visible at once, never moves last_seen back, reaches the
@@ -40,7 +31,7 @@ func TestNodeCacheOverBadger(t *testing.T) {
 func TestNodeCacheTouch(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := cached(t, openBadger(t, dir))
+	s := storetest.NodeCache(t, openBadger(t, dir))
 	k := storetest.Key(1)
 	n := storetest.Node(k)
 	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
@@ -86,7 +77,7 @@ func TestNodeCacheTouch(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	reopened := cached(t, openBadger(t, dir))
+	reopened := storetest.NodeCache(t, openBadger(t, dir))
 	defer reopened.Close()
 	if got := lastSeen(reopened); !got.Equal(last) {
 		t.Fatalf("after reopen: last_seen %v, want %v", got, last)
@@ -96,7 +87,7 @@ func TestNodeCacheTouch(t *testing.T) {
 // TestNodeCacheFlushKeepsNewerRegistration: a registration replaces the record whole,
 // touches included, and a Flush afterwards moves only last_seen of the record on disk.
 func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
-	s := cached(t, openBadger(t, t.TempDir()))
+	s := storetest.NodeCache(t, openBadger(t, t.TempDir()))
 	defer s.Close()
 	toucher := s
 	k := storetest.Key(1)
@@ -130,7 +121,7 @@ func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 // writes a record from memory only while no registration of it is between inner and memory;
 // were it to write one that is, inner would keep an older endpoint than memory.
 func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
-	s := cached(t, openBadger(t, t.TempDir()))
+	s := storetest.NodeCache(t, openBadger(t, t.TempDir()))
 	defer s.Close()
 	toucher := s
 	keys := []didkey.PublicKey{storetest.Key(1), storetest.Key(2), storetest.Key(3)}
@@ -202,7 +193,7 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 // TestNodeCacheScanSnapshots: ScanNodes hands out records that later touches and writes do
 // not change, since the registry keeps them while it encodes a listing.
 func TestNodeCacheScanSnapshots(t *testing.T) {
-	s := cached(t, store.NewMemory())
+	s := storetest.NodeCache(t, store.NewMemory())
 	defer s.Close()
 	k := storetest.Key(1)
 	n := storetest.Node(k)
@@ -244,7 +235,7 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 		t.Fatalf("the collision keys do not share a short body: %s, %s", a.ShortBody(), b.ShortBody())
 	}
 	dir := t.TempDir()
-	s := cached(t, openBadger(t, dir))
+	s := storetest.NodeCache(t, openBadger(t, dir))
 	na, nb := storetest.Node(a), storetest.Node(b)
 	na.DID, nb.DID = pair.First.DIDFallback, pair.Second.DIDFallback
 	storetest.Update(t, s, func(tx store.Tx) error { return errors.Join(tx.PutNode(na), tx.PutNode(nb)) })
@@ -289,7 +280,7 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = cached(t, openBadger(t, dir))
+	s = storetest.NodeCache(t, openBadger(t, dir))
 	defer s.Close()
 	want(storetest.ShortDID(b), b)
 	want(pair.First.DIDFallback, a)
@@ -299,7 +290,7 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 // TestNodeCacheSharesCapabilityLists: nodes offering the same capabilities share one list in
 // memory, and a reader's copy is its own.
 func TestNodeCacheSharesCapabilityLists(t *testing.T) {
-	s := cached(t, store.NewMemory())
+	s := storetest.NodeCache(t, store.NewMemory())
 	defer s.Close()
 	k1, k2 := storetest.Key(1), storetest.Key(2)
 	storetest.Update(t, s, func(tx store.Tx) error {

@@ -77,14 +77,7 @@ func (t *badgerTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 }
 
 func (t *badgerTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
-	var keys []didkey.PublicKey
-	err := t.scan(key(pBody, body, ""), true, func(rest, _ []byte) error {
-		if k, ok := decodeKey(rest); ok {
-			keys = append(keys, k)
-		}
-		return nil
-	})
-	return keys, err
+	return members(t, key(pBody, body, ""), parseNodeKey)
 }
 
 func (t *badgerTx) EachNode(fn func(store.Node) error) error {

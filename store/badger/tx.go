@@ -9,6 +9,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/rules"
 )
@@ -78,21 +79,18 @@ func key(prefix string, parts ...string) []byte {
 	return k
 }
 
-// kind names the record kind of a key for error messages, which carry no key or value.
+// kinds name the record kinds of the key layout for error messages, which carry no key or
+// value; any other key is an index entry.
+var kinds = []struct{ prefix, name string }{
+	{pNode, "node"}, {pSession, "binding session"}, {pBinding, "binding"},
+	{pOpSession, "bearer session"}, {pCounter, "counter"}, {pRevoked, "revocation"},
+}
+
 func kind(k []byte) string {
-	switch {
-	case bytes.HasPrefix(k, []byte(pNode)):
-		return "node"
-	case bytes.HasPrefix(k, []byte(pSession)):
-		return "binding session"
-	case bytes.HasPrefix(k, []byte(pBinding)):
-		return "binding"
-	case bytes.HasPrefix(k, []byte(pOpSession)):
-		return "bearer session"
-	case bytes.HasPrefix(k, []byte(pCounter)):
-		return "counter"
-	case bytes.HasPrefix(k, []byte(pRevoked)):
-		return "revocation"
+	for _, e := range kinds {
+		if bytes.HasPrefix(k, []byte(e.prefix)) {
+			return e.name
+		}
 	}
 	return "index"
 }
@@ -228,6 +226,37 @@ func (t *badgerTx) scan(prefix []byte, keysOnly bool, fn func(rest, val []byte) 
 	}
 	return nil
 }
+
+// members returns what parse makes of the rest of each key under prefix, in key order,
+// skipping what it refuses: the members of an index group.
+func members[M any](t *badgerTx, prefix []byte, parse func([]byte) (M, bool)) ([]M, error) {
+	var out []M
+	err := t.scan(prefix, true, func(rest, _ []byte) error {
+		if m, ok := parse(rest); ok {
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// readEach reads the record each member of an index group names; a missing one is an
+// index out of step with its records.
+func readEach[M, R any](ms []M, read func(M) (R, error), index string) ([]R, error) {
+	var out []R
+	for _, m := range ms {
+		r, err := read(m)
+		if err != nil {
+			return nil, fmt.Errorf("store: the %s index names a missing record: %w", index, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func parseNodeKey(b []byte) (didkey.PublicKey, bool) { return decodeKey(b) }
+
+func parseID(b []byte) (string, bool) { return string(b), true }
 
 // decodeKey parses a hex node key or hash from a key or an index value; ok is false for
 // anything else, which a scan then skips as not its own.

@@ -76,11 +76,6 @@ var migrations = []string{
 // SchemaVersion is the schema version this build migrates to.
 var SchemaVersion = len(migrations)
 
-// Statements returns the number of statements this store has sent since it was opened,
-// transaction control included: what svrpd's store_statements_total reports, and what
-// svrpd bench divides by the operations of a window.
-func (p *Store) Statements() uint64 { return p.statements.Load() }
-
 func (p *Store) migrate(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {

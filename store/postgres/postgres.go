@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,9 +45,7 @@ type Store struct {
 	// statements counts the statements sent, for the daemon's and the load tool's figures.
 	statements atomic.Uint64
 
-	healthMu   sync.Mutex
-	healthAt   time.Time
-	lastHealth store.Health
+	health serverHealth
 }
 
 // Bounds of the PostgreSQL store, with their reasons.
@@ -113,23 +110,7 @@ func (statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBat
 
 func (statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// healthEvery bounds how often Health asks the server: a load balancer polling /health
-// costs one statement a second at most.
-const healthEvery = time.Second
-
-// Health implements [store.HealthReporter]: ok while the server answers, gone when it does not.
-func (p *Store) Health() store.Health {
-	p.healthMu.Lock()
-	defer p.healthMu.Unlock()
-	if time.Since(p.healthAt) < healthEvery && p.lastHealth.State != "" {
-		return p.lastHealth
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), healthEvery)
-	defer cancel()
-	p.lastHealth = store.Health{State: store.HealthOK}
-	if err := p.pool.Ping(ctx); err != nil {
-		p.lastHealth = store.Health{State: store.HealthGone, Detail: "the PostgreSQL server does not answer"}
-	}
-	p.healthAt = time.Now()
-	return p.lastHealth
-}
+// Statements returns the number of statements this store has sent since it was opened,
+// transaction control included: what svrpd's store_statements_total reports, and what
+// svrpd bench divides by the operations of a window.
+func (p *Store) Statements() uint64 { return p.statements.Load() }

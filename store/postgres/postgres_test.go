@@ -139,7 +139,7 @@ func TestPostgresTouchAndChallenge(t *testing.T) {
 
 func TestNodeCacheOverPostgres(t *testing.T) {
 	postgresURL(t)
-	storetest.Run(t, pgOpener(cached))
+	storetest.Run(t, pgOpener(storetest.NodeCache))
 }
 
 // TestNodeCacheFollows runs two caches on one database, as two daemons do: each sees the
@@ -147,8 +147,8 @@ func TestNodeCacheOverPostgres(t *testing.T) {
 // through one is found at once through the other.
 func TestNodeCacheFollows(t *testing.T) {
 	u := freshSchema(t)
-	a := cached(t, openPostgres(t, u))
-	b := cached(t, openPostgres(t, u))
+	a := storetest.NodeCache(t, openPostgres(t, u))
+	b := storetest.NodeCache(t, openPostgres(t, u))
 	defer a.Close()
 	defer b.Close()
 	k := storetest.Key(1)
@@ -195,13 +195,4 @@ func TestNodeCacheFollows(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func cached(t testing.TB, inner store.Store) store.Store {
-	t.Helper()
-	s, err := store.WithNodeCache(context.Background(), inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

@@ -117,6 +117,19 @@ func page[T any](t *pgTx, sql string, start any, scan func(pgx.Rows) (key any, v
 	}
 }
 
+// writeJSON runs sql, a write, with args and then v's JSON as its last parameter, the rec
+// column.
+func (t *pgTx) writeJSON(what string, v any, sql string, args ...any) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	rec, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("store: encoding %s: %w", what, err)
+	}
+	return t.exec(sql, append(args, rec)...)
+}
+
 // jsonRow reads one JSON record.
 func jsonRow[T any](t *pgTx, sql string, args ...any) (T, error) {
 	var v T

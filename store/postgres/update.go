@@ -12,6 +12,7 @@ import (
 
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/rules"
+	"sync"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -139,4 +140,33 @@ func (p *Store) Exclusive(ctx context.Context, lock int64, fn func(context.Conte
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lock)
 	return true, fn(ctx)
+}
+
+// healthEvery bounds how often Health asks the server: a load balancer polling /health
+// costs one statement a second at most.
+const healthEvery = time.Second
+
+// Health implements [store.HealthReporter]: ok while the server answers, gone when it does not.
+func (p *Store) Health() store.Health {
+	h := &p.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.at) < healthEvery && h.last.State != "" {
+		return h.last
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), healthEvery)
+	defer cancel()
+	h.last = store.Health{State: store.HealthOK}
+	if err := p.pool.Ping(ctx); err != nil {
+		h.last = store.Health{State: store.HealthGone, Detail: "the PostgreSQL server does not answer"}
+	}
+	h.at = time.Now()
+	return h.last
+}
+
+// serverHealth is the last answer of Health and when it was taken.
+type serverHealth struct {
+	mu   sync.Mutex
+	at   time.Time
+	last store.Health
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 // nodeKeyByDID looks did up in a View of its own.
@@ -339,7 +340,7 @@ func testDeleteBinding(t *testing.T, s store.Store) {
 
 func sortKeys(ks ...didkey.PublicKey) []didkey.PublicKey {
 	out := slices.Clone(ks)
-	slices.SortFunc(out, cmpKey)
+	slices.SortFunc(out, rules.CompareKeys)
 	return out
 }
 
@@ -359,7 +360,7 @@ func testOperatorSessions(t *testing.T, s store.Store) {
 		return out
 	}
 	want := []entry{{h1, s1}, {h2, s2}}
-	if cmpHash(h2, h1) < 0 {
+	if rules.CompareHashes(h2, h1) < 0 {
 		want = []entry{{h2, s2}, {h1, s1}}
 	}
 	Diff(t, "EachOperatorSession", want, all())
@@ -399,6 +400,6 @@ func testOperatorSessions(t *testing.T, s store.Store) {
 
 func sortHashes(hs ...[32]byte) [][32]byte {
 	out := slices.Clone(hs)
-	slices.SortFunc(out, cmpHash)
+	slices.SortFunc(out, rules.CompareHashes)
 	return out
 }

@@ -12,12 +12,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
-	"bytes"
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
-	"slices"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 // model is the naive store: the records only. Every index is derived from them when
@@ -258,7 +257,7 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 		if err := tx.EachNode(func(n store.Node) error { nodes = append(nodes, n); return nil }); err != nil {
 			return err
 		}
-		modelDiff("EachNode", valuesInOrder(m.nodes, cmpKey), nodes)
+		modelDiff("EachNode", valuesInOrder(m.nodes, rules.CompareKeys), nodes)
 
 		// Sessions and their indexes.
 		for _, id := range modelSessions {
@@ -275,7 +274,7 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 		}
 		for _, k := range modelKeys {
 			var want []binding.BindingSession
-			for _, id := range sortedKeys(m.sessions, strings.Compare) {
+			for _, id := range rules.SortedKeys(m.sessions, strings.Compare) {
 				if m.sessions[id].NodeKey == k && !m.sessions[id].State.Terminal() {
 					want = append(want, m.sessions[id])
 				}
@@ -301,7 +300,7 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 		for _, op := range append(modelOperators, "did:svrp:o:") {
 			var want []binding.Binding
 			if op != "" {
-				for _, k := range sortedKeys(m.bindings, cmpKey) {
+				for _, k := range rules.SortedKeys(m.bindings, rules.CompareKeys) {
 					if m.bindings[k].OperatorDID == op {
 						want = append(want, m.bindings[k])
 					}
@@ -328,10 +327,10 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 		}); err != nil {
 			return err
 		}
-		modelDiff("EachOperatorSession keys", nilIfEmpty(sortedKeys(m.opSessions, cmpHash)), hashes)
+		modelDiff("EachOperatorSession keys", nilIfEmpty(rules.SortedKeys(m.opSessions, rules.CompareHashes)), hashes)
 		for _, op := range append(modelOperators, "did:svrp:o:") {
 			var want [][32]byte
-			for _, h := range sortedKeys(m.opSessions, cmpHash) {
+			for _, h := range rules.SortedKeys(m.opSessions, rules.CompareHashes) {
 				if m.opSessions[h].OperatorDID == op {
 					want = append(want, h)
 				}
@@ -357,7 +356,7 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 		}); err != nil {
 			return err
 		}
-		modelDiff("EachCounter keys", nilIfEmpty(sortedKeys(m.counters, strings.Compare)), counters)
+		modelDiff("EachCounter keys", nilIfEmpty(rules.SortedKeys(m.counters, strings.Compare)), counters)
 
 		// Revocations.
 		for _, op := range modelOperators {
@@ -389,21 +388,8 @@ func nilIfEmpty[T any](s []T) []T {
 
 func valuesInOrder[K comparable, V any](m map[K]V, less func(a, b K) int) []V {
 	var out []V
-	for _, k := range sortedKeys(m, less) {
+	for _, k := range rules.SortedKeys(m, less) {
 		out = append(out, m[k])
 	}
 	return out
 }
-
-func sortedKeys[K comparable, V any](m map[K]V, less func(a, b K) int) []K {
-	ks := make([]K, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.SortFunc(ks, less)
-	return ks
-}
-
-func cmpKey(a, b didkey.PublicKey) int { return bytes.Compare(a[:], b[:]) }
-
-func cmpHash(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }

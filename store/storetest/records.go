@@ -12,6 +12,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 func testNotFound(t *testing.T, s store.Store) {
@@ -311,7 +312,7 @@ func testCounters(t *testing.T, s store.Store) {
 				return nil
 			})
 		})
-		Diff(t, "EachCounter order", []string(sortedKeys(out, strings.Compare)), order)
+		Diff(t, "EachCounter order", []string(rules.SortedKeys(out, strings.Compare)), order)
 		return out
 	}
 	Diff(t, "EachCounter", map[string]binding.Counter{

@@ -214,3 +214,13 @@ func wantNotFound(t testing.TB, what string, err error) {
 		t.Errorf("%s: got error %v, want store.ErrNotFound", what, err)
 	}
 }
+
+// NodeCache puts inner behind store.WithNodeCache, failing t when the table does not load.
+func NodeCache(t testing.TB, inner store.Store) store.Store {
+	t.Helper()
+	s, err := store.WithNodeCache(context.Background(), inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

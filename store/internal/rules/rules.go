@@ -4,6 +4,7 @@
 package rules
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,14 +13,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/binding"
-)
-
-// The misuses of a transaction; package store exports them under the same names.
-var (
-	ErrWriteInView = errors.New("store: write in a read-only transaction")
-	ErrWriteInEach = errors.New("store: write during an Each iteration")
-	ErrTxDone      = errors.New("store: transaction used after its function returned")
-	ErrClosed      = errors.New("store: closed")
+	"github.com/svrp/svrp/didkey"
 )
 
 // TxState is the life of a transaction: no use after its function returned, no write in a
@@ -50,6 +44,14 @@ func (t *TxState) Writable() error {
 	}
 	return nil
 }
+
+// The misuses of a transaction; package store exports them under the same names.
+var (
+	ErrWriteInView = errors.New("store: write in a read-only transaction")
+	ErrWriteInEach = errors.New("store: write during an Each iteration")
+	ErrTxDone      = errors.New("store: transaction used after its function returned")
+	ErrClosed      = errors.New("store: closed")
+)
 
 // CheckSession refuses what could be written but never read back: an empty id cannot be
 // looked up, and a state outside the known ones has no stored spelling, so an encoding
@@ -120,3 +122,20 @@ func Counters(tx CounterReader, keys []string) ([]binding.Counter, error) {
 	}
 	return out, nil
 }
+
+// SortedKeys returns the keys of m in the order of compare: stores that keep records in
+// maps visit them in key order, as the stores that keep them sorted do.
+func SortedKeys[K comparable, V any](m map[K]V, compare func(a, b K) int) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, compare)
+	return ks
+}
+
+// CompareKeys orders node keys as their bytes.
+func CompareKeys(a, b didkey.PublicKey) int { return bytes.Compare(a[:], b[:]) }
+
+// CompareHashes orders hashes as their bytes.
+func CompareHashes(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }

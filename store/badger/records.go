@@ -3,7 +3,8 @@ package badger
 import (
 	"encoding/hex"
 	"errors"
-	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -11,6 +12,11 @@ import (
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/rules"
 )
+
+// Binding sessions, active bindings, bearer sessions, revocations and counters are JSON
+// records, each with its index entries (indexes.go) changed in the same transaction.
+// Revocations are counted in m/revocations as each new one is put, so that the bound on the
+// list is one read.
 
 func (t *badgerTx) BindingSession(id string) (binding.BindingSession, error) {
 	if err := t.Readable(); err != nil {
@@ -77,22 +83,11 @@ func (t *badgerTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 }
 
 func (t *badgerTx) OpenBindingSessionsByNode(k didkey.PublicKey) ([]binding.BindingSession, error) {
-	var ids []string
-	if err := t.scan(key(pByNode, k.Hex(), ""), true, func(rest, _ []byte) error {
-		ids = append(ids, string(rest))
-		return nil
-	}); err != nil {
+	ids, err := members(t, key(pByNode, k.Hex(), ""), parseID)
+	if err != nil {
 		return nil, err
 	}
-	var out []binding.BindingSession
-	for _, id := range ids {
-		s, err := t.BindingSession(id)
-		if err != nil {
-			return nil, fmt.Errorf("store: session index names a missing session: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
+	return readEach(ids, t.BindingSession, "session")
 }
 
 func (t *badgerTx) EachBindingSession(fn func(binding.BindingSession) error) error {
@@ -130,24 +125,11 @@ func (t *badgerTx) PutBinding(b binding.Binding) error {
 }
 
 func (t *badgerTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
-	var keys []didkey.PublicKey
-	if err := t.scan(key(pOperator, operatorDID, ""), true, func(rest, _ []byte) error {
-		if k, ok := decodeKey(rest); ok {
-			keys = append(keys, k)
-		}
-		return nil
-	}); err != nil {
+	keys, err := members(t, key(pOperator, operatorDID, ""), parseNodeKey)
+	if err != nil {
 		return nil, err
 	}
-	var out []binding.Binding
-	for _, k := range keys {
-		b, err := t.Binding(k)
-		if err != nil {
-			return nil, fmt.Errorf("store: operator index names a missing binding: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return readEach(keys, t.Binding, "operator")
 }
 
 func (t *badgerTx) DeleteBinding(node didkey.PublicKey) error {
@@ -204,16 +186,9 @@ func (t *badgerTx) DeleteBearerSession(tokenHash [32]byte) error {
 }
 
 func (t *badgerTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
-	var out [][32]byte
-	err := t.scan(key(pOpByOp, operatorDID, ""), true, func(rest, _ []byte) error {
-		// Exactly one 64-hex hash after the prefix: a DID with '/' in it cannot reach
-		// another DID's entries.
-		if h, ok := decodeKey(rest); ok {
-			out = append(out, h)
-		}
-		return nil
-	})
-	return out, err
+	// Exactly one 64-hex hash after the prefix: a DID with '/' in it cannot reach another
+	// DID's entries.
+	return members(t, key(pOpByOp, operatorDID, ""), decodeKey)
 }
 
 func (t *badgerTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
@@ -228,5 +203,108 @@ func (t *badgerTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerS
 			return err
 		}
 		return fn(h, s)
+	})
+}
+
+// revocationKey hex-encodes both parts: a revocation_id may hold '/', and the store does not
+// rely on the registry having checked the DID.
+func revocationKey(operatorDID, revocationID string) []byte {
+	return key(pRevoked, hex.EncodeToString([]byte(operatorDID)), hex.EncodeToString([]byte(revocationID)))
+}
+
+func (t *badgerTx) Revocation(operatorDID, revocationID string) (store.Revocation, error) {
+	if err := t.Readable(); err != nil {
+		return store.Revocation{}, err
+	}
+	var r store.Revocation
+	err := t.get(revocationKey(operatorDID, revocationID), &r)
+	return r, err
+}
+
+func (t *badgerTx) PutRevocation(r store.Revocation) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	k := revocationKey(r.OperatorDID, r.RevocationID)
+	if _, err := t.getRaw(k); errors.Is(err, store.ErrNotFound) {
+		n, err := t.RevocationCount()
+		if err != nil {
+			return err
+		}
+		if err := t.setRaw([]byte(kRevokedCount), strconv.AppendInt(nil, int64(n)+1, 10)); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return t.put(k, r)
+}
+
+func (t *badgerTx) RevocationCount() (int, error) {
+	if err := t.Readable(); err != nil {
+		return 0, err
+	}
+	raw, err := t.getRaw([]byte(kRevokedCount))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(string(raw))
+	if err != nil || n < 0 {
+		return 0, errors.New("store: corrupt revocation count")
+	}
+	return n, nil
+}
+
+func (t *badgerTx) Counter(k string) (binding.Counter, error) {
+	if err := t.Readable(); err != nil {
+		return binding.Counter{}, err
+	}
+	var c binding.Counter
+	err := t.get(key(pCounter, k), &c)
+	if errors.Is(err, store.ErrNotFound) {
+		return binding.Counter{}, nil
+	}
+	return c, err
+}
+
+func (t *badgerTx) Counters(keys ...string) ([]binding.Counter, error) {
+	if err := t.Readable(); err != nil {
+		return nil, err
+	}
+	return rules.Counters(t, keys)
+}
+
+func (t *badgerTx) CountEvent(k string, now time.Time, window time.Duration) (binding.Counter, error) {
+	if err := t.Writable(); err != nil {
+		return binding.Counter{}, err
+	}
+	return rules.CountEvent(t, k, now, window)
+}
+
+func (t *badgerTx) PutCounter(k string, c binding.Counter) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	return t.put(key(pCounter, k), c)
+}
+
+func (t *badgerTx) DeleteCounter(k string) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	return t.del(key(pCounter, k))
+}
+
+func (t *badgerTx) EachCounter(fn func(key string, c binding.Counter) error) error {
+	p := []byte(pCounter)
+	return t.scan(p, false, func(rest, v []byte) error {
+		var c binding.Counter
+		if err := decode(p, v, &c); err != nil {
+			return err
+		}
+		return fn(string(rest), c)
 	})
 }

@@ -34,19 +34,21 @@ const followEvery = 250 * time.Millisecond
 
 // WithNodeCache wraps inner with an in-memory copy of the node table: the whole table is
 // read once here, every View reads nodes from memory, and every Update writes through to
-// inner and then to memory. It also implements [NodeToucher]: touches change memory at once
-// and reach inner at the next Flush, which the owner calls periodically (svrpd: every
-// second) and which Close calls last.
+// inner and then to memory. Touches ([NodeToucher]) change memory at once and reach inner
+// at the next Flush, which the owner calls periodically (svrpd: every second) and which
+// Close calls last. The cache works over any Store through the contract alone.
 //
-// With the memory and Badger stores the copy is exact only while this process is inner's one
-// writer, and it relies on inner running Update functions one at a time: a write's place in
-// that order decides which version memory keeps.
+// Over a store without a [NodeFeed] (memory, Badger) the copy is exact only while this
+// process is inner's one writer, and it relies on inner running Update functions one at a
+// time: a write's place in that order decides which version memory keeps. A flush writes
+// records with WriteTouchedNode in an Update marked [ForTouches].
 //
-// A store shared by several processes ([Postgres]) is followed instead: every followEvery the
-// cache reads the node records written since its last read, by this process or any other,
-// and keeps each record's latest revision; touches are flushed in one statement. Reads in a
-// View that miss memory ask the store, so a node registered through another daemon a moment
-// ago is found. Memory never moves last_seen back. Close stops the following.
+// A store shared by several processes (one with a NodeFeed, as the PostgreSQL store) is
+// followed instead: every followEvery the cache reads the node records written since its
+// last read, by this process or any other, and keeps each record's latest revision
+// (PutNodeRevision); touches are flushed through the feed in one statement. Reads in a
+// View that miss memory ask the store, so a node registered through another daemon a
+// moment ago is found. Memory never moves last_seen back. Close stops the following.
 func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
 	c := &nodeCache{inner: inner, dirty: map[didkey.PublicKey]time.Time{}, writing: map[didkey.PublicKey]int{}}
 	if feed := inner.NodeFeed(); feed != nil {
@@ -524,7 +526,7 @@ func (t *cacheTx) EachNode(fn func(Node) error) error {
 		all = append(all, cloneNode(cur.n))
 	}
 	t.c.mu.RUnlock()
-	// Key order, as the two stores iterate.
+	// Key order, as the stores iterate.
 	slices.SortFunc(all, func(a, b Node) int { return bytes.Compare(a.Key[:], b.Key[:]) })
 	for _, n := range all {
 		if err := fn(n); err != nil {

@@ -1,14 +1,19 @@
-// Package store keeps the registry's state: node records, binding sessions, active bindings,
-// bearer sessions and counters. It defines the interfaces the registry needs and two
-// implementations: [OpenBadger], an embedded durable store, and [NewMemory], for tests and
-// for daemons that need no durability.
+// Package store is the registry's state as a contract: node records, binding sessions,
+// active bindings, bearer sessions, revocations and counters behind [Store] and [Tx], with
+// what a store offers beyond transactions (touching and scanning nodes, reading counters,
+// upkeep, health) part of the contract, so that no caller asks a store what it is. It holds
+// the memory store ([NewMemory]), for tests and for daemons that need no durability, and the
+// node cache ([WithNodeCache]), which puts the node table in memory in front of any store.
+// The durable stores are packages of their own: store/badger, an embedded store on one
+// machine, and store/postgres, a database shared by any number of daemons. Whoever opens a
+// store chooses one; the registry sees only the contract. store/storetest is the
+// behavioural suite every store passes.
 //
 // Every read and write happens inside a transaction ([Store.View], [Store.Update]), so each
 // use case of the registry — a binding transition, a challenge consumption, an activation that
-// supersedes an older binding — is atomic whatever the implementation. The interface is shaped
-// so that a SQL implementation shared by several daemons can follow without changing the
-// registry: an Update function may be run more than once when transactions conflict, so it
-// must have no effects outside its transaction.
+// supersedes an older binding — is atomic whatever the store. An Update function may be run
+// more than once when transactions conflict, so it must have no effects outside its
+// transaction.
 //
 // The store never sees a secret in clear: short codes, binding tokens and session tokens
 // arrive as SHA-256 hashes.
@@ -23,17 +28,18 @@
 // Nothing is ever removed except bearer sessions, counters, active bindings (which an unbind
 // or a revocation ends) and binding sessions the registry deletes after their retention
 // (whose ids stay reserved as hashes); node records and revocations are replaced, not
-// deleted.
+// deleted. It runs no goroutine for upkeep: its owner calls Flush and Maintain.
 //
-// # Implementations
+// # Concurrency
 //
-// Both implementations pass the same behavioural suite, and both run Updates one at a time,
-// so their functions run once and a decision taken on what a lookup did not find (no
-// session to spare, no other key on a short body) still holds at commit. An implementation
-// that runs Updates concurrently must keep that: serializable isolation that covers ranges
-// scanned, not only records read. Both refuse a write inside View or from the function
-// passed to an Each method, and a Tx used after its function returned. Each methods happen
-// to visit records in key order; the interface promises no order.
+// A decision taken on what a lookup did not find (no session to spare, no other key on a
+// short body) must still hold at commit. The memory and Badger stores get that by running
+// Updates one at a time, so their functions run once. The PostgreSQL store runs Updates
+// concurrently, each SERIALIZABLE, which covers ranges scanned as well as records read, and
+// runs a function again when its transaction loses a conflict. Every store refuses a write
+// inside View ([ErrWriteInView]) or from the function passed to an Each method
+// ([ErrWriteInEach]), and a Tx used after its function returned ([ErrTxDone]). Each
+// methods happen to visit records in key order; the contract promises no order.
 package store
 
 import (

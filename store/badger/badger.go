@@ -1,3 +1,12 @@
+// Package badger is the store on an embedded Badger database in one directory: durable
+// on one machine, for one process at a time, with nothing to run beside the daemon. Open
+// returns a [store.Store] that commits Updates in groups, one disk sync a group, watches its
+// disk and refuses writes before the volume is too full to take them, and reclaims space in
+// Maintain.
+//
+// It is not for several daemons at once (the directory is locked by the first; use
+// store/postgres), not for data that must outlive the machine without a backup of the
+// directory, and it keeps no consumed login challenges ([store.ErrChallengesNotKept]).
 package badger
 
 import (
@@ -16,7 +25,7 @@ import (
 // Badger key layout. Every key is ASCII: a one-letter kind, '/', then the record's key. Keys
 // and hashes are lowercase hex, so key order is byte order of the raw values and an Each
 // visits records in that order. Node records, which a start-up reads by the million, have a
-// compact binary form (nodecodec.go); the other records are the JSON of the Go types. Index
+// compact binary form (package store/internal/nodecodec); the other records are the JSON of the Go types. Index
 // entries are separate keys, so each lookup is one Get or one prefix scan, and a record and
 // its index entries change in the same transaction.
 //
@@ -117,17 +126,17 @@ func WithDiskReserve(r DiskReserve) Option {
 // of the machine. Update functions run one at a time, in the order they arrive, and
 // normally once; Views run concurrently with each other and with the Updates, each on a
 // snapshot. The database belongs to one process at a time; a second Open of the same
-// dir fails while the first is open. The returned store implements [store.Maintainer].
+// dir fails while the first is open. Maintain runs Badger's value-log garbage collection.
 //
 // Updates are committed in groups: the functions that queue up while one group is being
 // written share the next transaction and its one disk sync, each with its own undo log so
 // that a function that fails leaves nothing behind while the others in its group commit.
 // Under load this turns one sync per write into one sync per group.
 //
-// The store watches its disk (see [store.Health]): it refuses writes with [store.ErrUnavailable] while
-// the volume's free space is below the reserve ([WithDiskReserve]) or below what Badger
-// needs to write out what it holds, and once the directory is removed, replaced or can no
-// longer take new files. Badger writes its files through memory maps of sparse files, and
+// The store watches its disk (see [store.Health]): it refuses writes with
+// [store.ErrUnavailable] while the volume's free space is below the reserve
+// ([WithDiskReserve]) or below what Badger needs to write out what it holds, and once the
+// directory is removed, replaced or can no longer take new files. Badger writes its files through memory maps of sparse files, and
 // a page that finds no room on a full volume kills the process with SIGBUS; no Badger
 // option preallocates them or writes them otherwise, so the reserve is what keeps Badger's
 // writes off a volume that cannot hold them. Open fails with [ErrNoSpace],
@@ -154,7 +163,7 @@ func Open(dir string, opts ...Option) (s store.Store, err error) {
 		WithValueLogFileSize(badgerValueLogFileSize).
 		WithNumLevelZeroTables(badgerL0Tables).
 		WithNumLevelZeroTablesStall(badgerL0TablesStall).
-		// The store compacts on demand (badger_compact.go) instead of by polling.
+		// The store compacts on demand (compact.go) instead of by polling.
 		WithNumCompactors(0).
 		// A restart reads every node record; compacting level 0 at close hands it a settled
 		// tree instead of a stack of overlapping tables to merge.

@@ -30,7 +30,7 @@ type badgerStore struct {
 	// and both add one.
 	updates chan *pendingUpdate
 	stopped chan struct{}
-	// The on-demand compactor (badger_compact.go): commits send on wake; Close closes
+	// The on-demand compactor (compact.go): commits send on wake; Close closes
 	// stopCompact and waits for compacted.
 	wake        chan struct{}
 	stopCompact chan struct{}

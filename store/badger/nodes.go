@@ -18,7 +18,7 @@ func (t *badgerTx) Node(k didkey.PublicKey) (store.Node, error) {
 	return t.getNode(key(pNode, k.Hex()))
 }
 
-// getNode reads a node record in its binary form (nodecodec.go).
+// getNode reads a node record in its binary form (package store/internal/nodecodec).
 func (t *badgerTx) getNode(k []byte) (store.Node, error) {
 	raw, err := t.getRaw(k)
 	if err != nil {

@@ -1,3 +1,12 @@
+// Package postgres is the store on a PostgreSQL server, shared by any number of daemons:
+// they see each other's writes, consume each login challenge once between them
+// (ConsumeChallenge), take turns at upkeep (Exclusive) and share secrets kept in the
+// database (Secret). Its node table is followed by the node cache through a [store.NodeFeed].
+//
+// It is not an embedded store: the server, its backups and its replication are the
+// operator's. It creates and migrates its own tables in the first schema of the
+// connection's search_path and refuses a schema newer than it knows; it never drops
+// anything.
 package postgres
 
 import (
@@ -31,7 +40,7 @@ import (
 //
 // Every Update runs SERIALIZABLE, which covers ranges scanned as well as rows read, so a
 // decision taken on what a lookup did not find (no other key on a short body, a session
-// cap) still holds at commit, as the Store contract asks. A transaction that loses a
+// cap) still holds at commit, as the store contract asks. A transaction that loses a
 // conflict (40001) or a deadlock (40P01) is rolled back and its function run again, at most
 // maxPostgresAttempts times, after a short random pause. Views run REPEATABLE READ READ
 // ONLY: one snapshot, no locks. A transaction's BEGIN goes in one round trip with its first

@@ -10,6 +10,7 @@ import (
 
 // Benchmarks. Each put is one Update, so the Badger figure includes an fsync.
 
+// BenchPutNode measures PutNode, one Update each, over BenchKeys; it closes s.
 func BenchPutNode(b *testing.B, s store.Store) {
 	defer s.Close()
 	n := Node(Key(0))
@@ -23,6 +24,7 @@ func BenchPutNode(b *testing.B, s store.Store) {
 	}
 }
 
+// BenchGetNode measures Node, one View each, over BenchKeys; it closes s.
 func BenchGetNode(b *testing.B, s store.Store) {
 	defer s.Close()
 	if err := s.Update(context.Background(), func(tx store.Tx) error {

@@ -76,7 +76,7 @@ func genTime(t *rapid.T, label string) time.Time {
 }
 
 func genWords(t *rapid.T, label string) []string {
-	// Nil and empty are distinct values that both stores must keep apart.
+	// Nil and empty are distinct values that every store must keep apart.
 	if rapid.IntRange(0, 4).Draw(t, label+"_nil") == 0 {
 		return nil
 	}

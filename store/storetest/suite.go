@@ -1,3 +1,8 @@
+// Package storetest is the behavioural suite every store passes, exported so that each
+// store runs it from its own package's tests: Run with a function that opens a fresh, empty
+// store. It holds the fixtures and helpers those tests share, and a model test that drives
+// random operations against a store and a map-based model of it, and two benchmarks for go
+// test -bench. It is for tests only, and knows no store but through the contract.
 package storetest
 
 import (
@@ -68,22 +73,28 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 
 var zone = time.FixedZone("test", 2*3600)
 
+// Key is the i-th test key.
 func Key(i int) didkey.PublicKey {
 	return didkey.PublicKey(sha256.Sum256(fmt.Appendf(nil, "key %d", i)))
 }
 
+// Hash is the SHA-256 of s, as a secret hash.
 func Hash(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
+// Time is the i-th test time, with nanoseconds and a non-UTC zone.
 func Time(i int) time.Time {
 	return time.Date(2025, 3, 1, 12, 0, i, 123456789, zone)
 }
 
 func ptr[T any](v T) *T { return &v }
 
+// ShortDID is the short DID of k.
 func ShortDID(k didkey.PublicKey) string { return "did:svrp:n:" + k.ShortBody() }
 
+// FullDID is the full DID of k.
 func FullDID(k didkey.PublicKey) string { return "did:svrp:" + k.Hex() }
 
+// Node is a node record of k with every field set.
 func Node(k didkey.PublicKey) store.Node {
 	return store.Node{
 		Key:               k,
@@ -98,6 +109,7 @@ func Node(k didkey.PublicKey) store.Node {
 	}
 }
 
+// Session is a binding session id of node k with every field set.
 func Session(id string, k didkey.PublicKey) binding.BindingSession {
 	return binding.BindingSession{
 		ID:      id,
@@ -167,6 +179,7 @@ func Session(id string, k didkey.PublicKey) binding.BindingSession {
 	}
 }
 
+// Binding is an active binding of node k to operator with every field set.
 func Binding(k didkey.PublicKey, operator string) binding.Binding {
 	return binding.Binding{
 		NodeKey:      k,
@@ -181,6 +194,7 @@ func Binding(k didkey.PublicKey, operator string) binding.Binding {
 	}
 }
 
+// BearerSession is a bearer session of operator.
 func BearerSession(operator string) authn.BearerSession {
 	return authn.BearerSession{OperatorDID: operator, IssuedAt: Time(8), ExpiresAt: Time(9)}
 }
@@ -194,6 +208,7 @@ func Update(t testing.TB, s store.Store, fn func(store.Tx) error) {
 	}
 }
 
+// View runs fn in a View of s, failing t on its error.
 func View(t testing.TB, s store.Store, fn func(store.Tx) error) {
 	t.Helper()
 	if err := s.View(context.Background(), fn); err != nil {
@@ -201,6 +216,7 @@ func View(t testing.TB, s store.Store, fn func(store.Tx) error) {
 	}
 }
 
+// Diff fails t with the difference when got is not want.
 func Diff(t testing.TB, what string, want, got any) {
 	t.Helper()
 	if d := cmp.Diff(want, got); d != "" {

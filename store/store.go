@@ -78,7 +78,9 @@ var ErrChallengeUsed = errors.New("store: challenge already used")
 // challenges: a registry configured to consume them there is misconfigured.
 var ErrChallengesNotKept = proto.New(proto.Internal, "the store does not keep login challenges")
 
-// Store is a transactional store.
+// Store is a transactional store and what it offers beside transactions. A store with
+// nothing of its own for a capability embeds [Defaults] or answers with the InView and
+// InUpdate helpers, so every Store has every method and a caller never asks which it has.
 type Store interface {
 	// View runs fn in a read-only transaction.
 	View(ctx context.Context, fn func(Tx) error) error

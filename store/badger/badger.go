@@ -16,7 +16,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	dgbadger "github.com/dgraph-io/badger/v4"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/store"
@@ -153,7 +153,7 @@ func Open(dir string, opts ...Option) (s store.Store, err error) {
 	if err != nil {
 		return nil, err
 	}
-	bo := badger.DefaultOptions(dir).
+	bo := dgbadger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithLogger(nil).
 		WithMetricsEnabled(false). // metrics are process-wide expvars
@@ -216,13 +216,13 @@ func Open(dir string, opts ...Option) (s store.Store, err error) {
 
 // openBadgerDB opens Badger, turning a panic in it into an error: a start-up on a damaged
 // directory ends with one line, not a trace.
-func openBadgerDB(bo badger.Options) (db *badger.DB, err error) {
+func openBadgerDB(bo dgbadger.Options) (db *dgbadger.DB, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			db, err = nil, fmt.Errorf("badger panicked while opening: %v", v)
 		}
 	}()
-	return badger.Open(bo)
+	return dgbadger.Open(bo)
 }
 
 // roomNeeded is the free space Badger needs to write out what it holds in memory and to
@@ -265,10 +265,10 @@ func (b *badgerStore) CheckWrite() error {
 	return b.guard.allow(b.guard.refresh(touchCheckAge), false)
 }
 
-func checkVersion(db *badger.DB) error {
-	return db.Update(func(txn *badger.Txn) error {
+func checkVersion(db *dgbadger.DB) error {
+	return db.Update(func(txn *dgbadger.Txn) error {
 		item, err := txn.Get([]byte(pVersion))
-		if errors.Is(err, badger.ErrKeyNotFound) {
+		if errors.Is(err, dgbadger.ErrKeyNotFound) {
 			return txn.Set([]byte(pVersion), []byte(schemaVersion))
 		}
 		if err != nil {
@@ -287,18 +287,18 @@ func checkVersion(db *badger.DB) error {
 
 // indexOperatorSessions gives every bearer session of a database written before the u/
 // index existed its entry, in transactions of a bounded size, then marks the database.
-func indexOperatorSessions(db *badger.DB) error {
-	if err := db.View(func(txn *badger.Txn) error {
+func indexOperatorSessions(db *dgbadger.DB) error {
+	if err := db.View(func(txn *dgbadger.Txn) error {
 		_, err := txn.Get([]byte(kOpIndexed))
 		return err
 	}); err == nil {
 		return nil
-	} else if !errors.Is(err, badger.ErrKeyNotFound) {
+	} else if !errors.Is(err, dgbadger.ErrKeyNotFound) {
 		return fmt.Errorf("store: failed to read the session index mark: %w", err)
 	}
 	var entries [][]byte
-	err := db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
+	err := db.View(func(txn *dgbadger.Txn) error {
+		opts := dgbadger.DefaultIteratorOptions
 		opts.Prefix = []byte(pOpSession)
 		it := txn.NewIterator(opts)
 		defer it.Close()
@@ -318,7 +318,7 @@ func indexOperatorSessions(db *badger.DB) error {
 	const chunk = 1000
 	for len(entries) > 0 {
 		n := min(chunk, len(entries))
-		if err := db.Update(func(txn *badger.Txn) error {
+		if err := db.Update(func(txn *dgbadger.Txn) error {
 			for _, k := range entries[:n] {
 				if err := txn.Set(k, nil); err != nil {
 					return err
@@ -330,5 +330,5 @@ func indexOperatorSessions(db *badger.DB) error {
 		}
 		entries = entries[n:]
 	}
-	return db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kOpIndexed), []byte("1")) })
+	return db.Update(func(txn *dgbadger.Txn) error { return txn.Set([]byte(kOpIndexed), []byte("1")) })
 }

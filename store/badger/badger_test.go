@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
+	dgbadger "github.com/dgraph-io/badger/v4"
 
 	"bytes"
 	"github.com/svrp/svrp/binding"
@@ -105,11 +105,11 @@ func TestBadgerSecondOpenFails(t *testing.T) {
 func TestBadgerSchemaVersion(t *testing.T) {
 	dir := t.TempDir()
 	openBadger(t, dir).Close()
-	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	db, err := dgbadger.Open(dgbadger.DefaultOptions(dir).WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(pVersion), []byte("99")) })
+	err = db.Update(func(txn *dgbadger.Txn) error { return txn.Set([]byte(pVersion), []byte("99")) })
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -322,8 +322,8 @@ func TestBadgerIndexesOldSessions(t *testing.T) {
 	})
 	// Take the index away, as an older build would have left the database.
 	db := s.(*badgerStore).db
-	if err := db.Update(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pOpByOp)})
+	if err := db.Update(func(txn *dgbadger.Txn) error {
+		it := txn.NewIterator(dgbadger.IteratorOptions{Prefix: []byte(pOpByOp)})
 		var keys [][]byte
 		for it.Rewind(); it.Valid(); it.Next() {
 			keys = append(keys, it.Item().KeyCopy(nil))

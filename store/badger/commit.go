@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	dgbadger "github.com/dgraph-io/badger/v4"
 
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
@@ -18,7 +18,7 @@ import (
 
 type badgerStore struct {
 	store.Defaults
-	db     *badger.DB
+	db     *dgbadger.DB
 	closed atomic.Bool
 	// closing orders Close after every Update that has already queued: Updates hold it for
 	// reading while they queue, Close for writing while it stops the queue.
@@ -213,7 +213,7 @@ func (b *badgerStore) commitGroup(group []*pendingUpdate) {
 			kept = append(kept, i)
 			continue
 		}
-		if rerr := tx.rollback(); rerr != nil || u.noUndo || errors.Is(err, badger.ErrTxnTooBig) {
+		if rerr := tx.rollback(); rerr != nil || u.noUndo || errors.Is(err, dgbadger.ErrTxnTooBig) {
 			// The shared transaction can no longer be trusted, or is full: give every
 			// function of the group a transaction of its own. The Store contract allows a
 			// function to run more than once.
@@ -325,7 +325,7 @@ func (b *badgerStore) Maintain(ctx context.Context) error {
 		switch {
 		case err == nil:
 			continue
-		case errors.Is(err, badger.ErrNoRewrite), errors.Is(err, badger.ErrRejected):
+		case errors.Is(err, dgbadger.ErrNoRewrite), errors.Is(err, dgbadger.ErrRejected):
 			// Nothing left to reclaim, or another collection is already running.
 			return nil
 		default:

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
+	dgbadger "github.com/dgraph-io/badger/v4"
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
@@ -15,8 +15,8 @@ import (
 )
 
 type badgerTx struct {
-	txn *badger.Txn
-	db  *badger.DB // a View's: txn is begun from it at the first read
+	txn *dgbadger.Txn
+	db  *dgbadger.DB // a View's: txn is begun from it at the first read
 	rules.TxState
 	// undo holds, for each key this Tx wrote, what the shared transaction held before, so
 	// that a failing function of a group can be taken back alone. Nil when the Tx has the
@@ -96,7 +96,7 @@ func kind(k []byte) string {
 }
 
 // reader returns the transaction reads go through, beginning a View's at its first read.
-func (t *badgerTx) reader() (*badger.Txn, error) {
+func (t *badgerTx) reader() (*dgbadger.Txn, error) {
 	if err := t.Readable(); err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (t *badgerTx) getRaw(k []byte) ([]byte, error) {
 		return nil, err
 	}
 	item, err := txn.Get(k)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, dgbadger.ErrKeyNotFound) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
@@ -193,7 +193,7 @@ func (t *badgerTx) scan(prefix []byte, keysOnly bool, fn func(rest, val []byte) 
 	}
 	t.Iterating++
 	defer func() { t.Iterating-- }()
-	opts := badger.DefaultIteratorOptions
+	opts := dgbadger.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = !keysOnly
 	txn, err := t.reader()

@@ -17,6 +17,7 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
 )
 
 // The benchmarks below drive the HTTP handler in-process with bodies signed before the
@@ -33,7 +34,7 @@ type benchStore struct {
 
 func benchStores() []benchStore {
 	badgerOnly := func(b *testing.B) store.Store {
-		st, err := store.OpenBadger(b.TempDir())
+		st, err := badger.Open(b.TempDir())
 		if err != nil {
 			b.Fatal(err)
 		}

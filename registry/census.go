@@ -107,14 +107,7 @@ func (s *Service) Census(ctx context.Context) (Census, error) {
 		}
 		return nil
 	}
-	var err error
-	if sc, ok := s.store.(store.NodeScanner); ok {
-		err = sc.ScanNodes(ctx, count)
-	} else {
-		err = s.store.View(ctx, func(tx store.Tx) error {
-			return tx.EachNode(func(n store.Node) error { return count(&n) })
-		})
-	}
+	err := s.store.ScanNodes(ctx, count)
 	if err != nil {
 		return Census{}, err
 	}

@@ -476,3 +476,18 @@ func TestEnumerationNoSecretComparison(t *testing.T) {
 		t.Fatal("no source files read")
 	}
 }
+
+func (t recordingTx) ConsumeChallenge(id []byte, expires time.Time) error {
+	t.r.record("ConsumeChallenge")
+	return t.tx.ConsumeChallenge(id, expires)
+}
+
+func (t recordingTx) PutNodeRevision(n store.Node) (uint64, error) {
+	t.r.record("PutNodeRevision(%+v)", n)
+	return t.tx.PutNodeRevision(n)
+}
+
+func (t recordingTx) WriteTouchedNode(n store.Node) error {
+	t.r.record("WriteTouchedNode(%+v)", n)
+	return t.tx.WriteTouchedNode(n)
+}

@@ -26,6 +26,8 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
+	"github.com/svrp/svrp/store/postgres"
 )
 
 // epoch is the fake clock's start: every test runs at a fixed, known time.
@@ -73,7 +75,7 @@ func openStore(t *testing.T, dir string) store.Store {
 			u = pgtest.Schema(t)
 			pgSchemas[dir] = u
 		}
-		p, err := store.OpenPostgres(context.Background(), u)
+		p, err := postgres.Open(context.Background(), u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +86,7 @@ func openStore(t *testing.T, dir string) store.Store {
 		pgStores[cached] = true
 		return cached
 	}
-	st, err := store.OpenBadger(dir)
+	st, err := badger.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func openStore(t *testing.T, dir string) store.Store {
 func newPlainHarness(t *testing.T, opts ...harnessOption) *harness {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.OpenBadger(dir)
+	st, err := badger.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

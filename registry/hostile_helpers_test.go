@@ -20,6 +20,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
 )
 
 // hostileDump is everything a store holds, read back through the Tx interface: the records
@@ -252,7 +253,7 @@ func newArena(t *testing.T, opts ...harnessOption) *arena {
 func newArenaOver(t *testing.T, wrap func(store.Store) store.Store) *arena {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.OpenBadger(dir)
+	st, err := badger.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
 )
 
 // Leaving and revoking (docs/protocol.md §10.4–10.7), over real HTTP on Badger.
@@ -451,7 +452,7 @@ func TestEndedSessionsFreeTheBearerCap(t *testing.T) {
 func BenchmarkRevoke(b *testing.B) {
 	for _, sessions := range []int{0, 10_000} {
 		b.Run(fmt.Sprintf("sessions=%d", sessions), func(b *testing.B) {
-			st, err := store.OpenBadger(b.TempDir())
+			st, err := badger.Open(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -136,7 +136,7 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 		}
 		return nil
 	}
-	err := s.eachNode(ctx, keep)
+	err := s.store.ScanNodes(ctx, keep)
 	slices.SortFunc(out, func(a, b *store.Node) int {
 		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
 			return c
@@ -144,17 +144,6 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 		return bytes.Compare(a.Key[:], b.Key[:])
 	})
 	return out, err
-}
-
-// eachNode calls fn for every node record: the store's own records where it holds the table
-// in memory (they must not be changed), copies otherwise.
-func (s *Service) eachNode(ctx context.Context, fn func(*store.Node) error) error {
-	if sc, ok := s.store.(store.NodeScanner); ok {
-		return sc.ScanNodes(ctx, fn)
-	}
-	return s.store.View(ctx, func(tx store.Tx) error {
-		return tx.EachNode(func(n store.Node) error { return fn(&n) })
-	})
 }
 
 // listSnapshot is the whole node table encoded once, at one version: the JSON of every
@@ -356,10 +345,7 @@ func (s *Service) nodesChanged() { s.registrations.Add(1) }
 // made to a shared store count as registrations: the cache follows them a few times a
 // second, so each is a rebuild at most that often.
 func (s *Service) listVersion() listVersion {
-	regs := s.registrations.Load()
-	if f, ok := s.store.(store.NodeFollower); ok {
-		regs += f.RemoteChanges()
-	}
+	regs := s.registrations.Load() + s.store.RemoteChanges()
 	return listVersion{registrations: regs, touches: s.touches.Load(), second: s.now().Unix()}
 }
 

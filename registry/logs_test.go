@@ -12,7 +12,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
-	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
 )
 
 // TestLogsKeepNoSecret runs a whole journey, with its usual failures, under a debug logger
@@ -31,7 +31,7 @@ func TestLogsKeepNoSecret(t *testing.T) {
 				logger = slog.New(slog.NewTextHandler(&out, opts))
 			}
 			dir := t.TempDir()
-			st, err := store.OpenBadger(dir, store.WithBadgerLogger(logger))
+			st, err := badger.Open(dir, badger.WithLogger(logger))
 			if err != nil {
 				t.Fatal(err)
 			}

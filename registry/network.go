@@ -213,7 +213,7 @@ func (s *Service) countNodes(ctx context.Context, now time.Time) (nodeCounts, er
 		}
 		return nil
 	}
-	return c, s.eachNode(ctx, count)
+	return c, s.store.ScanNodes(ctx, count)
 }
 
 // networkAnswer returns the current answer of GET /v1/network/stats. It is rebuilt — one

@@ -303,21 +303,7 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.
 // touch moves a node's last_seen to now. A store that keeps the node table in memory records
 // it there and makes it durable within a second (its Flush); any other store writes it now.
 func (s *Service) touch(ctx context.Context, key didkey.PublicKey, now time.Time) error {
-	var err error
-	if t, ok := s.store.(store.NodeToucher); ok {
-		err = t.TouchNode(key, now)
-	} else {
-		err = s.store.Update(ctx, func(tx store.Tx) error {
-			rec, err := tx.Node(key)
-			if err != nil {
-				return err
-			}
-			if now.After(rec.LastSeen) {
-				rec.LastSeen = now
-			}
-			return tx.PutNode(rec)
-		})
-	}
+	err := s.store.TouchNode(ctx, key, now)
 	if errors.Is(err, store.ErrNotFound) {
 		return proto.New(proto.UnknownDID, "no node is registered under this DID")
 	}
@@ -391,10 +377,7 @@ func (s *Service) NodeCount(ctx context.Context) (int, error) {
 // StoreHealth returns what the store says about its disk: the zero Health when it watches
 // none (a memory store).
 func (s *Service) StoreHealth() store.Health {
-	if h, ok := s.store.(store.HealthReporter); ok {
-		return h.Health()
-	}
-	return store.Health{}
+	return s.store.Health()
 }
 
 func nodeView(n store.Node) api.NodeView {

@@ -208,17 +208,9 @@ func failurePair(addr, did string) string {
 	return addr + "\x00" + hex.EncodeToString(sum[:16])
 }
 
-// readCounters reads counters outside any write, in one statement where the store can
-// (store.CounterReader), else in one View.
-func (s *Service) readCounters(ctx context.Context, keys ...string) (c []binding.Counter, err error) {
-	if r, ok := s.store.(store.CounterReader); ok {
-		return r.ReadCounters(ctx, keys...)
-	}
-	err = s.store.View(ctx, func(tx store.Tx) (err error) {
-		c, err = tx.Counters(keys...)
-		return err
-	})
-	return c, err
+// readCounters reads counters outside any write, in one statement where the store can.
+func (s *Service) readCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+	return s.store.ReadCounters(ctx, keys...)
 }
 
 // loginBudgets refuses a login over one of its budgets, as Login's in-memory ones do: the
@@ -253,11 +245,7 @@ func consume(tx store.Tx, ch *checkedChallenge) error {
 	if ch == nil || ch.id == nil {
 		return nil
 	}
-	cc, ok := tx.(store.ChallengeConsumer)
-	if !ok {
-		return proto.New(proto.Internal, "the store does not keep login challenges")
-	}
-	if err := cc.ConsumeChallenge(ch.id, ch.expires); errors.Is(err, store.ErrChallengeUsed) {
+	if err := tx.ConsumeChallenge(ch.id, ch.expires); errors.Is(err, store.ErrChallengeUsed) {
 		return proto.New(proto.BadChallenge, "challenge was already used")
 	} else if err != nil {
 		return err

@@ -57,7 +57,7 @@ type Config struct {
 	// transaction, instead of in the Challenges' memory: registries that share a store and
 	// a challenge key then accept each challenge once between them. Challenges must then
 	// be an [authn.ChallengeChecker] (an *authn.Challenger is) and the store's transactions
-	// a [store.ChallengeConsumer] ([store.Postgres]'s are).
+	// keep them (the PostgreSQL store's do; the others refuse with [store.ErrChallengesNotKept]).
 	ChallengesInStore bool
 	// Logger receives one line per notable event; default discards. It never receives a
 	// secret.
@@ -79,10 +79,6 @@ type Config struct {
 	FlushEvery time.Duration
 	// SweepEvery is how often [Service.Run] sweeps; default DefaultSweepEvery.
 	SweepEvery time.Duration
-	// UpkeepLock, when not nil, keeps registries that share a store from sweeping it at
-	// the same time: a round of [Service.Run] sweeps under it, and counts again for the
-	// global caps instead when another registry holds it. Nil sweeps every round.
-	UpkeepLock UpkeepLock
 	// FlushObserver, when not nil, is told how long each flush of [Service.Run] took and
 	// how it ended. It must be quick.
 	FlushObserver func(took time.Duration, err error)
@@ -150,9 +146,9 @@ func New(cfg Config) (*Service, error) {
 		bearers:        newExpirySet(),
 		resolveNodes:   newNodeFailures(maxResolveNodes, maxResolveNodePairs),
 		upkeep: upkeep{
-			flushEvery: cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
-			sweepEvery: cmp.Or(max(cfg.SweepEvery, 0), DefaultSweepEvery),
-			lock:       cfg.UpkeepLock, observeFlush: cfg.FlushObserver,
+			flushEvery:   cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
+			sweepEvery:   cmp.Or(max(cfg.SweepEvery, 0), DefaultSweepEvery),
+			observeFlush: cfg.FlushObserver,
 		},
 	}
 	tracked, block := s.limits.MaxTrackedClients, s.limits.AddressBlockFactor

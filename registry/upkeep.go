@@ -20,15 +20,12 @@ const (
 	DefaultSweepEvery = time.Minute
 )
 
-// UpkeepLock runs fn when no other registry on the same store is running it, and reports
-// whether it ran; see [Config.UpkeepLock].
-type UpkeepLock func(ctx context.Context, fn func(context.Context) error) (ran bool, err error)
-
 // Run does the service's upkeep until ctx is done, on the caller's goroutine: every
 // [Config.FlushEvery] it makes the heartbeat times a node cache ([store.WithNodeCache]) holds
 // in memory durable, and every [Config.SweepEvery] it sweeps ([Service.Sweep]) and lets the
-// store do its own maintenance ([store.Maintainer]). With a [Config.UpkeepLock], a round whose
-// lock another registry holds only counts again for the global caps ([Service.Recount]).
+// store do its own maintenance, under the store's upkeep lock ([store.Maintainer]): on a
+// store shared by several registries, a round whose lock another holds only counts again for
+// the global caps ([Service.Recount]).
 // Every minute it samples the network's history ([Service.SampleNetwork]), lock or not.
 //
 // Failures of a round are logged, and the next round tries again; a store that refuses
@@ -38,13 +35,8 @@ type UpkeepLock func(ctx context.Context, fn func(context.Context) error) (ran b
 //
 // Call [Service.RepairAtStart] once before serving, then Run, once, until the service stops.
 func (s *Service) Run(ctx context.Context) error {
-	toucher, _ := s.store.(store.NodeToucher)
-	var flushes <-chan time.Time
-	if toucher != nil {
-		t := time.NewTicker(s.upkeep.flushEvery)
-		defer t.Stop()
-		flushes = t.C
-	}
+	flushes := time.NewTicker(s.upkeep.flushEvery)
+	defer flushes.Stop()
 	sweeps := time.NewTicker(s.upkeep.sweepEvery)
 	defer sweeps.Stop()
 	samples := time.NewTicker(networkSampleEvery)
@@ -52,12 +44,9 @@ func (s *Service) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			if toucher == nil {
-				return nil
-			}
-			return toucher.Flush(context.WithoutCancel(ctx))
-		case <-flushes:
-			s.flush(ctx, toucher)
+			return s.store.Flush(context.WithoutCancel(ctx))
+		case <-flushes.C:
+			s.flush(ctx)
 		case <-sweeps.C:
 			s.upkeepRound(ctx)
 		case <-samples.C:
@@ -70,11 +59,11 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// flush makes the heartbeat times t holds durable and tells the flush observer how long it
-// took; a flush cut off by the end of Run is not observed.
-func (s *Service) flush(ctx context.Context, t store.NodeToucher) {
+// flush makes the heartbeat times the store holds in memory durable and tells the flush
+// observer how long it took; a flush cut off by the end of Run is not observed.
+func (s *Service) flush(ctx context.Context) {
 	start := time.Now()
-	err := t.Flush(ctx)
+	err := s.store.Flush(ctx)
 	if ctx.Err() != nil {
 		return
 	}
@@ -93,18 +82,12 @@ func (s *Service) upkeepRound(ctx context.Context) {
 		if err := s.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrUnavailable) {
 			s.log.Error("sweep failed", "err", err)
 		}
-		if mt, ok := s.store.(store.Maintainer); ok {
-			if err := mt.Maintain(ctx); err != nil {
-				s.log.Warn("store maintenance failed", "err", err)
-			}
+		if err := s.store.Maintain(ctx); err != nil {
+			s.log.Warn("store maintenance failed", "err", err)
 		}
 		return nil
 	}
-	if s.upkeep.lock == nil {
-		sweep(ctx)
-		return
-	}
-	ran, err := s.upkeep.lock(ctx, sweep)
+	ran, err := s.store.Exclusive(ctx, upkeepLock, sweep)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -123,9 +106,12 @@ func (s *Service) upkeepRound(ctx context.Context) {
 // minute is one point of its charts.
 const networkSampleEvery = time.Minute
 
+// upkeepLock is the lock of the store's under which one registry of several sharing it
+// sweeps.
+const upkeepLock = 0x73767270_0002
+
 // upkeep is how Run is configured.
 type upkeep struct {
 	flushEvery, sweepEvery time.Duration
-	lock                   UpkeepLock
 	observeFlush           func(took time.Duration, err error)
 }

@@ -16,12 +16,18 @@ import (
 // upkeepHarness serves the registry on the memory store behind the node cache, and returns
 // the memory store too: what reaches it is what the upkeep made durable.
 func upkeepHarness(t *testing.T, opts ...harnessOption) (*harness, store.Store) {
+	return upkeepHarnessOn(t, func(st store.Store) store.Store { return st }, opts...)
+}
+
+// upkeepHarnessOn is upkeepHarness with the registry's store wrapped by wrap.
+func upkeepHarnessOn(t *testing.T, wrap func(store.Store) store.Store, opts ...harnessOption) (*harness, store.Store) {
 	t.Helper()
 	inner := store.NewMemory()
-	st, err := store.WithNodeCache(t.Context(), inner)
+	cached, err := store.WithNodeCache(t.Context(), inner)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := wrap(cached)
 	fast := func(c *registry.Config) { c.FlushEvery, c.SweepEvery = 5*time.Millisecond, 10*time.Millisecond }
 	return startHarness(t, st, t.TempDir(), testkit.NewClock(epoch), append([]harnessOption{fast}, opts...)...), inner
 }
@@ -103,16 +109,22 @@ func TestRunFlushesAndSweeps(t *testing.T) {
 	})
 }
 
+// heldLock is a store whose upkeep lock another registry always holds.
+type heldLock struct {
+	store.Store
+	asked *atomic.Int64
+}
+
+func (s heldLock) Exclusive(context.Context, int64, func(context.Context) error) (bool, error) {
+	s.asked.Add(1)
+	return false, nil
+}
+
 // With an upkeep lock that another registry holds, Run does not sweep: the store keeps the
 // expired session as it was written, and Run keeps asking for the lock.
 func TestRunLeavesTheSweepToTheLockHolder(t *testing.T) {
 	var asked atomic.Int64
-	h, inner := upkeepHarness(t, func(c *registry.Config) {
-		c.UpkeepLock = func(context.Context, func(context.Context) error) (bool, error) {
-			asked.Add(1)
-			return false, nil
-		}
-	})
+	h, inner := upkeepHarnessOn(t, func(st store.Store) store.Store { return heldLock{st, &asked} })
 	n := newNode(t, "upkeep")
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-held", h.now(), num(10), nil), "", nil)
 	h.clock.Advance(time.Hour)

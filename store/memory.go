@@ -1,9 +1,7 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 // NewMemory returns an empty store that lives in memory and is lost with the process.
@@ -38,12 +37,25 @@ func NewMemory() Store {
 }
 
 type memStore struct {
+	Defaults
 	mu     sync.RWMutex
 	closed bool
 	d      memData
 }
 
 var _ Store = (*memStore)(nil)
+
+func (m *memStore) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+	return ReadCountersInView(ctx, m, keys...)
+}
+
+func (m *memStore) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
+	return TouchNodeInUpdate(ctx, m, key, seen)
+}
+
+func (m *memStore) ScanNodes(ctx context.Context, fn func(*Node) error) error {
+	return ScanNodesInView(ctx, m, fn)
+}
 
 // memData holds the records, each a private clone, and the indexes the Tx lookups need.
 // The indexes hold only what the records currently say; putTx keeps them in step.
@@ -70,10 +82,10 @@ func (m *memStore) View(ctx context.Context, fn func(Tx) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return errClosed
+		return ErrClosed
 	}
 	tx := &memTx{d: &m.d}
-	defer func() { tx.done = true }()
+	defer func() { tx.Done = true }()
 	return fn(tx)
 }
 
@@ -84,12 +96,12 @@ func (m *memStore) Update(ctx context.Context, fn func(Tx) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return errClosed
+		return ErrClosed
 	}
-	tx := &memTx{d: &m.d, txState: txState{write: true}}
+	tx := &memTx{d: &m.d, TxState: rules.TxState{Write: true}}
 	committed := false
 	defer func() {
-		tx.done = true
+		tx.Done = true
 		if !committed {
 			tx.undo.rollback()
 		}
@@ -163,22 +175,9 @@ func setRemove[K1, K2 comparable](u *undoLog, m map[K1]map[K2]struct{}, a K1, b 
 	}
 }
 
-func sortedKeys[K comparable, V any](m map[K]V, less func(a, b K) int) []K {
-	ks := make([]K, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.SortFunc(ks, less)
-	return ks
-}
-
-func cmpKey(a, b didkey.PublicKey) int { return bytes.Compare(a[:], b[:]) }
-
-func cmpHash(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }
-
 type memTx struct {
 	d *memData
-	txState
+	rules.TxState
 	undo undoLog
 }
 
@@ -186,12 +185,12 @@ var _ Tx = (*memTx)(nil)
 
 // each calls fn on the values of m in key order, refusing writes while it runs.
 func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn func(K, V) error) error {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return err
 	}
-	t.iterating++
-	defer func() { t.iterating-- }()
-	for _, k := range sortedKeys(m, less) {
+	t.Iterating++
+	defer func() { t.Iterating-- }()
+	for _, k := range rules.SortedKeys(m, less) {
 		if err := fn(k, m[k]); err != nil {
 			return err
 		}
@@ -200,7 +199,7 @@ func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn fu
 }
 
 func (t *memTx) Node(key didkey.PublicKey) (Node, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return Node{}, err
 	}
 	n, ok := t.d.nodes[key]
@@ -211,27 +210,28 @@ func (t *memTx) Node(key didkey.PublicKey) (Node, error) {
 }
 
 func (t *memTx) PutNode(n Node) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	old, had := t.d.nodes[n.Key]
-	if !had || old.DID != n.DID {
-		if had && old.DID != "" && t.d.byDID[old.DID] == n.Key {
-			mapDelete(&t.undo, t.d.byDID, old.DID)
-		}
-		if n.DID != "" {
-			mapSet(&t.undo, t.d.byDID, n.DID, n.Key)
-		}
+	var oldDID *string
+	if old := lookup(t.d.nodes, n.Key); old != nil {
+		oldDID = &old.DID
 	}
-	if !had {
-		setAdd(&t.undo, t.d.byBody, n.Key.ShortBody(), n.Key)
+	if err := rules.PutNode(memIndexes{t}, n.Key, oldDID, n.DID); err != nil {
+		return err
 	}
 	mapSet(&t.undo, t.d.nodes, n.Key, cloneNode(n))
 	return nil
 }
 
+func (t *memTx) PutNodeRevision(n Node) (uint64, error) { return 0, t.PutNode(n) }
+
+func (t *memTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
+
+func (t *memTx) ConsumeChallenge([]byte, time.Time) error { return ErrChallengesNotKept }
+
 func (t *memTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return didkey.PublicKey{}, err
 	}
 	k, ok := t.d.byDID[did]
@@ -242,29 +242,29 @@ func (t *memTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 }
 
 func (t *memTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	set := t.d.byBody[body]
 	if len(set) == 0 {
 		return nil, nil
 	}
-	return sortedKeys(set, cmpKey), nil
+	return rules.SortedKeys(set, rules.CompareKeys), nil
 }
 
 func (t *memTx) EachNode(fn func(Node) error) error {
-	return each(t, t.d.nodes, cmpKey, func(_ didkey.PublicKey, n Node) error { return fn(cloneNode(n)) })
+	return each(t, t.d.nodes, rules.CompareKeys, func(_ didkey.PublicKey, n Node) error { return fn(cloneNode(n)) })
 }
 
 func (t *memTx) NodeCount() (int, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return 0, err
 	}
 	return len(t.d.nodes), nil
 }
 
 func (t *memTx) BindingSession(id string) (binding.BindingSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.BindingSession{}, err
 	}
 	s, ok := t.d.sessions[id]
@@ -275,68 +275,45 @@ func (t *memTx) BindingSession(id string) (binding.BindingSession, error) {
 }
 
 func (t *memTx) PutBindingSession(s binding.BindingSession) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkSession(s); err != nil {
+	if err := rules.CheckSession(s); err != nil {
 		return err
 	}
-	old, had := t.d.sessions[s.ID]
-	newHashes := secretHashes(s)
-	if had {
-		for _, h := range secretHashes(old) {
-			if !slices.Contains(newHashes, h) && t.d.bySecret[h] == s.ID {
-				mapDelete(&t.undo, t.d.bySecret, h)
-			}
-		}
-		if old.NodeKey != s.NodeKey {
-			setRemove(&t.undo, t.d.byNode, old.NodeKey, s.ID)
-		}
-	}
-	for _, h := range newHashes {
-		if t.d.bySecret[h] != s.ID {
-			mapSet(&t.undo, t.d.bySecret, h, s.ID)
-		}
-	}
-	if open := !s.State.Terminal(); open {
-		setAdd(&t.undo, t.d.byNode, s.NodeKey, s.ID)
-	} else {
-		setRemove(&t.undo, t.d.byNode, s.NodeKey, s.ID)
+	if err := rules.PutSession(memIndexes{t}, lookup(t.d.sessions, s.ID), s); err != nil {
+		return err
 	}
 	mapSet(&t.undo, t.d.sessions, s.ID, cloneSession(s))
 	return nil
 }
 
 func (t *memTx) DeleteBindingSession(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, had := t.d.sessions[id]
 	if !had {
 		return nil
 	}
-	for _, h := range secretHashes(old) {
-		if t.d.bySecret[h] == id {
-			mapDelete(&t.undo, t.d.bySecret, h)
-		}
+	if err := rules.DeleteSession(memIndexes{t}, old); err != nil {
+		return err
 	}
-	setRemove(&t.undo, t.d.byNode, old.NodeKey, id)
-	mapSet(&t.undo, t.d.usedIDs, usedIDHash(id), struct{}{})
 	mapDelete(&t.undo, t.d.sessions, id)
 	return nil
 }
 
 func (t *memTx) BindingSessionIDUsed(id string) (bool, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return false, err
 	}
 	_, live := t.d.sessions[id]
-	_, gone := t.d.usedIDs[usedIDHash(id)]
+	_, gone := t.d.usedIDs[rules.UsedIDHash(id)]
 	return live || gone, nil
 }
 
 func (t *memTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return "", err
 	}
 	id, ok := t.d.bySecret[h]
@@ -347,7 +324,7 @@ func (t *memTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 }
 
 func (t *memTx) OpenBindingSessionsByNode(key didkey.PublicKey) ([]binding.BindingSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	ids := t.d.byNode[key]
@@ -355,7 +332,7 @@ func (t *memTx) OpenBindingSessionsByNode(key didkey.PublicKey) ([]binding.Bindi
 		return nil, nil
 	}
 	out := make([]binding.BindingSession, 0, len(ids))
-	for _, id := range sortedKeys(ids, strings.Compare) {
+	for _, id := range rules.SortedKeys(ids, strings.Compare) {
 		out = append(out, cloneSession(t.d.sessions[id]))
 	}
 	return out, nil
@@ -366,7 +343,7 @@ func (t *memTx) EachBindingSession(fn func(binding.BindingSession) error) error 
 }
 
 func (t *memTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.Binding{}, err
 	}
 	b, ok := t.d.bindings[node]
@@ -377,24 +354,18 @@ func (t *memTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
 }
 
 func (t *memTx) PutBinding(b binding.Binding) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	old, had := t.d.bindings[b.NodeKey]
-	if !had || old.OperatorDID != b.OperatorDID {
-		if had && old.OperatorDID != "" {
-			setRemove(&t.undo, t.d.byOperator, old.OperatorDID, b.NodeKey)
-		}
-		if b.OperatorDID != "" {
-			setAdd(&t.undo, t.d.byOperator, b.OperatorDID, b.NodeKey)
-		}
+	if err := rules.PutBinding(memIndexes{t}, lookup(t.d.bindings, b.NodeKey), b); err != nil {
+		return err
 	}
 	mapSet(&t.undo, t.d.bindings, b.NodeKey, cloneBinding(b))
 	return nil
 }
 
 func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	keys := t.d.byOperator[operatorDID]
@@ -402,29 +373,29 @@ func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error
 		return nil, nil
 	}
 	out := make([]binding.Binding, 0, len(keys))
-	for _, k := range sortedKeys(keys, cmpKey) {
+	for _, k := range rules.SortedKeys(keys, rules.CompareKeys) {
 		out = append(out, cloneBinding(t.d.bindings[k]))
 	}
 	return out, nil
 }
 
 func (t *memTx) DeleteBinding(node didkey.PublicKey) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, had := t.d.bindings[node]
 	if !had {
 		return nil
 	}
-	if old.OperatorDID != "" {
-		setRemove(&t.undo, t.d.byOperator, old.OperatorDID, node)
+	if err := rules.DeleteBinding(memIndexes{t}, old); err != nil {
+		return err
 	}
 	mapDelete(&t.undo, t.d.bindings, node)
 	return nil
 }
 
 func (t *memTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return Revocation{}, err
 	}
 	r, ok := t.d.revoked[[2]string{operatorDID, revocationID}]
@@ -435,7 +406,7 @@ func (t *memTx) Revocation(operatorDID, revocationID string) (Revocation, error)
 }
 
 func (t *memTx) PutRevocation(r Revocation) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	mapSet(&t.undo, t.d.revoked, [2]string{r.OperatorDID, r.RevocationID}, r)
@@ -443,14 +414,14 @@ func (t *memTx) PutRevocation(r Revocation) error {
 }
 
 func (t *memTx) RevocationCount() (int, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return 0, err
 	}
 	return len(t.d.revoked), nil
 }
 
 func (t *memTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return authn.BearerSession{}, err
 	}
 	s, ok := t.d.opSessions[tokenHash]
@@ -461,19 +432,18 @@ func (t *memTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
 }
 
 func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if old, had := t.d.opSessions[tokenHash]; had && old.OperatorDID != s.OperatorDID {
-		setRemove(&t.undo, t.d.byOpSess, old.OperatorDID, tokenHash)
+	if err := rules.PutBearerSession(memIndexes{t}, tokenHash, lookup(t.d.opSessions, tokenHash), s); err != nil {
+		return err
 	}
-	setAdd(&t.undo, t.d.byOpSess, s.OperatorDID, tokenHash)
 	mapSet(&t.undo, t.d.opSessions, tokenHash, cloneBearerSession(s))
 	return nil
 }
 
 func (t *memTx) DeleteBearerSession(tokenHash [32]byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if old, had := t.d.opSessions[tokenHash]; had {
@@ -484,43 +454,43 @@ func (t *memTx) DeleteBearerSession(tokenHash [32]byte) error {
 }
 
 func (t *memTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
 	hs := t.d.byOpSess[operatorDID]
 	if len(hs) == 0 {
 		return nil, nil
 	}
-	return sortedKeys(hs, cmpHash), nil
+	return rules.SortedKeys(hs, rules.CompareHashes), nil
 }
 
 func (t *memTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
-	return each(t, t.d.opSessions, cmpHash, func(h [32]byte, s authn.BearerSession) error { return fn(h, cloneBearerSession(s)) })
+	return each(t, t.d.opSessions, rules.CompareHashes, func(h [32]byte, s authn.BearerSession) error { return fn(h, cloneBearerSession(s)) })
 }
 
 func (t *memTx) Counter(key string) (binding.Counter, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return binding.Counter{}, err
 	}
 	return cloneCounter(t.d.counters[key]), nil
 }
 
 func (t *memTx) Counters(keys ...string) ([]binding.Counter, error) {
-	if err := t.readable(); err != nil {
+	if err := t.Readable(); err != nil {
 		return nil, err
 	}
-	return counters(t, keys)
+	return rules.Counters(t, keys)
 }
 
 func (t *memTx) CountEvent(key string, now time.Time, window time.Duration) (binding.Counter, error) {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return binding.Counter{}, err
 	}
-	return countEvent(t, key, now, window)
+	return rules.CountEvent(t, key, now, window)
 }
 
 func (t *memTx) PutCounter(key string, c binding.Counter) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	mapSet(&t.undo, t.d.counters, key, cloneCounter(c))
@@ -528,7 +498,7 @@ func (t *memTx) PutCounter(key string, c binding.Counter) error {
 }
 
 func (t *memTx) DeleteCounter(key string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	mapDelete(&t.undo, t.d.counters, key)

@@ -1,15 +1,20 @@
-package store
+package store_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
+)
 
 func TestMemory(t *testing.T) {
-	runSuite(t, func(*testing.T) Store { return NewMemory() })
+	storetest.Run(t, func(*testing.T) store.Store { return store.NewMemory() })
 }
 
 func BenchmarkMemoryPutNode(b *testing.B) {
-	benchPutNode(b, NewMemory())
+	storetest.BenchPutNode(b, store.NewMemory())
 }
 
 func BenchmarkMemoryGetNode(b *testing.B) {
-	benchGetNode(b, NewMemory())
+	storetest.BenchGetNode(b, store.NewMemory())
 }

@@ -18,32 +18,6 @@ import (
 	"github.com/svrp/svrp/didkey"
 )
 
-// NodeToucher is implemented by stores that can record a node's freshness in memory and make
-// it durable later, so that a heartbeat costs no disk write of its own. The registry uses it
-// when the store offers it, and a durable Update otherwise.
-type NodeToucher interface {
-	// TouchNode moves the node's last_seen forward to seen (never back). It returns
-	// ErrNotFound when the key has no record.
-	TouchNode(key didkey.PublicKey, seen time.Time) error
-	// Flush makes every touch so far durable.
-	Flush(ctx context.Context) error
-}
-
-// touchWriter is implemented by a Tx that can write a node record without the index upkeep
-// of PutNode, which a flush of touches does not need: a touch changes no DID.
-type touchWriter interface {
-	// writeTouched replaces n's record with n, which differs from it in last_seen alone.
-	writeTouched(n Node) error
-}
-
-// NodeScanner is implemented by stores that hold the node table in memory: ScanNodes calls
-// fn with every record without copying it. The records are snapshots that never change, so
-// fn may keep them, but must not modify them. The registry uses it to build node listings
-// without a copy of the whole table per listing.
-type NodeScanner interface {
-	ScanNodes(ctx context.Context, fn func(*Node) error) error
-}
-
 // flushChunk bounds the nodes one Flush transaction rewrites, well under Badger's
 // transaction size limit.
 const flushChunk = 512
@@ -58,49 +32,26 @@ const sharedFlushChunk = 1 << 16
 // and the other daemon's flush interval.
 const followEvery = 250 * time.Millisecond
 
-// nodeFeed is implemented by a store that other processes write too ([Postgres]): the cache
-// follows its changes instead of assuming it is the one writer.
-type nodeFeed interface {
-	// nodeChanges calls fn with each node record written since mark (0: every record) and
-	// its revision, which grows with each write of the record, and returns the next mark.
-	// It may call fn again for records already seen.
-	nodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64)) (int64, error)
-	// touchBatch moves last_seen of keys[i] forward to seen[i] (unix nanoseconds) in one
-	// statement.
-	touchBatch(ctx context.Context, keys [][]byte, seen []int64) error
-}
-
-// revPutter is implemented by the Tx of a nodeFeed store: PutNode that returns the record's
-// new revision.
-type revPutter interface {
-	putNodeRev(n Node) (uint64, error)
-}
-
-// NodeFollower is implemented by a node cache that follows other writers of a shared store.
-// RemoteChanges counts the changes it has taken from them, so that a listing built before
-// one is known to be stale.
-type NodeFollower interface {
-	RemoteChanges() uint64
-}
-
 // WithNodeCache wraps inner with an in-memory copy of the node table: the whole table is
 // read once here, every View reads nodes from memory, and every Update writes through to
-// inner and then to memory. It also implements [NodeToucher]: touches change memory at once
-// and reach inner at the next Flush, which the owner calls periodically (svrpd: every
-// second) and which Close calls last.
+// inner and then to memory. Touches ([NodeToucher]) change memory at once and reach inner
+// at the next Flush, which the owner calls periodically (svrpd: every second) and which
+// Close calls last. The cache works over any Store through the contract alone.
 //
-// With the memory and Badger stores the copy is exact only while this process is inner's one
-// writer, and it relies on inner running Update functions one at a time: a write's place in
-// that order decides which version memory keeps.
+// Over a store without a [NodeFeed] (memory, Badger) the copy is exact only while this
+// process is inner's one writer, and it relies on inner running Update functions one at a
+// time: a write's place in that order decides which version memory keeps. A flush writes
+// records with WriteTouchedNode in an Update marked [ForTouches].
 //
-// A store shared by several processes ([Postgres]) is followed instead: every followEvery the
-// cache reads the node records written since its last read, by this process or any other,
-// and keeps each record's latest revision; touches are flushed in one statement. Reads in a
-// View that miss memory ask the store, so a node registered through another daemon a moment
-// ago is found. Memory never moves last_seen back. Close stops the following.
+// A store shared by several processes (one with a NodeFeed, as the PostgreSQL store) is
+// followed instead: every followEvery the cache reads the node records written since its
+// last read, by this process or any other, and keeps each record's latest revision
+// (PutNodeRevision); touches are flushed through the feed in one statement. Reads in a
+// View that miss memory ask the store, so a node registered through another daemon a
+// moment ago is found. Memory never moves last_seen back. Close stops the following.
 func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
 	c := &nodeCache{inner: inner, dirty: map[didkey.PublicKey]time.Time{}, writing: map[didkey.PublicKey]int{}}
-	if feed, ok := inner.(nodeFeed); ok {
+	if feed := inner.NodeFeed(); feed != nil {
 		return c.follow(ctx, feed)
 	}
 	err := inner.View(ctx, func(tx Tx) error {
@@ -154,7 +105,7 @@ type nodeCache struct {
 	writing map[didkey.PublicKey]int
 
 	// Following a shared store.
-	feed    nodeFeed
+	feed    NodeFeed
 	remote  atomic.Uint64 // changes taken from the feed that memory did not already hold
 	stop    chan struct{}
 	stopped chan struct{}
@@ -165,14 +116,7 @@ type cachedNode struct {
 	seq uint64
 }
 
-var (
-	_ Store          = (*nodeCache)(nil)
-	_ NodeToucher    = (*nodeCache)(nil)
-	_ Maintainer     = (*nodeCache)(nil)
-	_ NodeScanner    = (*nodeCache)(nil)
-	_ HealthReporter = (*nodeCache)(nil)
-	_ CounterReader  = (*nodeCache)(nil)
-)
+var _ Store = (*nodeCache)(nil)
 
 // A cachedNode never changes once it is in the maps: a write or a touch replaces it. That is
 // what lets ScanNodes hand out records without copying them.
@@ -284,11 +228,9 @@ func (c *nodeCache) keyByShortDID(did string) (didkey.PublicKey, bool) {
 
 // TouchNode refuses a touch while inner refuses writes: the touch would be acknowledged
 // in memory and then never made durable.
-func (c *nodeCache) TouchNode(key didkey.PublicKey, seen time.Time) error {
-	if w, ok := c.inner.(writeChecker); ok {
-		if err := w.checkWrite(); err != nil {
-			return err
-		}
+func (c *nodeCache) TouchNode(_ context.Context, key didkey.PublicKey, seen time.Time) error {
+	if err := c.inner.CheckWrite(); err != nil {
+		return err
 	}
 	if c.feed != nil {
 		if err := c.load(key); err != nil {
@@ -360,17 +302,14 @@ func (c *nodeCache) Flush(ctx context.Context) error {
 		// memory when memory holds inner's record (settled), else read back from inner, so
 		// that a registration committed since the touch is kept whole. The touches were
 		// acknowledged, so the flush may use the disk's reserve; it fails only when the
-		// store does, so it keeps no undo log (withoutUndo).
-		err := c.inner.Update(withoutUndo(withReserve(ctx)), func(tx Tx) error {
-			w, rewrites := tx.(touchWriter)
+		// store does, so it keeps no undo log (ForTouches).
+		err := c.inner.Update(ForTouches(ctx), func(tx Tx) error {
 			for _, k := range chunk {
-				if rewrites {
-					if n, ok := c.settled(k); ok {
-						if err := w.writeTouched(n); err != nil {
-							return err
-						}
-						continue
+				if n, ok := c.settled(k); ok {
+					if err := tx.WriteTouchedNode(n); err != nil {
+						return err
 					}
+					continue
 				}
 				n, err := tx.Node(k)
 				if errors.Is(err, ErrNotFound) {
@@ -389,48 +328,30 @@ func (c *nodeCache) Flush(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			c.mu.Lock()
-			for k, seen := range dirty {
-				if cur, ok := c.dirty[k]; !ok || seen.After(cur) {
-					c.dirty[k] = seen
-				}
-			}
-			c.mu.Unlock()
+			c.redirty(dirty)
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *nodeCache) Maintain(ctx context.Context) error {
-	if m, ok := c.inner.(Maintainer); ok {
-		return m.Maintain(ctx)
-	}
-	return nil
+func (c *nodeCache) Maintain(ctx context.Context) error { return c.inner.Maintain(ctx) }
+
+func (c *nodeCache) Exclusive(ctx context.Context, lock int64, fn func(context.Context) error) (bool, error) {
+	return c.inner.Exclusive(ctx, lock, fn)
 }
 
-// ReadCounters implements [CounterReader] with inner's, or with a View when inner reads
-// counters only in transactions.
 func (c *nodeCache) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
-	if r, ok := c.inner.(CounterReader); ok {
-		return r.ReadCounters(ctx, keys...)
-	}
-	var cs []binding.Counter
-	err := c.inner.View(ctx, func(tx Tx) (err error) {
-		cs, err = tx.Counters(keys...)
-		return err
-	})
-	return cs, err
+	return c.inner.ReadCounters(ctx, keys...)
 }
 
-// Health implements [HealthReporter] with inner's report; the zero Health when inner
-// watches no disk.
-func (c *nodeCache) Health() Health {
-	if h, ok := c.inner.(HealthReporter); ok {
-		return h.Health()
-	}
-	return Health{}
-}
+func (c *nodeCache) Health() Health { return c.inner.Health() }
+
+func (c *nodeCache) CheckWrite() error { return c.inner.CheckWrite() }
+
+// NodeFeed is nil: the cache follows its inner store's feed itself, and a cache in front of
+// it would not see the writes that go through this one.
+func (c *nodeCache) NodeFeed() NodeFeed { return nil }
 
 // Close stops following a shared store, makes the last touches durable, then closes inner. When the touches cannot be made
 // durable the error says how many nodes' last_seen was lost.
@@ -465,22 +386,31 @@ type cacheTx struct {
 // used after its View returned.
 func (t *cacheTx) fromMemory() (bool, error) {
 	if t.done {
-		return false, errTxDone
+		return false, ErrTxDone
 	}
 	return !t.write, nil
 }
 
 func (t *cacheTx) PutNode(n Node) error {
-	if rp, ok := t.Tx.(revPutter); ok && t.c.feed != nil {
-		rev, err := rp.putNodeRev(n)
+	_, err := t.PutNodeRevision(n)
+	return err
+}
+
+// WriteTouchedNode is PutNode: only the cache's own flush may skip it, and that writes to
+// inner's Tx.
+func (t *cacheTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
+
+func (t *cacheTx) PutNodeRevision(n Node) (uint64, error) {
+	if t.c.feed != nil {
+		rev, err := t.Tx.PutNodeRevision(n)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		*t.puts = append(*t.puts, cachedNode{n: cloneNode(n), seq: rev})
-		return nil
+		return rev, nil
 	}
 	if t.puts == nil {
-		return errReadOnly
+		return 0, ErrWriteInView
 	}
 	// Counted before the write, so that a flush running after this function, in the same
 	// transaction group or a later one, reads the record from inner rather than write back
@@ -490,23 +420,14 @@ func (t *cacheTx) PutNode(n Node) error {
 	t.c.mu.Unlock()
 	*t.marked = append(*t.marked, n.Key)
 	if err := t.Tx.PutNode(n); err != nil {
-		return err
+		return 0, err
 	}
 	t.c.mu.Lock()
 	t.c.seq++
 	seq := t.c.seq
 	t.c.mu.Unlock()
 	*t.puts = append(*t.puts, cachedNode{n: cloneNode(n), seq: seq})
-	return nil
-}
-
-// ConsumeChallenge passes a login challenge to inner's Tx when it keeps them.
-func (t *cacheTx) ConsumeChallenge(id []byte, expires time.Time) error {
-	cc, ok := t.Tx.(ChallengeConsumer)
-	if !ok {
-		return errors.New("store: this store does not keep login challenges")
-	}
-	return cc.ConsumeChallenge(id, expires)
+	return 0, nil
 }
 
 func (t *cacheTx) Node(k didkey.PublicKey) (Node, error) {
@@ -605,7 +526,7 @@ func (t *cacheTx) EachNode(fn func(Node) error) error {
 		all = append(all, cloneNode(cur.n))
 	}
 	t.c.mu.RUnlock()
-	// Key order, as the two stores iterate.
+	// Key order, as the stores iterate.
 	slices.SortFunc(all, func(a, b Node) int { return bytes.Compare(a.Key[:], b.Key[:]) })
 	for _, n := range all {
 		if err := fn(n); err != nil {

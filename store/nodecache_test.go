@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -12,24 +12,18 @@ import (
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
+	"github.com/svrp/svrp/store/storetest"
 )
-
-func cached(t testing.TB, inner Store) Store {
-	t.Helper()
-	s, err := WithNodeCache(context.Background(), inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // The cache must keep every promise of the Store interface, over either store.
 func TestNodeCacheOverMemory(t *testing.T) {
-	runSuite(t, func(t *testing.T) Store { return cached(t, NewMemory()) })
+	storetest.Run(t, func(t *testing.T) store.Store { return storetest.NodeCache(t, store.NewMemory()) })
 }
 
 func TestNodeCacheOverBadger(t *testing.T) {
-	runSuite(t, func(t *testing.T) Store { return cached(t, openBadger(t, t.TempDir())) })
+	storetest.Run(t, func(t *testing.T) store.Store { return storetest.NodeCache(t, openBadger(t, t.TempDir())) })
 }
 
 // TestNodeCacheTouch: a touch is visible at once, never moves last_seen back, reaches the
@@ -37,25 +31,25 @@ func TestNodeCacheOverBadger(t *testing.T) {
 func TestNodeCacheTouch(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := cached(t, openBadger(t, dir))
-	k := testKey(1)
-	n := testNode(k)
-	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
-	toucher := s.(NodeToucher)
+	s := storetest.NodeCache(t, openBadger(t, dir))
+	k := storetest.Key(1)
+	n := storetest.Node(k)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
+	toucher := s
 
 	later := n.LastSeen.Add(90 * time.Second)
-	if err := toucher.TouchNode(k, later); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, later); err != nil {
 		t.Fatal(err)
 	}
-	if err := toucher.TouchNode(k, n.LastSeen); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, n.LastSeen); err != nil {
 		t.Fatal(err)
 	}
-	if err := toucher.TouchNode(testKey(2), later); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("touching an unknown key: %v, want ErrNotFound", err)
+	if err := toucher.TouchNode(context.Background(), storetest.Key(2), later); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("touching an unknown key: %v, want store.ErrNotFound", err)
 	}
-	lastSeen := func(s Store) time.Time {
-		var got Node
-		view(t, s, func(tx Tx) (err error) {
+	lastSeen := func(s store.Store) time.Time {
+		var got store.Node
+		storetest.View(t, s, func(tx store.Tx) (err error) {
 			got, err = tx.Node(k)
 			return err
 		})
@@ -64,7 +58,7 @@ func TestNodeCacheTouch(t *testing.T) {
 	if got := lastSeen(s); !got.Equal(later) {
 		t.Fatalf("in memory after touches: last_seen %v, want %v", got, later)
 	}
-	inner := s.(*nodeCache).inner
+	inner := store.CacheInner(s)
 	if got := lastSeen(inner); !got.Equal(n.LastSeen) {
 		t.Fatalf("on disk before Flush: last_seen %v, want %v", got, n.LastSeen)
 	}
@@ -77,13 +71,13 @@ func TestNodeCacheTouch(t *testing.T) {
 
 	// A touch made just before Close is flushed by Close.
 	last := later.Add(time.Second)
-	if err := toucher.TouchNode(k, last); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, last); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	reopened := cached(t, openBadger(t, dir))
+	reopened := storetest.NodeCache(t, openBadger(t, dir))
 	defer reopened.Close()
 	if got := lastSeen(reopened); !got.Equal(last) {
 		t.Fatalf("after reopen: last_seen %v, want %v", got, last)
@@ -93,27 +87,27 @@ func TestNodeCacheTouch(t *testing.T) {
 // TestNodeCacheFlushKeepsNewerRegistration: a registration replaces the record whole,
 // touches included, and a Flush afterwards moves only last_seen of the record on disk.
 func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
-	s := cached(t, openBadger(t, t.TempDir()))
+	s := storetest.NodeCache(t, openBadger(t, t.TempDir()))
 	defer s.Close()
-	toucher := s.(NodeToucher)
-	k := testKey(1)
-	n := testNode(k)
-	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
-	if err := toucher.TouchNode(k, n.LastSeen.Add(time.Minute)); err != nil {
+	toucher := s
+	k := storetest.Key(1)
+	n := storetest.Node(k)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
+	if err := toucher.TouchNode(context.Background(), k, n.LastSeen.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	re := cloneNode(n)
+	re := n
 	re.Endpoint = "198.51.100.9:9000"
 	re.LastSeen = n.LastSeen.Add(2 * time.Minute)
-	update(t, s, func(tx Tx) error { return tx.PutNode(re) })
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(re) })
 	touched := re.LastSeen.Add(time.Minute)
-	if err := toucher.TouchNode(k, touched); err != nil {
+	if err := toucher.TouchNode(context.Background(), k, touched); err != nil {
 		t.Fatal(err)
 	}
 	if err := toucher.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	view(t, s.(*nodeCache).inner, func(tx Tx) error {
+	storetest.View(t, store.CacheInner(s), func(tx store.Tx) error {
 		got, err := tx.Node(k)
 		if got.Endpoint != re.Endpoint || !got.LastSeen.Equal(touched) {
 			t.Errorf("on disk: endpoint %q last_seen %v, want %q and %v", got.Endpoint, got.LastSeen, re.Endpoint, touched)
@@ -127,15 +121,15 @@ func TestNodeCacheFlushKeepsNewerRegistration(t *testing.T) {
 // writes a record from memory only while no registration of it is between inner and memory;
 // were it to write one that is, inner would keep an older endpoint than memory.
 func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
-	s := cached(t, openBadger(t, t.TempDir()))
+	s := storetest.NodeCache(t, openBadger(t, t.TempDir()))
 	defer s.Close()
-	toucher := s.(NodeToucher)
-	keys := []didkey.PublicKey{testKey(1), testKey(2), testKey(3)}
+	toucher := s
+	keys := []didkey.PublicKey{storetest.Key(1), storetest.Key(2), storetest.Key(3)}
 	for _, k := range keys {
-		update(t, s, func(tx Tx) error { return tx.PutNode(testNode(k)) })
+		storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(storetest.Node(k)) })
 	}
 	// One clock for registrations and touches, as the registry's: each reads a later time.
-	start := testNode(keys[0]).LastSeen
+	start := storetest.Node(keys[0]).LastSeen
 	var ms atomic.Int64
 	tick := func() time.Time { return start.Add(time.Duration(ms.Add(1)) * time.Millisecond) }
 	var wg sync.WaitGroup
@@ -146,10 +140,10 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 		defer close(stop)
 		for i := range 300 {
 			k := keys[i%len(keys)]
-			n := testNode(k)
+			n := storetest.Node(k)
 			n.Endpoint = fmt.Sprintf("198.51.100.%d:%d", i%250+1, 1000+i)
 			n.LastSeen = tick()
-			if err := s.Update(context.Background(), func(tx Tx) error { return tx.PutNode(n) }); err != nil {
+			if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutNode(n) }); err != nil {
 				t.Error(err)
 				return
 			}
@@ -163,7 +157,7 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 				return
 			default:
 			}
-			toucher.TouchNode(keys[i%len(keys)], tick())
+			toucher.TouchNode(context.Background(), keys[i%len(keys)], tick())
 		}
 	}()
 	go func() {
@@ -185,9 +179,9 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		var mem, disk Node
-		view(t, s, func(tx Tx) (err error) { mem, err = tx.Node(k); return err })
-		view(t, s.(*nodeCache).inner, func(tx Tx) (err error) { disk, err = tx.Node(k); return err })
+		var mem, disk store.Node
+		storetest.View(t, s, func(tx store.Tx) (err error) { mem, err = tx.Node(k); return err })
+		storetest.View(t, store.CacheInner(s), func(tx store.Tx) (err error) { disk, err = tx.Node(k); return err })
 		// A touch read just before a registration may be flushed after it, so inner's
 		// last_seen may be the later one; never the earlier.
 		if mem.Endpoint != disk.Endpoint || disk.LastSeen.Before(mem.LastSeen) {
@@ -199,25 +193,25 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 // TestNodeCacheScanSnapshots: ScanNodes hands out records that later touches and writes do
 // not change, since the registry keeps them while it encodes a listing.
 func TestNodeCacheScanSnapshots(t *testing.T) {
-	s := cached(t, NewMemory())
+	s := storetest.NodeCache(t, store.NewMemory())
 	defer s.Close()
-	k := testKey(1)
-	n := testNode(k)
-	update(t, s, func(tx Tx) error { return tx.PutNode(n) })
-	var kept *Node
-	err := s.(NodeScanner).ScanNodes(context.Background(), func(got *Node) error {
+	k := storetest.Key(1)
+	n := storetest.Node(k)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(n) })
+	var kept *store.Node
+	err := s.ScanNodes(context.Background(), func(got *store.Node) error {
 		kept = got
 		return nil
 	})
 	if err != nil || kept == nil {
 		t.Fatalf("scan: %v, %v", kept, err)
 	}
-	if err := s.(NodeToucher).TouchNode(k, n.LastSeen.Add(time.Hour)); err != nil {
+	if err := s.TouchNode(context.Background(), k, n.LastSeen.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	re := cloneNode(n)
+	re := n
 	re.Endpoint = "198.51.100.9:9000"
-	update(t, s, func(tx Tx) error { return tx.PutNode(re) })
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(re) })
 	if !kept.LastSeen.Equal(n.LastSeen) || kept.Endpoint != n.Endpoint {
 		t.Fatalf("a scanned record changed under its holder: %+v", kept)
 	}
@@ -241,16 +235,16 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 		t.Fatalf("the collision keys do not share a short body: %s, %s", a.ShortBody(), b.ShortBody())
 	}
 	dir := t.TempDir()
-	s := cached(t, openBadger(t, dir))
-	na, nb := testNode(a), testNode(b)
+	s := storetest.NodeCache(t, openBadger(t, dir))
+	na, nb := storetest.Node(a), storetest.Node(b)
 	na.DID, nb.DID = pair.First.DIDFallback, pair.Second.DIDFallback
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(na), tx.PutNode(nb)) })
+	storetest.Update(t, s, func(tx store.Tx) error { return errors.Join(tx.PutNode(na), tx.PutNode(nb)) })
 	want := func(did string, k didkey.PublicKey) {
 		t.Helper()
 		got, err := nodeKeyByDID(s, did)
 		if k == (didkey.PublicKey{}) {
-			if !errors.Is(err, ErrNotFound) {
-				t.Errorf("NodeKeyByDID(%s) = %v, %v; want ErrNotFound", did, got, err)
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("NodeKeyByDID(%s) = %v, %v; want store.ErrNotFound", did, got, err)
 			}
 			return
 		}
@@ -261,34 +255,34 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 	none := didkey.PublicKey{}
 	want(pair.First.DIDFallback, a)
 	want(pair.Second.DIDFallback, b)
-	want(shortDID(a), none)
+	want(storetest.ShortDID(a), none)
 
 	// The second moves to the short spelling; the first keeps its fallback.
-	nb.DID = shortDID(b)
-	update(t, s, func(tx Tx) error { return tx.PutNode(nb) })
-	want(shortDID(b), b)
+	nb.DID = storetest.ShortDID(b)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(nb) })
+	want(storetest.ShortDID(b), b)
 	want(pair.Second.DIDFallback, none)
 	want(pair.First.DIDFallback, a)
 
 	// The first takes the same short spelling (the store does not judge collisions): each
 	// lookup names a node whose DID it is.
-	na.DID = shortDID(a)
-	update(t, s, func(tx Tx) error { return tx.PutNode(na) })
-	if got, err := nodeKeyByDID(s, shortDID(a)); err != nil || (got != a && got != b) {
+	na.DID = storetest.ShortDID(a)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(na) })
+	if got, err := nodeKeyByDID(s, storetest.ShortDID(a)); err != nil || (got != a && got != b) {
 		t.Errorf("NodeKeyByDID(shared short) = %v, %v", got, err)
 	}
 	want(pair.First.DIDFallback, none)
 	na.DID = pair.First.DIDFallback
-	update(t, s, func(tx Tx) error { return tx.PutNode(na) })
-	want(shortDID(b), b)
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutNode(na) })
+	want(storetest.ShortDID(b), b)
 	want(pair.First.DIDFallback, a)
 
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = cached(t, openBadger(t, dir))
+	s = storetest.NodeCache(t, openBadger(t, dir))
 	defer s.Close()
-	want(shortDID(b), b)
+	want(storetest.ShortDID(b), b)
 	want(pair.First.DIDFallback, a)
 	want(pair.Second.DIDFallback, none)
 }
@@ -296,18 +290,17 @@ func TestNodeCacheShortDIDsShareABody(t *testing.T) {
 // TestNodeCacheSharesCapabilityLists: nodes offering the same capabilities share one list in
 // memory, and a reader's copy is its own.
 func TestNodeCacheSharesCapabilityLists(t *testing.T) {
-	s := cached(t, NewMemory())
+	s := storetest.NodeCache(t, store.NewMemory())
 	defer s.Close()
-	k1, k2 := testKey(1), testKey(2)
-	update(t, s, func(tx Tx) error { return errors.Join(tx.PutNode(testNode(k1)), tx.PutNode(testNode(k2))) })
-	c := s.(*nodeCache)
-	c.mu.RLock()
-	c1, c2 := c.nodes[k1].n.Capabilities, c.nodes[k2].n.Capabilities
-	c.mu.RUnlock()
+	k1, k2 := storetest.Key(1), storetest.Key(2)
+	storetest.Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.PutNode(storetest.Node(k1)), tx.PutNode(storetest.Node(k2)))
+	})
+	c1, c2 := store.CachedCapabilities(s, k1), store.CachedCapabilities(s, k2)
 	if &c1[0] != &c2[0] {
 		t.Errorf("two nodes with the same capabilities hold two lists")
 	}
-	err := s.View(context.Background(), func(tx Tx) error {
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		n, err := tx.Node(k1)
 		if err != nil {
 			return err
@@ -321,4 +314,21 @@ func TestNodeCacheSharesCapabilityLists(t *testing.T) {
 	if c2[0] != "gpu" {
 		t.Errorf("a reader's change reached the shared list: %v", c2)
 	}
+}
+
+func openBadger(t testing.TB, dir string) store.Store {
+	t.Helper()
+	s, err := badger.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func nodeKeyByDID(s store.Store, did string) (got didkey.PublicKey, err error) {
+	err = s.View(context.Background(), func(tx store.Tx) error {
+		got, err = tx.NodeKeyByDID(did)
+		return err
+	})
+	return got, err
 }

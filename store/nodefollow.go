@@ -10,14 +10,14 @@ import (
 )
 
 // follow loads the node table from a shared store's feed and starts following it.
-func (c *nodeCache) follow(ctx context.Context, feed nodeFeed) (Store, error) {
+func (c *nodeCache) follow(ctx context.Context, feed NodeFeed) (Store, error) {
 	c.feed = feed
 	c.nodes = map[didkey.PublicKey]*cachedNode{}
 	c.byDID = map[string]didkey.PublicKey{}
 	c.byShort = map[shortBody]didkey.PublicKey{}
 	c.sharedShort = map[shortBody][]didkey.PublicKey{}
 	c.capSets = map[string][]string{}
-	mark, err := feed.nodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) })
+	mark, err := feed.NodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) })
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (c *nodeCache) followLoop(mark int64) {
 			return
 		case <-t.C:
 		}
-		next, err := c.feed.nodeChanges(ctx, mark, c.applyRemote)
+		next, err := c.feed.NodeChanges(ctx, mark, c.applyRemote)
 		if err == nil {
 			mark = next
 		}
@@ -107,28 +107,32 @@ func (c *nodeCache) load(key didkey.PublicKey) error {
 	return nil
 }
 
-// RemoteChanges implements [NodeFollower].
+// RemoteChanges implements [NodeFollower]: the changes taken from the feed.
 func (c *nodeCache) RemoteChanges() uint64 { return c.remote.Load() }
 
 // flushShared writes the touches in dirty in one statement per sharedFlushChunk nodes.
 func (c *nodeCache) flushShared(ctx context.Context, keys []didkey.PublicKey, dirty map[didkey.PublicKey]time.Time) error {
 	for chunk := range slices.Chunk(keys, sharedFlushChunk) {
-		ks := make([][]byte, len(chunk))
-		seen := make([]int64, len(chunk))
+		seen := make([]time.Time, len(chunk))
 		for i, k := range chunk {
-			ks[i] = k[:]
-			seen[i] = dirty[k].UnixNano()
+			seen[i] = dirty[k]
 		}
-		if err := c.feed.touchBatch(ctx, ks, seen); err != nil {
-			c.mu.Lock()
-			for k, s := range dirty {
-				if cur, ok := c.dirty[k]; !ok || s.After(cur) {
-					c.dirty[k] = s
-				}
-			}
-			c.mu.Unlock()
+		if err := c.feed.TouchNodes(ctx, chunk, seen); err != nil {
+			c.redirty(dirty)
 			return errors.Join(errors.New("store: flushing heartbeats"), err)
 		}
 	}
 	return nil
+}
+
+// redirty puts back the touches of a flush that failed, unless a later touch of the same
+// node came meanwhile.
+func (c *nodeCache) redirty(dirty map[didkey.PublicKey]time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, seen := range dirty {
+		if cur, ok := c.dirty[k]; !ok || seen.After(cur) {
+			c.dirty[k] = seen
+		}
+	}
 }

@@ -1,14 +1,19 @@
-// Package store keeps the registry's state: node records, binding sessions, active bindings,
-// bearer sessions and counters. It defines the interfaces the registry needs and two
-// implementations: [OpenBadger], an embedded durable store, and [NewMemory], for tests and
-// for daemons that need no durability.
+// Package store is the registry's state as a contract: node records, binding sessions,
+// active bindings, bearer sessions, revocations and counters behind [Store] and [Tx], with
+// what a store offers beyond transactions (touching and scanning nodes, reading counters,
+// upkeep, health) part of the contract, so that no caller asks a store what it is. It holds
+// the memory store ([NewMemory]), for tests and for daemons that need no durability, and the
+// node cache ([WithNodeCache]), which puts the node table in memory in front of any store.
+// The durable stores are packages of their own: store/badger, an embedded store on one
+// machine, and store/postgres, a database shared by any number of daemons. Whoever opens a
+// store chooses one; the registry sees only the contract. store/storetest is the
+// behavioural suite every store passes.
 //
 // Every read and write happens inside a transaction ([Store.View], [Store.Update]), so each
 // use case of the registry — a binding transition, a challenge consumption, an activation that
-// supersedes an older binding — is atomic whatever the implementation. The interface is shaped
-// so that a SQL implementation shared by several daemons can follow without changing the
-// registry: an Update function may be run more than once when transactions conflict, so it
-// must have no effects outside its transaction.
+// supersedes an older binding — is atomic whatever the store. An Update function may be run
+// more than once when transactions conflict, so it must have no effects outside its
+// transaction.
 //
 // The store never sees a secret in clear: short codes, binding tokens and session tokens
 // arrive as SHA-256 hashes.
@@ -23,17 +28,18 @@
 // Nothing is ever removed except bearer sessions, counters, active bindings (which an unbind
 // or a revocation ends) and binding sessions the registry deletes after their retention
 // (whose ids stay reserved as hashes); node records and revocations are replaced, not
-// deleted.
+// deleted. It runs no goroutine for upkeep: its owner calls Flush and Maintain.
 //
-// # Implementations
+// # Concurrency
 //
-// Both implementations pass the same behavioural suite, and both run Updates one at a time,
-// so their functions run once and a decision taken on what a lookup did not find (no
-// session to spare, no other key on a short body) still holds at commit. An implementation
-// that runs Updates concurrently must keep that: serializable isolation that covers ranges
-// scanned, not only records read. Both refuse a write inside View or from the function
-// passed to an Each method, and a Tx used after its function returned. Each methods happen
-// to visit records in key order; the interface promises no order.
+// A decision taken on what a lookup did not find (no session to spare, no other key on a
+// short body) must still hold at commit. The memory and Badger stores get that by running
+// Updates one at a time, so their functions run once. The PostgreSQL store runs Updates
+// concurrently, each SERIALIZABLE, which covers ranges scanned as well as records read, and
+// runs a function again when its transaction loses a conflict. Every store refuses a write
+// inside View ([ErrWriteInView]) or from the function passed to an Each method
+// ([ErrWriteInEach]), and a Tx used after its function returned ([ErrTxDone]). Each
+// methods happen to visit records in key order; the contract promises no order.
 package store
 
 import (
@@ -44,12 +50,37 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 // ErrNotFound is returned by a lookup that finds nothing.
 var ErrNotFound = errors.New("store: not found")
 
-// Store is a transactional store.
+// Misuse of a transaction, refused alike by every implementation so that a registry tested
+// against one does not break on another.
+var (
+	// ErrWriteInView is a write inside View.
+	ErrWriteInView = rules.ErrWriteInView
+	// ErrWriteInEach is a write from the function passed to an Each method, which the Tx
+	// contract forbids because an iteration would otherwise see a half-applied change.
+	ErrWriteInEach = rules.ErrWriteInEach
+	// ErrTxDone is a Tx kept past its function. It would act outside any transaction.
+	ErrTxDone = rules.ErrTxDone
+	// ErrClosed is a transaction after Close.
+	ErrClosed = rules.ErrClosed
+)
+
+// ErrChallengeUsed is returned by ConsumeChallenge for a challenge consumed before.
+var ErrChallengeUsed = errors.New("store: challenge already used")
+
+// ErrChallengesNotKept is returned by ConsumeChallenge in a store that does not keep login
+// challenges: a registry configured to consume them there is misconfigured.
+var ErrChallengesNotKept = proto.New(proto.Internal, "the store does not keep login challenges")
+
+// Store is a transactional store and what it offers beside transactions. A store with
+// nothing of its own for a capability embeds [Defaults] or answers with the InView and
+// InUpdate helpers, so every Store has every method and a caller never asks which it has.
 type Store interface {
 	// View runs fn in a read-only transaction.
 	View(ctx context.Context, fn func(Tx) error) error
@@ -60,6 +91,97 @@ type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	// Close releases the store. It is safe to call once, after every transaction returned.
 	Close() error
+
+	CounterReader
+	NodeToucher
+	NodeScanner
+	NodeFollower
+	Maintainer
+	HealthReporter
+}
+
+// CounterReader reads counters outside any transaction. The PostgreSQL store reads them in
+// one statement, where a View adds its BEGIN and ROLLBACK; a store with nothing cheaper
+// answers with [ReadCountersInView].
+type CounterReader interface {
+	// ReadCounters returns what Counters would return in a View of its own.
+	ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error)
+}
+
+// NodeToucher records a node's freshness. The node cache records it in memory and makes it
+// durable at its next Flush, so that a heartbeat costs no disk write of its own; the
+// PostgreSQL store writes it in one statement of its own; a store with nothing cheaper
+// writes it in an Update ([TouchNodeInUpdate]) and has nothing to flush.
+type NodeToucher interface {
+	// TouchNode moves the node's last_seen forward to seen (never back). It returns
+	// ErrNotFound when the key has no record.
+	TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error
+	// Flush makes every touch so far durable.
+	Flush(ctx context.Context) error
+}
+
+// NodeScanner visits the node table without a copy per record where the store can: the
+// node cache hands out its own records, which are snapshots that never change, so fn may
+// keep them, but must not modify them. A store with nothing cheaper visits them in a View
+// ([ScanNodesInView]). The registry builds node listings with it.
+type NodeScanner interface {
+	ScanNodes(ctx context.Context, fn func(*Node) error) error
+}
+
+// NodeFollower is what a store says about the node writes of other processes.
+type NodeFollower interface {
+	// RemoteChanges counts the node changes a cache following a shared store has taken
+	// from other processes, so that a listing built before one is known to be stale; 0 for
+	// any other store.
+	RemoteChanges() uint64
+	// NodeFeed returns the feed of a store that other processes write too, which the node
+	// cache follows instead of assuming it is the one writer; nil for a store this process
+	// alone writes.
+	NodeFeed() NodeFeed
+}
+
+// NodeFeed is the node table of a store shared by several processes, as the node cache
+// follows it.
+type NodeFeed interface {
+	// NodeChanges calls fn with each node record written since mark (0: every record) and
+	// its revision, which grows with each write of the record, and returns the next mark.
+	// It may call fn again for records already seen.
+	NodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64)) (int64, error)
+	// TouchNodes moves last_seen of keys[i] forward to seen[i], in one step.
+	TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen []time.Time) error
+}
+
+// Maintainer is a store's periodic upkeep. The owner calls Maintain every few minutes from
+// one goroutine, under Exclusive; the store stays correct without it, only its disk use
+// grows.
+type Maintainer interface {
+	// Maintain reclaims space, returning when nothing is left worth reclaiming or ctx is
+	// done. Transactions may run meanwhile. A store with nothing to reclaim returns nil.
+	Maintain(ctx context.Context) error
+	// Exclusive runs fn unless another holder of the same lock is running it on this
+	// store, and reports whether it ran: of several daemons sharing a store, one at a time
+	// sweeps. A store that one process alone opens runs fn.
+	Exclusive(ctx context.Context, lock int64, fn func(context.Context) error) (bool, error)
+}
+
+// HealthReporter is what a store says about the ground it stands on: its disk, or its
+// server.
+type HealthReporter interface {
+	// Health returns the last state seen; the zero Health for a store that watches nothing.
+	Health() Health
+	// CheckWrite returns the error a write would get now ([ErrUnavailable]), or nil. The
+	// node cache asks it before a heartbeat, which writes to memory only.
+	CheckWrite() error
+}
+
+// ChallengeConsumer keeps consumed login challenges, so that registries sharing the store
+// accept each challenge once between them. A store that does not keep them refuses with
+// [ErrChallengesNotKept].
+type ChallengeConsumer interface {
+	// ConsumeChallenge records a login challenge as used until its expiry, and fails with
+	// ErrChallengeUsed when it already is. Inside an Update, the consumption is part of the
+	// login's transaction.
+	ConsumeChallenge(id []byte, expires time.Time) error
 }
 
 // Node is a node record as registered (docs/protocol.md §4.1), keyed by its public key.
@@ -181,22 +303,31 @@ type Tx interface {
 	DeleteCounter(key string) error
 	// EachCounter calls fn for every counter until fn returns an error.
 	EachCounter(fn func(key string, c binding.Counter) error) error
+
+	ChallengeConsumer
+
+	// PutNodeRevision is PutNode returning the record's new revision in a store with a
+	// [NodeFeed], and 0 in any other.
+	PutNodeRevision(n Node) (uint64, error)
+	// WriteTouchedNode replaces the record of n.Key with n, which differs from it in
+	// LastSeen alone, without PutNode's index upkeep: a flush of touches changes no DID.
+	WriteTouchedNode(n Node) error
 }
 
-// CounterReader is implemented by a Store that reads counters outside any transaction for
-// less than a View costs: [Postgres] reads them in one statement, where a View adds its
-// BEGIN and ROLLBACK. The node cache passes the read on to the store it wraps.
-type CounterReader interface {
-	// ReadCounters returns what Counters would return in a View of its own.
-	ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error)
+// touchesKey marks an Update that makes durable what was already acknowledged: heartbeat
+// times.
+type touchesKey struct{}
+
+// ForTouches marks an Update as one that only writes heartbeat times already acknowledged,
+// as the node cache's Flush does. A store may let it use room it otherwise keeps in
+// reserve, since refusing it would lose an acknowledgement, and need keep no undo log for
+// it, since it fails only when the store does.
+func ForTouches(ctx context.Context) context.Context {
+	return context.WithValue(ctx, touchesKey{}, true)
 }
 
-// Maintainer is implemented by stores that need periodic upkeep, such as the one
-// [OpenBadger] returns. A daemon should check for it with a type assertion and, when
-// present, call Maintain every few minutes from one goroutine. The store stays correct
-// without it; only its disk use grows.
-type Maintainer interface {
-	// Maintain reclaims space, returning when nothing is left worth reclaiming or ctx is
-	// done. Transactions may run meanwhile.
-	Maintain(ctx context.Context) error
+// IsForTouches reports whether ctx carries the mark of [ForTouches].
+func IsForTouches(ctx context.Context) bool {
+	v, _ := ctx.Value(touchesKey{}).(bool)
+	return v
 }

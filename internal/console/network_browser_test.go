@@ -20,6 +20,7 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
 )
 
 // markup is a region a node may register: the page must show it as these characters.
@@ -30,7 +31,7 @@ const markup = `<img src=x onerror="document.body.dataset.owned='yes'"><b>bold</
 // region and capability are markup. It returns the base URL.
 func networkRegistry(t *testing.T) (string, *registry.Service, *testkit.Clock) {
 	t.Helper()
-	st, err := store.OpenBadger(t.TempDir())
+	st, err := badger.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/registry"
-	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
 )
 
 // Config is everything `svrpd serve` is configured with.
@@ -36,7 +36,7 @@ type Config struct {
 	LogFormat                string
 	// DiskReserve is the free space kept on the data directory's volume; the zero value is
 	// the store's default.
-	DiskReserve store.DiskReserve
+	DiskReserve badger.DiskReserve
 	// ShutdownTimeout bounds the shutdown after the first signal: draining requests and
 	// closing the store. Zero is DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration

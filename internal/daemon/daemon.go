@@ -29,6 +29,8 @@ import (
 	"github.com/svrp/svrp/internal/metrics"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
+	"github.com/svrp/svrp/store/postgres"
 )
 
 // debugHandler serves Go's profiler: the index, each named profile (heap, goroutine, ...),
@@ -54,7 +56,7 @@ func debugHandler() http.Handler {
 // per request), info, warn or error.
 func ParseLevel(s string) (slog.Level, error) {
 	if strings.EqualFold(s, "trace") {
-		return store.LevelTrace, nil
+		return badger.LevelTrace, nil
 	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
@@ -66,7 +68,7 @@ func ParseLevel(s string) (slog.Level, error) {
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	l, _ := ParseLevel(level)
 	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.LevelKey && a.Value.Any() == store.LevelTrace {
+		if a.Key == slog.LevelKey && a.Value.Any() == badger.LevelTrace {
 			a.Value = slog.StringValue("TRACE")
 		}
 		return a
@@ -79,17 +81,17 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 
 // ParseDiskReserve reads --disk-reserve: "auto" (or empty) for the default, a size such as
 // 512MiB, 2GiB or 300MB (a bare number is bytes), or a percentage of the volume such as 10%.
-func ParseDiskReserve(s string) (store.DiskReserve, error) {
+func ParseDiskReserve(s string) (badger.DiskReserve, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "auto" {
-		return store.DiskReserve{}, nil
+		return badger.DiskReserve{}, nil
 	}
 	if p, ok := strings.CutSuffix(s, "%"); ok {
 		f, err := strconv.ParseFloat(p, 64)
 		if err != nil || f <= 0 || f >= 100 {
-			return store.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want a percentage above 0 and below 100", s)
+			return badger.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want a percentage above 0 and below 100", s)
 		}
-		return store.DiskReserve{Percent: f}, nil
+		return badger.DiskReserve{Percent: f}, nil
 	}
 	units := []struct {
 		suffix string
@@ -104,9 +106,9 @@ func ParseDiskReserve(s string) (store.DiskReserve, error) {
 	}
 	n, err := strconv.ParseUint(num, 10, 64)
 	if err != nil || n == 0 || n > (1<<62)/mult {
-		return store.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want auto, a size such as 512MiB or 2GiB, or a percentage such as 10%%", s)
+		return badger.DiskReserve{}, fmt.Errorf("--disk-reserve %q: want auto, a size such as 512MiB or 2GiB, or a percentage such as 10%%", s)
 	}
-	return store.DiskReserve{Bytes: n * mult}, nil
+	return badger.DiskReserve{Bytes: n * mult}, nil
 }
 
 // MetricsOnMain is the --metrics-listen value that serves GET /metrics on the API's own
@@ -300,10 +302,6 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		}
 		rc.Challenges = authn.NewChallenger(key, rand.Reader, 0)
 		rc.ChallengesInStore = true
-		// One daemon at a time sweeps the shared database; the others count again.
-		rc.UpkeepLock = func(ctx context.Context, fn func(context.Context) error) (bool, error) {
-			return pg.Exclusive(ctx, upkeepLock, fn)
-		}
 	}
 	svc, err := registry.New(rc)
 	if err != nil {
@@ -446,31 +444,34 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 // openStore opens the configured store and puts the node table in memory in front of it, so
 // that heartbeats and node listings are served from memory with the store as the durable copy.
 // With --postgres it also returns the PostgreSQL store itself, for what only it offers.
-func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, *store.Postgres, error) {
+func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, *postgres.Store, error) {
 	var inner store.Store
-	var pg *store.Postgres
+	var pg *postgres.Store
 	switch {
 	case c.Memory:
 		inner = store.NewMemory()
 	case c.Postgres != "":
-		p, err := store.OpenPostgres(ctx, c.Postgres)
+		p, err := postgres.Open(ctx, c.Postgres)
 		if err != nil {
 			return nil, nil, err
 		}
 		inner, pg = p, p
+		if m != nil {
+			m.CountStatements(p.Statements)
+		}
 	default:
 		abs, err := filepath.Abs(c.DataDir)
 		if err != nil {
 			return nil, nil, err
 		}
-		opts := []store.BadgerOption{store.WithBadgerLogger(log), store.WithBadgerDiskReserve(c.DiskReserve)}
+		opts := []badger.Option{badger.WithLogger(log), badger.WithDiskReserve(c.DiskReserve)}
 		if m != nil {
-			opts = append(opts, store.WithBadgerCommitObserver(m.Commit))
+			opts = append(opts, badger.WithCommitObserver(m.Commit))
 		}
-		st, err := store.OpenBadger(abs, opts...)
+		st, err := badger.Open(abs, opts...)
 		switch {
-		case errors.Is(err, store.ErrNoSpace), errors.Is(err, store.ErrReadOnly),
-			errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrNotDataDir):
+		case errors.Is(err, badger.ErrNoSpace), errors.Is(err, badger.ErrReadOnly),
+			errors.Is(err, badger.ErrLocked), errors.Is(err, badger.ErrNotDataDir):
 			return nil, nil, fmt.Errorf("data directory %w", err)
 		case err != nil:
 			return nil, nil, fmt.Errorf("opening the store in %s: %w", abs, err)
@@ -494,6 +495,3 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 
 // challengeKeyName names the login challenge key in a shared store.
 const challengeKeyName = "login-challenge-key"
-
-// upkeepLock is the advisory lock under which one daemon on a shared database sweeps.
-const upkeepLock = 0x73767270_0002

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/badger"
 )
 
 // Usage errors stop serve before anything is opened, with exit code 2 and a message that
@@ -112,7 +112,7 @@ func TestParseDiskReserve(t *testing.T) {
 func TestTraceLevel(t *testing.T) {
 	for _, level := range []string{"trace", "debug"} {
 		var out bytes.Buffer
-		NewLogger(&out, level, "text").With("component", "badger").Log(t.Context(), store.LevelTrace, "compaction")
+		NewLogger(&out, level, "text").With("component", "badger").Log(t.Context(), badger.LevelTrace, "compaction")
 		shown := strings.Contains(out.String(), "level=TRACE msg=compaction component=badger")
 		if shown != (level == "trace") {
 			t.Errorf("--log-level %s: %q", level, out.String())

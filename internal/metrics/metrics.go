@@ -43,6 +43,8 @@ type Metrics struct {
 	// flush succeeded; with the store's own disk state they make svrpd_store_healthy.
 	lastCommitOK, lastFlushOK atomic.Bool
 	svc                       atomic.Pointer[registry.Service]
+	// statements reads the statements the store has sent; nil on a store that sends none.
+	statements atomic.Pointer[func() uint64]
 }
 
 // New registers svrpd's collectors on reg. The gauges that describe the registry's state
@@ -117,12 +119,20 @@ func New(reg *prometheus.Registry) *Metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: namespace, Name: "store_statements_total",
 			Help: "Statements sent to PostgreSQL, transaction control included (0 on the other stores).",
-		}, func() float64 { return float64(store.PostgresStatements()) }),
+		}, func() float64 {
+			if f := m.statements.Load(); f != nil {
+				return float64((*f)())
+			}
+			return 0
+		}),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
 }
+
+// CountStatements makes store_statements_total read f, the statements the store has sent.
+func (m *Metrics) CountStatements(f func() uint64) { m.statements.Store(&f) }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

@@ -1,9 +1,11 @@
-package store
+package badger
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,8 +15,8 @@ import (
 	"time"
 )
 
-func putNode(s Store, i int) error {
-	return s.Update(context.Background(), func(tx Tx) error { return tx.PutNode(testNode(testKey(i))) })
+func putNode(s store.Store, i int) error {
+	return s.Update(context.Background(), func(tx store.Tx) error { return tx.PutNode(storetest.Node(storetest.Key(i))) })
 }
 
 // TestBadgerBelowReserve opens a store whose reserve is larger than any volume: every write
@@ -27,14 +29,14 @@ func TestBadgerBelowReserve(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	s := openBadger(t, t.TempDir(), WithBadgerLogger(log), WithBadgerDiskReserve(DiskReserve{Bytes: 1 << 62}))
+	s := openBadger(t, t.TempDir(), WithLogger(log), WithDiskReserve(DiskReserve{Bytes: 1 << 62}))
 	defer s.Close()
 	for range 3 {
-		if err := putNode(s, 1); !errors.Is(err, ErrUnavailable) {
-			t.Fatalf("write below the reserve: %v, want ErrUnavailable", err)
+		if err := putNode(s, 1); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("write below the reserve: %v, want store.ErrUnavailable", err)
 		}
 	}
-	err := s.View(context.Background(), func(tx Tx) error {
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		n, err := tx.NodeCount()
 		if err == nil && n != 0 {
 			t.Errorf("a refused write left %d nodes", n)
@@ -44,11 +46,11 @@ func TestBadgerBelowReserve(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read below the reserve: %v", err)
 	}
-	if h := s.(HealthReporter).Health(); h.State != HealthLowSpace || !strings.Contains(h.Detail, "reserve") {
+	if h := s.Health(); h.State != store.HealthLowSpace || !strings.Contains(h.Detail, "reserve") {
 		t.Errorf("health %+v", h)
 	}
 	// The reserve is larger than the volume, so even a flush finds too little room.
-	if err := s.Update(withReserve(context.Background()), func(Tx) error { return nil }); !errors.Is(err, ErrUnavailable) {
+	if err := s.Update(store.ForTouches(context.Background()), func(store.Tx) error { return nil }); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("a reserve write with less free than the reserve's half: %v", err)
 	}
 	if n := strings.Count(logs.String(), "store refuses writes"); n != 1 {
@@ -62,18 +64,18 @@ func TestBadgerBelowReserve(t *testing.T) {
 func TestBadgerReserveWrite(t *testing.T) {
 	g := &diskGuard{reserve: 100 << 20}
 	g.needed.Store(10 << 20)
-	low := diskStatus{state: HealthLowSpace, free: 60 << 20}
-	if err := g.allow(low, false); !errors.Is(err, ErrUnavailable) {
+	low := diskStatus{state: store.HealthLowSpace, free: 60 << 20}
+	if err := g.allow(low, false); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("plain write below the reserve: %v", err)
 	}
 	if err := g.allow(low, true); err != nil {
 		t.Errorf("reserve write with room: %v", err)
 	}
-	if err := g.allow(diskStatus{state: HealthLowSpace, free: 40 << 20}, true); !errors.Is(err, ErrUnavailable) {
+	if err := g.allow(diskStatus{state: store.HealthLowSpace, free: 40 << 20}, true); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("reserve write below half the reserve: %v", err)
 	}
-	for _, st := range []string{HealthGone, HealthReadOnly} {
-		if err := g.allow(diskStatus{state: st, free: 1 << 40}, true); !errors.Is(err, ErrUnavailable) {
+	for _, st := range []string{store.HealthGone, store.HealthReadOnly} {
+		if err := g.allow(diskStatus{state: st, free: 1 << 40}, true); !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("reserve write with the directory %s: %v", st, err)
 		}
 	}
@@ -91,7 +93,7 @@ func TestBadgerDirectoryRemoved(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "data")
 	inner := openBadger(t, dir)
-	s, err := WithNodeCache(context.Background(), inner)
+	s, err := store.WithNodeCache(context.Background(), inner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +103,14 @@ func TestBadgerDirectoryRemoved(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := putNode(s, 2); !errors.Is(err, ErrUnavailable) {
+	if err := putNode(s, 2); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("write after the directory was removed: %v", err)
 	}
-	if h := s.(HealthReporter).Health(); h.State != HealthGone {
+	if h := s.Health(); h.State != store.HealthGone {
 		t.Errorf("health %+v", h)
 	}
 	time.Sleep(touchCheckAge)
-	if err := s.(NodeToucher).TouchNode(testKey(1), time.Now().Add(time.Hour)); !errors.Is(err, ErrUnavailable) {
+	if err := s.TouchNode(context.Background(), storetest.Key(1), time.Now().Add(time.Hour)); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("touch after the directory was removed: %v", err)
 	}
 	if err := s.Close(); !errors.Is(err, ErrNotClosed) {
@@ -136,8 +138,8 @@ func TestBadgerStartRefusals(t *testing.T) {
 		dir  string
 		want error
 	}{{foreign, ErrNotDataDir}, {file, ErrNotDataDir}, {held, ErrLocked}} {
-		if _, err := OpenBadger(tc.dir); !errors.Is(err, tc.want) {
-			t.Errorf("OpenBadger(%s): %v, want %v", tc.dir, err, tc.want)
+		if _, err := Open(tc.dir); !errors.Is(err, tc.want) {
+			t.Errorf("Open(%s): %v, want %v", tc.dir, err, tc.want)
 		}
 	}
 	// An empty directory, and one holding only lost+found, are fresh stores.
@@ -145,7 +147,7 @@ func TestBadgerStartRefusals(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(fresh, "lost+found"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenBadger(fresh)
+	s2, err := Open(fresh)
 	if err != nil {
 		t.Fatalf("fresh directory: %v", err)
 	}

@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
 )
 
 // TestBadgerCompactsOnDemand: with Badger's polling compactors off, writes that flush many
@@ -16,7 +18,7 @@ func TestBadgerCompactsOnDemand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes some 200 MiB")
 	}
-	s, err := OpenBadger(t.TempDir())
+	s, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,13 +27,13 @@ func TestBadgerCompactsOnDemand(t *testing.T) {
 	// hold 13 tables, beyond badgerL0Tables and close to a stall.
 	big := strings.Repeat("x", 256<<10)
 	for i := range 13 * badgerMemTableSize / len(big) {
-		n := Node{Key: testKey(i), DID: "did:svrp:n:x", Endpoint: big}
-		if err := s.Update(context.Background(), func(tx Tx) error { return tx.PutNode(n) }); err != nil {
+		n := store.Node{Key: storetest.Key(i), DID: "did:svrp:n:x", Endpoint: big}
+		if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutNode(n) }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The last flushes happen after the last commit; one more write wakes the compactor.
-	if err := s.Update(context.Background(), func(tx Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) }); err != nil {
+	if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) }); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()

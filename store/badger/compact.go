@@ -1,6 +1,9 @@
-package store
+package badger
 
-import "log/slog"
+import (
+	"github.com/svrp/svrp/store"
+	"log/slog"
+)
 
 // Badger's compactors are goroutines that each wake every 50 ms to look for work, whether or
 // not anything was written: four of them cost an idle daemon about 1 % of a core. The store
@@ -34,7 +37,7 @@ func (b *badgerStore) compactLoop(log *slog.Logger) {
 		}
 		// Not on a faulted disk: compaction writes the tree anew, and a volume below the
 		// reserve may not hold it. Writes are refused meanwhile, so level 0 cannot grow.
-		for b.guard.cur.Load().state == HealthOK && b.needsCompaction() {
+		for b.guard.cur.Load().state == store.HealthOK && b.needsCompaction() {
 			// Flatten compacts level by level until one level holds everything; with one
 			// worker it is what a single compactor does, run on demand.
 			if err := b.db.Flatten(1); err != nil {

@@ -1,4 +1,4 @@
-package store
+package nodecodec
 
 import (
 	"bytes"
@@ -8,13 +8,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
 )
 
 // A node record survives its binary form exactly, zone offsets, nil lists and empty strings
 // included.
 func TestNodeCodecRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var n Node
+		var n store.Node
 		copy(n.Key[:], rapid.SliceOfN(rapid.Byte(), 32, 32).Draw(t, "key"))
 		n.DID = rapid.String().Draw(t, "did")
 		n.Endpoint = rapid.String().Draw(t, "endpoint")
@@ -39,7 +42,7 @@ func TestNodeCodecRoundTrip(t *testing.T) {
 			return tm.UTC()
 		}
 		n.FirstSeen, n.LastSeen = when("first"), when("last")
-		got, err := decodeNode(appendNode(nil, n))
+		got, err := Decode(Append(nil, n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,28 +62,28 @@ func TestNodeCodecRoundTrip(t *testing.T) {
 // error; never a panic.
 func FuzzDecodeNode(f *testing.F) {
 	sig := "sig"
-	f.Add(appendNode(nil, Node{}))
-	f.Add(appendNode(nil, testNode(testKey(1))))
-	f.Add(appendNode(nil, Node{Capabilities: []string{"a", ""}, Signature: &sig, SignatureVerified: true}))
+	f.Add(Append(nil, store.Node{}))
+	f.Add(Append(nil, storetest.Node(storetest.Key(1))))
+	f.Add(Append(nil, store.Node{Capabilities: []string{"a", ""}, Signature: &sig, SignatureVerified: true}))
 	f.Add([]byte{nodeCodecVersion})
 	ts := int64(1736937000)
-	f.Add(appendNode(nil, Node{Signature: &sig, SignatureVerified: true, RegistrationTS: &ts}))
+	f.Add(Append(nil, store.Node{Signature: &sig, SignatureVerified: true, RegistrationTS: &ts}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		n, err := decodeNode(b)
+		n, err := Decode(b)
 		if err != nil {
 			return
 		}
-		if again := appendNode(nil, n); !bytes.Equal(again, b) {
+		if again := Append(nil, n); !bytes.Equal(again, b) {
 			t.Fatalf("decoded %x, re-encoded %x", b, again)
 		}
 	})
 }
 
 func BenchmarkDecodeNode(b *testing.B) {
-	raw := appendNode(nil, testNode(testKey(1)))
+	raw := Append(nil, storetest.Node(storetest.Key(1)))
 	b.ReportAllocs()
 	for range b.N {
-		if _, err := decodeNode(raw); err != nil {
+		if _, err := Decode(raw); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -90,7 +93,7 @@ func BenchmarkDecodeNode(b *testing.B) {
 // record without one is still written in version 1, byte for byte as before.
 func TestNodeCodecVersion1(t *testing.T) {
 	sig := "3L3pGNatsZWYpmy6SVyqeeb3E5DfLw4Xh6HQbBrLG1kYkqBGwqxcu2zUVjv7Tr3TBQvHyTf3AyY6AqFdq4ygcJm6"
-	n := Node{Key: testKey(7), DID: "did:svrp:n:1e452e22", Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"},
+	n := store.Node{Key: storetest.Key(7), DID: "did:svrp:n:1e452e22", Endpoint: "203.0.113.7:7000", Capabilities: []string{"inference"},
 		Signature: &sig, SignatureVerified: true, FirstSeen: time.Unix(1736937000, 0).UTC(), LastSeen: time.Unix(1736937060, 0).UTC()}
 	// The version 1 layout, written out by hand.
 	v1 := []byte{1}
@@ -103,7 +106,7 @@ func TestNodeCodecVersion1(t *testing.T) {
 	}
 	v1 = append(v1, 1)
 	v1 = appendCodecString(v1, "inference")
-	got, err := decodeNode(v1)
+	got, err := Decode(v1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,23 +116,23 @@ func TestNodeCodecVersion1(t *testing.T) {
 	if d := cmp.Diff(n, got); d != "" {
 		t.Fatalf("version 1 record (-want +got):\n%s", d)
 	}
-	if again := appendNode(nil, got); !bytes.Equal(again, v1) {
+	if again := Append(nil, got); !bytes.Equal(again, v1) {
 		t.Fatalf("a record without registration_ts is no longer written as version 1")
 	}
 	ts := int64(1736937000)
 	n.RegistrationTS = &ts
-	v2 := appendNode(nil, n)
+	v2 := Append(nil, n)
 	if v2[0] != 2 || !bytes.Equal(v2[1:len(v1)], v1[1:]) {
 		t.Fatalf("version 2 is not version 1 plus the ts")
 	}
-	if got, err := decodeNode(v2); err != nil || got.RegistrationTS == nil || *got.RegistrationTS != ts {
+	if got, err := Decode(v2); err != nil || got.RegistrationTS == nil || *got.RegistrationTS != ts {
 		t.Fatalf("version 2 read back %v, %v", got.RegistrationTS, err)
 	}
 	// A version 1 record with a trailing ts, or a version 2 record without one, is malformed.
-	if _, err := decodeNode(append(slices.Clone(v1), 2)); err == nil {
+	if _, err := Decode(append(slices.Clone(v1), 2)); err == nil {
 		t.Error("a version 1 record with trailing bytes decoded")
 	}
-	if _, err := decodeNode(append([]byte{2}, v1[1:]...)); err == nil {
+	if _, err := Decode(append([]byte{2}, v1[1:]...)); err == nil {
 		t.Error("a version 2 record without its ts decoded")
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"bufio"
@@ -14,15 +14,18 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
+	dgbadger "github.com/dgraph-io/badger/v4"
 
+	"bytes"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
 )
 
-func openBadger(t testing.TB, dir string, opts ...BadgerOption) Store {
+func openBadger(t testing.TB, dir string, opts ...Option) store.Store {
 	t.Helper()
-	s, err := OpenBadger(dir, opts...)
+	s, err := Open(dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,46 +33,46 @@ func openBadger(t testing.TB, dir string, opts ...BadgerOption) Store {
 }
 
 func TestBadger(t *testing.T) {
-	runSuite(t, func(t *testing.T) Store { return openBadger(t, t.TempDir()) })
+	storetest.Run(t, func(t *testing.T) store.Store { return openBadger(t, t.TempDir()) })
 }
 
 // populate writes one of each record, with index entries, and returns a check that reads
 // them all back through every lookup.
-func populate(t *testing.T, s Store) func(*testing.T, Store) {
-	k1, k2 := testKey(1), testKey(2)
-	n1, n2 := testNode(k1), testNode(k2)
-	n2.DID = fullDID(k2)
-	s1, s2 := testSession("s1", k1), testSession("s2", k1)
-	b := testBinding(k1, "did:svrp:o:aaaaaaaa")
-	bearer := testOpSession("did:svrp:o:aaaaaaaa")
-	c := binding.Counter{Count: 4, Start: testTime(20)}
-	update(t, s, func(tx Tx) error {
+func populate(t *testing.T, s store.Store) func(*testing.T, store.Store) {
+	k1, k2 := storetest.Key(1), storetest.Key(2)
+	n1, n2 := storetest.Node(k1), storetest.Node(k2)
+	n2.DID = storetest.FullDID(k2)
+	s1, s2 := storetest.Session("s1", k1), storetest.Session("s2", k1)
+	b := storetest.Binding(k1, "did:svrp:o:aaaaaaaa")
+	bearer := storetest.BearerSession("did:svrp:o:aaaaaaaa")
+	c := binding.Counter{Count: 4, Start: storetest.Time(20)}
+	storetest.Update(t, s, func(tx store.Tx) error {
 		return errors.Join(tx.PutNode(n1), tx.PutNode(n2), tx.PutBindingSession(s1), tx.PutBindingSession(s2),
-			tx.PutBinding(b), tx.PutBearerSession(testHash("tok"), bearer), tx.PutCounter("c", c))
+			tx.PutBinding(b), tx.PutBearerSession(storetest.Hash("tok"), bearer), tx.PutCounter("c", c))
 	})
-	return func(t *testing.T, s Store) {
-		view(t, s, func(tx Tx) error {
-			var nodes []Node
-			err := tx.EachNode(func(n Node) error { nodes = append(nodes, n); return nil })
-			want := []Node{n1, n2}
-			if cmpKey(k2, k1) < 0 {
-				want = []Node{n2, n1}
+	return func(t *testing.T, s store.Store) {
+		storetest.View(t, s, func(tx store.Tx) error {
+			var nodes []store.Node
+			err := tx.EachNode(func(n store.Node) error { nodes = append(nodes, n); return nil })
+			want := []store.Node{n1, n2}
+			if bytes.Compare(k2[:], k1[:]) < 0 {
+				want = []store.Node{n2, n1}
 			}
-			diff(t, "EachNode", want, nodes)
-			k, err2 := tx.NodeKeyByDID(fullDID(k2))
-			diff(t, "NodeKeyByDID", k2, k)
+			storetest.Diff(t, "EachNode", want, nodes)
+			k, err2 := tx.NodeKeyByDID(storetest.FullDID(k2))
+			storetest.Diff(t, "NodeKeyByDID", k2, k)
 			keys, err3 := tx.NodeKeysByShortBody(k1.ShortBody())
-			diff(t, "NodeKeysByShortBody", []didkey.PublicKey{k1}, keys)
+			storetest.Diff(t, "NodeKeysByShortBody", []didkey.PublicKey{k1}, keys)
 			id, err4 := tx.BindingSessionIDBySecret(s2.TokenHash)
-			diff(t, "SessionIDBySecret", "s2", id)
+			storetest.Diff(t, "SessionIDBySecret", "s2", id)
 			ss, err5 := tx.OpenBindingSessionsByNode(k1)
-			diff(t, "OpenSessionsByNode", []binding.BindingSession{s1, s2}, ss)
+			storetest.Diff(t, "OpenSessionsByNode", []binding.BindingSession{s1, s2}, ss)
 			bs, err6 := tx.BindingsByOperator("did:svrp:o:aaaaaaaa")
-			diff(t, "BindingsByOperator", []binding.Binding{b}, bs)
-			gotBearer, err7 := tx.BearerSession(testHash("tok"))
-			diff(t, "OperatorSession", bearer, gotBearer)
+			storetest.Diff(t, "BindingsByOperator", []binding.Binding{b}, bs)
+			gotBearer, err7 := tx.BearerSession(storetest.Hash("tok"))
+			storetest.Diff(t, "OperatorSession", bearer, gotBearer)
 			got, err8 := tx.Counter("c")
-			diff(t, "Counter", c, got)
+			storetest.Diff(t, "Counter", c, got)
 			return errors.Join(err, err2, err3, err4, err5, err6, err7, err8)
 		})
 	}
@@ -86,37 +89,37 @@ func TestBadgerReopen(t *testing.T) {
 	defer s.Close()
 	check(t, s)
 	// Reopening an existing database keeps accepting writes.
-	update(t, s, func(tx Tx) error { return tx.PutCounter("after", binding.Counter{Count: 1}) })
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("after", binding.Counter{Count: 1}) })
 }
 
 func TestBadgerSecondOpenFails(t *testing.T) {
 	dir := t.TempDir()
 	s := openBadger(t, dir)
 	defer s.Close()
-	if s2, err := OpenBadger(dir); err == nil {
+	if s2, err := Open(dir); err == nil {
 		s2.Close()
-		t.Fatal("a second OpenBadger of an open directory succeeded")
+		t.Fatal("a second Open of an open directory succeeded")
 	}
 }
 
 func TestBadgerSchemaVersion(t *testing.T) {
 	dir := t.TempDir()
 	openBadger(t, dir).Close()
-	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	db, err := dgbadger.Open(dgbadger.DefaultOptions(dir).WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(pVersion), []byte("99")) })
+	err = db.Update(func(txn *dgbadger.Txn) error { return txn.Set([]byte(pVersion), []byte("99")) })
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenBadger(dir)
+	s, err := Open(dir)
 	if err == nil {
 		s.Close()
-		t.Fatal("OpenBadger accepted an unknown schema version")
+		t.Fatal("Open accepted an unknown schema version")
 	}
 	if !strings.Contains(err.Error(), "schema version") {
 		t.Errorf("error %q does not name the schema version", err)
@@ -125,12 +128,9 @@ func TestBadgerSchemaVersion(t *testing.T) {
 
 func TestBadgerMaintain(t *testing.T) {
 	s := openBadger(t, t.TempDir())
-	m, ok := s.(Maintainer)
-	if !ok {
-		t.Fatal("the Badger store does not implement Maintainer")
-	}
+	m := s
 	for i := range 200 {
-		update(t, s, func(tx Tx) error { return tx.PutCounter("c", binding.Counter{Count: i}) })
+		storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: i}) })
 	}
 	if err := m.Maintain(context.Background()); err != nil {
 		t.Errorf("Maintain: %v", err)
@@ -145,9 +145,6 @@ func TestBadgerMaintain(t *testing.T) {
 	}
 	if err := m.Maintain(context.Background()); err == nil {
 		t.Error("Maintain after Close succeeded")
-	}
-	if _, ok := NewMemory().(Maintainer); ok {
-		t.Error("the memory store claims to need maintenance")
 	}
 }
 
@@ -171,8 +168,8 @@ func TestBadgerLogger(t *testing.T) {
 	h := &recordingHandler{}
 	dir := t.TempDir()
 	for range 2 { // create, then reopen
-		s := openBadger(t, dir, WithBadgerLogger(slog.New(h)))
-		update(t, s, func(tx Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) })
+		s := openBadger(t, dir, WithLogger(slog.New(h)))
+		storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) })
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -200,13 +197,13 @@ func TestBadgerCrashHelper(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestBadgerCrash")
 	}
-	s, err := OpenBadger(dir)
+	s, err := Open(dir)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
 	for i := 0; ; i++ {
-		err := s.Update(context.Background(), func(tx Tx) error {
+		err := s.Update(context.Background(), func(tx store.Tx) error {
 			return tx.PutCounter(strconv.Itoa(i), binding.Counter{Count: i})
 		})
 		if err != nil {
@@ -268,7 +265,7 @@ func TestBadgerCrash(t *testing.T) {
 
 	s := openBadger(t, dir)
 	defer s.Close()
-	view(t, s, func(tx Tx) error {
+	storetest.View(t, s, func(tx store.Tx) error {
 		for i := range acked {
 			c, err := tx.Counter(strconv.Itoa(i))
 			if err != nil {
@@ -283,57 +280,9 @@ func TestBadgerCrash(t *testing.T) {
 	t.Logf("%d acknowledged writes survived", len(acked))
 }
 
-// Benchmarks. Each put is one Update, so the Badger figure includes an fsync.
+func BenchmarkBadgerPutNode(b *testing.B) { storetest.BenchPutNode(b, openBadger(b, b.TempDir())) }
 
-func benchPutNode(b *testing.B, s Store) {
-	defer s.Close()
-	n := testNode(testKey(0))
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		n.Key = benchKeys[i%len(benchKeys)]
-		n.LastSeen = testTime(i)
-		if err := s.Update(context.Background(), func(tx Tx) error { return tx.PutNode(n) }); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func benchGetNode(b *testing.B, s Store) {
-	defer s.Close()
-	if err := s.Update(context.Background(), func(tx Tx) error {
-		for _, k := range benchKeys {
-			if err := tx.PutNode(testNode(k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		err := s.View(context.Background(), func(tx Tx) error {
-			_, err := tx.Node(benchKeys[i%len(benchKeys)])
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// benchKeys is the set of nodes a benchmark cycles through, as heartbeats would.
-var benchKeys = func() []didkey.PublicKey {
-	ks := make([]didkey.PublicKey, 1024)
-	for i := range ks {
-		ks[i] = testKey(i)
-	}
-	return ks
-}()
-
-func BenchmarkBadgerPutNode(b *testing.B) { benchPutNode(b, openBadger(b, b.TempDir())) }
-
-func BenchmarkBadgerGetNode(b *testing.B) { benchGetNode(b, openBadger(b, b.TempDir())) }
+func BenchmarkBadgerGetNode(b *testing.B) { storetest.BenchGetNode(b, openBadger(b, b.TempDir())) }
 
 // BenchmarkBadgerPutNodeParallel measures concurrent heartbeats. Updates run one at a time
 // and each syncs the log, so concurrency does not raise write throughput; it should not
@@ -345,12 +294,12 @@ func BenchmarkBadgerPutNodeParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
-		n := testNode(testKey(0))
+		n := storetest.Node(storetest.Key(0))
 		for pb.Next() {
 			i := int(next.Add(1))
-			n.Key = benchKeys[i%len(benchKeys)]
-			n.LastSeen = testTime(i)
-			if err := s.Update(context.Background(), func(tx Tx) error { return tx.PutNode(n) }); err != nil {
+			n.Key = storetest.BenchKeys[i%len(storetest.BenchKeys)]
+			n.LastSeen = storetest.Time(i)
+			if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutNode(n) }); err != nil {
 				b.Error(err)
 				return
 			}
@@ -362,19 +311,19 @@ func BenchmarkBadgerPutNodeParallel(b *testing.B) {
 // it is opened.
 func TestBadgerIndexesOldSessions(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenBadger(dir)
+	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h1, h2 := testHash("t1"), testHash("t2")
+	h1, h2 := storetest.Hash("t1"), storetest.Hash("t2")
 	op := "did:svrp:o:aaaaaaaa"
-	update(t, s, func(tx Tx) error {
-		return errors.Join(tx.PutBearerSession(h1, testOpSession(op)), tx.PutBearerSession(h2, testOpSession("did:svrp:o:bbbbbbbb")))
+	storetest.Update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.PutBearerSession(h1, storetest.BearerSession(op)), tx.PutBearerSession(h2, storetest.BearerSession("did:svrp:o:bbbbbbbb")))
 	})
 	// Take the index away, as an older build would have left the database.
 	db := s.(*badgerStore).db
-	if err := db.Update(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pOpByOp)})
+	if err := db.Update(func(txn *dgbadger.Txn) error {
+		it := txn.NewIterator(dgbadger.IteratorOptions{Prefix: []byte(pOpByOp)})
 		var keys [][]byte
 		for it.Rewind(); it.Valid(); it.Next() {
 			keys = append(keys, it.Item().KeyCopy(nil))
@@ -389,7 +338,7 @@ func TestBadgerIndexesOldSessions(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	view(t, s, func(tx Tx) error {
+	storetest.View(t, s, func(tx store.Tx) error {
 		got, err := tx.BearerSessionsOf(op)
 		if len(got) != 0 {
 			t.Fatalf("index still present: %v", got)
@@ -399,14 +348,14 @@ func TestBadgerIndexesOldSessions(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = OpenBadger(dir)
+	s, err = Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	view(t, s, func(tx Tx) error {
+	storetest.View(t, s, func(tx store.Tx) error {
 		got, err := tx.BearerSessionsOf(op)
-		diff(t, "OperatorSessionsOf after reopening", [][32]byte{h1}, got)
+		storetest.Diff(t, "OperatorSessionsOf after reopening", [][32]byte{h1}, got)
 		return err
 	})
 }

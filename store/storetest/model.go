@@ -1,4 +1,4 @@
-package store
+package storetest
 
 import (
 	"context"
@@ -15,29 +15,31 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/internal/rules"
 )
 
 // model is the naive store: the records only. Every index is derived from them when
 // checked, which is what the store's indexes must agree with. The generators keep DIDs and
 // secret hashes specific to one key or session, so that a derived index is unambiguous.
 type model struct {
-	nodes      map[didkey.PublicKey]Node
+	nodes      map[didkey.PublicKey]store.Node
 	sessions   map[string]binding.BindingSession
 	bindings   map[didkey.PublicKey]binding.Binding
 	opSessions map[[32]byte]authn.BearerSession
 	counters   map[string]binding.Counter
-	revoked    map[[2]string]Revocation
+	revoked    map[[2]string]store.Revocation
 	deleted    map[string]bool // ids of deleted sessions, which stay used
 }
 
 func newModel() *model {
 	return &model{
-		nodes:      map[didkey.PublicKey]Node{},
+		nodes:      map[didkey.PublicKey]store.Node{},
 		sessions:   map[string]binding.BindingSession{},
 		bindings:   map[didkey.PublicKey]binding.Binding{},
 		opSessions: map[[32]byte]authn.BearerSession{},
 		counters:   map[string]binding.Counter{},
-		revoked:    map[[2]string]Revocation{},
+		revoked:    map[[2]string]store.Revocation{},
 		deleted:    map[string]bool{},
 	}
 }
@@ -45,16 +47,16 @@ func newModel() *model {
 // modelOp is one write, applied to a store and to the model alike.
 type modelOp struct {
 	name  string
-	store func(Tx) error
+	store func(store.Tx) error
 	model func(*model)
 }
 
 var (
-	modelKeys      = []didkey.PublicKey{testKey(0), testKey(1), testKey(2), testKey(3)}
+	modelKeys      = []didkey.PublicKey{Key(0), Key(1), Key(2), Key(3)}
 	modelOperators = []string{"did:svrp:o:aaaaaaaa", "did:svrp:o:bbbbbbbb", "did:svrp:o:aaaaaaaa/x", ""}
 	modelSessions  = []string{"s0", "s1", "s2"}
 	modelCounters  = []string{"", "a", "b", "resolve|a"}
-	modelTokens    = [][32]byte{testHash("t0"), testHash("t1"), testHash("t2")}
+	modelTokens    = [][32]byte{Hash("t0"), Hash("t1"), Hash("t2")}
 	modelWords     = []string{"infer", "train", "gpu"}
 	// modelRevocationIDs holds ids that a naive key layout would confuse: a '/' inside, and
 	// an empty one.
@@ -62,11 +64,11 @@ var (
 )
 
 func modelDIDs(k didkey.PublicKey) []string {
-	return []string{"", shortDID(k), fullDID(k), "did:svrp:h:" + k.ShortBody()}
+	return []string{"", ShortDID(k), FullDID(k), "did:svrp:h:" + k.ShortBody()}
 }
 
 func modelHashes(id string) [][32]byte {
-	return [][32]byte{{}, testHash(id + " a"), testHash(id + " b")}
+	return [][32]byte{{}, Hash(id + " a"), Hash(id + " b")}
 }
 
 func genTime(t *rapid.T, label string) time.Time {
@@ -74,7 +76,7 @@ func genTime(t *rapid.T, label string) time.Time {
 }
 
 func genWords(t *rapid.T, label string) []string {
-	// Nil and empty are distinct values that both stores must keep apart.
+	// Nil and empty are distinct values that every store must keep apart.
 	if rapid.IntRange(0, 4).Draw(t, label+"_nil") == 0 {
 		return nil
 	}
@@ -93,25 +95,25 @@ func genOp(t *rapid.T) modelOp {
 	switch rapid.IntRange(0, 10).Draw(t, "op") {
 	case 9:
 		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
-		return modelOp{"DeleteBinding", func(tx Tx) error { return tx.DeleteBinding(k) }, func(m *model) { delete(m.bindings, k) }}
+		return modelOp{"DeleteBinding", func(tx store.Tx) error { return tx.DeleteBinding(k) }, func(m *model) { delete(m.bindings, k) }}
 	case 10:
-		r := Revocation{
+		r := store.Revocation{
 			OperatorDID:  rapid.SampledFrom(modelOperators).Draw(t, "operator"),
 			RevocationID: rapid.SampledFrom(modelRevocationIDs).Draw(t, "revocation_id"),
 			RevokedAt:    genTime(t, "revoked"),
 			Signature:    rapid.SampledFrom(modelWords).Draw(t, "signature"),
 		}
-		return modelOp{"PutRevocation", func(tx Tx) error { return tx.PutRevocation(r) }, func(m *model) { m.revoked[[2]string{r.OperatorDID, r.RevocationID}] = r }}
+		return modelOp{"PutRevocation", func(tx store.Tx) error { return tx.PutRevocation(r) }, func(m *model) { m.revoked[[2]string{r.OperatorDID, r.RevocationID}] = r }}
 	case 0, 1:
 		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
-		n := Node{
+		n := store.Node{
 			Key:          k,
 			DID:          rapid.SampledFrom(modelDIDs(k)).Draw(t, "did"),
 			Endpoint:     "198.51.100.1:7000",
 			Capabilities: genWords(t, "caps"),
 			LastSeen:     genTime(t, "seen"),
 		}
-		return modelOp{"PutNode", func(tx Tx) error { return tx.PutNode(n) }, func(m *model) { m.nodes[k] = n }}
+		return modelOp{"PutNode", func(tx store.Tx) error { return tx.PutNode(n) }, func(m *model) { m.nodes[k] = n }}
 	case 2:
 		id := rapid.SampledFrom(modelSessions).Draw(t, "id")
 		s := binding.BindingSession{
@@ -124,7 +126,7 @@ func genOp(t *rapid.T) modelOp {
 		}
 		s.Request.RequestedTaskTypes = genWords(t, "requested")
 		s.Request.RequestedSingleLimit = genLimit(t, "single")
-		return modelOp{"PutSession", func(tx Tx) error { return tx.PutBindingSession(s) }, func(m *model) { m.sessions[id] = s }}
+		return modelOp{"PutSession", func(tx store.Tx) error { return tx.PutBindingSession(s) }, func(m *model) { m.sessions[id] = s }}
 	case 3:
 		k := rapid.SampledFrom(modelKeys).Draw(t, "key")
 		b := binding.Binding{
@@ -135,21 +137,21 @@ func genOp(t *rapid.T) modelOp {
 			DailyLimit:  genLimit(t, "daily"),
 			ActivatedAt: genTime(t, "activated"),
 		}
-		return modelOp{"PutBinding", func(tx Tx) error { return tx.PutBinding(b) }, func(m *model) { m.bindings[k] = b }}
+		return modelOp{"PutBinding", func(tx store.Tx) error { return tx.PutBinding(b) }, func(m *model) { m.bindings[k] = b }}
 	case 4:
 		h := rapid.SampledFrom(modelTokens).Draw(t, "token")
 		s := authn.BearerSession{OperatorDID: rapid.SampledFrom(modelOperators).Draw(t, "operator"), ExpiresAt: genTime(t, "expires")}
-		return modelOp{"PutOperatorSession", func(tx Tx) error { return tx.PutBearerSession(h, s) }, func(m *model) { m.opSessions[h] = s }}
+		return modelOp{"PutOperatorSession", func(tx store.Tx) error { return tx.PutBearerSession(h, s) }, func(m *model) { m.opSessions[h] = s }}
 	case 5:
 		h := rapid.SampledFrom(modelTokens).Draw(t, "token")
-		return modelOp{"DeleteOperatorSession", func(tx Tx) error { return tx.DeleteBearerSession(h) }, func(m *model) { delete(m.opSessions, h) }}
+		return modelOp{"DeleteOperatorSession", func(tx store.Tx) error { return tx.DeleteBearerSession(h) }, func(m *model) { delete(m.opSessions, h) }}
 	case 6:
 		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
 		c := binding.Counter{Count: rapid.IntRange(0, 100).Draw(t, "count"), Start: genTime(t, "start")}
-		return modelOp{"PutCounter", func(tx Tx) error { return tx.PutCounter(k, c) }, func(m *model) { m.counters[k] = c }}
+		return modelOp{"PutCounter", func(tx store.Tx) error { return tx.PutCounter(k, c) }, func(m *model) { m.counters[k] = c }}
 	case 7:
 		id := rapid.SampledFrom(modelSessions).Draw(t, "id")
-		return modelOp{"DeleteSession", func(tx Tx) error { return tx.DeleteBindingSession(id) }, func(m *model) {
+		return modelOp{"DeleteSession", func(tx store.Tx) error { return tx.DeleteBindingSession(id) }, func(m *model) {
 			if _, ok := m.sessions[id]; ok {
 				m.deleted[id] = true
 			}
@@ -157,23 +159,23 @@ func genOp(t *rapid.T) modelOp {
 		}}
 	default:
 		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
-		return modelOp{"DeleteCounter", func(tx Tx) error { return tx.DeleteCounter(k) }, func(m *model) { delete(m.counters, k) }}
+		return modelOp{"DeleteCounter", func(tx store.Tx) error { return tx.DeleteCounter(k) }, func(m *model) { delete(m.counters, k) }}
 	}
 }
 
 // testModel runs random sequences of transactions, each of a few writes that commit or
 // fail together, and after each compares every lookup with the model.
-func testModel(t *testing.T, open func(t *testing.T) Store) {
+func testModel(t *testing.T, open func(t *testing.T) store.Store) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := open(t)
 		defer s.Close()
 		m := newModel()
 		errAbort := errors.New("abort")
 		rt.Repeat(map[string]func(*rapid.T){
-			"update": func(rt *rapid.T) {
+			"Update": func(rt *rapid.T) {
 				ops := rapid.SliceOfN(rapid.Custom(genOp), 1, 4).Draw(rt, "ops")
 				fail := rapid.IntRange(0, 3).Draw(rt, "fail") == 0
-				err := s.Update(context.Background(), func(tx Tx) error {
+				err := s.Update(context.Background(), func(tx store.Tx) error {
 					for _, op := range ops {
 						if err := op.store(tx); err != nil {
 							return fmt.Errorf("%s: %w", op.name, err)
@@ -202,8 +204,8 @@ func testModel(t *testing.T, open func(t *testing.T) Store) {
 	})
 }
 
-func checkModel(t *rapid.T, s Store, m *model) {
-	err := s.View(context.Background(), func(tx Tx) error {
+func checkModel(t *rapid.T, s store.Store, m *model) {
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		modelDiff := func(what string, want, got any) {
 			t.Helper()
 			// DeepEqual first: cmp is what decides, but it is too slow to run on every
@@ -217,7 +219,7 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		}
 		lookup := func(what string, want any, found bool, got any, err error) {
 			t.Helper()
-			if found != (err == nil) || (err != nil && !errors.Is(err, ErrNotFound)) {
+			if found != (err == nil) || (err != nil && !errors.Is(err, store.ErrNotFound)) {
 				t.Fatalf("%s: found=%v in the model, store error %v", what, found, err)
 			}
 			if found {
@@ -229,7 +231,7 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		for _, k := range modelKeys {
 			n, ok := m.nodes[k]
 			got, err := tx.Node(k)
-			lookup("Node", n, ok, got, err)
+			lookup("store.Node", n, ok, got, err)
 			for _, did := range modelDIDs(k) {
 				got, err := tx.NodeKeyByDID(did)
 				lookup(fmt.Sprintf("NodeKeyByDID(%q)", did), k, ok && did != "" && n.DID == did, got, err)
@@ -251,11 +253,11 @@ func checkModel(t *rapid.T, s Store, m *model) {
 			return err
 		}
 		modelDiff("NodeCount", len(m.nodes), count)
-		var nodes []Node
-		if err := tx.EachNode(func(n Node) error { nodes = append(nodes, n); return nil }); err != nil {
+		var nodes []store.Node
+		if err := tx.EachNode(func(n store.Node) error { nodes = append(nodes, n); return nil }); err != nil {
 			return err
 		}
-		modelDiff("EachNode", valuesInOrder(m.nodes, cmpKey), nodes)
+		modelDiff("EachNode", valuesInOrder(m.nodes, rules.CompareKeys), nodes)
 
 		// Sessions and their indexes.
 		for _, id := range modelSessions {
@@ -272,7 +274,7 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		}
 		for _, k := range modelKeys {
 			var want []binding.BindingSession
-			for _, id := range sortedKeys(m.sessions, strings.Compare) {
+			for _, id := range rules.SortedKeys(m.sessions, strings.Compare) {
 				if m.sessions[id].NodeKey == k && !m.sessions[id].State.Terminal() {
 					want = append(want, m.sessions[id])
 				}
@@ -298,7 +300,7 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		for _, op := range append(modelOperators, "did:svrp:o:") {
 			var want []binding.Binding
 			if op != "" {
-				for _, k := range sortedKeys(m.bindings, cmpKey) {
+				for _, k := range rules.SortedKeys(m.bindings, rules.CompareKeys) {
 					if m.bindings[k].OperatorDID == op {
 						want = append(want, m.bindings[k])
 					}
@@ -325,10 +327,10 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		}); err != nil {
 			return err
 		}
-		modelDiff("EachOperatorSession keys", nilIfEmpty(sortedKeys(m.opSessions, cmpHash)), hashes)
+		modelDiff("EachOperatorSession keys", nilIfEmpty(rules.SortedKeys(m.opSessions, rules.CompareHashes)), hashes)
 		for _, op := range append(modelOperators, "did:svrp:o:") {
 			var want [][32]byte
-			for _, h := range sortedKeys(m.opSessions, cmpHash) {
+			for _, h := range rules.SortedKeys(m.opSessions, rules.CompareHashes) {
 				if m.opSessions[h].OperatorDID == op {
 					want = append(want, h)
 				}
@@ -354,14 +356,14 @@ func checkModel(t *rapid.T, s Store, m *model) {
 		}); err != nil {
 			return err
 		}
-		modelDiff("EachCounter keys", nilIfEmpty(sortedKeys(m.counters, strings.Compare)), counters)
+		modelDiff("EachCounter keys", nilIfEmpty(rules.SortedKeys(m.counters, strings.Compare)), counters)
 
 		// Revocations.
 		for _, op := range modelOperators {
 			for _, id := range modelRevocationIDs {
 				r, ok := m.revoked[[2]string{op, id}]
 				got, err := tx.Revocation(op, id)
-				lookup(fmt.Sprintf("Revocation(%q, %q)", op, id), r, ok, got, err)
+				lookup(fmt.Sprintf("store.Revocation(%q, %q)", op, id), r, ok, got, err)
 			}
 		}
 		n, err := tx.RevocationCount()
@@ -386,7 +388,7 @@ func nilIfEmpty[T any](s []T) []T {
 
 func valuesInOrder[K comparable, V any](m map[K]V, less func(a, b K) int) []V {
 	var out []V
-	for _, k := range sortedKeys(m, less) {
+	for _, k := range rules.SortedKeys(m, less) {
 		out = append(out, m[k])
 	}
 	return out

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -7,15 +7,17 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
 )
 
 func postgresURL(t testing.TB) string { return pgtest.URL(t) }
 
 func freshSchema(t testing.TB) string { return pgtest.Schema(t) }
 
-func openPostgres(t testing.TB, url string) *Postgres {
+func openPostgres(t testing.TB, url string) *Store {
 	t.Helper()
-	p, err := OpenPostgres(context.Background(), url)
+	p, err := Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,9 +27,9 @@ func openPostgres(t testing.TB, url string) *Postgres {
 // pgOpener opens a store in a schema of each test's own. A test that opens several stores
 // in turn, as each run of the model test does, gets its one schema emptied each time: a
 // schema and its migrations per run would cost the model test most of its time.
-func pgOpener(wrap func(testing.TB, Store) Store) func(t *testing.T) Store {
+func pgOpener(wrap func(testing.TB, store.Store) store.Store) func(t *testing.T) store.Store {
 	schemas := map[*testing.T]string{}
-	return func(t *testing.T) Store {
+	return func(t *testing.T) store.Store {
 		u, reuse := schemas[t]
 		if !reuse {
 			u = freshSchema(t)
@@ -48,56 +50,56 @@ func pgOpener(wrap func(testing.TB, Store) Store) func(t *testing.T) Store {
 
 func TestPostgres(t *testing.T) {
 	postgresURL(t)
-	runSuite(t, pgOpener(func(_ testing.TB, s Store) Store { return s }))
+	storetest.Run(t, pgOpener(func(_ testing.TB, s store.Store) store.Store { return s }))
 }
 
 func TestPostgresReopenAndNewerSchema(t *testing.T) {
 	u := freshSchema(t)
 	p := openPostgres(t, u)
-	k := testKey(1)
-	update(t, p, func(tx Tx) error { return tx.PutNode(testNode(k)) })
+	k := storetest.Key(1)
+	storetest.Update(t, p, func(tx store.Tx) error { return tx.PutNode(storetest.Node(k)) })
 	p.Close()
 
 	// A second open finds the schema current and the record kept.
 	p = openPostgres(t, u)
-	view(t, p, func(tx Tx) error {
+	storetest.View(t, p, func(tx store.Tx) error {
 		n, err := tx.Node(k)
-		diff(t, "node after reopening", testNode(k), n)
+		storetest.Diff(t, "node after reopening", storetest.Node(k), n)
 		return err
 	})
 	if _, err := p.pool.Exec(context.Background(), `UPDATE svrp_schema SET version = version + 1`); err != nil {
 		t.Fatal(err)
 	}
 	p.Close()
-	if _, err := OpenPostgres(context.Background(), u); err == nil || !strings.Contains(err.Error(), "newer than this build") {
+	if _, err := Open(context.Background(), u); err == nil || !strings.Contains(err.Error(), "newer than this build") {
 		t.Fatalf("opening a newer schema: %v, want a refusal", err)
 	}
 }
 
 func TestPostgresBadURL(t *testing.T) {
-	_, err := OpenPostgres(context.Background(), "postgres://user:hunter2@[::1")
+	_, err := Open(context.Background(), "postgres://user:hunter2@[::1")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
-		t.Fatalf("OpenPostgres with a bad URL: %v; want an error without the password", err)
+		t.Fatalf("Open with a bad URL: %v; want an error without the password", err)
 	}
 }
 
 func TestPostgresTouchAndChallenge(t *testing.T) {
 	p := openPostgres(t, freshSchema(t))
 	defer p.Close()
-	k := testKey(1)
-	update(t, p, func(tx Tx) error { return tx.PutNode(testNode(k)) })
-	later := testTime(50).UTC()
-	if err := p.TouchNode(k, later); err != nil {
+	k := storetest.Key(1)
+	storetest.Update(t, p, func(tx store.Tx) error { return tx.PutNode(storetest.Node(k)) })
+	later := storetest.Time(50).UTC()
+	if err := p.TouchNode(context.Background(), k, later); err != nil {
 		t.Fatal(err)
 	}
 	// Never back.
-	if err := p.TouchNode(k, testTime(40)); err != nil {
+	if err := p.TouchNode(context.Background(), k, storetest.Time(40)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.TouchNode(testKey(2), later); err != ErrNotFound {
-		t.Errorf("TouchNode of an unknown key: %v, want ErrNotFound", err)
+	if err := p.TouchNode(context.Background(), storetest.Key(2), later); err != store.ErrNotFound {
+		t.Errorf("TouchNode of an unknown key: %v, want store.ErrNotFound", err)
 	}
-	view(t, p, func(tx Tx) error {
+	storetest.View(t, p, func(tx store.Tx) error {
 		n, err := tx.Node(k)
 		if !n.LastSeen.Equal(later) {
 			t.Errorf("last_seen = %v, want %v", n.LastSeen, later)
@@ -107,15 +109,15 @@ func TestPostgresTouchAndChallenge(t *testing.T) {
 
 	id := []byte("challenge-1")
 	consume := func() error {
-		return p.Update(context.Background(), func(tx Tx) error {
-			return tx.(ChallengeConsumer).ConsumeChallenge(id, testTime(60))
+		return p.Update(context.Background(), func(tx store.Tx) error {
+			return tx.ConsumeChallenge(id, storetest.Time(60))
 		})
 	}
 	if err := consume(); err != nil {
 		t.Fatal(err)
 	}
-	if err := consume(); err != ErrChallengeUsed {
-		t.Errorf("second consumption: %v, want ErrChallengeUsed", err)
+	if err := consume(); err != store.ErrChallengeUsed {
+		t.Errorf("second consumption: %v, want store.ErrChallengeUsed", err)
 	}
 	if err := p.Maintain(context.Background()); err != nil {
 		t.Fatal(err)
@@ -137,7 +139,7 @@ func TestPostgresTouchAndChallenge(t *testing.T) {
 
 func TestNodeCacheOverPostgres(t *testing.T) {
 	postgresURL(t)
-	runSuite(t, pgOpener(cached))
+	storetest.Run(t, pgOpener(storetest.NodeCache))
 }
 
 // TestNodeCacheFollows runs two caches on one database, as two daemons do: each sees the
@@ -145,46 +147,46 @@ func TestNodeCacheOverPostgres(t *testing.T) {
 // through one is found at once through the other.
 func TestNodeCacheFollows(t *testing.T) {
 	u := freshSchema(t)
-	a := cached(t, openPostgres(t, u))
-	b := cached(t, openPostgres(t, u))
+	a := storetest.NodeCache(t, openPostgres(t, u))
+	b := storetest.NodeCache(t, openPostgres(t, u))
 	defer a.Close()
 	defer b.Close()
-	k := testKey(1)
-	n := testNode(k)
+	k := storetest.Key(1)
+	n := storetest.Node(k)
 	n.LastSeen = n.LastSeen.UTC()
-	update(t, a, func(tx Tx) error { return tx.PutNode(n) })
+	storetest.Update(t, a, func(tx store.Tx) error { return tx.PutNode(n) })
 
 	// Found through b at once, even before b's next read of the feed.
-	if err := b.(NodeToucher).TouchNode(k, testTime(20).UTC()); err != nil {
+	if err := b.TouchNode(context.Background(), k, storetest.Time(20).UTC()); err != nil {
 		t.Fatalf("touch through b of a node registered through a: %v", err)
 	}
-	if err := b.(NodeToucher).Flush(context.Background()); err != nil {
+	if err := b.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	before := a.(NodeFollower).RemoteChanges()
+	before := a.RemoteChanges()
 	deadline := time.Now().Add(time.Second)
 	for {
-		var got Node
-		view(t, a, func(tx Tx) (err error) { got, err = tx.Node(k); return err })
-		if got.LastSeen.Equal(testTime(20)) {
+		var got store.Node
+		storetest.View(t, a, func(tx store.Tx) (err error) { got, err = tx.Node(k); return err })
+		if got.LastSeen.Equal(storetest.Time(20)) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a sees last_seen %v a second after b flushed %v", got.LastSeen, testTime(20))
+			t.Fatalf("a sees last_seen %v a second after b flushed %v", got.LastSeen, storetest.Time(20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if a.(NodeFollower).RemoteChanges() == before {
+	if a.RemoteChanges() == before {
 		t.Error("a took b's flush without counting a remote change")
 	}
 
 	// A second record through b reaches a's scan.
-	k2 := testKey(2)
-	update(t, b, func(tx Tx) error { return tx.PutNode(testNode(k2)) })
+	k2 := storetest.Key(2)
+	storetest.Update(t, b, func(tx store.Tx) error { return tx.PutNode(storetest.Node(k2)) })
 	deadline = time.Now().Add(time.Second)
 	for {
 		var count int
-		a.(NodeScanner).ScanNodes(context.Background(), func(*Node) error { count++; return nil })
+		a.ScanNodes(context.Background(), func(*store.Node) error { count++; return nil })
 		if count == 2 {
 			break
 		}

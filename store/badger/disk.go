@@ -1,7 +1,6 @@
-package store
+package badger
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,37 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/store"
 )
 
-// Health is what a store that watches its disk says about it.
-type Health struct {
-	// State is one of HealthOK, HealthLowSpace, HealthGone and HealthReadOnly.
-	State string
-	// Detail says why, in words for an operator; it names no path.
-	Detail string
-}
-
-// States of [Health]. Every state but HealthOK refuses writes with [ErrUnavailable].
-const (
-	HealthOK       = "ok"
-	HealthLowSpace = "low_space" // free space on the volume is below the reserve
-	HealthGone     = "gone"      // the data directory was removed or replaced
-	HealthReadOnly = "read_only" // the data directory can no longer take new files
-)
-
-// HealthReporter is implemented by stores that watch their disk, such as the one
-// [OpenBadger] returns.
-type HealthReporter interface {
-	Health() Health
-}
-
-// ErrUnavailable refuses a write while the store cannot safely take one (see [Health]).
-// Nothing was written; reads keep working, and writes resume by themselves once the fault is
-// gone (free space returns) or, for a directory that is gone or read-only, after a restart.
-var ErrUnavailable = proto.New(proto.StoreUnavailable, "the registry cannot take writes now; reads still work")
-
-// Start-up failures of [OpenBadger], for errors.Is. Each comes wrapped with the directory
+// Start-up failures of [Open], for errors.Is. Each comes wrapped with the directory
 // and the detail.
 var (
 	ErrNoSpace    = errors.New("no space left on its volume")
@@ -91,25 +63,6 @@ func (r DiskReserve) resolve(total uint64) uint64 {
 	return max(DefaultReserveBytes, uint64(float64(total)*DefaultReservePercent/100))
 }
 
-// reserveKey marks an Update that may use the reserve: it makes durable what was already
-// acknowledged (heartbeat times), so refusing it would lose an acknowledgement.
-type reserveKey struct{}
-
-func withReserve(ctx context.Context) context.Context {
-	return context.WithValue(ctx, reserveKey{}, true)
-}
-
-func mayUseReserve(ctx context.Context) bool {
-	v, _ := ctx.Value(reserveKey{}).(bool)
-	return v
-}
-
-// writeChecker is implemented by stores that may refuse writes; the node cache asks it
-// before a heartbeat, which writes to memory only.
-type writeChecker interface {
-	checkWrite() error
-}
-
 // dirID identifies a directory: a directory removed and created again under the same name
 // is another one.
 type dirID struct{ dev, ino uint64 }
@@ -139,7 +92,7 @@ type diskGuard struct {
 
 func newDiskGuard(dir string, id dirID, reserve uint64, log *slog.Logger) *diskGuard {
 	g := &diskGuard{dir: dir, id: id, reserve: reserve, log: log}
-	g.cur.Store(&diskStatus{state: HealthOK, at: time.Now()})
+	g.cur.Store(&diskStatus{state: store.HealthOK, at: time.Now()})
 	return g
 }
 
@@ -158,20 +111,20 @@ func (g *diskGuard) look(prev *diskStatus) diskStatus {
 	now := time.Now()
 	id, err := statDir(g.dir)
 	if err != nil || id != g.id {
-		return diskStatus{state: HealthGone, detail: "the data directory was removed or replaced", at: now}
+		return diskStatus{state: store.HealthGone, detail: "the data directory was removed or replaced", at: now}
 	}
 	if err := dirWritable(g.dir); err != nil {
-		return diskStatus{state: HealthReadOnly, detail: "the data directory no longer takes new files (" + errText(err) + ")", at: now}
+		return diskStatus{state: store.HealthReadOnly, detail: "the data directory no longer takes new files (" + errText(err) + ")", at: now}
 	}
 	free, _, err := freeSpace(g.dir)
 	if err != nil {
-		return diskStatus{state: HealthGone, detail: "the data directory's volume cannot be read (" + errText(err) + ")", at: now}
+		return diskStatus{state: store.HealthGone, detail: "the data directory's volume cannot be read (" + errText(err) + ")", at: now}
 	}
-	if l := g.limit(prev.state == HealthLowSpace); free < l {
-		return diskStatus{state: HealthLowSpace, free: free, at: now,
+	if l := g.limit(prev.state == store.HealthLowSpace); free < l {
+		return diskStatus{state: store.HealthLowSpace, free: free, at: now,
 			detail: fmt.Sprintf("%s free on the volume, below the %s kept in reserve", mib(free), mib(l))}
 	}
-	return diskStatus{state: HealthOK, free: free, at: now}
+	return diskStatus{state: store.HealthOK, free: free, at: now}
 }
 
 // refresh looks at the disk now, unless another caller did within maxAge, and logs a
@@ -186,7 +139,7 @@ func (g *diskGuard) refresh(maxAge time.Duration) diskStatus {
 	s := g.look(prev)
 	g.cur.Store(&s)
 	if s.state != prev.state && g.log != nil {
-		if s.state == HealthOK {
+		if s.state == store.HealthOK {
 			g.log.Info("store takes writes again", "free", mib(s.free))
 		} else {
 			g.log.Error("store refuses writes", "state", s.state, "reason", s.detail)
@@ -199,17 +152,17 @@ func (g *diskGuard) refresh(maxAge time.Duration) diskStatus {
 // goes ahead on a low volume as long as what Badger needs is still free.
 func (g *diskGuard) allow(s diskStatus, reserve bool) error {
 	switch {
-	case s.state == HealthOK:
+	case s.state == store.HealthOK:
 		return nil
-	case s.state == HealthLowSpace && reserve && s.free >= max(g.needed.Load(), g.reserve/2):
+	case s.state == store.HealthLowSpace && reserve && s.free >= max(g.needed.Load(), g.reserve/2):
 		return nil
 	}
-	return ErrUnavailable
+	return store.ErrUnavailable
 }
 
-func (g *diskGuard) health() Health {
+func (g *diskGuard) health() store.Health {
 	s := g.cur.Load()
-	return Health{State: s.state, Detail: s.detail}
+	return store.Health{State: s.state, Detail: s.detail}
 }
 
 // sameDir reports whether the directory is still the one opened; it is checked after a

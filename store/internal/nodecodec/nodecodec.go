@@ -1,9 +1,14 @@
-package store
+// Package nodecodec is the compact binary form of a node record that the Badger and
+// PostgreSQL stores keep, in place of JSON. It is not for the other records, which are few
+// per node and kept as JSON.
+package nodecodec
 
 import (
 	"encoding/binary"
 	"errors"
 	"time"
+
+	"github.com/svrp/svrp/store"
 )
 
 // Node records are the one kind the Badger store holds by the million and reads all at
@@ -43,8 +48,8 @@ const (
 
 var errBadNodeRecord = errors.New("malformed node record")
 
-// appendNode appends the binary form of n.
-func appendNode(b []byte, n Node) []byte {
+// Append appends the binary form of n.
+func Append(b []byte, n store.Node) []byte {
 	version := byte(nodeCodecVersionV1)
 	if n.RegistrationTS != nil {
 		version = nodeCodecVersion
@@ -91,13 +96,13 @@ func appendCodecString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// decodeNode parses the binary form; anything else, trailing bytes included, is an error.
-func decodeNode(b []byte) (Node, error) {
+// Decode parses the binary form; anything else, trailing bytes included, is an error.
+func Decode(b []byte) (store.Node, error) {
 	d := nodeDecoder{b: b}
-	var n Node
+	var n store.Node
 	version := d.byte()
 	if version != nodeCodecVersionV1 && version != nodeCodecVersion {
-		return Node{}, errBadNodeRecord
+		return store.Node{}, errBadNodeRecord
 	}
 	copy(n.Key[:], d.take(len(n.Key)))
 	flags := d.byte()
@@ -113,12 +118,12 @@ func decodeNode(b []byte) (Node, error) {
 	n.SignatureVerified = flags&nodeFlagVerified != 0
 	count := d.uvarint()
 	if count > uint64(len(d.b)) { // each capability takes at least one byte
-		return Node{}, errBadNodeRecord
+		return store.Node{}, errBadNodeRecord
 	}
 	if flags&nodeFlagCaps != 0 {
 		n.Capabilities = make([]string, 0, count)
 	} else if count != 0 {
-		return Node{}, errBadNodeRecord
+		return store.Node{}, errBadNodeRecord
 	}
 	for range count {
 		n.Capabilities = append(n.Capabilities, d.string())
@@ -128,13 +133,13 @@ func decodeNode(b []byte) (Node, error) {
 		n.RegistrationTS = &ts
 	}
 	if d.bad || len(d.b) != 0 || flags&^nodeFlagsAll != 0 {
-		return Node{}, errBadNodeRecord
+		return store.Node{}, errBadNodeRecord
 	}
 	return n, nil
 }
 
 // nodeDecoder reads a node record; the first short read sets bad, and later reads return
-// zero values, so decodeNode reads as the layout and checks once at the end.
+// zero values, so Decode reads as the layout and checks once at the end.
 type nodeDecoder struct {
 	b   []byte
 	bad bool

@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/store"
 )
 
 // TestBadgerGroupCommit runs many Updates at once, so that they are committed in groups,
 // and makes every third one fail after writing. A failing function must take back exactly
 // its own writes — including its increment of a counter that the functions before and after
 // it in the same group also increment — while the rest of its group commits. Half of them
-// keep no undo log (withoutUndo): their failure gives each function of the group a
+// keep no undo log (ForTouches): their failure gives each function of the group a
 // transaction of its own, with the same outcome.
 func TestBadgerGroupCommit(t *testing.T) {
 	s := openBadger(t, t.TempDir())
@@ -28,9 +29,9 @@ func TestBadgerGroupCommit(t *testing.T) {
 			defer wg.Done()
 			ctx := context.Background()
 			if i%2 == 0 {
-				ctx = withoutUndo(ctx)
+				ctx = store.ForTouches(ctx)
 			}
-			results[i] = s.Update(ctx, func(tx Tx) error {
+			results[i] = s.Update(ctx, func(tx store.Tx) error {
 				shared, err := tx.Counter("shared")
 				if err != nil {
 					return err
@@ -62,7 +63,7 @@ func TestBadgerGroupCommit(t *testing.T) {
 			succeeded++
 		}
 	}
-	err := s.View(context.Background(), func(tx Tx) error {
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		shared, err := tx.Counter("shared")
 		if err != nil {
 			return err
@@ -101,7 +102,7 @@ func TestBadgerCloseWaitsForQueuedUpdates(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- s.Update(context.Background(), func(tx Tx) error {
+			errs <- s.Update(context.Background(), func(tx store.Tx) error {
 				return tx.PutCounter(fmt.Sprintf("c/%d", i), binding.Counter{Count: i})
 			})
 		}()
@@ -112,7 +113,7 @@ func TestBadgerCloseWaitsForQueuedUpdates(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil && !errors.Is(err, errClosed) {
+		if err != nil && !errors.Is(err, store.ErrClosed) {
 			t.Errorf("update during close: %v", err)
 		}
 	}

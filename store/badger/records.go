@@ -1,0 +1,310 @@
+package badger
+
+import (
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/internal/rules"
+)
+
+// Binding sessions, active bindings, bearer sessions, revocations and counters are JSON
+// records, each with its index entries (indexes.go) changed in the same transaction.
+// Revocations are counted in m/revocations as each new one is put, so that the bound on the
+// list is one read.
+
+func (t *badgerTx) BindingSession(id string) (binding.BindingSession, error) {
+	if err := t.Readable(); err != nil {
+		return binding.BindingSession{}, err
+	}
+	var s binding.BindingSession
+	err := t.get(key(pSession, id), &s)
+	return s, err
+}
+
+func (t *badgerTx) PutBindingSession(s binding.BindingSession) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	if err := rules.CheckSession(s); err != nil {
+		return err
+	}
+	old, err := stored[binding.BindingSession](t, key(pSession, s.ID))
+	if err != nil {
+		return err
+	}
+	if err := rules.PutSession(indexes{t}, old, s); err != nil {
+		return err
+	}
+	return t.put(key(pSession, s.ID), s)
+}
+
+func (t *badgerTx) DeleteBindingSession(id string) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	old, err := stored[binding.BindingSession](t, key(pSession, id))
+	if err != nil || old == nil {
+		return err
+	}
+	if err := rules.DeleteSession(indexes{t}, *old); err != nil {
+		return err
+	}
+	return t.del(key(pSession, id))
+}
+
+func (t *badgerTx) BindingSessionIDUsed(id string) (bool, error) {
+	if err := t.Readable(); err != nil {
+		return false, err
+	}
+	for _, k := range [][]byte{key(pSession, id), key(pUsedID, rules.UsedIDHash(id))} {
+		_, err := t.getRaw(k)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+func (t *badgerTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
+	if err := t.Readable(); err != nil {
+		return "", err
+	}
+	id, err := t.getRaw(key(pSecret, hex.EncodeToString(h[:])))
+	return string(id), err
+}
+
+func (t *badgerTx) OpenBindingSessionsByNode(k didkey.PublicKey) ([]binding.BindingSession, error) {
+	ids, err := members(t, key(pByNode, k.Hex(), ""), parseID)
+	if err != nil {
+		return nil, err
+	}
+	return readEach(ids, t.BindingSession, "session")
+}
+
+func (t *badgerTx) EachBindingSession(fn func(binding.BindingSession) error) error {
+	p := []byte(pSession)
+	return t.scan(p, false, func(_, v []byte) error {
+		var s binding.BindingSession
+		if err := decode(p, v, &s); err != nil {
+			return err
+		}
+		return fn(s)
+	})
+}
+
+func (t *badgerTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
+	if err := t.Readable(); err != nil {
+		return binding.Binding{}, err
+	}
+	var b binding.Binding
+	err := t.get(key(pBinding, node.Hex()), &b)
+	return b, err
+}
+
+func (t *badgerTx) PutBinding(b binding.Binding) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	old, err := stored[binding.Binding](t, key(pBinding, b.NodeKey.Hex()))
+	if err != nil {
+		return err
+	}
+	if err := rules.PutBinding(indexes{t}, old, b); err != nil {
+		return err
+	}
+	return t.put(key(pBinding, b.NodeKey.Hex()), b)
+}
+
+func (t *badgerTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
+	keys, err := members(t, key(pOperator, operatorDID, ""), parseNodeKey)
+	if err != nil {
+		return nil, err
+	}
+	return readEach(keys, t.Binding, "operator")
+}
+
+func (t *badgerTx) DeleteBinding(node didkey.PublicKey) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	old, err := stored[binding.Binding](t, key(pBinding, node.Hex()))
+	if err != nil || old == nil {
+		return err
+	}
+	if err := rules.DeleteBinding(indexes{t}, *old); err != nil {
+		return err
+	}
+	return t.del(key(pBinding, node.Hex()))
+}
+
+func (t *badgerTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
+	if err := t.Readable(); err != nil {
+		return authn.BearerSession{}, err
+	}
+	var s authn.BearerSession
+	err := t.get(key(pOpSession, hex.EncodeToString(tokenHash[:])), &s)
+	return s, err
+}
+
+func (t *badgerTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	k := key(pOpSession, hex.EncodeToString(tokenHash[:]))
+	old, err := stored[authn.BearerSession](t, k)
+	if err != nil {
+		return err
+	}
+	if err := rules.PutBearerSession(indexes{t}, tokenHash, old, s); err != nil {
+		return err
+	}
+	return t.put(k, s)
+}
+
+func (t *badgerTx) DeleteBearerSession(tokenHash [32]byte) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	k := key(pOpSession, hex.EncodeToString(tokenHash[:]))
+	old, err := stored[authn.BearerSession](t, k)
+	if err != nil || old == nil {
+		return err
+	}
+	if err := (indexes{t}).DropOperatorSession(old.OperatorDID, tokenHash); err != nil {
+		return err
+	}
+	return t.del(k)
+}
+
+func (t *badgerTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
+	// Exactly one 64-hex hash after the prefix: a DID with '/' in it cannot reach another
+	// DID's entries.
+	return members(t, key(pOpByOp, operatorDID, ""), decodeKey)
+}
+
+func (t *badgerTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
+	p := []byte(pOpSession)
+	return t.scan(p, false, func(rest, v []byte) error {
+		h, ok := decodeKey(rest)
+		if !ok {
+			return errors.New("store: corrupt bearer session key")
+		}
+		var s authn.BearerSession
+		if err := decode(p, v, &s); err != nil {
+			return err
+		}
+		return fn(h, s)
+	})
+}
+
+// revocationKey hex-encodes both parts: a revocation_id may hold '/', and the store does not
+// rely on the registry having checked the DID.
+func revocationKey(operatorDID, revocationID string) []byte {
+	return key(pRevoked, hex.EncodeToString([]byte(operatorDID)), hex.EncodeToString([]byte(revocationID)))
+}
+
+func (t *badgerTx) Revocation(operatorDID, revocationID string) (store.Revocation, error) {
+	if err := t.Readable(); err != nil {
+		return store.Revocation{}, err
+	}
+	var r store.Revocation
+	err := t.get(revocationKey(operatorDID, revocationID), &r)
+	return r, err
+}
+
+func (t *badgerTx) PutRevocation(r store.Revocation) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	k := revocationKey(r.OperatorDID, r.RevocationID)
+	if _, err := t.getRaw(k); errors.Is(err, store.ErrNotFound) {
+		n, err := t.RevocationCount()
+		if err != nil {
+			return err
+		}
+		if err := t.setRaw([]byte(kRevokedCount), strconv.AppendInt(nil, int64(n)+1, 10)); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return t.put(k, r)
+}
+
+func (t *badgerTx) RevocationCount() (int, error) {
+	if err := t.Readable(); err != nil {
+		return 0, err
+	}
+	raw, err := t.getRaw([]byte(kRevokedCount))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(string(raw))
+	if err != nil || n < 0 {
+		return 0, errors.New("store: corrupt revocation count")
+	}
+	return n, nil
+}
+
+func (t *badgerTx) Counter(k string) (binding.Counter, error) {
+	if err := t.Readable(); err != nil {
+		return binding.Counter{}, err
+	}
+	var c binding.Counter
+	err := t.get(key(pCounter, k), &c)
+	if errors.Is(err, store.ErrNotFound) {
+		return binding.Counter{}, nil
+	}
+	return c, err
+}
+
+func (t *badgerTx) Counters(keys ...string) ([]binding.Counter, error) {
+	if err := t.Readable(); err != nil {
+		return nil, err
+	}
+	return rules.Counters(t, keys)
+}
+
+func (t *badgerTx) CountEvent(k string, now time.Time, window time.Duration) (binding.Counter, error) {
+	if err := t.Writable(); err != nil {
+		return binding.Counter{}, err
+	}
+	return rules.CountEvent(t, k, now, window)
+}
+
+func (t *badgerTx) PutCounter(k string, c binding.Counter) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	return t.put(key(pCounter, k), c)
+}
+
+func (t *badgerTx) DeleteCounter(k string) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	return t.del(key(pCounter, k))
+}
+
+func (t *badgerTx) EachCounter(fn func(key string, c binding.Counter) error) error {
+	p := []byte(pCounter)
+	return t.scan(p, false, func(rest, v []byte) error {
+		var c binding.Counter
+		if err := decode(p, v, &c); err != nil {
+			return err
+		}
+		return fn(string(rest), c)
+	})
+}

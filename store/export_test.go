@@ -1,0 +1,14 @@
+package store
+
+import "github.com/svrp/svrp/didkey"
+
+// CachedCapabilities returns the capability list the node cache s holds for k, not a copy.
+func CachedCapabilities(s Store, k didkey.PublicKey) []string {
+	c := s.(*nodeCache)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.nodes[k].n.Capabilities
+}
+
+// CacheInner returns the store the node cache s is in front of.
+func CacheInner(s Store) Store { return s.(*nodeCache).inner }

@@ -1,0 +1,107 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// migrations are the schema's versions: migrations[i] takes the schema from version i to
+// i+1. A migration is never edited once released; a change is a new one.
+var migrations = []string{
+	`CREATE TABLE svrp_schema (version integer NOT NULL);
+	INSERT INTO svrp_schema VALUES (0);
+	CREATE SEQUENCE svrp_put_seq;
+	CREATE TABLE svrp_nodes (
+		key bytea PRIMARY KEY,
+		did bytea NOT NULL,
+		did_seq bigint NOT NULL,
+		short_body text NOT NULL,
+		rec bytea NOT NULL,
+		touched bigint,
+		rev bigint NOT NULL,
+		xid bigint NOT NULL
+	);
+	CREATE INDEX svrp_nodes_did ON svrp_nodes (did, did_seq);
+	CREATE INDEX svrp_nodes_short_body ON svrp_nodes (short_body);
+	CREATE INDEX svrp_nodes_xid ON svrp_nodes (xid);
+	CREATE TABLE svrp_binding_sessions (
+		id bytea PRIMARY KEY,
+		node_key bytea NOT NULL,
+		code_hash bytea,
+		token_hash bytea,
+		put_seq bigint NOT NULL,
+		rec bytea NOT NULL
+	);
+	CREATE INDEX svrp_binding_sessions_node ON svrp_binding_sessions (node_key, id);
+	CREATE INDEX svrp_binding_sessions_code ON svrp_binding_sessions (code_hash);
+	CREATE INDEX svrp_binding_sessions_token ON svrp_binding_sessions (token_hash);
+	CREATE TABLE svrp_bindings (
+		node_key bytea PRIMARY KEY,
+		operator_did bytea NOT NULL,
+		rec bytea NOT NULL
+	);
+	CREATE INDEX svrp_bindings_operator ON svrp_bindings (operator_did, node_key);
+	CREATE TABLE svrp_operator_sessions (token_hash bytea PRIMARY KEY, rec bytea NOT NULL);
+	CREATE TABLE svrp_counters (key bytea PRIMARY KEY, rec bytea NOT NULL);
+	CREATE TABLE svrp_used_challenges (id bytea PRIMARY KEY, expires_at bigint NOT NULL);
+	CREATE INDEX svrp_used_challenges_expiry ON svrp_used_challenges (expires_at);
+	CREATE TABLE svrp_secrets (name text PRIMARY KEY, value bytea NOT NULL);`,
+
+	// 2: the revocation list, with its size kept in a row of its own so that counting it
+	// costs one read.
+	`CREATE TABLE svrp_revocations (
+		operator_did bytea NOT NULL,
+		revocation_id bytea NOT NULL,
+		rec bytea NOT NULL,
+		PRIMARY KEY (operator_did, revocation_id)
+	);
+	CREATE TABLE svrp_revocation_count (n bigint NOT NULL);
+	INSERT INTO svrp_revocation_count VALUES (0);`,
+
+	// 3: a node key's open sessions are found without reading its history, and a deleted
+	// session leaves the hash of its id behind so that the id is never given out again.
+	`ALTER TABLE svrp_binding_sessions ADD COLUMN open boolean NOT NULL DEFAULT true;
+	DROP INDEX svrp_binding_sessions_node;
+	CREATE INDEX svrp_binding_sessions_open ON svrp_binding_sessions (node_key, id) WHERE open;
+	CREATE TABLE svrp_used_session_ids (id_hash bytea PRIMARY KEY);`,
+
+	// 4: bearer sessions by operator, so that a revocation finds its sessions at once.
+	`ALTER TABLE svrp_operator_sessions ADD COLUMN operator_did bytea NOT NULL DEFAULT '';
+	UPDATE svrp_operator_sessions SET operator_did = convert_to(convert_from(rec, 'UTF8')::jsonb->>'operator_did', 'UTF8');
+	CREATE INDEX svrp_operator_sessions_operator ON svrp_operator_sessions (operator_did, token_hash);`,
+}
+
+// SchemaVersion is the schema version this build migrates to.
+var SchemaVersion = len(migrations)
+
+func (p *Store) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+			return fmt.Errorf("store: locking the schema for migration: %w", err)
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('svrp_schema') IS NOT NULL`).Scan(&exists); err != nil {
+			return fmt.Errorf("store: reading the schema version: %w", err)
+		}
+		version := 0
+		if exists {
+			if err := tx.QueryRow(ctx, `SELECT version FROM svrp_schema`).Scan(&version); err != nil {
+				return fmt.Errorf("store: reading the schema version: %w", err)
+			}
+		}
+		if version > len(migrations) {
+			return fmt.Errorf("store: the database has schema version %d, newer than this build's %d; run a newer svrpd", version, len(migrations))
+		}
+		for v := version; v < len(migrations); v++ {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("store: migrating the schema to version %d: %w", v+1, err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE svrp_schema SET version = $1`, v+1); err != nil {
+				return fmt.Errorf("store: migrating the schema to version %d: %w", v+1, err)
+			}
+		}
+		return nil
+	})
+}

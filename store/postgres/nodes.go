@@ -1,0 +1,199 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/internal/nodecodec"
+)
+
+// TouchNode moves the node's last_seen forward now, in one statement of its own, which a
+// caller gone meanwhile does not cancel. The node cache batches heartbeats in front of this.
+func (p *Store) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
+	n, err := p.touch(context.WithoutCancel(ctx), [][]byte{key[:]}, []int64{seen.UnixNano()})
+	if err == nil && n == 0 {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// touch moves last_seen of keys[i] forward to seen[i] (unix nanoseconds) in one statement,
+// and returns the rows it found. Moving forward only makes the order in which daemons'
+// batches land irrelevant, and makes one statement outside any SERIALIZABLE transaction
+// enough.
+func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, error) {
+	for attempt := 1; ; attempt++ {
+		tag, err := p.pool.Exec(ctx, `UPDATE svrp_nodes AS n
+			SET touched = GREATEST(n.touched, u.seen), rev = n.rev + 1, xid = pg_current_xact_id()::text::bigint
+			FROM unnest($1::bytea[], $2::bigint[]) AS u(key, seen)
+			WHERE n.key = u.key`, keys, seen)
+		if err == nil {
+			return tag.RowsAffected(), nil
+		}
+		if !retryable(err) || attempt == maxPostgresAttempts {
+			return 0, fmt.Errorf("store: recording heartbeats: %w", err)
+		}
+	}
+}
+
+// nodeFrom decodes a node row: the record, and last_seen moved to the latest coalesced
+// heartbeat when that is later.
+func nodeFrom(rec []byte, touched *int64) (store.Node, error) {
+	n, err := nodecodec.Decode(rec)
+	if err != nil {
+		return store.Node{}, fmt.Errorf("store: failed to decode a node record: %w", err)
+	}
+	if touched != nil {
+		if seen := time.Unix(0, *touched).UTC(); seen.After(n.LastSeen) {
+			n.LastSeen = seen
+		}
+	}
+	return n, nil
+}
+
+func (t *pgTx) Node(k didkey.PublicKey) (store.Node, error) {
+	if err := t.Readable(); err != nil {
+		return store.Node{}, err
+	}
+	var rec []byte
+	var touched *int64
+	err := t.tx.QueryRow(t.ctx, `SELECT rec, touched FROM svrp_nodes WHERE key = $1`, k[:]).Scan(&rec, &touched)
+	if err := t.check(err); err != nil {
+		return store.Node{}, err
+	}
+	return nodeFrom(rec, touched)
+}
+
+func (t *pgTx) PutNode(n store.Node) error {
+	_, err := t.PutNodeRevision(n)
+	return err
+}
+
+func (t *pgTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
+	if err := t.Readable(); err != nil {
+		return didkey.PublicKey{}, err
+	}
+	if did == "" {
+		return didkey.PublicKey{}, store.ErrNotFound
+	}
+	var k []byte
+	err := t.tx.QueryRow(t.ctx, `SELECT key FROM svrp_nodes WHERE did = $1 ORDER BY did_seq DESC LIMIT 1`, []byte(did)).Scan(&k)
+	if err := t.check(err); err != nil {
+		return didkey.PublicKey{}, err
+	}
+	return keyFrom(k)
+}
+
+func (t *pgTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
+	if err := t.Readable(); err != nil {
+		return nil, err
+	}
+	return t.keys(`SELECT key FROM svrp_nodes WHERE short_body = $1 ORDER BY key`, body)
+}
+
+func (t *pgTx) EachNode(fn func(store.Node) error) error {
+	return page(t, `SELECT key, rec, touched FROM svrp_nodes WHERE key > $1 ORDER BY key LIMIT $2`, []byte{},
+		func(r pgx.Rows) (any, store.Node, error) {
+			var k, rec []byte
+			var touched *int64
+			if err := r.Scan(&k, &rec, &touched); err != nil {
+				return nil, store.Node{}, t.check(err)
+			}
+			n, err := nodeFrom(rec, touched)
+			return k, n, err
+		}, fn)
+}
+
+func (t *pgTx) NodeCount() (int, error) {
+	if err := t.Readable(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := t.tx.QueryRow(t.ctx, `SELECT count(*) FROM svrp_nodes`).Scan(&n)
+	return n, t.check(err)
+}
+
+// NodeFeed implements [store.NodeFollower]: other daemons write the node table too.
+func (p *Store) NodeFeed() store.NodeFeed { return p }
+
+// ScanNodes implements [store.NodeScanner] with a View.
+func (p *Store) ScanNodes(ctx context.Context, fn func(*store.Node) error) error {
+	return store.ScanNodesInView(ctx, p, fn)
+}
+
+// NodeChanges implements [store.NodeFeed]. mark is the oldest transaction id whose writes the caller
+// may not have seen: every row written by a transaction at or after it is read again. The
+// next mark is the xmin of this read's snapshot, the oldest transaction still running when
+// it was taken, so a transaction that commits after this read but started before it is read
+// next time. Rows read twice are told apart by their revision.
+func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Node, rev uint64)) (int64, error) {
+	next := mark
+	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&next); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT rec, touched, rev FROM svrp_nodes WHERE xid >= $1`, mark)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var rec []byte
+			var touched *int64
+			var rev int64
+			if err := rows.Scan(&rec, &touched, &rev); err != nil {
+				return err
+			}
+			n, err := nodeFrom(rec, touched)
+			if err != nil {
+				return err
+			}
+			fn(n, uint64(rev))
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return mark, fmt.Errorf("store: reading node changes: %w", err)
+	}
+	return next, nil
+}
+
+// TouchNodes implements [store.NodeFeed], in one statement.
+func (p *Store) TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen []time.Time) error {
+	ks := make([][]byte, len(keys))
+	ns := make([]int64, len(keys))
+	for i := range keys {
+		ks[i] = keys[i][:]
+		ns[i] = seen[i].UnixNano()
+	}
+	_, err := p.touch(ctx, ks, ns)
+	return err
+}
+
+// WriteTouchedNode is PutNode: a row's write costs the same with or without its index
+// columns.
+func (t *pgTx) WriteTouchedNode(n store.Node) error { return t.PutNode(n) }
+
+// PutNodeRevision returns the row's new revision, for the node cache. did_seq moves
+// only when the DID changes, so that of two records with one DID the lookup finds the one
+// that took it last, as the other stores do.
+func (t *pgTx) PutNodeRevision(n store.Node) (uint64, error) {
+	if err := t.Writable(); err != nil {
+		return 0, err
+	}
+	var rev int64
+	err := t.tx.QueryRow(t.ctx, `INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, touched, rev, xid)
+		VALUES ($1, $2, nextval('svrp_put_seq'), $3, $4, NULL, 1, pg_current_xact_id()::text::bigint)
+		ON CONFLICT (key) DO UPDATE SET
+			did = EXCLUDED.did,
+			did_seq = CASE WHEN svrp_nodes.did = EXCLUDED.did THEN svrp_nodes.did_seq ELSE EXCLUDED.did_seq END,
+			rec = EXCLUDED.rec, touched = NULL, rev = svrp_nodes.rev + 1, xid = EXCLUDED.xid
+		RETURNING rev`,
+		n.Key[:], []byte(n.DID), n.Key.ShortBody(), nodecodec.Append(nil, n)).Scan(&rev)
+	return uint64(rev), t.check(err)
+}

@@ -1,0 +1,125 @@
+// Package postgres is the store on a PostgreSQL server, shared by any number of daemons:
+// they see each other's writes, consume each login challenge once between them
+// (ConsumeChallenge), take turns at upkeep (Exclusive) and share secrets kept in the
+// database (Secret). Its node table is followed by the node cache through a [store.NodeFeed].
+//
+// It is not an embedded store: the server, its backups and its replication are the
+// operator's. It creates and migrates its own tables in the first schema of the
+// connection's search_path and refuses a schema newer than it knows; it never drops
+// anything.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svrp/svrp/store"
+)
+
+// Store is the store on a PostgreSQL server, shared by any number of daemons. Open it
+// with [Open].
+//
+// # Schema
+//
+// One table per kind of record. Each row keeps the record in the encoding the Badger store
+// uses (nodes in their binary form, everything else as JSON) beside the columns the lookups
+// need, each with its index: nodes by DID and short body, binding sessions by node key and
+// secret hash, bindings by operator. Strings that are keys are bytea, so that any byte
+// string is kept and rows sort as Go compares strings. Node rows also carry what other
+// daemons need to follow the table ([Store.NodeChanges]): a revision, the id of the
+// transaction that last wrote the row, and the latest coalesced heartbeat, kept apart from
+// the record so that a batch of heartbeats is one UPDATE.
+//
+// # Isolation
+//
+// Every Update runs SERIALIZABLE, which covers ranges scanned as well as rows read, so a
+// decision taken on what a lookup did not find (no other key on a short body, a session
+// cap) still holds at commit, as the store contract asks. A transaction that loses a
+// conflict (40001) or a deadlock (40P01) is rolled back and its function run again, at most
+// maxPostgresAttempts times, after a short random pause. Views run REPEATABLE READ READ
+// ONLY: one snapshot, no locks. A transaction's BEGIN goes in one round trip with its first
+// statement, and a transaction that sends no statement never begins.
+type Store struct {
+	// Defaults: nothing to flush, since TouchNode writes at once; nothing to refuse ahead
+	// of the server.
+	store.Defaults
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+	// statements counts the statements sent, for the daemon's and the load tool's figures.
+	statements atomic.Uint64
+
+	health serverHealth
+}
+
+// Bounds of the PostgreSQL store, with their reasons.
+const (
+	// maxPostgresAttempts bounds the runs of one Update function. Under the store suite's
+	// worst case (32 writers on one row) every round commits at least one of them, so a
+	// bound above that count never fails a transaction that contention alone delays.
+	maxPostgresAttempts = 64
+	// maxRetryPause is the longest pause before a retry; pauses are random up to a bound
+	// that doubles from 1 ms, so that writers who collided do not collide again at once.
+	maxRetryPause = 64 * time.Millisecond
+	// pgPage is the rows an Each method reads per statement: a full-table scan never holds
+	// the whole table in memory, and a page costs one round trip.
+	pgPage = 1000
+	// migrationLock is the advisory lock key daemons take while migrating, so that two
+	// daemons starting at once do not both apply a migration.
+	migrationLock = 0x73767270_0001
+)
+
+// Open connects to the PostgreSQL server at url (a postgres:// URL or a keyword/value
+// string, as libpq takes) and migrates its schema to [SchemaVersion], refusing a
+// database whose schema is newer than this build knows. Tables go into the first schema of
+// the connection's search_path.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's parse errors may quote the URL, password included.
+		return nil, errors.New("store: the PostgreSQL URL does not parse")
+	}
+	p := &Store{}
+	cfg.ConnConfig.Tracer = statementCounter{&p.statements}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connecting to PostgreSQL: %w", err)
+	}
+	p.pool = pool
+	if err := p.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// statementCounter counts a store's statements as pgx sends them.
+type statementCounter struct{ n *atomic.Uint64 }
+
+func (c statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart counts the statements of a pipeline, a transaction's BEGIN and first
+// statement, as they are sent.
+func (c statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	c.n.Add(uint64(data.Batch.Len()))
+	return ctx
+}
+
+func (statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// Statements returns the number of statements this store has sent since it was opened,
+// transaction control included: what svrpd's store_statements_total reports, and what
+// svrpd bench divides by the operations of a window.
+func (p *Store) Statements() uint64 { return p.statements.Load() }

@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/internal/rules"
+	"sync"
+)
+
+var _ store.Store = (*Store)(nil)
+
+func (p *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.closed.Load() {
+		return store.ErrClosed
+	}
+	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginView}}
+	defer func() {
+		tx.Done = true
+		tx.tx.release(ctx)
+	}()
+	return fn(tx)
+}
+
+func (p *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.closed.Load() {
+		return store.ErrClosed
+	}
+	pause := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := p.updateOnce(ctx, fn)
+		if !retryable(err) || attempt == maxPostgresAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(mrand.N(pause)):
+		}
+		pause = min(2*pause, maxRetryPause)
+	}
+}
+
+// updateOnce runs fn in one SERIALIZABLE transaction. A conflict reported to fn by any
+// statement makes the whole attempt retryable, whatever fn returned after seeing it.
+func (p *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) (err error) {
+	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginUpdate}, TxState: rules.TxState{Write: true}}
+	defer func() {
+		tx.Done = true
+		tx.tx.release(ctx)
+	}()
+	err = fn(tx)
+	if tx.conflict != nil {
+		return tx.conflict
+	}
+	if err != nil {
+		return err
+	}
+	if err := tx.tx.commit(ctx); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// retryable reports a serialization failure or a deadlock: the transaction did nothing and
+// may be run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+func (p *Store) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	p.pool.Close()
+	return nil
+}
+
+// Maintain forgets consumed login challenges that have expired, in batches.
+func (p *Store) Maintain(ctx context.Context) error {
+	for {
+		tag, err := p.pool.Exec(ctx, `DELETE FROM svrp_used_challenges WHERE id IN
+			(SELECT id FROM svrp_used_challenges WHERE expires_at <= $1 LIMIT $2)`, time.Now().Unix(), pgPage)
+		if err != nil {
+			return fmt.Errorf("store: forgetting used challenges: %w", err)
+		}
+		if tag.RowsAffected() < pgPage {
+			return nil
+		}
+	}
+}
+
+// Secret returns the 32-byte secret kept under name, creating it from crypto/rand when the
+// database has none, so that every daemon on the database gets the same one.
+func (p *Store) Secret(ctx context.Context, name string) ([32]byte, error) {
+	var fresh [32]byte
+	if _, err := rand.Read(fresh[:]); err != nil {
+		return fresh, err
+	}
+	var got []byte
+	err := p.pool.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO svrp_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING value)
+		SELECT value FROM ins UNION ALL SELECT value FROM svrp_secrets WHERE name = $1 LIMIT 1`, name, fresh[:]).Scan(&got)
+	if err != nil || len(got) != 32 {
+		return [32]byte{}, fmt.Errorf("store: reading the shared secret %q: %w", name, err)
+	}
+	return [32]byte(got), nil
+}
+
+// Exclusive runs fn if no other holder of the same lock name is running, on this database,
+// and reports whether it ran. The lock is a session advisory lock, held on one connection
+// for fn's duration and released when fn returns or the connection drops, so a daemon
+// killed mid-sweep never blocks the others.
+func (p *Store) Exclusive(ctx context.Context, lock int64, fn func(context.Context) error) (bool, error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("store: %w", err)
+	}
+	defer conn.Release()
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lock).Scan(&got); err != nil {
+		return false, fmt.Errorf("store: %w", err)
+	}
+	if !got {
+		return false, nil
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lock)
+	return true, fn(ctx)
+}
+
+// healthEvery bounds how often Health asks the server: a load balancer polling /health
+// costs one statement a second at most.
+const healthEvery = time.Second
+
+// Health implements [store.HealthReporter]: ok while the server answers, gone when it does not.
+func (p *Store) Health() store.Health {
+	h := &p.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.at) < healthEvery && h.last.State != "" {
+		return h.last
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), healthEvery)
+	defer cancel()
+	h.last = store.Health{State: store.HealthOK}
+	if err := p.pool.Ping(ctx); err != nil {
+		h.last = store.Health{State: store.HealthGone, Detail: "the PostgreSQL server does not answer"}
+	}
+	h.at = time.Now()
+	return h.last
+}
+
+// serverHealth is the last answer of Health and when it was taken.
+type serverHealth struct {
+	mu   sync.Mutex
+	at   time.Time
+	last store.Health
+}

@@ -19,12 +19,7 @@ import (
 // list is one read.
 
 func (t *badgerTx) BindingSession(id string) (binding.BindingSession, error) {
-	if err := t.Readable(); err != nil {
-		return binding.BindingSession{}, err
-	}
-	var s binding.BindingSession
-	err := t.get(key(pSession, id), &s)
-	return s, err
+	return record[binding.BindingSession](t, key(pSession, id))
 }
 
 func (t *badgerTx) PutBindingSession(s binding.BindingSession) error {
@@ -102,12 +97,7 @@ func (t *badgerTx) EachBindingSession(fn func(binding.BindingSession) error) err
 }
 
 func (t *badgerTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
-	if err := t.Readable(); err != nil {
-		return binding.Binding{}, err
-	}
-	var b binding.Binding
-	err := t.get(key(pBinding, node.Hex()), &b)
-	return b, err
+	return record[binding.Binding](t, key(pBinding, node.Hex()))
 }
 
 func (t *badgerTx) PutBinding(b binding.Binding) error {
@@ -147,12 +137,7 @@ func (t *badgerTx) DeleteBinding(node didkey.PublicKey) error {
 }
 
 func (t *badgerTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
-	if err := t.Readable(); err != nil {
-		return authn.BearerSession{}, err
-	}
-	var s authn.BearerSession
-	err := t.get(key(pOpSession, hex.EncodeToString(tokenHash[:])), &s)
-	return s, err
+	return record[authn.BearerSession](t, key(pOpSession, hex.EncodeToString(tokenHash[:])))
 }
 
 func (t *badgerTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {
@@ -213,12 +198,7 @@ func revocationKey(operatorDID, revocationID string) []byte {
 }
 
 func (t *badgerTx) Revocation(operatorDID, revocationID string) (store.Revocation, error) {
-	if err := t.Readable(); err != nil {
-		return store.Revocation{}, err
-	}
-	var r store.Revocation
-	err := t.get(revocationKey(operatorDID, revocationID), &r)
-	return r, err
+	return record[store.Revocation](t, revocationKey(operatorDID, revocationID))
 }
 
 func (t *badgerTx) PutRevocation(r store.Revocation) error {
@@ -259,11 +239,7 @@ func (t *badgerTx) RevocationCount() (int, error) {
 }
 
 func (t *badgerTx) Counter(k string) (binding.Counter, error) {
-	if err := t.Readable(); err != nil {
-		return binding.Counter{}, err
-	}
-	var c binding.Counter
-	err := t.get(key(pCounter, k), &c)
+	c, err := record[binding.Counter](t, key(pCounter, k))
 	if errors.Is(err, store.ErrNotFound) {
 		return binding.Counter{}, nil
 	}

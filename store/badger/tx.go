@@ -136,6 +136,14 @@ func (t *badgerTx) get(k []byte, v any) error {
 	return decode(k, raw, v)
 }
 
+// record reads the JSON record under k; a Tx past its function gets ErrTxDone from the
+// read.
+func record[T any](t *badgerTx, k []byte) (T, error) {
+	var v T
+	err := t.get(k, &v)
+	return v, err
+}
+
 // stored returns the record under k, nil when there is none.
 func stored[T any](t *badgerTx, k []byte) (*T, error) {
 	var v T

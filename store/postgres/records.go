@@ -94,18 +94,8 @@ func (t *pgTx) OpenBindingSessionsByNode(k didkey.PublicKey) ([]binding.BindingS
 }
 
 func (t *pgTx) EachBindingSession(fn func(binding.BindingSession) error) error {
-	return page(t, `SELECT id, rec FROM svrp_binding_sessions WHERE id > $1 ORDER BY id LIMIT $2`, []byte{},
-		func(r pgx.Rows) (any, binding.BindingSession, error) {
-			var id, rec []byte
-			var s binding.BindingSession
-			if err := r.Scan(&id, &rec); err != nil {
-				return nil, s, t.check(err)
-			}
-			if err := json.Unmarshal(rec, &s); err != nil {
-				return nil, s, fmt.Errorf("store: failed to decode a binding session: %w", err)
-			}
-			return id, s, nil
-		}, fn)
+	return eachRecord(t, `SELECT id, rec FROM svrp_binding_sessions WHERE id > $1 ORDER BY id LIMIT $2`, "a binding session",
+		func(id []byte) ([]byte, error) { return id, nil }, func(_ []byte, s binding.BindingSession) error { return fn(s) })
 }
 
 func (t *pgTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
@@ -184,22 +174,13 @@ func (t *pgTx) DeleteBearerSession(tokenHash [32]byte) error {
 }
 
 func (t *pgTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {
-	return page(t, `SELECT token_hash, rec FROM svrp_operator_sessions WHERE token_hash > $1 ORDER BY token_hash LIMIT $2`, []byte{},
-		func(r pgx.Rows) (any, hashed[authn.BearerSession], error) {
-			var h, rec []byte
-			var e hashed[authn.BearerSession]
-			if err := r.Scan(&h, &rec); err != nil {
-				return nil, e, t.check(err)
-			}
+	return eachRecord(t, `SELECT token_hash, rec FROM svrp_operator_sessions WHERE token_hash > $1 ORDER BY token_hash LIMIT $2`,
+		"a bearer session", func(h []byte) ([32]byte, error) {
 			if len(h) != 32 {
-				return nil, e, errors.New("store: corrupt token hash column")
+				return [32]byte{}, errors.New("store: corrupt token hash column")
 			}
-			e.h = [32]byte(h)
-			if err := json.Unmarshal(rec, &e.v); err != nil {
-				return nil, e, fmt.Errorf("store: failed to decode a bearer session: %w", err)
-			}
-			return h, e, nil
-		}, func(e hashed[authn.BearerSession]) error { return fn(e.h, e.v) })
+			return [32]byte(h), nil
+		}, fn)
 }
 
 func (t *pgTx) Revocation(operatorDID, revocationID string) (store.Revocation, error) {
@@ -358,19 +339,8 @@ func (t *pgTx) DeleteCounter(key string) error {
 }
 
 func (t *pgTx) EachCounter(fn func(key string, c binding.Counter) error) error {
-	return page(t, `SELECT key, rec FROM svrp_counters WHERE key > $1 ORDER BY key LIMIT $2`, []byte{},
-		func(r pgx.Rows) (any, named[binding.Counter], error) {
-			var k, rec []byte
-			var e named[binding.Counter]
-			if err := r.Scan(&k, &rec); err != nil {
-				return nil, e, t.check(err)
-			}
-			e.k = string(k)
-			if err := json.Unmarshal(rec, &e.v); err != nil {
-				return nil, e, fmt.Errorf("store: failed to decode a counter: %w", err)
-			}
-			return k, e, nil
-		}, func(e named[binding.Counter]) error { return fn(e.k, e.v) })
+	return eachRecord(t, `SELECT key, rec FROM svrp_counters WHERE key > $1 ORDER BY key LIMIT $2`, "a counter",
+		func(k []byte) (string, error) { return string(k), nil }, fn)
 }
 
 // ConsumeChallenge records a login challenge as used until its expiry, and fails with

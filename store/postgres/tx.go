@@ -166,12 +166,28 @@ func jsonRows[T any](t *pgTx, sql string, args ...any) ([]T, error) {
 	return out, t.check(rows.Err())
 }
 
-type hashed[T any] struct {
-	h [32]byte
+// keyed is a record with the key of its row.
+type keyed[K, T any] struct {
+	k K
 	v T
 }
 
-type named[T any] struct {
-	k string
-	v T
+// eachRecord pages through rows of a key and a JSON record in key order, as sql selects
+// them, and calls fn with what keyOf makes of each key and the decoded record.
+func eachRecord[K, T any](t *pgTx, sql, what string, keyOf func([]byte) (K, error), fn func(K, T) error) error {
+	return page(t, sql, []byte{}, func(r pgx.Rows) (any, keyed[K, T], error) {
+		var k, rec []byte
+		var e keyed[K, T]
+		if err := r.Scan(&k, &rec); err != nil {
+			return nil, e, t.check(err)
+		}
+		var err error
+		if e.k, err = keyOf(k); err != nil {
+			return nil, e, err
+		}
+		if err := json.Unmarshal(rec, &e.v); err != nil {
+			return nil, e, fmt.Errorf("store: failed to decode %s: %w", what, err)
+		}
+		return k, e, nil
+	}, func(e keyed[K, T]) error { return fn(e.k, e.v) })
 }

@@ -320,15 +320,7 @@ func testDeleteBinding(t *testing.T, s store.Store) {
 	})
 	// A failing transaction leaves the binding in place.
 	Update(t, s, func(tx store.Tx) error { return tx.PutBinding(Binding(k1, opA)) })
-	errAbort := errors.New("abort")
-	if err := s.Update(context.Background(), func(tx store.Tx) error {
-		if err := tx.DeleteBinding(k1); err != nil {
-			return err
-		}
-		return errAbort
-	}); err != errAbort {
-		t.Fatalf("Update = %v", err)
-	}
+	updateAborted(t, s, func(tx store.Tx) error { return tx.DeleteBinding(k1) })
 	View(t, s, func(tx store.Tx) error {
 		bs, err := tx.BindingsByOperator(opA)
 		if len(bs) != 1 {

@@ -268,17 +268,9 @@ func testRevocations(t *testing.T, s store.Store) {
 		return errors.Join(err, err2, err4)
 	})
 	// A failed transaction neither records nor counts.
-	errAbort := errors.New("abort")
 	third := r
 	third.RevocationID = "rev-3"
-	if err := s.Update(context.Background(), func(tx store.Tx) error {
-		if err := tx.PutRevocation(third); err != nil {
-			return err
-		}
-		return errAbort
-	}); err != errAbort {
-		t.Fatalf("Update = %v", err)
-	}
+	updateAborted(t, s, func(tx store.Tx) error { return tx.PutRevocation(third) })
 	View(t, s, func(tx store.Tx) error {
 		_, err := tx.Revocation(third.OperatorDID, third.RevocationID)
 		wantNotFound(t, "store.Revocation of a failed transaction", err)

@@ -240,3 +240,17 @@ func NodeCache(t testing.TB, inner store.Store) store.Store {
 	}
 	return s
 }
+
+// updateAborted runs fn in an Update that then fails, so that nothing fn wrote may stay.
+func updateAborted(t testing.TB, s store.Store, fn func(store.Tx) error) {
+	t.Helper()
+	errAbort := errors.New("abort")
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return errAbort
+	}); err != errAbort {
+		t.Fatalf("Update = %v", err)
+	}
+}

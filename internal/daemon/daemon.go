@@ -86,6 +86,13 @@ type Config struct {
 	// Timeouts is zero except in tests, which shorten the bounds to watch a slow client
 	// being cut off; zero fields take the defaults below.
 	Timeouts Timeouts
+	// TLS (tls.go): a certificate from files, or from ACME for ACMEDomains; HTTPRedirect
+	// is a plain-HTTP listener that redirects to the API.
+	TLSCert, TLSKey                     string
+	ACMEDomains                         []string
+	ACMEEmail, ACMEDirectory, ACMECache string
+	HTTPRedirect                        string
+	tlsCheckEvery                       time.Duration // tests shorten the look at the files
 }
 
 // WithDefaults returns c with every zero abuse bound set to its default, as the flags
@@ -203,6 +210,7 @@ func (c Config) Validate() error {
 	if c.DiskReserve.Percent < 0 || c.DiskReserve.Percent >= 100 {
 		errs = append(errs, errors.New("--disk-reserve: a percentage must be below 100%"))
 	}
+	errs = append(errs, c.validateTLS()...)
 	return errors.Join(errs...)
 }
 
@@ -431,6 +439,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	})
+	tlsFlags(fs, &c)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
 		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
@@ -515,6 +524,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		}
 		defer debugLn.Close()
 	}
+	fr, err := newFront(ctx, c, log)
+	if err != nil {
+		return startError{err}
+	}
+	defer fr.close()
 	st, pg, err := openStore(ctx, c, log, m)
 	if err != nil {
 		return startError{err}
@@ -585,9 +599,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		handler = console.Mount(handler, c.Prefix)
 	}
 	srv := newServer(handler)
-	srv.ConnState = ln.connState
-	served := make(chan error, 3)
-	go func() { served <- srv.Serve(ln) }()
+	served := make(chan error, 4)
+	go func() { served <- fr.serve(srv, ln) }()
+	fr.startRedirect(ln.Addr(), newServer, served)
 	metricsAt := ""
 	var metricsSrv *http.Server
 	switch {
@@ -598,7 +612,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		go func() { served <- metricsSrv.Serve(metricsLn) }()
 		metricsAt = "http://" + metricsLn.Addr().String() + "/metrics"
 	case m != nil:
-		metricsAt = "http://" + ln.Addr().String() + "/metrics"
+		metricsAt = fr.scheme() + "://" + ln.Addr().String() + "/metrics"
 	}
 	var debugSrv *http.Server
 	if debugLn != nil {
@@ -627,9 +641,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 	consoleURL := "off"
 	if c.Console {
-		consoleURL = "http://" + ln.Addr().String() + console.Path
+		consoleURL = fr.scheme() + "://" + ln.Addr().String() + console.Path
 	}
-	attrs := []any{"addr", "http://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
+	attrs := []any{"addr", fr.scheme() + "://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
 	if debugLn != nil {
 		attrs = append(attrs, "pprof", "http://"+debugLn.Addr().String()+"/debug/pprof/")
 	}
@@ -656,6 +670,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		log.Warn("requests still open at the drain deadline", "err", err)
 		srv.Close()
 	}
+	fr.close()
 	if metricsSrv != nil {
 		metricsSrv.Close()
 	}

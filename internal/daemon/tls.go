@@ -86,7 +86,7 @@ type front struct {
 	config   *tls.Config
 	redirect net.Listener
 	// challenges wraps the redirect handler with ACME's HTTP-01 answers; nil without ACME.
-	challenges func(http.Handler) http.Handler
+	challenges  func(http.Handler) http.Handler
 	redirectSrv *http.Server
 }
 

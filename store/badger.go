@@ -472,7 +472,7 @@ func (b *badgerStore) View(ctx context.Context, fn func(Tx) error) error {
 		return err
 	}
 	if b.closed.Load() {
-		return errClosed
+		return badgerUnavailable(errClosed)
 	}
 	// The transaction begins at the first read: a View whose reads are all served by the
 	// node cache in front (a heartbeat's lookup) costs Badger nothing.
@@ -483,7 +483,16 @@ func (b *badgerStore) View(ctx context.Context, fn func(Tx) error) error {
 			tx.txn.Discard()
 		}
 	}()
-	return fn(tx)
+	return badgerUnavailable(fn(tx))
+}
+
+// badgerUnavailable turns the refusals of a store closed or closing into [ErrUnavailable]: a
+// request that a shutdown catches is told to come back, as one the disk refuses is.
+func badgerUnavailable(err error) error {
+	if errors.Is(err, errClosed) || errors.Is(err, badger.ErrDBClosed) || errors.Is(err, badger.ErrBlockedWrites) {
+		return Unavailable(err)
+	}
+	return err
 }
 
 func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
@@ -495,7 +504,7 @@ func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
 	b.closing.RLock()
 	if b.closed.Load() {
 		b.closing.RUnlock()
-		return errClosed
+		return badgerUnavailable(errClosed)
 	}
 	b.updates <- u
 	b.closing.RUnlock()
@@ -503,7 +512,7 @@ func (b *badgerStore) Update(ctx context.Context, fn func(Tx) error) error {
 	if p, ok := err.(panicked); ok {
 		panic(p.value)
 	}
-	return err
+	return badgerUnavailable(err)
 }
 
 // commitLoop runs queued Update functions until Close stops the queue. Each round takes

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/svrp/svrp/proto"
 )
 
 // Health is what a store that watches its disk says about it.
@@ -36,11 +34,6 @@ const (
 type HealthReporter interface {
 	Health() Health
 }
-
-// ErrUnavailable refuses a write while the store cannot safely take one (see [Health]).
-// Nothing was written; reads keep working, and writes resume by themselves once the fault is
-// gone (free space returns) or, for a directory that is gone or read-only, after a restart.
-var ErrUnavailable = proto.New(proto.StoreUnavailable, "the registry cannot take writes now; reads still work")
 
 // Start-up failures of [OpenBadger], for errors.Is. Each comes wrapped with the directory
 // and the detail.

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,7 +274,7 @@ func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 		tx.done = true
 		tx.tx.release(ctx)
 	}()
-	return fn(tx)
+	return pgUnavailable(fn(tx))
 }
 
 func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
@@ -283,10 +285,16 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 		return errClosed
 	}
 	pause := time.Millisecond
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		err := p.updateOnce(ctx, fn)
-		if !retryable(err) || attempt == maxPostgresAttempts {
-			return err
+		commitSent, err := p.updateOnce(ctx, fn)
+		switch {
+		case err == nil:
+			return nil
+		case retryable(err) && attempt < maxPostgresAttempts:
+		case pgUnreachable(err) && (!commitSent || pgconn.SafeToRetry(err)) && time.Since(start) < reconnectWithin:
+		default:
+			return pgUnavailable(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -297,9 +305,11 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 	}
 }
 
-// updateOnce runs fn in one SERIALIZABLE transaction. A conflict reported to fn by any
-// statement makes the whole attempt retryable, whatever fn returned after seeing it.
-func (p *Postgres) updateOnce(ctx context.Context, fn func(Tx) error) (err error) {
+// updateOnce runs fn in one SERIALIZABLE transaction. A conflict or a lost connection
+// reported to fn by any statement makes the whole attempt retryable, whatever fn returned
+// after seeing it. commitSent reports that the COMMIT was sent, after which a lost
+// connection leaves the outcome unknown.
+func (p *Postgres) updateOnce(ctx context.Context, fn func(Tx) error) (commitSent bool, err error) {
 	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginUpdate}, txState: txState{write: true}}
 	defer func() {
 		tx.done = true
@@ -307,15 +317,15 @@ func (p *Postgres) updateOnce(ctx context.Context, fn func(Tx) error) (err error
 	}()
 	err = fn(tx)
 	if tx.conflict != nil {
-		return tx.conflict
+		return false, tx.conflict
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := tx.tx.commit(ctx); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return true, fmt.Errorf("store: commit: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // retryable reports a serialization failure or a deadlock: the transaction did nothing and
@@ -323,6 +333,39 @@ func (p *Postgres) updateOnce(ctx context.Context, fn func(Tx) error) (err error
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// reconnectWithin bounds the retries of an Update whose connection failed before its
+// COMMIT was sent, so that nothing of it can have committed: a server that restarts within
+// it is waited for; one that stays down is reported as [ErrUnavailable].
+const reconnectWithin = time.Second
+
+// pgUnavailable wraps as [ErrUnavailable] an error that says the server cannot be reached or
+// cannot take work now (see [pgUnreachable]); any other error is returned as it is.
+func pgUnavailable(err error) error {
+	if err != nil && pgUnreachable(err) {
+		return Unavailable(err)
+	}
+	return err
+}
+
+// pgUnreachable reports a failure of the way to the server rather than of the statement: a
+// connection refused, lost, timed out or never sent on, and the server's own refusals of
+// that kind — shutting down (57P01, 57P02), starting up or recovering (57P03), out of
+// connections (53300), a statement timeout (57014) and any connection exception (class 08).
+func pgUnreachable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03", "53300", "57014":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
 func (p *Postgres) Close() error {
@@ -371,12 +414,12 @@ func (p *Postgres) Secret(ctx context.Context, name string) ([32]byte, error) {
 func (p *Postgres) Exclusive(ctx context.Context, lock int64, fn func(context.Context) error) (bool, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return false, fmt.Errorf("store: %w", err)
+		return false, pgUnavailable(fmt.Errorf("store: %w", err))
 	}
 	defer conn.Release()
 	var got bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lock).Scan(&got); err != nil {
-		return false, fmt.Errorf("store: %w", err)
+		return false, pgUnavailable(fmt.Errorf("store: %w", err))
 	}
 	if !got {
 		return false, nil
@@ -412,13 +455,13 @@ func (p *Postgres) touch(ctx context.Context, keys [][]byte, seen []int64) (int6
 			return tag.RowsAffected(), nil
 		}
 		if !retryable(err) || attempt == maxPostgresAttempts {
-			return 0, fmt.Errorf("store: recording heartbeats: %w", err)
+			return 0, pgUnavailable(fmt.Errorf("store: recording heartbeats: %w", err))
 		}
 	}
 }
 
-// pgTx is one transaction. conflict keeps the first serialization failure or deadlock a
-// statement met: after it the transaction can only be retried.
+// pgTx is one transaction. conflict keeps the first serialization failure, deadlock or lost
+// connection a statement met: after it the transaction can only be retried.
 type pgTx struct {
 	txState
 	ctx      context.Context
@@ -428,20 +471,20 @@ type pgTx struct {
 
 var _ Tx = (*pgTx)(nil)
 
-// check turns a statement's error into the store's: no rows is ErrNotFound, a conflict is
-// remembered for Update.
+// check turns a statement's error into the store's: no rows is ErrNotFound, a conflict or a
+// lost connection is remembered for Update and reported as ErrUnavailable.
 func (t *pgTx) check(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return ErrNotFound
-	case retryable(err):
+	case retryable(err) || pgUnreachable(err):
 		if t.conflict == nil {
 			t.conflict = err
 		}
 	}
-	return fmt.Errorf("store: %w", err)
+	return pgUnavailable(fmt.Errorf("store: %w", err))
 }
 
 func (t *pgTx) exec(sql string, args ...any) error {
@@ -905,7 +948,7 @@ func (p *Postgres) ReadCounters(ctx context.Context, keys ...string) ([]binding.
 	}
 	cs, err := readCounters(ctx, p.pool, keys)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, pgUnavailable(fmt.Errorf("store: %w", err))
 	}
 	return cs, nil
 }

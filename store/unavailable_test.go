@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/svrp/svrp/proto"
+)
+
+// A failure of the way to PostgreSQL is ErrUnavailable, with the cause kept for the log and
+// a text for the client that names no cause; a failure of the statement is left as it is.
+func TestPostgresUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
+		{"crash shutdown", &pgconn.PgError{Code: "57P02"}, true},
+		{"cannot connect now", &pgconn.PgError{Code: "57P03"}, true},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, true},
+		{"statement timeout", &pgconn.PgError{Code: "57014"}, true},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
+		{"connection refused", &pgconn.ConnectError{Config: &pgconn.Config{}}, true},
+		{"connection reset", fmt.Errorf("reading: %w", syscall.ECONNRESET), true},
+		{"connection lost", fmt.Errorf("store: %w", io.ErrUnexpectedEOF), true},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, false},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
+		{"not found", ErrNotFound, false},
+		{"a coded refusal", proto.New(proto.RateLimited, "slow down"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pgUnavailable(tc.err)
+			if errors.Is(got, ErrUnavailable) != tc.want {
+				t.Fatalf("errors.Is(pgUnavailable(%v), ErrUnavailable) = %v, want %v", tc.err, !tc.want, tc.want)
+			}
+			if !errors.Is(got, tc.err) {
+				t.Errorf("the cause %v is lost", tc.err)
+			}
+			if tc.want {
+				if proto.CodeOf(got) != proto.StoreUnavailable || proto.Text(got) != errUnreachable.Error() {
+					t.Errorf("code %s, text %q: want STORE_UNAVAILABLE and a text without the cause", proto.CodeOf(got), proto.Text(got))
+				}
+			}
+		})
+	}
+	if pgUnavailable(nil) != nil {
+		t.Error("pgUnavailable(nil) is not nil")
+	}
+}
+
+// A Badger store that is closed refuses with ErrUnavailable, so that a request a shutdown
+// catches is told to come back.
+func TestBadgerClosedIsUnavailable(t *testing.T) {
+	s := openBadger(t, t.TempDir())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"update": s.Update(ctx, func(Tx) error { return nil }),
+		"view":   s.View(ctx, func(tx Tx) error { _, err := tx.NodeCount(); return err }),
+	} {
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s on a closed store: %v, want ErrUnavailable", name, err)
+		}
+	}
+}

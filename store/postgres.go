@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	mrand "math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,11 +149,17 @@ var PostgresSchemaVersion = len(migrations)
 // string, as libpq takes) and migrates its schema to [PostgresSchemaVersion], refusing a
 // database whose schema is newer than this build knows. Tables go into the first schema of
 // the connection's search_path.
-func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
+func OpenPostgres(ctx context.Context, url string, opts ...PostgresOption) (*Postgres, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's parse errors may quote the URL, password included.
 		return nil, errors.New("store: the PostgreSQL URL does not parse")
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	p := &Postgres{}
 	cfg.ConnConfig.Tracer = statementCounter{&p.statements}
@@ -165,6 +173,35 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// defaultConnectTimeout bounds a connection attempt when the URL sets none
+// (connect_timeout): a server whose packets are dropped is reported unavailable, not waited
+// for until the request's client gives up.
+const defaultConnectTimeout = 5 * time.Second
+
+// PostgresOption configures [OpenPostgres].
+type PostgresOption func(*pgxpool.Config)
+
+// WithPostgresPoolSize caps the connections the store keeps open; 0 leaves pgx's default,
+// the larger of 4 and the number of CPUs.
+func WithPostgresPoolSize(n int) PostgresOption {
+	return func(c *pgxpool.Config) {
+		if n > 0 {
+			c.MaxConns = int32(min(n, math.MaxInt32))
+		}
+	}
+}
+
+// WithPostgresStatementTimeout has the server cancel any statement that runs longer than d
+// (statement_timeout); the transaction then fails with [ErrUnavailable]. 0 sets no bound.
+// Schema migrations run without it.
+func WithPostgresStatementTimeout(d time.Duration) PostgresOption {
+	return func(c *pgxpool.Config) {
+		if d > 0 {
+			c.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(1, d.Milliseconds()), 10)
+		}
+	}
 }
 
 // statementCounter counts statements as pgx sends them.
@@ -226,6 +263,9 @@ func (p *Postgres) Statements() uint64 { return p.statements.Load() }
 
 func (p *Postgres) migrate(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+			return fmt.Errorf("store: migrating the schema: %w", err)
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return fmt.Errorf("store: locking the schema for migration: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -70,5 +71,25 @@ func TestBadgerClosedIsUnavailable(t *testing.T) {
 		if !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s on a closed store: %v, want ErrUnavailable", name, err)
 		}
+	}
+}
+
+// The pool size and the statement timeout reach the pool; a statement over the timeout is
+// ErrUnavailable, and the schema's migration runs without the bound.
+func TestPostgresPoolOptions(t *testing.T) {
+	u := freshSchema(t)
+	p, err := OpenPostgres(context.Background(), u, WithPostgresPoolSize(3), WithPostgresStatementTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.pool.Config().MaxConns; got != 3 {
+		t.Errorf("pool size %d, want 3", got)
+	}
+	err = p.View(context.Background(), func(tx Tx) error {
+		return tx.(*pgTx).exec(`SELECT pg_sleep(1)`)
+	})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a statement over the timeout: %v, want ErrUnavailable", err)
 	}
 }

@@ -92,7 +92,11 @@ type Config struct {
 	ACMEDomains                         []string
 	ACMEEmail, ACMEDirectory, ACMECache string
 	HTTPRedirect                        string
-	tlsCheckEvery                       time.Duration // tests shorten the look at the files
+	// PostgresPoolSize and PostgresStatementTimeout bound the connections to PostgreSQL
+	// (postgres.go); zero leaves pgx's pool size and no statement timeout.
+	PostgresPoolSize         int
+	PostgresStatementTimeout time.Duration
+	tlsCheckEvery            time.Duration // tests shorten the look at the files
 }
 
 // WithDefaults returns c with every zero abuse bound set to its default, as the flags
@@ -211,6 +215,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--disk-reserve: a percentage must be below 100%"))
 	}
 	errs = append(errs, c.validateTLS()...)
+	if c.PostgresPoolSize < 0 || c.PostgresStatementTimeout < 0 {
+		errs = append(errs, errors.New("--postgres-pool-size and --postgres-statement-timeout must not be negative"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -440,6 +447,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	tlsFlags(fs, &c)
+	postgresFlags(fs, &c)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
 		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
@@ -710,7 +718,7 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	case c.Memory:
 		inner = store.NewMemory()
 	case c.Postgres != "":
-		p, err := store.OpenPostgres(ctx, c.Postgres)
+		p, err := store.OpenPostgres(ctx, c.Postgres, c.postgresOptions()...)
 		if err != nil {
 			return nil, nil, err
 		}

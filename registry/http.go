@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -81,6 +82,7 @@ type call struct{ id, addr string }
 // ServeMux, which redirects the unclean paths the API answers 404.
 var endpoints = []endpoint{
 	{"GET", "/health", (*handler).health},
+	{"GET", "/ready", (*handler).ready},
 	{"GET", "/nodes", (*handler).nodes},
 	{"GET", "/peers", (*handler).peers},
 	{"GET", "/api/v1/peers", (*handler).apiPeers},
@@ -126,6 +128,8 @@ func NewHandler(s *Service, opts ...Option) http.Handler {
 type handler struct {
 	s    *Service
 	opts handlerOptions
+	// internalLog and unavailableLog pass the lines of 500s and 503s in bursts (outage.go).
+	internalLog, unavailableLog burstLog
 }
 
 // ServeHTTP serves r with the endpoint it names: 404 when its path is no endpoint's, 405
@@ -239,9 +243,13 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 	code := proto.CodeOf(err)
 	status, ok := statusOf[code]
 	msg := proto.Text(err)
-	if !ok || code == proto.Internal {
-		h.s.log.Error("internal error", "err", err)
+	switch {
+	case !ok || code == proto.Internal:
+		h.internalLog.log(h.s.log, slog.LevelError, "internal error", "err", err)
 		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"
+	case code == proto.StoreUnavailable:
+		h.unavailableLog.log(h.s.log, slog.LevelWarn, "store unavailable: requests answered 503", "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
 	if sw, ok := w.(*statusWriter); ok {
 		sw.code, sw.limit = code, LimitOf(err)

@@ -1,0 +1,79 @@
+package registry
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
+)
+
+// RetryAfter is what a 503 STORE_UNAVAILABLE, and /ready while it answers 503, send in
+// Retry-After: a store restarting is back within seconds, and a client that waits this
+// long before trying again loads a recovering store with no burst of its own.
+const RetryAfter = 2 * time.Second
+
+// ready answers 200 while the store takes writes and 503 STORE_UNAVAILABLE with
+// Retry-After while it does not, so that a load balancer sends writes elsewhere; /health
+// answers 200 either way, for the reads that are still served.
+func (h *handler) ready(w http.ResponseWriter, _ *http.Request, _ call) {
+	st := h.s.StoreHealth()
+	if st.State == "" || st.State == store.HealthOK {
+		writeJSON(w, http.StatusOK, struct {
+			Ready bool   `json:"ready"`
+			Store string `json:"store,omitempty"`
+		}{true, st.State})
+		return
+	}
+	if sw, ok := w.(*statusWriter); ok {
+		sw.code = proto.StoreUnavailable
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
+	writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Code: string(proto.StoreUnavailable), Error: "the registry cannot take writes now: its store is " + st.State})
+}
+
+// Failures the registry cannot answer for (500 INTERNAL) and refusals of a store that is
+// unavailable (503) are logged in bursts: logBurst lines at once, then none until logEvery
+// has passed since the burst began; the next line says how many were held back. A database
+// that is down for a minute under load writes a few lines, not one per request; the metrics
+// count every one (svrpd_protocol_errors_total by code).
+const (
+	logBurst = 5
+	logEvery = time.Minute
+)
+
+// burstLog passes the lines of one kind of failure in bursts.
+type burstLog struct {
+	mu     sync.Mutex
+	start  time.Time // of the current burst
+	passed int       // lines passed in it
+	held   int       // lines held back since the last one passed
+}
+
+// log writes the line at level unless the burst is spent, and counts it when it is not
+// written.
+func (b *burstLog) log(l *slog.Logger, level slog.Level, msg string, args ...any) {
+	now := time.Now()
+	b.mu.Lock()
+	if now.Sub(b.start) >= logEvery {
+		b.start, b.passed = now, 0
+	}
+	if b.passed >= logBurst {
+		b.held++
+		b.mu.Unlock()
+		return
+	}
+	b.passed++
+	held := b.held
+	b.held = 0
+	b.mu.Unlock()
+	if held > 0 {
+		args = append(args, "held_back", held)
+	}
+	l.Log(context.Background(), level, msg, args...)
+}

@@ -35,18 +35,24 @@ import (
 func tlsFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key); reloaded on SIGHUP and when the file changes")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
-	fs.Func("acme-domain", "serve HTTPS with a certificate obtained and renewed by ACME for this `name`; repeatable or comma-separated (the daemon must be reachable on port 443, or on port 80 through --http-redirect)", func(v string) error {
-		for _, d := range strings.Split(v, ",") {
-			if d = strings.TrimSpace(d); d != "" {
-				c.ACMEDomains = append(c.ACMEDomains, d)
-			}
-		}
-		return nil
-	})
+	fs.Func("acme-domain", "serve HTTPS with a certificate obtained and renewed by ACME for this `name`; repeatable or comma-separated (the daemon must be reachable on port 443, or on port 80 through --http-redirect)", appendList(&c.ACMEDomains))
 	fs.StringVar(&c.ACMEEmail, "acme-email", "", "contact address given to the ACME certificate authority (expiry and policy notices)")
 	fs.StringVar(&c.ACMEDirectory, "acme-directory", autocert.DefaultACMEDirectory, "the ACME certificate authority's directory URL (Let's Encrypt's by default; its staging URL for trials)")
 	fs.StringVar(&c.ACMECache, "acme-cache", "", `directory where ACME keeps its account key and certificates (default "acme" under --data)`)
 	fs.StringVar(&c.HTTPRedirect, "http-redirect", "", "with TLS on, also listen for plain HTTP on this host:port (such as :80) and answer with a redirect to HTTPS; it answers ACME's HTTP-01 challenges too")
+}
+
+// appendList is the Set of a repeatable flag whose one value may also list several,
+// separated by commas.
+func appendList(dst *[]string) func(string) error {
+	return func(v string) error {
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*dst = append(*dst, item)
+			}
+		}
+		return nil
+	}
 }
 
 // TLSOn reports whether the API is served over TLS.

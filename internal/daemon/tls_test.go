@@ -348,16 +348,7 @@ func TestTLSUsageErrors(t *testing.T) {
 		{"domain not qualified", []string{"--memory", "--acme-domain", "localhost"}, `--acme-domain "localhost": want a fully qualified domain name`},
 		{"domain with a port", []string{"--memory", "--acme-domain", "registry.example.net:443"}, "want a fully qualified domain name"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Chdir(t.TempDir())
-			var stdout, stderr bytes.Buffer
-			if code := Main(context.Background(), tc.args, &stdout, &stderr); code != 2 {
-				t.Fatalf("exit %d, want 2; stderr %s", code, stderr.String())
-			}
-			if !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantUsageError(t, tc.args, nil, tc.want) })
 	}
 }
 

@@ -26,8 +26,10 @@ COPY --from=build /out/svrpd /usr/local/bin/svrpd
 # volume starts writable by it.
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
+# The data directory is --data's default, ./svrpd-data, in the volume: not SVRPD_DATA,
+# which -e SVRPD_POSTGRES=... would contradict.
+WORKDIR /data
 ENV SVRPD_LISTEN=:8080 \
-	SVRPD_DATA=/data \
 	SVRPD_METRICS_LISTEN=:9100
 VOLUME /data
 EXPOSE 8080 9100

@@ -24,7 +24,7 @@ func TestUnitHardening(t *testing.T) {
 	for _, want := range []string{
 		"DynamicUser=yes", "StateDirectory=svrpd", "ProtectSystem=strict", "NoNewPrivileges=yes",
 		"ProtectHome=yes", "PrivateTmp=yes", "CapabilityBoundingSet=CAP_NET_BIND_SERVICE",
-		"Environment=SVRPD_DATA=/var/lib/svrpd", "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure",
+		"WorkingDirectory=/var/lib/svrpd", "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure",
 	} {
 		if !strings.Contains(unit, "\n"+want+"\n") {
 			t.Errorf("svrpd.service lacks %q", want)
@@ -54,7 +54,7 @@ func TestUnitVerifies(t *testing.T) {
 // health check. The image is built too where a container builder answers.
 func TestDockerfile(t *testing.T) {
 	df := read(t, filepath.Join("..", "Dockerfile"))
-	for _, want := range []string{"CGO_ENABLED=0", "USER 65532:65532", "VOLUME /data", "HEALTHCHECK", `CMD ["/usr/local/bin/svrpd", "healthcheck"]`, "SVRPD_DATA=/data"} {
+	for _, want := range []string{"CGO_ENABLED=0", "USER 65532:65532", "VOLUME /data", "HEALTHCHECK", `CMD ["/usr/local/bin/svrpd", "healthcheck"]`, "WORKDIR /data"} {
 		if !strings.Contains(df, want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}

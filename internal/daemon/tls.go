@@ -109,7 +109,10 @@ func newFront(ctx context.Context, c Config, log *slog.Logger) (*front, error) {
 		if err := files.load(); err != nil {
 			return nil, err
 		}
-		go files.reloadOnHangup(ctx)
+		// Asked for before serving, so that no SIGHUP from then on ends the process.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		go files.reloadOnHangup(ctx, hup)
 		f.config = &tls.Config{GetCertificate: files.get, NextProtos: []string{"h2", "http/1.1"}}
 	case len(c.ACMEDomains) > 0:
 		m := acmeManager(c)
@@ -286,10 +289,8 @@ func (f *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return f.current.Load(), nil
 }
 
-// reloadOnHangup reloads the pair on every SIGHUP until ctx is done.
-func (f *certFiles) reloadOnHangup(ctx context.Context) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+// reloadOnHangup reloads the pair on every signal on hup until ctx is done.
+func (f *certFiles) reloadOnHangup(ctx context.Context, hup chan os.Signal) {
 	defer signal.Stop(hup)
 	for {
 		select {

@@ -31,8 +31,10 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	// SIGHUP reloads the TLS certificate (systemctl reload); to a daemon with none to reload,
-	// or a client command, it means nothing, rather than the end of the process.
-	signal.Ignore(syscall.SIGHUP)
+	// or a client command, it means nothing, rather than the end of the process. A channel
+	// nobody reads keeps it so for the process's life (Ignore would also silence the
+	// daemon's own).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	go func() {
 		<-sigs
 		cancel()

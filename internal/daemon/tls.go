@@ -94,6 +94,8 @@ type front struct {
 	// challenges wraps the redirect handler with ACME's HTTP-01 answers; nil without ACME.
 	challenges  func(http.Handler) http.Handler
 	redirectSrv *http.Server
+	// stopReload ends the reloading of certificate files on SIGHUP; nil without files.
+	stopReload context.CancelFunc
 }
 
 // newFront loads the certificate or sets up ACME, and binds the redirect listener. It
@@ -112,7 +114,9 @@ func newFront(ctx context.Context, c Config, log *slog.Logger) (*front, error) {
 		// Asked for before serving, so that no SIGHUP from then on ends the process.
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
-		go files.reloadOnHangup(ctx, hup)
+		hctx, stop := context.WithCancel(ctx)
+		f.stopReload = stop
+		go files.reloadOnHangup(hctx, hup)
 		f.config = &tls.Config{GetCertificate: files.get, NextProtos: []string{"h2", "http/1.1"}}
 	case len(c.ACMEDomains) > 0:
 		m := acmeManager(c)
@@ -188,8 +192,11 @@ func (f *front) startRedirect(apiAddr net.Addr, newServer func(http.Handler) *ht
 	go func() { served <- f.redirectSrv.Serve(f.redirect) }()
 }
 
-// close stops the redirect listener.
+// close stops the redirect listener and the reloading on SIGHUP.
 func (f *front) close() {
+	if f.stopReload != nil {
+		f.stopReload()
+	}
 	if f.redirectSrv != nil {
 		f.redirectSrv.Close()
 	} else if f.redirect != nil {

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/internal/svrpdtest"
 )
 
 // testCert makes a self-signed certificate for names (an IP address is put in as one) and
@@ -361,5 +363,45 @@ func TestTLSBadFilesStopTheStart(t *testing.T) {
 	code := Main(context.Background(), []string{"--memory", "--listen", "127.0.0.1:0", "--tls-cert", filepath.Join(dir, "cert.pem"), "--tls-key", filepath.Join(dir, "key.pem")}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "--tls-cert/--tls-key") {
 		t.Fatalf("exit %d, stderr %q; want 1 and the flags named", code, stderr.String())
+	}
+}
+
+// svrpd serve as a process reloads its certificate on SIGHUP, as systemctl reload sends it,
+// and goes on serving.
+func TestTLSProcessReloadsOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir, 1)
+	d := svrpdtest.Start(t, nil, "--memory", "--tls-cert", filepath.Join(dir, "cert.pem"), "--tls-key", filepath.Join(dir, "key.pem"))
+	addr := strings.TrimPrefix(d.URL, "https://")
+	serial := func() int64 {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+	}
+	first := time.Now()
+	if got := serial(); got != 1 {
+		t.Fatalf("serial %d, want 1", got)
+	}
+	writeCert(t, dir, 2)
+	sent := time.Now()
+	d.Send(t, syscall.SIGHUP)
+	// Until certCheckEvery after the first handshake, only SIGHUP can have reloaded.
+	for serial() != 2 {
+		if time.Since(first) >= certCheckEvery {
+			if sent.Sub(first) > certCheckEvery/2 {
+				t.Skip("the machine was too slow to tell SIGHUP from the files' own check")
+			}
+			t.Fatalf("SIGHUP did not reload the certificate:\n%s", d.Log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := strings.Count(d.Log.String(), `msg="TLS certificate loaded"`); n != 2 {
+		t.Errorf("%d loads in the log, want the start's and the reload's:\n%s", n, d.Log)
+	}
+	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("exit %d after SIGTERM:\n%s", code, d.Log)
 	}
 }

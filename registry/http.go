@@ -128,8 +128,10 @@ func NewHandler(s *Service, opts ...Option) http.Handler {
 type handler struct {
 	s    *Service
 	opts handlerOptions
-	// internalLog and unavailableLog pass the lines of 500s and 503s in bursts (outage.go).
+	// internalLog and unavailableLog pass the lines of 500s and 503s in bursts, and outage
+	// says when the store is back (outage.go).
 	internalLog, unavailableLog burstLog
+	outage                      outage
 }
 
 // ServeHTTP serves r with the endpoint it names: 404 when its path is no endpoint's, 405
@@ -249,6 +251,7 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"
 	case code == proto.StoreUnavailable:
 		h.unavailableLog.log(h.s.log, slog.LevelWarn, "store unavailable: requests answered 503", "err", err)
+		h.outage.refusedWrite()
 		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
 	if sw, ok := w.(*statusWriter); ok {
@@ -499,6 +502,7 @@ func (h *handler) logged(next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)
 		h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", took)
+		h.outage.after(h.s)
 		if h.opts.observe != nil {
 			route := sw.route
 			if route == "" {

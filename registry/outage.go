@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svrp/svrp/proto"
@@ -76,4 +77,55 @@ func (b *burstLog) log(l *slog.Logger, level slog.Level, msg string, args ...any
 		args = append(args, "held_back", held)
 	}
 	l.Log(context.Background(), level, msg, args...)
+}
+
+// outage remembers that requests were refused for want of the store, so that the daemon
+// says once, at info, when the store is back and how long it was not.
+type outage struct {
+	active atomic.Bool // a refusal since the store was last seen healthy
+
+	mu       sync.Mutex
+	since    time.Time // the first refusal
+	refused  int
+	checked  time.Time
+	checking bool
+}
+
+// refusedWrite counts a request refused with 503 STORE_UNAVAILABLE.
+func (o *outage) refusedWrite() {
+	o.mu.Lock()
+	if !o.active.Load() {
+		o.since = time.Now()
+		o.active.Store(true)
+	}
+	o.refused++
+	o.mu.Unlock()
+}
+
+// after is called after every request. While requests are being refused it asks, at most
+// once a second and off the request's path, whether the store is healthy again, and says
+// so once.
+func (o *outage) after(s *Service) {
+	if !o.active.Load() {
+		return
+	}
+	o.mu.Lock()
+	if o.checking || time.Since(o.checked) < time.Second {
+		o.mu.Unlock()
+		return
+	}
+	o.checking, o.checked = true, time.Now()
+	o.mu.Unlock()
+	go func() {
+		st := s.StoreHealth()
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.checking = false
+		if st.State != "" && st.State != store.HealthOK {
+			return
+		}
+		s.log.Info("store reachable again", "refused_for", time.Since(o.since).Round(time.Millisecond), "refused", o.refused)
+		o.refused = 0
+		o.active.Store(false)
+	}()
 }

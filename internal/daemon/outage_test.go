@@ -252,6 +252,9 @@ func runOutage(t *testing.T, url string, down, up func() error) {
 		t.Logf("/ready back %v after the database", readyAt.Sub(backAt).Round(time.Millisecond))
 	}
 	t.Logf("the daemon's log:\n%s", logs.String())
+	if !strings.Contains(logs.String(), `msg="store reachable again"`) {
+		t.Error("the log does not say the store is back")
+	}
 	if n := strings.Count(logs.String(), "\n"); n > 20 {
 		t.Errorf("the outage wrote %d log lines, want a few:\n%s", n, logs.String())
 	}

@@ -102,6 +102,17 @@ func handshake(t *testing.T, addr, serverName string, roots *x509.CertPool) (tls
 	return conn.ConnectionState(), nil
 }
 
+// servedSerial returns the serial number of the certificate addr serves now.
+func servedSerial(t *testing.T, addr string) int64 {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+}
+
 func pool(certs ...*x509.Certificate) *x509.CertPool {
 	p := x509.NewCertPool()
 	for _, c := range certs {
@@ -151,15 +162,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	c := tlsConfig(t, dir)
 	c.tlsCheckEvery = 20 * time.Millisecond
 	addr := strings.TrimPrefix(serve(t, c), "http://")
-	served := func() int64 {
-		t.Helper()
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
-	}
+	served := func() int64 { return servedSerial(t, addr) }
 	waitServed := func(want int64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -193,14 +196,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	c := tlsConfig(t, dir)
 	c.tlsCheckEvery = time.Hour
 	addr := strings.TrimPrefix(serve(t, c), "http://")
-	serial := func() int64 {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
-	}
+	serial := func() int64 { return servedSerial(t, addr) }
 	if got := serial(); got != 1 {
 		t.Fatalf("serial %d, want 1", got)
 	}
@@ -373,14 +369,7 @@ func TestTLSProcessReloadsOnSIGHUP(t *testing.T) {
 	writeCert(t, dir, 1)
 	d := svrpdtest.Start(t, nil, "--memory", "--tls-cert", filepath.Join(dir, "cert.pem"), "--tls-key", filepath.Join(dir, "key.pem"))
 	addr := strings.TrimPrefix(d.URL, "https://")
-	serial := func() int64 {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
-	}
+	serial := func() int64 { return servedSerial(t, addr) }
 	first := time.Now()
 	if got := serial(); got != 1 {
 		t.Fatalf("serial %d, want 1", got)

@@ -79,6 +79,9 @@ func (b *burstLog) log(l *slog.Logger, level slog.Level, msg string, args ...any
 	l.Log(context.Background(), level, msg, args...)
 }
 
+// outageQuiet is how long a store must refuse nothing, and say it is healthy, to be back.
+const outageQuiet = time.Second
+
 // outage remembers that requests were refused for want of the store, so that the daemon
 // says once, at info, when the store is back and how long it was not.
 type outage struct {
@@ -86,6 +89,7 @@ type outage struct {
 
 	mu       sync.Mutex
 	since    time.Time // the first refusal
+	last     time.Time // the latest
 	refused  int
 	checked  time.Time
 	checking bool
@@ -94,8 +98,9 @@ type outage struct {
 // refusedWrite counts a request refused with 503 STORE_UNAVAILABLE.
 func (o *outage) refusedWrite() {
 	o.mu.Lock()
+	o.last = time.Now()
 	if !o.active.Load() {
-		o.since = time.Now()
+		o.since = o.last
 		o.active.Store(true)
 	}
 	o.refused++
@@ -104,13 +109,14 @@ func (o *outage) refusedWrite() {
 
 // after is called after every request. While requests are being refused it asks, at most
 // once a second and off the request's path, whether the store is healthy again, and says
-// so once.
+// so once. A store is back when it says it is healthy and has refused nothing for
+// outageQuiet: what it says may be that long old.
 func (o *outage) after(s *Service) {
 	if !o.active.Load() {
 		return
 	}
 	o.mu.Lock()
-	if o.checking || time.Since(o.checked) < time.Second {
+	if o.checking || time.Since(o.checked) < outageQuiet {
 		o.mu.Unlock()
 		return
 	}
@@ -121,7 +127,7 @@ func (o *outage) after(s *Service) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		o.checking = false
-		if st.State != "" && st.State != store.HealthOK {
+		if (st.State != "" && st.State != store.HealthOK) || time.Since(o.last) < outageQuiet {
 			return
 		}
 		s.log.Info("store reachable again", "refused_for", time.Since(o.since).Round(time.Millisecond), "refused", o.refused)

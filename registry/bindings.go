@@ -103,7 +103,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		s.openSessions.remove(sess.ID)
 		return api.InitiateResult{}, err
 	}
-	s.log.Info("binding initiated", "binding_session_id", sess.ID, "node_did", req.NodeDID)
+	s.log.Debug("binding initiated", "binding_session_id", sess.ID, "node_did", req.NodeDID)
 	return api.InitiateResult{
 		BindingSessionID: sess.ID, ShortCode: code, BindingToken: token,
 		ExpiresAt: canonical.FormatTime(sess.ExpiresAt), State: sess.State.String(),
@@ -225,7 +225,7 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 	if err != nil {
 		return api.ResolveView{}, err
 	}
-	s.log.Info("binding resolved", "binding_session_id", view.BindingSessionID, "operator_did", op.DID)
+	s.log.Debug("binding resolved", "binding_session_id", view.BindingSessionID, "operator_did", op.DID)
 	return view, nil
 }
 
@@ -323,7 +323,7 @@ func (s *Service) transition(ctx context.Context, id string, now time.Time, c se
 	if next.State.Terminal() {
 		s.openSessions.remove(next.ID)
 	}
-	s.log.Info("binding moved", "binding_session_id", next.ID, "state", next.State.String())
+	s.log.Debug("binding moved", "binding_session_id", next.ID, "state", next.State.String())
 	return api.StateResult{BindingSessionID: next.ID, State: next.State.String()}, nil
 }
 
@@ -575,7 +575,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 		return api.AcceptResult{}, err
 	}
 	s.openSessions.remove(id)
-	s.log.Info("binding active", "binding_session_id", id, "node_did", out.Binding.NodeDID, "operator_did", out.Binding.OperatorDID)
+	s.log.Debug("binding active", "binding_session_id", id, "node_did", out.Binding.NodeDID, "operator_did", out.Binding.OperatorDID)
 	return out, nil
 }
 
@@ -620,7 +620,7 @@ func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Accep
 		return api.StateResult{}, err
 	}
 	s.openSessions.remove(id)
-	s.log.Info("binding rejected by node", "binding_session_id", id)
+	s.log.Debug("binding rejected by node", "binding_session_id", id)
 	return api.StateResult{BindingSessionID: next.ID, State: next.State.String()}, nil
 }
 

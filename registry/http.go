@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -81,6 +82,7 @@ type call struct{ id, addr string }
 // ServeMux, which redirects the unclean paths the API answers 404.
 var endpoints = []endpoint{
 	{"GET", "/health", (*handler).health},
+	{"GET", "/ready", (*handler).ready},
 	{"GET", "/nodes", (*handler).nodes},
 	{"GET", "/peers", (*handler).peers},
 	{"GET", "/api/v1/peers", (*handler).apiPeers},
@@ -127,6 +129,10 @@ func NewHandler(s *Service, opts ...Option) http.Handler {
 type handler struct {
 	s    *Service
 	opts handlerOptions
+	// internalLog and unavailableLog pass the lines of 500s and 503s in bursts, and outage
+	// says when the store is back (outage.go).
+	internalLog, unavailableLog burstLog
+	outage                      outage
 }
 
 // ServeHTTP serves r with the endpoint it names: 404 when its path is no endpoint's, 405
@@ -240,9 +246,14 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 	code := proto.CodeOf(err)
 	status, ok := statusOf[code]
 	msg := proto.Text(err)
-	if !ok || code == proto.Internal {
-		h.s.log.Error("internal error", "err", err)
+	switch {
+	case !ok || code == proto.Internal:
+		h.internalLog.log(h.s.log, slog.LevelError, "internal error", "err", err)
 		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"
+	case code == proto.StoreUnavailable:
+		h.unavailableLog.log(h.s.log, slog.LevelWarn, "store unavailable: requests answered 503", "err", err)
+		h.outage.refusedWrite()
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
 	if sw, ok := w.(*statusWriter); ok {
 		sw.code, sw.limit = code, LimitOf(err)
@@ -521,6 +532,7 @@ func (h *handler) logged(next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)
 		h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", took)
+		h.outage.after(h.s)
 		if h.opts.observe != nil {
 			route := sw.route
 			if route == "" {

@@ -60,7 +60,7 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 		return api.OKResult{}, err
 	}
 	s.bearers.remove(hex.EncodeToString(h[:]))
-	s.log.Info("operator logged out", "operator_did", op)
+	s.log.Debug("operator logged out", "operator_did", op)
 	return api.OKResult{OK: true}, nil
 }
 
@@ -136,7 +136,7 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 	for _, h := range endedTokens {
 		s.bearers.remove(hex.EncodeToString(h[:]))
 	}
-	s.log.Info("credential revoked", "operator_did", out.OperatorDID, "revocation_id", out.RevocationID,
+	s.log.Debug("credential revoked", "operator_did", out.OperatorDID, "revocation_id", out.RevocationID,
 		"ended_sessions", out.EndedSessions, "ended_bindings", len(out.EndedBindings))
 	return out, nil
 }
@@ -295,6 +295,6 @@ func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, a
 	if err != nil {
 		return api.UnbindResult{}, err
 	}
-	s.log.Info("binding ended", "binding_session_id", id, "node_key", nodeKey.Hex(), "unbound_by", out.UnboundBy)
+	s.log.Debug("binding ended", "binding_session_id", id, "node_key", nodeKey.Hex(), "unbound_by", out.UnboundBy)
 	return out, nil
 }

@@ -155,7 +155,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 	}
 	if changed {
 		s.nodesChanged()
-		s.log.Info("node registered", "did", req.DID, "signed", verified, "v2", req.TS != nil)
+		s.log.Debug("node registered", "did", req.DID, "signed", verified, "v2", req.TS != nil)
 	}
 	return api.RegisterResult{OK: true, Registered: true, Signed: rec.SignatureVerified, IDBound: true, Data: nodeView(rec)}, nil
 }

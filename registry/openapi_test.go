@@ -336,6 +336,7 @@ func TestOpenAPIExchanges(t *testing.T) {
 	stray := newNode(t, "stray")
 	h.fails("POST", "/api/v1/heartbeat", stray.heartbeat(t, stray.did, now), "", http.StatusNotFound, "UNKNOWN_DID")
 	h.ok("GET", "/health", nil, "", nil)
+	h.ok("GET", "/ready", nil, "", nil)
 	for _, p := range []string{"/nodes", "/peers", "/api/v1/peers"} {
 		h.ok("GET", p, nil, "", nil)
 		h.ok("GET", p+"?online_within=600&capability=inference&region=eu-west&callable=1", nil, "", nil)

@@ -272,7 +272,7 @@ func (c *checkedChallenge) Consume(challenge string, now time.Time) error {
 }
 
 func (s *Service) loggedIn(sess authn.BearerSession, token string) api.LoginResult {
-	s.log.Info("operator logged in", "operator_did", sess.OperatorDID)
+	s.log.Debug("operator logged in", "operator_did", sess.OperatorDID)
 	return api.LoginResult{SessionToken: token, OperatorDID: sess.OperatorDID, ExpiresIn: int(authn.SessionTTL / time.Second)}
 }
 

@@ -30,6 +30,11 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// SIGHUP reloads the TLS certificate (systemctl reload); to a daemon with none to reload,
+	// or a client command, it means nothing, rather than the end of the process. A channel
+	// nobody reads keeps it so for the process's life (Ignore would also silence the
+	// daemon's own).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	go func() {
 		<-sigs
 		cancel()
@@ -55,6 +60,7 @@ func commands() []command {
 		{"node", "run a node (node run) or bind it to an operator (node bind)", cli.Node},
 		{"operator", "operator identity, login, binding and views (operator init, login, resolve, ...)", cli.Operator},
 		{"bench", "load a registry: latency and the daemon's CPU per operation, against one Ed25519 verify", withoutStdin(bench.Main)},
+		{"healthcheck", "ask the daemon on this machine for GET /health: exit 0 when it answers 200 (a container's HEALTHCHECK)", withoutStdin(daemon.Healthcheck)},
 		{"version", "print the version, VCS revision and build time (also --version)", withoutStdin(version)},
 		{"help", `list the commands; "svrpd help COMMAND" shows a command's flags`, withoutStdin(help)},
 	}
@@ -99,7 +105,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "svrpd <command> -h" for a command's flags, for example "svrpd serve -h".`)
@@ -122,9 +128,14 @@ func help(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// buildVersion names a build made from a checkout, where the Go toolchain records no module
+// version: the container image sets it with -ldflags "-X main.buildVersion=...".
+var buildVersion string
+
 // version is "svrpd version": what the Go toolchain recorded in the binary. A build from a
 // module version (go install github.com/svrp/svrp/svrpd@v1.2.3) names it; a build from a
-// checkout says (devel) and names the VCS revision and its time instead.
+// checkout says (devel), or the buildVersion it was given, and names the VCS revision and
+// its time when they were recorded.
 func version(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "svrpd version: unexpected argument %q\n", args[0])
@@ -145,7 +156,11 @@ func printVersion(w io.Writer, bi *debug.BuildInfo) {
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
 	}
-	fmt.Fprintf(w, "svrpd %s\n", bi.Main.Version)
+	v := bi.Main.Version
+	if (v == "" || v == "(devel)") && buildVersion != "" {
+		v = buildVersion
+	}
+	fmt.Fprintf(w, "svrpd %s\n", v)
 	if rev := settings["vcs.revision"]; rev != "" {
 		if settings["vcs.modified"] == "true" {
 			rev += " (with uncommitted changes)"

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os/exec"
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/svrp/svrp/internal/svrpdtest"
 )
@@ -103,4 +106,43 @@ func exitCode(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// A version given at build time names a build from a checkout; a module version wins.
+func TestBuildVersion(t *testing.T) {
+	defer func(v string) { buildVersion = v }(buildVersion)
+	buildVersion = "v2.0.0-rc.1"
+	for _, tc := range []struct{ module, want string }{
+		{"(devel)", "svrpd v2.0.0-rc.1\n"},
+		{"v1.4.0", "svrpd v1.4.0\n"},
+	} {
+		var b strings.Builder
+		printVersion(&b, &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/svrp/svrp", Version: tc.module}})
+		if first, _, _ := strings.Cut(b.String(), "  "); first != tc.want {
+			t.Errorf("module version %s: printed %q, want %q first", tc.module, b.String(), tc.want)
+		}
+	}
+}
+
+// SIGHUP, which a service manager's reload sends, leaves a daemon without certificates
+// serving.
+func TestHangupKeepsServing(t *testing.T) {
+	d := svrpdtest.Start(t, nil, "--memory")
+	d.Send(t, syscall.SIGHUP)
+	select {
+	case <-d.Done():
+		t.Fatalf("svrpd exited %d on SIGHUP:\n%s", d.Exit(), d.Log)
+	case <-time.After(300 * time.Millisecond):
+	}
+	res, err := http.Get(d.URL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("GET /health after SIGHUP: %d", res.StatusCode)
+	}
+	if code := d.Signal(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
 }

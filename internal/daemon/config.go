@@ -57,6 +57,17 @@ type Config struct {
 	Timeouts Timeouts
 	// Edge is how clients are told apart and their connections shed (edge.go).
 	Edge Edge
+	// TLS (tls.go): a certificate from files, or from ACME for ACMEDomains; HTTPRedirect
+	// is a plain-HTTP listener that redirects to the API.
+	TLSCert, TLSKey                     string
+	ACMEDomains                         []string
+	ACMEEmail, ACMEDirectory, ACMECache string
+	HTTPRedirect                        string
+	// PostgresPoolSize and PostgresStatementTimeout bound the connections to PostgreSQL
+	// (postgres.go); zero leaves pgx's pool size and no statement timeout.
+	PostgresPoolSize         int
+	PostgresStatementTimeout time.Duration
+	tlsCheckEvery            time.Duration // tests shorten the look at the files
 }
 
 // WithDefaults returns c with every zero bound and interval set to its default, as the
@@ -134,6 +145,10 @@ func (c Config) Validate() error {
 	}
 	if c.DiskReserve.Percent < 0 || c.DiskReserve.Percent >= 100 {
 		errs = append(errs, errors.New("--disk-reserve: a percentage must be below 100%"))
+	}
+	errs = append(errs, c.validateTLS()...)
+	if c.PostgresPoolSize < 0 || c.PostgresStatementTimeout < 0 {
+		errs = append(errs, errors.New("--postgres-pool-size and --postgres-statement-timeout must not be negative"))
 	}
 	return errors.Join(errs...)
 }

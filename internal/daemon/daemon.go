@@ -181,14 +181,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.Console, "console", true, "serve the operator console in the browser under /console/ (--console=false turns it off)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", MetricsOnMain, `where to serve GET /metrics (Prometheus): "main" on --listen's address, a host:port of its own, or "" for nowhere`)
 	fs.StringVar(&c.DebugListen, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port of its own, for go tool pprof; loopback only (default: off)")
-	fs.Func("cors-origin", "let browser pages of this `origin` (scheme://host[:port]) call the API; repeatable or comma-separated (default none)", func(v string) error {
-		for _, o := range strings.Split(v, ",") {
-			if o = strings.TrimSpace(o); o != "" {
-				c.CORSOrigins = append(c.CORSOrigins, o)
-			}
-		}
-		return nil
-	})
+	fs.Func("cors-origin", "let browser pages of this `origin` (scheme://host[:port]) call the API; repeatable or comma-separated (default none)", appendList(&c.CORSOrigins))
+	tlsFlags(fs, &c)
+	postgresFlags(fs, &c)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
 		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
@@ -273,6 +268,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		}
 		defer debugLn.Close()
 	}
+	fr, err := newFront(ctx, c, log)
+	if err != nil {
+		return startError{err}
+	}
+	defer fr.close()
 	st, pg, err := openStore(ctx, c, log, m)
 	if err != nil {
 		return startError{err}
@@ -343,8 +343,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 	srv := newServer(ln.delivered(handler))
 	srv.ConnState, srv.ConnContext = ln.connState, ln.connContext
-	served := make(chan error, 3)
-	go func() { served <- srv.Serve(ln) }()
+	served := make(chan error, 4)
+	go func() { served <- fr.serve(srv, ln) }()
+	fr.startRedirect(ln.Addr(), newServer, served)
 	metricsAt := ""
 	var metricsSrv *http.Server
 	switch {
@@ -355,7 +356,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		go func() { served <- metricsSrv.Serve(metricsLn) }()
 		metricsAt = "http://" + metricsLn.Addr().String() + "/metrics"
 	case m != nil:
-		metricsAt = "http://" + ln.Addr().String() + "/metrics"
+		metricsAt = fr.scheme() + "://" + ln.Addr().String() + "/metrics"
 	}
 	var debugSrv *http.Server
 	if debugLn != nil {
@@ -381,9 +382,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 	consoleURL := "off"
 	if c.Console {
-		consoleURL = "http://" + ln.Addr().String() + console.Path
+		consoleURL = fr.scheme() + "://" + ln.Addr().String() + console.Path
 	}
-	attrs := []any{"addr", "http://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
+	attrs := []any{"addr", fr.scheme() + "://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
 	if debugLn != nil {
 		attrs = append(attrs, "pprof", "http://"+debugLn.Addr().String()+"/debug/pprof/")
 	}
@@ -410,6 +411,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		log.Warn("requests still open at the drain deadline", "err", err)
 		srv.Close()
 	}
+	fr.close()
 	if metricsSrv != nil {
 		metricsSrv.Close()
 	}
@@ -451,7 +453,7 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	case c.Memory:
 		inner = store.NewMemory()
 	case c.Postgres != "":
-		p, err := postgres.Open(ctx, c.Postgres)
+		p, err := postgres.Open(ctx, c.Postgres, c.postgresOptions()...)
 		if err != nil {
 			return nil, nil, err
 		}

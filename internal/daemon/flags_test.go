@@ -28,21 +28,26 @@ func TestServeUsageErrors(t *testing.T) {
 		{"origin with a path", []string{"--memory", "--cors-origin", "https://console.example/app"}, nil, `--cors-origin "https://console.example/app": want scheme://host[:port]`},
 		{"origin without scheme", []string{"--memory", "--cors-origin", "console.example"}, nil, `--cors-origin "console.example"`},
 		{"origin wildcard", []string{"--memory", "--cors-origin", "*"}, nil, `--cors-origin "*"`},
+		{"negative pool size", []string{"--memory", "--postgres-pool-size", "-1"}, nil, "--postgres-pool-size and --postgres-statement-timeout must not be negative"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			dir := t.TempDir()
-			t.Chdir(dir)
-			var stdout, stderr bytes.Buffer
-			if code := Main(context.Background(), tc.args, &stdout, &stderr); code != 2 {
-				t.Fatalf("exit %d, want 2; stderr %s", code, stderr.String())
-			}
-			if !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantUsageError(t, tc.args, tc.env, tc.want) })
+	}
+}
+
+// wantUsageError runs serve with args and env in an empty directory and checks that it
+// stops with exit code 2 and a message that contains want.
+func wantUsageError(t *testing.T, args []string, env map[string]string, want string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	t.Chdir(t.TempDir())
+	var stdout, stderr bytes.Buffer
+	if code := Main(context.Background(), args, &stdout, &stderr); code != 2 {
+		t.Fatalf("exit %d, want 2; stderr %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr = %q, want it to contain %q", stderr.String(), want)
 	}
 }
 

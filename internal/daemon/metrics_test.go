@@ -28,13 +28,19 @@ func serveConfig(t *testing.T) Config {
 // serve runs the daemon with c until the test ends and returns its base URL.
 func serve(t *testing.T, c Config) string {
 	t.Helper()
+	return serveLogged(t, c, slog.New(slog.DiscardHandler))
+}
+
+// serveLogged is serve with the daemon's log going to log.
+func serveLogged(t *testing.T, c Config, log *slog.Logger) string {
+	t.Helper()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, slog.New(slog.DiscardHandler), ready) }()
+	go func() { done <- Run(ctx, c, log, ready) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

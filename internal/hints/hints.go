@@ -38,6 +38,7 @@ var text = map[proto.Code]string{
 	proto.SessionExists:     "that binding session id was used before; leave it out to draw a new one",
 	proto.BadRequest:        "the registry refused a value; the message names it",
 	proto.Internal:          "the registry failed; its log says why",
+	proto.StoreUnavailable:  "the registry cannot reach its store now (a database restarting, a full disk); nothing changed; try again in a few seconds",
 }
 
 // For returns the hint for code with its placeholders filled in: dir is the operator

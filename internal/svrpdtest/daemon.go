@@ -18,7 +18,7 @@ import (
 const StepTimeout = 60 * time.Second
 
 // servingLine is the log line svrpd serve writes once it listens, with the address.
-var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(http://127\.0\.0\.1:\d+)`)
+var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(https?://127\.0\.0\.1:\d+)`)
 
 // Env is the test's environment without SVRPD_ variables, plus extra: the daemon reads
 // SVRPD_ variables for flags it was not given, and the test's own must not reach it.

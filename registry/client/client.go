@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -198,6 +199,9 @@ func (c *Client) once(ctx context.Context, req request, raw []byte) ([]byte, err
 		return b, nil
 	}
 	e := &Error{Status: resp.StatusCode}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		e.RetryAfter = time.Duration(min(secs, maxRetryAfter)) * time.Second
+	}
 	var eb api.ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Code != "" {
 		e.ErrorCode, e.Message = proto.Code(eb.Code), eb.Error
@@ -215,12 +219,22 @@ func (c *Client) retrying(ctx context.Context, attempt func() error) error {
 		if err == nil || n >= c.retry.Retries || !retryable(ctx, err) {
 			return err
 		}
-		if werr := sleep(ctx, c.retry.delay(n)); werr != nil {
+		wait := c.retry.delay(n)
+		// A registry that said how long to wait is not asked sooner, within the policy's cap.
+		var e *Error
+		if errors.As(err, &e) && e.RetryAfter > wait {
+			wait = min(e.RetryAfter, c.retry.Cap)
+		}
+		if werr := sleep(ctx, wait); werr != nil {
 			// The caller gave up while we waited: the last answer says more than ctx does.
 			return err
 		}
 	}
 }
+
+// maxRetryAfter bounds the Retry-After read, in seconds, so that no answer can make a
+// client wait for ever.
+const maxRetryAfter = 3600
 
 // retryable reports whether the protocol lets the client try err again: HTTP 429, 5xx and
 // network errors. A cancelled or expired ctx is the caller's decision, and a certificate

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
@@ -27,6 +28,9 @@ type Error struct {
 	ErrorCode proto.Code
 	// Message is the body's human text.
 	Message string
+	// RetryAfter is what the answer's Retry-After header asked a client to wait before
+	// trying again (a 503 STORE_UNAVAILABLE sends it), 0 when it sent none in seconds.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

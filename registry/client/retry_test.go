@@ -351,3 +351,37 @@ func TestNewRefusesBadInput(t *testing.T) {
 		t.Errorf("BaseURL %q prefix %q", c.BaseURL(), c.Prefix())
 	}
 }
+
+// A 503 with Retry-After is retried no sooner than it asks, within the policy's cap, and the
+// error of the last attempt carries what it asked.
+func TestRetryAfterIsAFloor(t *testing.T) {
+	w := newWorld(t)
+	w.reqs.on("/health", func(n int, rw http.ResponseWriter, _ *http.Request) bool {
+		if n == 1 {
+			rw.Header().Set("Retry-After", "2")
+			answer(rw, http.StatusServiceUnavailable, `{"code":"STORE_UNAVAILABLE","error":"later"}`)
+			return true
+		}
+		return false
+	})
+	p := (&noWait{}).policy(1)
+	p.Cap = 150 * time.Millisecond
+	start := time.Now()
+	if _, err := w.client(client.WithRetry(p)).Health(t.Context()); err != nil {
+		t.Fatalf("Health after a 503: %v", err)
+	}
+	if took := time.Since(start); took < p.Cap {
+		t.Errorf("retried after %v, want no sooner than the cap of %v that bounds Retry-After", took, p.Cap)
+	}
+
+	w.reqs.on("/health", func(_ int, rw http.ResponseWriter, _ *http.Request) bool {
+		rw.Header().Set("Retry-After", "2")
+		answer(rw, http.StatusServiceUnavailable, `{"code":"STORE_UNAVAILABLE","error":"later"}`)
+		return true
+	})
+	_, err := w.client(client.WithRetry((&noWait{}).policy(0))).Health(t.Context())
+	var e *client.Error
+	if !errors.As(err, &e) || e.RetryAfter != 2*time.Second || e.ErrorCode != proto.StoreUnavailable {
+		t.Errorf("err = %#v, want STORE_UNAVAILABLE with RetryAfter 2s", err)
+	}
+}

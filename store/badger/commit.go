@@ -93,7 +93,7 @@ func (b *badgerStore) View(ctx context.Context, fn func(store.Tx) error) error {
 		return err
 	}
 	if b.closed.Load() {
-		return store.ErrClosed
+		return unavailable(store.ErrClosed)
 	}
 	// The transaction begins at the first read: a View whose reads are all served by the
 	// node cache in front (a heartbeat's lookup) costs Badger nothing.
@@ -104,7 +104,16 @@ func (b *badgerStore) View(ctx context.Context, fn func(store.Tx) error) error {
 			tx.txn.Discard()
 		}
 	}()
-	return fn(tx)
+	return unavailable(fn(tx))
+}
+
+// unavailable turns the refusals of a store closed or closing into [store.ErrUnavailable]: a
+// request that a shutdown catches is told to come back, as one the disk refuses is.
+func unavailable(err error) error {
+	if errors.Is(err, store.ErrClosed) || errors.Is(err, dgbadger.ErrDBClosed) || errors.Is(err, dgbadger.ErrBlockedWrites) {
+		return store.Unavailable(err)
+	}
+	return err
 }
 
 func (b *badgerStore) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -116,7 +125,7 @@ func (b *badgerStore) Update(ctx context.Context, fn func(store.Tx) error) error
 	b.closing.RLock()
 	if b.closed.Load() {
 		b.closing.RUnlock()
-		return store.ErrClosed
+		return unavailable(store.ErrClosed)
 	}
 	b.updates <- u
 	b.closing.RUnlock()
@@ -124,7 +133,7 @@ func (b *badgerStore) Update(ctx context.Context, fn func(store.Tx) error) error
 	if p, ok := err.(panicked); ok {
 		panic(p.value)
 	}
-	return err
+	return unavailable(err)
 }
 
 // commitLoop runs queued Update functions until Close stops the queue. Each round takes

@@ -78,6 +78,9 @@ var SchemaVersion = len(migrations)
 
 func (p *Store) migrate(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+			return fmt.Errorf("store: migrating the schema: %w", err)
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return fmt.Errorf("store: locking the schema for migration: %w", err)
 		}

@@ -36,7 +36,7 @@ func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, 
 			return tag.RowsAffected(), nil
 		}
 		if !retryable(err) || attempt == maxPostgresAttempts {
-			return 0, fmt.Errorf("store: recording heartbeats: %w", err)
+			return 0, unavailable(fmt.Errorf("store: recording heartbeats: %w", err))
 		}
 	}
 }

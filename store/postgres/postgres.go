@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -78,11 +80,17 @@ const (
 // string, as libpq takes) and migrates its schema to [SchemaVersion], refusing a
 // database whose schema is newer than this build knows. Tables go into the first schema of
 // the connection's search_path.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's parse errors may quote the URL, password included.
 		return nil, errors.New("store: the PostgreSQL URL does not parse")
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	p := &Store{}
 	cfg.ConnConfig.Tracer = statementCounter{&p.statements}
@@ -96,6 +104,35 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// defaultConnectTimeout bounds a connection attempt when the URL sets none
+// (connect_timeout): a server whose packets are dropped is reported unavailable, not waited
+// for until the request's client gives up.
+const defaultConnectTimeout = 5 * time.Second
+
+// Option configures [Open].
+type Option func(*pgxpool.Config)
+
+// WithPoolSize caps the connections the store keeps open; 0 leaves pgx's default, the
+// larger of 4 and the number of CPUs.
+func WithPoolSize(n int) Option {
+	return func(c *pgxpool.Config) {
+		if n > 0 {
+			c.MaxConns = int32(min(n, math.MaxInt32))
+		}
+	}
+}
+
+// WithStatementTimeout has the server cancel any statement that runs longer than d
+// (statement_timeout); the transaction then fails with [store.ErrUnavailable]. 0 sets no
+// bound. Schema migrations run without it.
+func WithStatementTimeout(d time.Duration) Option {
+	return func(c *pgxpool.Config) {
+		if d > 0 {
+			c.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(1, d.Milliseconds()), 10)
+		}
+	}
 }
 
 // statementCounter counts a store's statements as pgx sends them.

@@ -251,7 +251,7 @@ func (p *Store) ReadCounters(ctx context.Context, keys ...string) ([]binding.Cou
 	}
 	cs, err := readCounters(ctx, p.pool, keys)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, unavailable(fmt.Errorf("store: %w", err))
 	}
 	return cs, nil
 }

@@ -25,20 +25,20 @@ type pgTx struct {
 
 var _ store.Tx = (*pgTx)(nil)
 
-// check turns a statement's error into the store's: no rows is ErrNotFound, a conflict is
-// remembered for Update.
+// check turns a statement's error into the store's: no rows is ErrNotFound, a conflict or a
+// lost connection is remembered for Update and reported as ErrUnavailable.
 func (t *pgTx) check(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.ErrNotFound
-	case retryable(err):
+	case retryable(err) || unreachable(err):
 		if t.conflict == nil {
 			t.conflict = err
 		}
 	}
-	return fmt.Errorf("store: %w", err)
+	return unavailable(fmt.Errorf("store: %w", err))
 }
 
 func (t *pgTx) exec(sql string, args ...any) error {

@@ -5,14 +5,17 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
+	"net"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/rules"
-	"sync"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -29,7 +32,7 @@ func (p *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 		tx.Done = true
 		tx.tx.release(ctx)
 	}()
-	return fn(tx)
+	return unavailable(fn(tx))
 }
 
 func (p *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -40,10 +43,16 @@ func (p *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return store.ErrClosed
 	}
 	pause := time.Millisecond
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		err := p.updateOnce(ctx, fn)
-		if !retryable(err) || attempt == maxPostgresAttempts {
-			return err
+		commitSent, err := p.updateOnce(ctx, fn)
+		switch {
+		case err == nil:
+			return nil
+		case retryable(err) && attempt < maxPostgresAttempts:
+		case unreachable(err) && (!commitSent || pgconn.SafeToRetry(err)) && time.Since(start) < reconnectWithin:
+		default:
+			return unavailable(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -54,9 +63,11 @@ func (p *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 }
 
-// updateOnce runs fn in one SERIALIZABLE transaction. A conflict reported to fn by any
-// statement makes the whole attempt retryable, whatever fn returned after seeing it.
-func (p *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) (err error) {
+// updateOnce runs fn in one SERIALIZABLE transaction. A conflict or a lost connection
+// reported to fn by any statement makes the whole attempt retryable, whatever fn returned
+// after seeing it. commitSent reports that the COMMIT was sent, after which a lost
+// connection leaves the outcome unknown.
+func (p *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) (commitSent bool, err error) {
 	tx := &pgTx{ctx: ctx, tx: &pgConn{pool: p.pool, begin: beginUpdate}, TxState: rules.TxState{Write: true}}
 	defer func() {
 		tx.Done = true
@@ -64,15 +75,15 @@ func (p *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) (err er
 	}()
 	err = fn(tx)
 	if tx.conflict != nil {
-		return tx.conflict
+		return false, tx.conflict
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := tx.tx.commit(ctx); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return true, fmt.Errorf("store: commit: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // retryable reports a serialization failure or a deadlock: the transaction did nothing and
@@ -80,6 +91,39 @@ func (p *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) (err er
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// reconnectWithin bounds the retries of an Update whose connection failed before its
+// COMMIT was sent, so that nothing of it can have committed: a server that restarts within
+// it is waited for; one that stays down is reported as [store.ErrUnavailable].
+const reconnectWithin = time.Second
+
+// unavailable wraps as [store.ErrUnavailable] an error that says the server cannot be
+// reached or cannot take work now (see [unreachable]); any other error is returned as it is.
+func unavailable(err error) error {
+	if err != nil && unreachable(err) {
+		return store.Unavailable(err)
+	}
+	return err
+}
+
+// unreachable reports a failure of the way to the server rather than of the statement: a
+// connection refused, lost, timed out or never sent on, and the server's own refusals of
+// that kind — shutting down (57P01, 57P02), starting up or recovering (57P03), out of
+// connections (53300), a statement timeout (57014) and any connection exception (class 08).
+func unreachable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03", "53300", "57014":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
 func (p *Store) Close() error {
@@ -128,12 +172,12 @@ func (p *Store) Secret(ctx context.Context, name string) ([32]byte, error) {
 func (p *Store) Exclusive(ctx context.Context, lock int64, fn func(context.Context) error) (bool, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return false, fmt.Errorf("store: %w", err)
+		return false, unavailable(fmt.Errorf("store: %w", err))
 	}
 	defer conn.Release()
 	var got bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lock).Scan(&got); err != nil {
-		return false, fmt.Errorf("store: %w", err)
+		return false, unavailable(fmt.Errorf("store: %w", err))
 	}
 	if !got {
 		return false, nil

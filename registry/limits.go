@@ -302,6 +302,13 @@ const (
 	// once; a stranger spelling ever new filters gets each computed for itself (the cost of
 	// answering it, no more) and cannot grow the snapshot beyond this many.
 	maxListingVariants = 256
+
+	// maxListingGzipBytes bounds the gzip forms one snapshot keeps of its answers. The whole
+	// table and the pages watchers follow are asked for first and most, and fit; a stranger
+	// asking for ever new filters with gzip, once the room is spent, gets each answer
+	// compressed for itself, paying with its own wait in the listing slots rather than with
+	// the registry's memory.
+	maxListingGzipBytes = 32 << 20
 )
 
 // The network view (GET /v1/network/stats, network.go).

@@ -60,8 +60,9 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind)
 		h.fail(w, err)
 		return
 	}
-	sel := snap.selectFrom(k, f, p, after, h.s.now())
-	v := h.s.lists.variantOf(&sel, variantKey(k, f, p, after))
+	now := h.s.now()
+	sel := snap.selectFrom(k, f, p, after, now)
+	v := h.s.lists.variantOf(&sel, variantKey(k, f, p, after, now))
 	if sel.next != "" {
 		w.Header().Set("Link", nextLink(r, sel.next))
 	}
@@ -163,8 +164,9 @@ type listSnapshot struct {
 	peersEnd []int
 	seen     []int64 // each record's last_seen in Unix seconds, for changed_since
 
-	size int // bytes held, for maxListingBytes
-	refs int // readers using it, plus one while it is the cache's current snapshot
+	size   int // bytes held, for maxListingBytes
+	gzHeld int // bytes of the gzip forms kept with it, for maxListingGzipBytes
+	refs   int // readers using it, plus one while it is the cache's current snapshot
 
 	variants map[string]*variant // the answers given from it, by variantKey; under listCache.mu
 }

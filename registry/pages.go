@@ -331,9 +331,14 @@ type variant struct {
 	kept    bool   // in its snapshot's variants
 }
 
-// variantKey names an answer of a snapshot: its kind and its query, spelled canonically.
-func variantKey(k listingKind, f api.NodeFilter, p api.Page, c *cursor) string {
+// variantKey names an answer of a snapshot: its kind and its query, spelled canonically, and
+// for a filter on being online the second it was answered in, since which nodes are online
+// changes with the clock while the snapshot does not.
+func variantKey(k listingKind, f api.NodeFilter, p api.Page, c *cursor, now time.Time) string {
 	q := f.Query()
+	if f.OnlineSet || f.OnlineWithin > 0 {
+		q.Set("at", strconv.FormatInt(now.Unix(), 10))
+	}
 	if p.Limit > 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
@@ -377,9 +382,10 @@ func (c *listCache) gzipOf(s *selection, v *variant) []byte {
 	v.gzOnce.Do(func() {
 		mine = compress(s.emit)
 		c.mu.Lock()
-		if c.held+len(mine) <= maxListingBytes {
+		if c.held+len(mine) <= maxListingBytes && s.snap.gzHeld+len(mine) <= maxListingGzipBytes {
 			v.gz = mine
 			s.snap.size += len(mine)
+			s.snap.gzHeld += len(mine)
 			c.held += len(mine)
 		}
 		c.mu.Unlock()

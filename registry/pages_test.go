@@ -184,6 +184,24 @@ func TestListingsNotModified(t *testing.T) {
 	}
 }
 
+// TestListingsOnlineFollowsTheClock: a listing of the nodes online changes as the clock
+// passes their window, with no change to the table, and its tag with it: a watcher holding
+// the earlier tag is not told 304 for a listing that now leaves a node out.
+func TestListingsOnlineFollowsTheClock(t *testing.T) {
+	h := newHarness(t)
+	h.registerMany("c", 2)
+	path := "/nodes?online_within=60"
+	before, body := h.rawGet(path)
+	if !strings.Contains(string(body), `"count":2`) {
+		t.Fatalf("both nodes online at first: %s", body)
+	}
+	h.clock.Advance(59 * time.Second) // the first node leaves the window; the second is on its edge
+	after, body := h.rawGet(path, "If-None-Match", before.Header.Get("ETag"))
+	if after.StatusCode != http.StatusOK || !strings.Contains(string(body), `"count":1`) {
+		t.Fatalf("a minute later: %d %s, want 200 with one node", after.StatusCode, body)
+	}
+}
+
 // TestListingsChangedSince: after heartbeats, changed_since keeps the nodes seen since and
 // the nodes registered since, with every filter and with pages.
 func TestListingsChangedSince(t *testing.T) {

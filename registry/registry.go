@@ -30,6 +30,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
 )
 
@@ -95,6 +96,11 @@ type Config struct {
 	// MaxNodes is the most node records the registry holds; new keys beyond it get 429.
 	// Default DefaultMaxNodes.
 	MaxNodes int
+	// Verifier checks the signatures of heartbeats, polls, cancels, unbinds and
+	// registrations; a *sigverify.Batcher, which the caller starts and stops, checks those
+	// that arrive together in batches. Default sigverify.Single{}: each alone. Every
+	// Verifier judges by the same rule, so the choice changes cost, never an answer.
+	Verifier sigverify.Verifier
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -106,6 +112,7 @@ type Service struct {
 	challenges          authn.Challenges
 	checker             authn.ChallengeChecker // when challenges are consumed in the store
 	nodeChecker         authn.NodeChecker      // the node-signed requests, under prefix and clock
+	verifier            sigverify.Verifier
 	log                 *slog.Logger
 	strict              bool
 	resolveAddressLimit int
@@ -198,7 +205,11 @@ func New(cfg Config) (*Service, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
-	s.nodeChecker = authn.NodeChecker{Prefix: s.prefix, Clock: s.now}
+	s.verifier = cfg.Verifier
+	if s.verifier == nil {
+		s.verifier = sigverify.Single{}
+	}
+	s.nodeChecker = authn.NodeChecker{Prefix: s.prefix, Clock: s.now, Verifier: s.verifier}
 	if s.rand == nil {
 		s.rand = rand.Reader
 	}

@@ -43,6 +43,7 @@ type Config struct {
 	FlushEvery           time.Duration
 	Prefix               string // domain prefix of every signed message
 	StrictSignatures     bool   // refuse registrations whose signature does not verify
+	SingleVerify         bool   // verify each signature alone, not in batches (--batch-verify=false)
 	ResolveAddressLimit  int
 	RegisterAddressLimit int
 	MaxNodes             int
@@ -397,6 +398,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.FlushEvery, "flush-every", flushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
 	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
+	fs.Var(notFlag{&c.SingleVerify}, "batch-verify", batchVerifyUsage)
 	fs.IntVar(&c.ResolveAddressLimit, "resolve-address-limit", registry.DefaultResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429")
 	fs.IntVar(&c.RegisterAddressLimit, "register-address-limit", registry.DefaultRegisterAddressLimit, "new node keys one client address may register per hour before 429")
 	fs.IntVar(&c.MaxNodes, "max-nodes", registry.DefaultMaxNodes, "most node records the registry holds; new node keys beyond it get 429")
@@ -537,6 +539,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		ResolveGlobalLimit: c.ResolveGlobalLimit, MalformedAddressLimit: c.MalformedAddressLimit,
 		InitiateKeyLimit: c.InitiateKeyLimit, TrustedProxies: c.TrustedProxies, MaxNodes: c.MaxNodes,
 	}
+	var stopVerifier func()
+	rc.Verifier, stopVerifier = newVerifier(c)
+	defer stopVerifier()
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed
 		// challenges there: a challenge from any of them is accepted by any, once.
@@ -629,7 +634,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if c.Console {
 		consoleURL = "http://" + ln.Addr().String() + console.Path
 	}
-	attrs := []any{"addr", "http://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
+	attrs := []any{"addr", "http://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "batch_verify", !c.SingleVerify, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
 	if debugLn != nil {
 		attrs = append(attrs, "pprof", "http://"+debugLn.Addr().String()+"/debug/pprof/")
 	}

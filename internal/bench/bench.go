@@ -51,6 +51,7 @@ type benchConfig struct {
 	cpuProfile  string
 	abuseRows   string // the abuse rows to run, comma-separated; all when empty
 	abuseNice   int    // the attack's nice value; 0 runs it at the daemon's priority
+	daemonArgs  []string
 }
 
 // benchScenario is what a scenario sends and how it is sized unless told otherwise.
@@ -129,6 +130,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.abuseRows, "abuse-rows", "", "with --scenario abuse, the rows to run, comma-separated (default all)")
 	fs.IntVar(&c.abuseNice, "abuse-nice", 10, "with --scenario abuse, the nice value bench's own threads, and so the attack, run at, below the daemon and the honest clients (0 to 19; 0 shares the CPU evenly)")
 	honest := fs.Bool("abuse-honest", false, "run the honest clients of one abuse phase, from the JSON spec on standard input (the abuse scenario starts itself so)")
+	fs.Func("daemon-arg", "with --spawn or --spawn-memory, one more argument for svrpd serve, after bench's own (--daemon-arg=--batch-verify=false); repeatable", func(a string) error {
+		c.daemonArgs = append(c.daemonArgs, a)
+		return nil
+	})
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed window to this file: with --spawn or --spawn-memory the daemon's (served by its --debug-listen), with an in-process registry the registry's and the generator's, otherwise the generator's alone; read it with go tool pprof")
 	fs.Usage = func() { benchUsage(fs.Output(), fs) }
 	if code, ok := cmdflag.Parse(fs, args); !ok {

@@ -382,7 +382,7 @@ func (b *bench) startSpawned(ctx context.Context) (*benchTarget, error) {
 			os.RemoveAll(dir)
 		}
 	}
-	args := daemonArgs(memory, dir, b.cfg.prefix)
+	args := append(daemonArgs(memory, dir, b.cfg.prefix), b.cfg.daemonArgs...)
 	if b.cfg.cpuProfile != "" {
 		// The profile is the daemon's, fetched from its profiler while the window runs.
 		args = append(args, "--debug-listen", "127.0.0.1:0")

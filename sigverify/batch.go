@@ -3,8 +3,6 @@ package sigverify
 import (
 	"runtime"
 	"sync"
-
-	"github.com/hdevalence/ed25519consensus"
 )
 
 // Entry is one signature to check: sig by Key over Msg.
@@ -18,46 +16,8 @@ type Entry struct {
 // among them cost about two batches of n and one plain verification. ok must be as long as
 // entries.
 func VerifyBatch(entries []Entry, ok []bool) {
-	idx := make([]int, 0, len(entries))
-	for i, e := range entries {
-		ok[i] = false
-		if Admissible(e.Key, e.Sig) {
-			idx = append(idx, i)
-		}
-	}
-	settle(entries, idx, ok, false)
-}
-
-// settle decides the entries idx names. knownBad says that a batch of exactly these entries
-// already failed, so it is split without being checked again. It reports whether all of
-// them verify.
-func settle(entries []Entry, idx []int, ok []bool, knownBad bool) bool {
-	switch {
-	case len(idx) == 0:
-		return true
-	case len(idx) == 1:
-		// Alone, a signature gets the plain verification, whatever its batch said.
-		e := entries[idx[0]]
-		ok[idx[0]] = ed25519consensus.Verify(e.Key, e.Msg, e.Sig)
-		return ok[idx[0]]
-	}
-	if !knownBad {
-		bv := ed25519consensus.NewPreallocatedBatchVerifier(len(idx))
-		for _, i := range idx {
-			bv.Add(entries[i].Key, entries[i].Msg, entries[i].Sig)
-		}
-		if bv.Verify() {
-			for _, i := range idx {
-				ok[i] = true
-			}
-			return true
-		}
-	}
-	half := len(idx) / 2
-	// When the first half verifies, the failure is in the second, which is split at once.
-	left := settle(entries, idx[:half], ok, false)
-	settle(entries, idx[half:], ok, left)
-	return false
+	var c checker
+	c.verify(entries, ok)
 }
 
 // MaxBatch is the most signatures a [Batcher] checks in one batch: past it the cost per
@@ -126,6 +86,7 @@ func (b *Batcher) Close() {
 
 func (b *Batcher) work() {
 	defer b.workers.Done()
+	var c checker
 	batch := make([]*request, 0, MaxBatch)
 	entries := make([]Entry, 0, MaxBatch)
 	ok := make([]bool, MaxBatch)
@@ -150,7 +111,7 @@ func (b *Batcher) work() {
 		}
 		if len(batch) == 1 {
 			r := batch[0]
-			r.ok = ed25519consensus.Verify(r.entry.Key, r.entry.Msg, r.entry.Sig)
+			r.ok = c.single(r.entry)
 			r.done <- struct{}{}
 			continue
 		}
@@ -158,7 +119,7 @@ func (b *Batcher) work() {
 		for _, r := range batch {
 			entries = append(entries, r.entry)
 		}
-		VerifyBatch(entries, ok[:len(batch)])
+		c.verify(entries, ok[:len(batch)])
 		for i, r := range batch {
 			r.ok = ok[i]
 			r.done <- struct{}{}

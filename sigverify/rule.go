@@ -6,7 +6,10 @@
 // key must not be a point of small order, and S must be below the group order L. A
 // signature is accepted by [Verify], by [VerifyBatch] and by a [Batcher] on exactly the same
 // inputs, so a request's answer never depends on whether it was checked alone or with
-// others.
+// others. Verify is ed25519consensus.Verify (ZIP-215) behind those refusals; the batch path
+// evaluates the same equations with filippo.io/edwards25519's group operations, ZIP-215's
+// batch equation among them, so that it can keep each key's decoded point from one
+// signature to the next. The fuzz target FuzzBatchVerify holds the two paths equal.
 //
 // It is not a signing package (crypto/ed25519 signs), and it knows nothing of svrp's
 // messages: package canonical builds the bytes that are signed.

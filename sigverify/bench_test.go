@@ -54,6 +54,7 @@ func BenchmarkBatcher(b *testing.B) {
 	v := NewBatcher(0)
 	defer v.Close()
 	b.SetParallelism(32)
+	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0

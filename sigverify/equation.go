@@ -24,6 +24,7 @@ type checker struct {
 	rs      []edwards25519.Point
 	random  []byte
 	idx     []int
+	hashed  []byte
 }
 
 // key returns the point pub (32 bytes) encodes, decoded once.
@@ -49,14 +50,11 @@ func (c *checker) key(pub []byte) (*edwards25519.Point, bool) {
 	return p, true
 }
 
-// challenge is k = SHA-512(R ‖ A ‖ M) mod L.
-func challenge(e Entry) *edwards25519.Scalar {
-	h := sha512.New()
-	h.Write(e.Sig[:32])
-	h.Write(e.Key)
-	h.Write(e.Msg)
-	var d [64]byte
-	k, _ := new(edwards25519.Scalar).SetUniformBytes(h.Sum(d[:0]))
+// challenge sets k to SHA-512(R ‖ A ‖ M) mod L, hashing from a buffer the checker reuses.
+func (c *checker) challenge(k *edwards25519.Scalar, e Entry) *edwards25519.Scalar {
+	c.hashed = append(append(append(c.hashed[:0], e.Sig[:32]...), e.Key...), e.Msg...)
+	d := sha512.Sum512(c.hashed)
+	k.SetUniformBytes(d[:])
 	return k
 }
 
@@ -75,8 +73,9 @@ func (c *checker) single(e Entry) bool {
 	if err != nil {
 		return false
 	}
+	var k edwards25519.Scalar
 	minusA := new(edwards25519.Point).Negate(A)
-	p := new(edwards25519.Point).VarTimeDoubleScalarBaseMult(challenge(e), minusA, s)
+	p := new(edwards25519.Point).VarTimeDoubleScalarBaseMult(c.challenge(&k, e), minusA, s)
 	p.Subtract(p, R)
 	return p.MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1
 }
@@ -103,8 +102,9 @@ func (c *checker) batch(entries []Entry, idx []int) bool {
 	}
 	bCoeff := c.coeffs[0]
 	bCoeff.Set(edwards25519.NewScalar())
-	c.points[0] = edwards25519.NewGeneratorPoint()
+	c.points[0] = basepoint
 	var zBytes [32]byte
+	var s, k edwards25519.Scalar
 	for j, i := range idx {
 		e := entries[i]
 		A, ok := c.key(e.Key)
@@ -114,8 +114,7 @@ func (c *checker) batch(entries []Entry, idx []int) bool {
 		if _, err := c.rs[j].SetBytes(e.Sig[:32]); err != nil {
 			return false
 		}
-		s, err := new(edwards25519.Scalar).SetCanonicalBytes(e.Sig[32:])
-		if err != nil {
+		if _, err := s.SetCanonicalBytes(e.Sig[32:]); err != nil {
 			return false
 		}
 		copy(zBytes[:16], c.random[16*j:])
@@ -123,8 +122,8 @@ func (c *checker) batch(entries []Entry, idx []int) bool {
 		if _, err := z.SetCanonicalBytes(zBytes[:]); err != nil {
 			return false
 		}
-		bCoeff.MultiplyAdd(z, s, bCoeff)
-		c.coeffs[1+n+j].Multiply(z, challenge(e))
+		bCoeff.MultiplyAdd(z, &s, bCoeff)
+		c.coeffs[1+n+j].Multiply(z, c.challenge(&k, e))
 		c.points[1+j] = &c.rs[j]
 		c.points[1+n+j] = A
 	}
@@ -132,6 +131,9 @@ func (c *checker) batch(entries []Entry, idx []int) bool {
 	check := new(edwards25519.Point).VarTimeMultiScalarMult(c.coeffs, c.points)
 	return check.MultByCofactor(check).Equal(edwards25519.NewIdentityPoint()) == 1
 }
+
+// basepoint is B; the multi-scalar multiplication only reads it.
+var basepoint = edwards25519.NewGeneratorPoint()
 
 // grow returns s resized to n, reallocated only when its capacity is short.
 func grow[T any](s []T, n int) []T {

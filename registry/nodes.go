@@ -37,6 +37,9 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 	if err != nil {
 		return api.RegisterResult{}, err
 	}
+	if !sigverify.KeyAllowed(key[:]) {
+		return api.RegisterResult{}, proto.New(proto.IDBindingFailed, "public_key is a small-order point or a non-canonical encoding: no signature under it is accepted (docs/protocol.md §1.1)")
+	}
 	if err := checkRegisterFields(req); err != nil {
 		return api.RegisterResult{}, err
 	}

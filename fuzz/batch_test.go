@@ -39,7 +39,7 @@ func FuzzBatchVerify(f *testing.F) {
 		}
 	}
 	requireVectorSeeds(f, n)
-	batcher := sigverify.NewBatcher(2)
+	batcher := sigverify.NewBatcher()
 	f.Cleanup(batcher.Close)
 	f.Fuzz(func(t *testing.T, seed, msg, ops []byte) {
 		if len(ops) == 0 || len(ops) > 24 || len(msg) > 4096 {

@@ -1,9 +1,6 @@
 package sigverify
 
-import (
-	"runtime"
-	"sync"
-)
+import "sync"
 
 // Entry is one signature to check: sig by Key over Msg.
 type Entry struct {
@@ -24,17 +21,27 @@ func VerifyBatch(entries []Entry, ok []bool) {
 // signature falls little while a batch's wait and the price of one bad signature in it grow.
 const MaxBatch = 64
 
-// A Batcher verifies signatures under the rule on a fixed set of workers. A caller's
-// [Batcher.Verify] waits for its answer; each worker takes every request waiting when it
-// becomes free, up to [MaxBatch], and checks them with [VerifyBatch]. An idle Batcher so
-// checks a lone request at once with a plain verification, and batches grow with the load.
-// It is safe for concurrent use.
+// A Batcher verifies signatures under the rule, one batch at a time. A caller that finds it
+// idle verifies its own signature at once, on its own goroutine, as [Verify] would (so an
+// idle Batcher adds no latency); callers that come while a signature or a batch is being
+// checked wait in a queue, which the Batcher's worker then checks in batches of up to
+// [MaxBatch] with [VerifyBatch]'s equations, until the queue is empty. Batches so grow with
+// the load. It remembers the decoded points of the keys it has seen. It is safe for
+// concurrent use.
 type Batcher struct {
-	queue   chan *request // unbuffered: the waiting senders are the queue
-	stop    chan struct{}
-	stopped sync.Once
-	workers sync.WaitGroup
-	free    sync.Pool
+	mu      sync.Mutex
+	busy    bool // someone is checking: a caller its own signature, or the worker a batch
+	closed  bool
+	pending []*request
+	check   checker // used only by the holder of busy
+	batch   []*request
+	entries []Entry
+	ok      []bool
+
+	wake   chan struct{} // hands the queue to the worker; never holds more than one
+	stop   chan struct{}
+	exited chan struct{}
+	free   sync.Pool
 }
 
 type request struct {
@@ -43,86 +50,118 @@ type request struct {
 	done  chan struct{}
 }
 
-// NewBatcher starts a Batcher with workers workers, one per CPU when workers < 1. Close
-// stops them.
-func NewBatcher(workers int) *Batcher {
-	if workers < 1 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	b := &Batcher{queue: make(chan *request), stop: make(chan struct{})}
+// NewBatcher starts a Batcher and its worker. Close stops it.
+func NewBatcher() *Batcher {
+	b := &Batcher{wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
 	b.free.New = func() any { return &request{done: make(chan struct{}, 1)} }
-	b.workers.Add(workers)
-	for range workers {
-		go b.work()
-	}
+	go b.work()
 	return b
 }
 
-// Verify implements [Verifier]. A signature the rule refuses on its bytes is refused here,
-// without entering a batch. After Close it verifies on the caller's goroutine.
+// Verify implements [Verifier]. A signature the rule refuses on its bytes is refused at once.
 func (b *Batcher) Verify(pub, msg, sig []byte) bool {
 	if !Admissible(pub, sig) {
 		return false
 	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return Verify(pub, msg, sig)
+	}
+	if !b.busy {
+		b.busy = true
+		b.mu.Unlock()
+		ok := b.check.single(Entry{Key: pub, Msg: msg, Sig: sig})
+		b.release()
+		return ok
+	}
 	r := b.free.Get().(*request)
 	r.entry = Entry{Key: pub, Msg: msg, Sig: sig}
-	select {
-	case b.queue <- r:
-		<-r.done
-	case <-b.stop:
-		r.ok = Verify(pub, msg, sig)
-	}
+	b.pending = append(b.pending, r)
+	b.mu.Unlock()
+	<-r.done
 	ok := r.ok
 	*r = request{done: r.done}
 	b.free.Put(r)
 	return ok
 }
 
-// Close stops the workers and waits for them to finish the batches they hold.
-func (b *Batcher) Close() {
-	b.stopped.Do(func() { close(b.stop) })
-	b.workers.Wait()
+// release ends a caller's turn at checking: the requests queued meanwhile go to the worker,
+// or, once the Batcher is closed, are checked here.
+func (b *Batcher) release() {
+	b.mu.Lock()
+	switch {
+	case len(b.pending) == 0:
+		b.busy = false
+		b.mu.Unlock()
+	case b.closed:
+		b.mu.Unlock()
+		b.drain()
+	default:
+		// Sent under the lock, so that Close, which sets closed under it, finds it.
+		b.wake <- struct{}{}
+		b.mu.Unlock()
+	}
+}
+
+// drain checks the queue in batches until it is empty, then gives up busy.
+func (b *Batcher) drain() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.pending), MaxBatch)
+		if n == 0 {
+			b.busy = false
+			b.mu.Unlock()
+			return
+		}
+		b.batch = append(b.batch[:0], b.pending[:n]...)
+		rest := copy(b.pending, b.pending[n:])
+		clear(b.pending[rest:])
+		b.pending = b.pending[:rest]
+		b.mu.Unlock()
+
+		b.entries = b.entries[:0]
+		for _, r := range b.batch {
+			b.entries = append(b.entries, r.entry)
+		}
+		b.ok = grow(b.ok, n)
+		b.check.verify(b.entries, b.ok)
+		clear(b.entries)
+		for i, r := range b.batch {
+			r.ok = b.ok[i]
+			r.done <- struct{}{}
+		}
+	}
 }
 
 func (b *Batcher) work() {
-	defer b.workers.Done()
-	var c checker
-	batch := make([]*request, 0, MaxBatch)
-	entries := make([]Entry, 0, MaxBatch)
-	ok := make([]bool, MaxBatch)
+	defer close(b.exited)
 	for {
 		select {
-		case r := <-b.queue:
-			batch = append(batch[:0], r)
+		case <-b.wake:
+			b.drain()
 		case <-b.stop:
 			return
 		}
-		// The callers that are ready to run but have not reached the queue yet, because the
-		// workers hold the CPUs, get there before the batch is closed.
-		runtime.Gosched()
-	drain:
-		for len(batch) < MaxBatch {
-			select {
-			case r := <-b.queue:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		if len(batch) == 1 {
-			r := batch[0]
-			r.ok = c.single(r.entry)
-			r.done <- struct{}{}
-			continue
-		}
-		entries = entries[:0]
-		for _, r := range batch {
-			entries = append(entries, r.entry)
-		}
-		c.verify(entries, ok[:len(batch)])
-		for i, r := range batch {
-			r.ok = ok[i]
-			r.done <- struct{}{}
-		}
+	}
+}
+
+// Close stops the worker once it has checked what it was handed. Later calls verify on the
+// caller's goroutine.
+func (b *Batcher) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	b.mu.Unlock()
+	close(b.stop)
+	<-b.exited
+	// A queue handed over just before closed was set, and not taken by the worker.
+	select {
+	case <-b.wake:
+		b.drain()
+	default:
 	}
 }

@@ -62,7 +62,7 @@ func TestVerifyBatchAnswersAsVerify(t *testing.T) {
 }
 
 func TestBatcherAnswersEveryCallerAsVerify(t *testing.T) {
-	b := NewBatcher(2)
+	b := NewBatcher()
 	defer b.Close()
 	es := entries(200, 1, 50, 51, 199)
 	var wg sync.WaitGroup
@@ -86,7 +86,7 @@ func TestBatcherAnswersEveryCallerAsVerify(t *testing.T) {
 }
 
 func TestBatcherAfterCloseStillAnswers(t *testing.T) {
-	b := NewBatcher(1)
+	b := NewBatcher()
 	b.Close()
 	b.Close()
 	es := entries(2, 1)

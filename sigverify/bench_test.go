@@ -51,7 +51,7 @@ func BenchmarkVerifyBatch(b *testing.B) {
 // BenchmarkBatcher is many callers at once on one Batcher, each verifying in turn.
 func BenchmarkBatcher(b *testing.B) {
 	es := entries(256)
-	v := NewBatcher(0)
+	v := NewBatcher()
 	defer v.Close()
 	b.SetParallelism(32)
 	b.ReportAllocs()

@@ -7,17 +7,15 @@ import (
 )
 
 // batchVerifyUsage is the help of --batch-verify.
-const batchVerifyUsage = "check Ed25519 signatures that arrive together in batches, on one verifier goroutine (--batch-verify=false checks each alone; the answers are the same)"
+const batchVerifyUsage = "check Ed25519 signatures that arrive together in batches while others are being checked (--batch-verify=false checks each alone; the answers are the same)"
 
 // newVerifier returns the registry's signature verifier, a sigverify.Batcher unless
-// c.SingleVerify, and what stops it. The Batcher has one worker: a batch costs well under
-// half a verification per signature, so one core checks more than the HTTP layer on two can
-// bring it, and one queue makes batches twice the size two would.
+// c.SingleVerify, and what stops it.
 func newVerifier(c Config) (sigverify.Verifier, func()) {
 	if c.SingleVerify {
 		return sigverify.Single{}, func() {}
 	}
-	b := sigverify.NewBatcher(1)
+	b := sigverify.NewBatcher()
 	return b, b.Close
 }
 

@@ -1,6 +1,10 @@
 package sigverify
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+	"time"
+)
 
 // Entry is one signature to check: sig by Key over Msg.
 type Entry struct {
@@ -17,6 +21,10 @@ func VerifyBatch(entries []Entry, ok []bool) {
 	c.verify(entries, ok)
 }
 
+// idleAfter is how long after its last batch a Batcher counts as idle again. It is a few
+// verifications long: under load, batches follow each other closer than that.
+const idleAfter = time.Millisecond
+
 // MaxBatch is the most signatures a [Batcher] checks in one batch: past it the cost per
 // signature falls little while a batch's wait and the price of one bad signature in it grow.
 const MaxBatch = 64
@@ -29,14 +37,17 @@ const MaxBatch = 64
 // the load. It remembers the decoded points of the keys it has seen. It is safe for
 // concurrent use.
 type Batcher struct {
-	mu      sync.Mutex
-	busy    bool // someone is checking: a caller its own signature, or the worker a batch
-	closed  bool
-	pending []*request
-	check   checker // used only by the holder of busy
-	batch   []*request
-	entries []Entry
-	ok      []bool
+	mu   sync.Mutex
+	busy bool // someone is checking: a caller its own signature, or the worker a batch
+	// lastBatch is when the worker last emptied the queue: until idleAfter later, a caller
+	// that finds the Batcher free queues for a batch instead of checking alone.
+	lastBatch time.Time
+	closed    bool
+	pending   []*request
+	check     checker // used only by the holder of busy
+	batch     []*request
+	entries   []Entry
+	ok        []bool
 
 	wake   chan struct{} // hands the queue to the worker; never holds more than one
 	stop   chan struct{}
@@ -68,7 +79,8 @@ func (b *Batcher) Verify(pub, msg, sig []byte) bool {
 		b.mu.Unlock()
 		return Verify(pub, msg, sig)
 	}
-	if !b.busy {
+	idle := !b.busy && time.Since(b.lastBatch) > idleAfter
+	if idle {
 		b.busy = true
 		b.mu.Unlock()
 		ok := b.check.single(Entry{Key: pub, Msg: msg, Sig: sig})
@@ -78,6 +90,12 @@ func (b *Batcher) Verify(pub, msg, sig []byte) bool {
 	r := b.free.Get().(*request)
 	r.entry = Entry{Key: pub, Msg: msg, Sig: sig}
 	b.pending = append(b.pending, r)
+	if !b.busy {
+		// The worker checked a batch a moment ago: the load that made it is likely still
+		// there, so this request waits for the next batch rather than being checked alone.
+		b.busy = true
+		b.wake <- struct{}{}
+	}
 	b.mu.Unlock()
 	<-r.done
 	ok := r.ok
@@ -104,16 +122,28 @@ func (b *Batcher) release() {
 	}
 }
 
-// drain checks the queue in batches until it is empty, then gives up busy.
+// drain checks the queue in batches until it is empty, then gives up busy. Before it gives
+// up, it yields the CPU once: callers that are ready to run, but wait for the CPU this
+// goroutine held, then join the queue, instead of each finding the Batcher idle and
+// verifying alone at full price.
 func (b *Batcher) drain() {
+	yielded := false
 	for {
 		b.mu.Lock()
 		n := min(len(b.pending), MaxBatch)
+		if n == 0 && !yielded {
+			b.mu.Unlock()
+			runtime.Gosched()
+			yielded = true
+			continue
+		}
 		if n == 0 {
 			b.busy = false
+			b.lastBatch = time.Now()
 			b.mu.Unlock()
 			return
 		}
+		yielded = false
 		b.batch = append(b.batch[:0], b.pending[:n]...)
 		rest := copy(b.pending, b.pending[n:])
 		clear(b.pending[rest:])

@@ -151,7 +151,7 @@ func makeEntry(seed, msg []byte, i int, op byte) sigverify.Entry {
 	case 7: // R the identity, encoded non-canonically, by the key's holder
 		sig = holderSignature(a, edwards25519.NewScalar(), pub, nonCanonicalIdentity[param%2], m)
 	case 8: // S + L
-		sig = append(sig[:32], addOrder(sig[32:])...)
+		sig = append(sig[:32], testkit.AddOrder(sig[32:])...)
 	case 9: // another entry's message
 		m = append(m, 0)
 	case 10: // raw bytes: the seed as key, the message as signature
@@ -164,20 +164,6 @@ func makeEntry(seed, msg []byte, i int, op byte) sigverify.Entry {
 func pad(b []byte, n int) []byte {
 	out := make([]byte, n)
 	copy(out, b)
-	return out
-}
-
-// orderL is the group order, little-endian.
-var orderL = mustHex("edd3f55c1a631258d69cf7a2def9de1400000000000000000000000000000010")
-
-// addOrder returns s + L, which is still 32 bytes for every s below L.
-func addOrder(s []byte) []byte {
-	out := make([]byte, 32)
-	var carry uint16
-	for i := range out {
-		v := uint16(s[i]) + uint16(orderL[i]) + carry
-		out[i], carry = byte(v), v>>8
-	}
 	return out
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"filippo.io/edwards25519"
+
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // torsion returns the eight points of small order, as multiples of one of order 8.
@@ -150,7 +152,7 @@ func TestVerifyAgainstCryptoEd25519(t *testing.T) {
 	tor := torsion(t)
 	mixedPub, mixedSig := holderSign(seed, 7, tor[3], msg)
 	highS := append([]byte(nil), sig...)
-	copy(highS[32:], addL(sig[32:]))
+	copy(highS[32:], testkit.AddOrder(sig[32:]))
 	nonCanonR := append([]byte(nil), sig...)
 	copy(nonCanonR[:32], []byte{0x01, 31: 0x80}) // the identity with its sign bit set
 	forgedSmall, forgedSig := smallKeyForgery(t, msg)
@@ -195,15 +197,4 @@ func flip(b []byte, bit int) []byte {
 	c := append([]byte(nil), b...)
 	c[bit/8] ^= 1 << (bit % 8)
 	return c
-}
-
-// addL returns s + L for s < 2^253 - L, little-endian.
-func addL(s []byte) []byte {
-	out := make([]byte, 32)
-	var carry uint16
-	for i := range out {
-		v := uint16(s[i]) + uint16(order[i]) + carry
-		out[i], carry = byte(v), v>>8
-	}
-	return out
 }

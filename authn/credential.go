@@ -76,6 +76,10 @@ func CheckCredentialShape(dc DeviceCredential) error {
 // undefined, so no signature can be said to fail over them. The device key is not judged
 // here; see [Device.DeviceKey].
 func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device, error) {
+	return verifyCredential(sigverify.Single{}, dc, prefix, now)
+}
+
+func verifyCredential(v sigverify.Verifier, dc DeviceCredential, prefix string, now time.Time) (Device, error) {
 	did, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
 	if err != nil {
 		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential: %w", err)
@@ -90,7 +94,7 @@ func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device
 	if !sigverify.KeyAllowed(root[:]) || !sigverify.KeyAllowed(device[:]) {
 		return Device{}, proto.New(proto.DCIDBinding, "device credential key is a small-order point or a non-canonical encoding")
 	}
-	if err := canonical.Verify(root, prefix, dc.DeviceCredential, dc.Signature); err != nil {
+	if err := canonical.VerifyWith(v, root, prefix, dc.DeviceCredential, dc.Signature); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return Device{}, err
 		}

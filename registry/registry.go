@@ -96,8 +96,8 @@ type Config struct {
 	// MaxNodes is the most node records the registry holds; new keys beyond it get 429.
 	// Default DefaultMaxNodes.
 	MaxNodes int
-	// Verifier checks the signatures of heartbeats, polls, cancels, unbinds and
-	// registrations; a *sigverify.Batcher, which the caller starts and stops, checks those
+	// Verifier checks the signatures of heartbeats, polls, cancels, unbinds, registrations
+	// and logins; a *sigverify.Batcher, which the caller starts and stops, checks those
 	// that arrive together in batches. Default sigverify.Single{}: each alone. Every
 	// Verifier judges by the same rule, so the choice changes cost, never an answer.
 	Verifier sigverify.Verifier

@@ -3,6 +3,7 @@ module github.com/svrp/svrp
 go 1.24.0
 
 require (
+	filippo.io/edwards25519 v1.0.0
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
 	github.com/dgraph-io/badger/v4 v4.9.6
@@ -16,7 +17,6 @@ require (
 )
 
 require (
-	filippo.io/edwards25519 v1.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/sysutil v1.1.0 // indirect

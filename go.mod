@@ -3,11 +3,13 @@ module github.com/svrp/svrp
 go 1.24.0
 
 require (
+	filippo.io/edwards25519 v1.0.0
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/getkin/kin-openapi v0.135.0
 	github.com/google/go-cmp v0.7.0
+	github.com/hdevalence/ed25519consensus v0.2.0
 	github.com/jackc/pgx/v5 v5.8.0
 	github.com/mr-tron/base58 v1.3.0
 	github.com/prometheus/client_golang v1.23.2

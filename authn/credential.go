@@ -7,6 +7,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/sigverify"
 )
 
 // CheckCredentialShape applies login step 1 (and the first check of every endpoint that
@@ -61,7 +62,8 @@ func CheckCredentialShape(dc DeviceCredential) error {
 // stopping at the first failure:
 //
 //  2. operator_root_public_key decodes to a 32-byte key that derives operator_did, which is
-//     an o-tagged DID; anything wrong with either string is DC_ID_BINDING;
+//     an o-tagged DID, and neither it nor device_public_key is a key the verification rule
+//     refuses (sigverify.KeyAllowed); anything wrong with either string is DC_ID_BINDING;
 //  3. signature is the root key's signature over message 2, built from the fields exactly as
 //     given (key strings in whatever encoding the credential carries); a malformed or
 //     failing signature is DC_BAD_SIGNATURE;
@@ -74,16 +76,25 @@ func CheckCredentialShape(dc DeviceCredential) error {
 // undefined, so no signature can be said to fail over them. The device key is not judged
 // here; see [Device.DeviceKey].
 func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device, error) {
+	return verifyCredential(sigverify.Single{}, dc, prefix, now)
+}
+
+func verifyCredential(v sigverify.Verifier, dc DeviceCredential, prefix string, now time.Time) (Device, error) {
 	did, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
 	if err != nil {
 		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential: %w", err)
 	}
 	// docs/protocol.md §5.2: an unparsable credential key is DC_ID_BINDING, the device key
 	// included, although only step 6 (or authorize's signature check) verifies under it.
-	if _, err := didkey.DecodeKey(dc.DevicePublicKey); err != nil {
+	device, err := didkey.DecodeKey(dc.DevicePublicKey)
+	if err != nil {
 		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential device_public_key: %w", err)
 	}
-	if err := canonical.Verify(root, prefix, dc.DeviceCredential, dc.Signature); err != nil {
+	// A key no signature can be accepted under (docs/protocol.md §1.1) is refused as a key.
+	if !sigverify.KeyAllowed(root[:]) || !sigverify.KeyAllowed(device[:]) {
+		return Device{}, proto.New(proto.DCIDBinding, "device credential key is a small-order point or a non-canonical encoding")
+	}
+	if err := canonical.VerifyWith(v, root, prefix, dc.DeviceCredential, dc.Signature); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return Device{}, err
 		}

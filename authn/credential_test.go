@@ -95,6 +95,16 @@ func TestVerifyCredentialSteps(t *testing.T) {
 			f.OperatorDID = d.String()
 			return w.signCredential(f)
 		}, ""},
+		{"small-order device key", func() authn.DeviceCredential {
+			f := w.credentialFields()
+			f.DevicePublicKey = "0100000000000000000000000000000000000000000000000000000000000000"
+			return w.signCredential(f)
+		}, proto.DCIDBinding},
+		{"non-canonical device key", func() authn.DeviceCredential {
+			f := w.credentialFields()
+			f.DevicePublicKey = "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"
+			return w.signCredential(f)
+		}, proto.DCIDBinding},
 		{"DID of another root", func() authn.DeviceCredential {
 			f := w.credentialFields()
 			f.OperatorDID = other.operatorDID()

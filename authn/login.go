@@ -6,6 +6,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/sigverify"
 )
 
 // VerifyLogin applies the checks of POST /v1/auth/device-login (docs/protocol.md §5.2) in order and
@@ -34,10 +35,16 @@ import (
 //
 // On success it returns the verified Device; on failure the zero Device.
 func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges, rl Revocations) (Device, error) {
+	return VerifyLoginWith(sigverify.Single{}, l, prefix, now, ch, rl)
+}
+
+// VerifyLoginWith is [VerifyLogin] with both signatures checked by v, a sigverify.Batcher
+// for instance, which judges by the same rule.
+func VerifyLoginWith(v sigverify.Verifier, l Login, prefix string, now time.Time, ch Challenges, rl Revocations) (Device, error) {
 	if err := CheckCredentialShape(l.DeviceCredential); err != nil {
 		return Device{}, err
 	}
-	dev, err := VerifyCredential(l.DeviceCredential, prefix, now)
+	dev, err := verifyCredential(v, l.DeviceCredential, prefix, now)
 	if err != nil {
 		return Device{}, err
 	}
@@ -50,7 +57,7 @@ func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges, rl Revoca
 	if err := ch.Consume(l.Challenge, now); err != nil {
 		return Device{}, err
 	}
-	if err := verifyLoginSignature(l, prefix); err != nil {
+	if err := verifyLoginSignature(v, l, prefix); err != nil {
 		return Device{}, err
 	}
 	return dev, nil
@@ -59,7 +66,7 @@ func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges, rl Revoca
 // verifyLoginSignature is step 6. Every failure in it is BAD_SIGNATURE, whatever part of the
 // signed message was to blame: a signature over a malformed issued_at or under a key that
 // does not decode cannot be valid.
-func verifyLoginSignature(l Login, prefix string) error {
+func verifyLoginSignature(v sigverify.Verifier, l Login, prefix string) error {
 	if _, err := canonical.ParseTime(l.IssuedAt); err != nil {
 		return proto.Errorf(proto.BadSignature, "login issued_at: %w", err)
 	}
@@ -74,7 +81,7 @@ func verifyLoginSignature(l Login, prefix string) error {
 		Challenge:       l.Challenge,
 		IssuedAt:        l.IssuedAt,
 	}
-	if err := canonical.Verify(key, prefix, m, l.Signature); err != nil {
+	if err := canonical.VerifyWith(v, key, prefix, m, l.Signature); err != nil {
 		return proto.New(proto.BadSignature, "login signature does not verify under the device key")
 	}
 	return nil

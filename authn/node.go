@@ -7,6 +7,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/sigverify"
 )
 
 // NodeMessage is a message a node signs with its own key about itself. It names the node's
@@ -27,6 +28,8 @@ type NodeChecker struct {
 	// Clock returns the registry's time. It must be set: this package reads no clock of its
 	// own, and a checker without one refuses every request (INTERNAL).
 	Clock func() time.Time
+	// Verifier checks the signatures; nil checks each alone (sigverify.Single).
+	Verifier sigverify.Verifier
 }
 
 // Check verifies a node-signed message m and its signature sig under key, in the order of
@@ -76,7 +79,11 @@ func (c *NodeChecker) CheckBound(key didkey.PublicKey, m NodeMessage, sig string
 	if !c.Fresh(ts) {
 		return proto.New(proto.StaleTS, fmt.Sprintf("ts %d is more than %d s from registry time", ts, int64(NodeTSTolerance/time.Second)))
 	}
-	if err := canonical.Verify(key, c.Prefix, m, sig); err != nil {
+	v := c.Verifier
+	if v == nil {
+		v = sigverify.Single{}
+	}
+	if err := canonical.VerifyWith(v, key, c.Prefix, m, sig); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return err
 		}

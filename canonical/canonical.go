@@ -50,6 +50,7 @@ import (
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/sigverify"
 )
 
 // DefaultPrefix is the domain prefix of the service description: its login literal is
@@ -272,10 +273,17 @@ func Sign(priv ed25519.PrivateKey, prefix string, m Message) (string, error) {
 	return base58.Encode(ed25519.Sign(priv, msg)), nil
 }
 
-// Verify checks a base58 signature by pub over the message's bytes under prefix. A message
-// that breaks the rendering rules gives a BAD_REQUEST error; a signature that is not base58
-// of 64 bytes, or does not verify, gives a BAD_SIGNATURE error.
+// Verify checks a base58 signature by pub over the message's bytes under prefix, by the
+// verification rule of docs/protocol.md §1.1 (sigverify.Verify). A message that breaks the
+// rendering rules gives a BAD_REQUEST error; a signature that is not base58 of 64 bytes, or
+// does not verify, gives a BAD_SIGNATURE error.
 func Verify(pub didkey.PublicKey, prefix string, m Message, sig string) error {
+	return VerifyWith(sigverify.Single{}, pub, prefix, m, sig)
+}
+
+// VerifyWith is [Verify] with the signature checked by v, a [sigverify.Batcher] for instance,
+// which judges by the same rule.
+func VerifyWith(v sigverify.Verifier, pub didkey.PublicKey, prefix string, m Message, sig string) error {
 	msg, err := m.Bytes(prefix)
 	if err != nil {
 		return err
@@ -284,7 +292,7 @@ func Verify(pub didkey.PublicKey, prefix string, m Message, sig string) error {
 	if err != nil {
 		return err
 	}
-	if !ed25519.Verify(pub[:], msg, s[:]) {
+	if !v.Verify(pub[:], msg, s[:]) {
 		return proto.New(proto.BadSignature, "signature does not verify")
 	}
 	return nil

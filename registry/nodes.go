@@ -19,6 +19,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
 )
 
@@ -36,6 +37,9 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 	if err != nil {
 		return api.RegisterResult{}, err
 	}
+	if !sigverify.KeyAllowed(key[:]) {
+		return api.RegisterResult{}, proto.New(proto.IDBindingFailed, "public_key is a small-order point or a non-canonical encoding: no signature under it is accepted (docs/protocol.md §1.1)")
+	}
 	if err := checkRegisterFields(req); err != nil {
 		return api.RegisterResult{}, err
 	}
@@ -49,10 +53,10 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		Capabilities: req.Capabilities, Region: req.Region,
 	}
 	if req.TS != nil {
-		v2err = checkRegisterV2(key, s.prefix, v1msg, *req.TS, req.Signature, now)
+		v2err = checkRegisterV2(s.verifier, key, s.prefix, v1msg, *req.TS, req.Signature, now)
 		verified = v2err == nil
 	} else {
-		verified = req.Signature != nil && canonical.Verify(key, s.prefix, v1msg, *req.Signature) == nil
+		verified = req.Signature != nil && canonical.VerifyWith(s.verifier, key, s.prefix, v1msg, *req.Signature) == nil
 	}
 	if err := s.nodes.load(ctx, s.store); err != nil {
 		return api.RegisterResult{}, err
@@ -163,7 +167,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 // checkRegisterV2 applies the checks of docs/protocol.md §10.1 that need no stored state: the
 // ts lies within 300 s of now (STALE_TS), and the signature over message 10 verifies, grace
 // mode or not (BAD_SIGNATURE).
-func checkRegisterV2(key didkey.PublicKey, prefix string, m canonical.Register, ts int64, sig *string, now time.Time) error {
+func checkRegisterV2(v sigverify.Verifier, key didkey.PublicKey, prefix string, m canonical.Register, ts int64, sig *string, now time.Time) error {
 	if d := now.Unix() - ts; d > int64(authn.NodeTSTolerance/time.Second) || d < -int64(authn.NodeTSTolerance/time.Second) {
 		return proto.New(proto.StaleTS, "ts is more than 300 s from registry time")
 	}
@@ -171,7 +175,7 @@ func checkRegisterV2(key didkey.PublicKey, prefix string, m canonical.Register, 
 		return proto.New(proto.BadSignature, "a registration with ts must be signed")
 	}
 	v2 := canonical.RegisterV2{DID: m.DID, PublicKey: m.PublicKey, Endpoint: m.Endpoint, Capabilities: m.Capabilities, Region: m.Region, TS: ts}
-	if err := canonical.Verify(key, prefix, v2, *sig); err != nil {
+	if err := canonical.VerifyWith(v, key, prefix, v2, *sig); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return err
 		}

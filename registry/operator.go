@@ -52,7 +52,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	}
 	var dev authn.Device
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		dev, err = authn.VerifyLogin(l, s.prefix, now, s.challenges, revocations(tx))
+		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, revocations(tx))
 		return err
 	})
 	if err != nil {
@@ -121,7 +121,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	ch := &checkedChallenge{Challenges: s.challenges, checker: s.checker}
 	// Step 3 passes here and is made again in the write transaction, if it was reached.
 	step3 := false
-	dev, verr := authn.VerifyLogin(l, s.prefix, now, ch, authn.RevocationFunc(func(string, string) (bool, error) {
+	dev, verr := authn.VerifyLoginWith(s.verifier, l, s.prefix, now, ch, authn.RevocationFunc(func(string, string) (bool, error) {
 		step3 = true
 		return false, nil
 	}))

@@ -33,6 +33,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
 )
 
@@ -82,6 +83,11 @@ type Config struct {
 	// FlushObserver, when not nil, is told how long each flush of [Service.Run] took and
 	// how it ended. It must be quick.
 	FlushObserver func(took time.Duration, err error)
+	// Verifier checks the signatures of heartbeats, polls, cancels, unbinds, registrations
+	// and logins; a *sigverify.Batcher, which the caller starts and stops, checks those
+	// that arrive together in batches. Default sigverify.Single{}: each alone. Every
+	// Verifier judges by the same rule, so the choice changes cost, never an answer.
+	Verifier sigverify.Verifier
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -93,6 +99,7 @@ type Service struct {
 	challenges     authn.Challenges
 	checker        authn.ChallengeChecker // when challenges are consumed in the store
 	nodeChecker    authn.NodeChecker      // the node-signed requests, under prefix and clock
+	verifier       sigverify.Verifier
 	log            *slog.Logger
 	strict         bool
 	limits         Limits // defaults applied
@@ -173,7 +180,11 @@ func New(cfg Config) (*Service, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
-	s.nodeChecker = authn.NodeChecker{Prefix: s.prefix, Clock: s.now}
+	s.verifier = cfg.Verifier
+	if s.verifier == nil {
+		s.verifier = sigverify.Single{}
+	}
+	s.nodeChecker = authn.NodeChecker{Prefix: s.prefix, Clock: s.now, Verifier: s.verifier}
 	if s.rand == nil {
 		s.rand = rand.Reader
 	}

@@ -25,6 +25,7 @@ type Config struct {
 	FlushEvery       time.Duration
 	Prefix           string // domain prefix of every signed message
 	StrictSignatures bool   // refuse registrations whose signature does not verify
+	SingleVerify     bool   // verify each signature alone, not in batches (--batch-verify=false)
 	// Limits are the registry's bounds on strangers (registry/limits.go), one flag each.
 	Limits registry.Limits
 	// The connection bounds of connlimit.go.

@@ -164,6 +164,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.FlushEvery, "flush-every", registry.DefaultFlushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
 	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
+	fs.Var(notFlag{&c.SingleVerify}, "batch-verify", batchVerifyUsage)
 	def := registry.DefaultLimits()
 	defaults := limitFlags(&def)
 	for i, f := range limitFlags(&c.Limits) {
@@ -293,6 +294,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		rc.FlushObserver = m.Flush
 	}
 	c.Edge.apply(&rc)
+	var stopVerifier func()
+	rc.Verifier, stopVerifier = newVerifier(c)
+	defer stopVerifier()
 	if pg != nil {
 		// Daemons on one database share the challenge key, kept there, and record consumed
 		// challenges there: a challenge from any of them is accepted by any, once.
@@ -384,7 +388,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if c.Console {
 		consoleURL = fr.scheme() + "://" + ln.Addr().String() + console.Path
 	}
-	attrs := []any{"addr", fr.scheme() + "://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
+	attrs := []any{"addr", fr.scheme() + "://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "batch_verify", !c.SingleVerify, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
 	if debugLn != nil {
 		attrs = append(attrs, "pprof", "http://"+debugLn.Addr().String()+"/debug/pprof/")
 	}

@@ -1,7 +1,6 @@
 package abuse
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -90,23 +89,14 @@ func newSteady(t *testing.T, d *daemon) *steady {
 	return h
 }
 
-// answer is one response: status, the error code if any, the body.
-type answer struct {
-	status int
-	code   string
-	body   []byte
-}
-
-func (a answer) String() string { return fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body)) }
-
 // send makes one request with a JSON body (nil for none), as an attacker sends it: '<' as
 // itself, not as \u003c.
-func (d *daemon) send(t testing.TB, c *http.Client, method, path string, body any) answer {
+func (d *daemon) send(t testing.TB, c *http.Client, method, path string, body any) attack.Answer {
 	a := d.target().Send(context.Background(), c, method, path, body, nil)
 	if a.Status == 0 {
 		t.Errorf("%s %s: %s", method, path, a.Code)
 	}
-	return answer{status: a.Status, code: a.Code, body: a.Body}
+	return a
 }
 
 // target is the daemon as the attack rows address it.
@@ -121,17 +111,17 @@ func (d *daemon) target() *attack.Target {
 func (d *daemon) nodes(t testing.TB, query string) ([]api.NodeView, int) {
 	t.Helper()
 	a := d.send(t, http.DefaultClient, "GET", "/nodes"+query, nil)
-	if a.status != http.StatusOK {
+	if a.Status != http.StatusOK {
 		t.Fatalf("GET /nodes%s: %s", query, a)
 	}
 	var list struct {
 		Count int            `json:"count"`
 		Nodes []api.NodeView `json:"nodes"`
 	}
-	if err := json.Unmarshal(a.body, &list); err != nil || list.Count != len(list.Nodes) {
+	if err := json.Unmarshal(a.Body, &list); err != nil || list.Count != len(list.Nodes) {
 		t.Fatalf("GET /nodes%s: %v, count %d for %d records", query, err, list.Count, len(list.Nodes))
 	}
-	return list.Nodes, len(a.body)
+	return list.Nodes, len(a.Body)
 }
 
 // node returns the record of key as GET /nodes lists it.

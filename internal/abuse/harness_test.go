@@ -11,8 +11,6 @@
 package abuse
 
 import (
-	"context"
-	"crypto/ed25519"
 	"fmt"
 	"net/http"
 	"os"
@@ -24,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/internal/svrpdtest"
 	"github.com/svrp/svrp/registry/client"
@@ -121,26 +118,14 @@ func (d *daemon) diskBytes() int64 {
 	return n
 }
 
-// operator is an operator identity with a device credential, made up on the spot: anyone can
-// make one.
-type operator struct {
-	root, device ed25519.PrivateKey
-	cred         authn.DeviceCredential
-}
-
-func newOperator(t *testing.T) operator {
+// newOperator is a fresh operator identity: anyone can make one.
+func newOperator(t *testing.T) attack.Operator {
 	t.Helper()
 	o, err := attack.NewOperator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return operator{root: o.Root, device: o.Device, cred: o.Credential}
-}
-
-// login logs o in through c.
-func (o operator) login(t *testing.T, c *client.Client) (*client.Operator, error) {
-	t.Helper()
-	return c.Login(context.Background(), o.device, o.cred)
+	return o
 }
 
 // newNode is a fresh node key on c.

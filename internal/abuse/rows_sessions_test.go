@@ -31,7 +31,7 @@ func TestRow2InitiateFlood(t *testing.T) {
 		if _, err := good.Heartbeat(ctx); err != nil {
 			return err
 		}
-		_, err := op.login(t, d.api("127.0.0.3"))
+		_, err := op.Login(t.Context(), d.api("127.0.0.3"))
 		return err
 	})
 
@@ -115,7 +115,7 @@ func TestRow3FinishedHistory(t *testing.T) {
 	op := newOperator(t)
 	stop := make(chan struct{})
 	wait := honest(25*time.Millisecond, stop, func() error {
-		_, err := op.login(t, d.api("127.0.0.3"))
+		_, err := op.Login(t.Context(), d.api("127.0.0.3"))
 		return err
 	})
 	var wg sync.WaitGroup

@@ -11,11 +11,10 @@
 package abuse
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,11 +47,11 @@ func start(t *testing.T, flags ...string) *daemon {
 	return &daemon{Daemon: p, t: t, data: data, tg: attack.NewTarget(p.URL, "")}
 }
 
-// lines returns the log lines that contain sub.
-func (d *daemon) lines(sub string) []string {
+// lines returns the log lines that contain every one of parts.
+func (d *daemon) lines(parts ...string) []string {
 	var out []string
 	for _, l := range d.Log.Lines() {
-		if strings.Contains(l, sub) {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
 			out = append(out, l)
 		}
 	}
@@ -85,21 +84,11 @@ func (d *daemon) post(hc *http.Client, path string, body any, header http.Header
 	return a.Status, a.Code
 }
 
-// rssKiB is the daemon's resident set.
+// rssKiB is the daemon's resident set, in KiB.
 func (d *daemon) rssKiB() int {
 	d.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Pid()))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	d.t.Fatal("no VmRSS")
-	return 0
+	rss, _ := d.memory(d.t)
+	return int(rss >> 10)
 }
 
 // diskBytes is what the data directory occupies on disk (allocated blocks, so that

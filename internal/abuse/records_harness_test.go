@@ -26,17 +26,6 @@ import (
 // What the cases of rows 1, 7, 8 and 9 (node records, listings and replays) share beyond
 // harness_test.go.
 
-// logLines counts the daemon's log lines that contain every one of parts.
-func (d *daemon) logLines(parts ...string) int {
-	n := 0
-	for _, l := range d.Log.Lines() {
-		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
-			n++
-		}
-	}
-	return n
-}
-
 // memory returns the daemon's resident set now and its peak so far, in bytes (Linux).
 func (d *daemon) memory(t *testing.T) (rss, peak int64) {
 	t.Helper()

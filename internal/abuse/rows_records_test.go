@@ -150,7 +150,7 @@ func TestRow9GlobalNodeCap(t *testing.T) {
 	if _, err := h.node.Heartbeat(t.Context()); err != nil {
 		t.Fatalf("a known node heartbeats at the cap: %v", err)
 	}
-	if n := d.logLines("level=WARN", "global cap reached", "cap=nodes"); n != 1 {
+	if n := len(d.lines("level=WARN", "global cap reached", "cap=nodes")); n != 1 {
 		t.Fatalf("%d refusals were logged in %d warn lines, want 1 per minute", limited.Load(), n)
 	}
 	rss, peak := d.memory(t)

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -226,15 +225,3 @@ func jsonHas(raw []byte, field, want string) bool {
 }
 
 func decode(raw []byte, v any) bool { return json.Unmarshal(raw, v) == nil }
-
-// drain makes a GET whose body it reads and discards, as a reader that only wants to cost the
-// registry does; it returns the status and the body's size.
-func (d *daemon) drain(c *http.Client, path string) (int, int64, error) {
-	res, err := c.Get(d.URL + path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer res.Body.Close()
-	n, err := io.Copy(io.Discard, res.Body)
-	return res.StatusCode, n, err
-}

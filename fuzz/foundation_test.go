@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
@@ -502,6 +503,31 @@ func checkSignedMessage(t *testing.T, prefix, domain string, m canonical.Message
 	return b
 }
 
+// fuzzNodeTS is the target of a node message that is only the node's DID, in the field
+// didField, and a ts: the heartbeat and the poll.
+func fuzzNodeTS[T authn.NodeMessage](f *testing.F, prefixes []string, msgs []T, domain, didField string, build func(did string, ts int64) T) {
+	for i, m := range msgs {
+		did, ts := m.Signer()
+		f.Add(prefixes[i], did, ts)
+	}
+	f.Fuzz(func(t *testing.T, prefix, did string, ts int64) {
+		checkSignedMessage(t, prefix, domain, build(did, ts), strField(didField, did), intField("ts", ts))
+	})
+}
+
+// fuzzSessionTS is the target of a node message about a binding session: the session's id,
+// the node's DID and a ts (the node's cancel and unbind).
+func fuzzSessionTS[T authn.NodeMessage](f *testing.F, prefixes []string, msgs []T, domain string, sessionID func(T) string, build func(id, nodeDID string, ts int64) T) {
+	for i, m := range msgs {
+		did, ts := m.Signer()
+		f.Add(prefixes[i], sessionID(m), did, ts)
+	}
+	f.Fuzz(func(t *testing.T, prefix, id, nodeDID string, ts int64) {
+		checkSignedMessage(t, prefix, domain, build(id, nodeDID, ts),
+			strField("binding_session_id", id), strField("node_did", nodeDID), intField("ts", ts))
+	})
+}
+
 func FuzzLogin(f *testing.F) {
 	prefixes, msgs := messageSeeds[canonical.Login](f, 1)
 	for i, m := range msgs {
@@ -555,25 +581,17 @@ func FuzzRegister(f *testing.F) {
 
 func FuzzHeartbeat(f *testing.F) {
 	prefixes, msgs := messageSeeds[canonical.Heartbeat](f, 4)
-	for i, m := range msgs {
-		f.Add(prefixes[i], m.DID, m.TS)
-	}
 	requireVectorSeeds(f, len(msgs))
-	f.Fuzz(func(t *testing.T, prefix, did string, ts int64) {
-		checkSignedMessage(t, prefix, canonical.HeartbeatDomain, canonical.Heartbeat{DID: did, TS: ts},
-			strField("did", did), intField("ts", ts))
+	fuzzNodeTS(f, prefixes, msgs, canonical.HeartbeatDomain, "did", func(did string, ts int64) canonical.Heartbeat {
+		return canonical.Heartbeat{DID: did, TS: ts}
 	})
 }
 
 func FuzzPoll(f *testing.F) {
 	prefixes, msgs := messageSeeds[canonical.Poll](f, 5)
-	for i, m := range msgs {
-		f.Add(prefixes[i], m.NodeDID, m.TS)
-	}
 	requireVectorSeeds(f, len(msgs))
-	f.Fuzz(func(t *testing.T, prefix, nodeDID string, ts int64) {
-		checkSignedMessage(t, prefix, canonical.PollDomain, canonical.Poll{NodeDID: nodeDID, TS: ts},
-			strField("node_did", nodeDID), intField("ts", ts))
+	fuzzNodeTS(f, prefixes, msgs, canonical.PollDomain, "node_did", func(nodeDID string, ts int64) canonical.Poll {
+		return canonical.Poll{NodeDID: nodeDID, TS: ts}
 	})
 }
 
@@ -655,14 +673,11 @@ func FuzzAcceptance(f *testing.F) {
 
 func FuzzCancel(f *testing.F) {
 	prefixes, msgs := messageSeeds[canonical.Cancel](f, 9)
-	for i, m := range msgs {
-		f.Add(prefixes[i], m.BindingSessionID, m.NodeDID, m.TS)
-	}
 	requireVectorSeeds(f, len(msgs))
-	f.Fuzz(func(t *testing.T, prefix, id, nodeDID string, ts int64) {
-		checkSignedMessage(t, prefix, canonical.CancelDomain, canonical.Cancel{BindingSessionID: id, NodeDID: nodeDID, TS: ts},
-			strField("binding_session_id", id), strField("node_did", nodeDID), intField("ts", ts))
-	})
+	fuzzSessionTS(f, prefixes, msgs, canonical.CancelDomain, func(m canonical.Cancel) string { return m.BindingSessionID },
+		func(id, nodeDID string, ts int64) canonical.Cancel {
+			return canonical.Cancel{BindingSessionID: id, NodeDID: nodeDID, TS: ts}
+		})
 }
 
 // The messages of docs/protocol.md §10 follow the same rules; their seeds are the cases of
@@ -697,11 +712,8 @@ func FuzzRevocation(f *testing.F) {
 
 func FuzzUnbind(f *testing.F) {
 	prefixes, msgs := extensionSeeds[canonical.Unbind](f, 12)
-	for i, m := range msgs {
-		f.Add(prefixes[i], m.BindingSessionID, m.NodeDID, m.TS)
-	}
-	f.Fuzz(func(t *testing.T, prefix, id, did string, ts int64) {
-		checkSignedMessage(t, prefix, canonical.UnbindDomain, canonical.Unbind{BindingSessionID: id, NodeDID: did, TS: ts},
-			strField("binding_session_id", id), strField("node_did", did), intField("ts", ts))
-	})
+	fuzzSessionTS(f, prefixes, msgs, canonical.UnbindDomain, func(m canonical.Unbind) string { return m.BindingSessionID },
+		func(id, nodeDID string, ts int64) canonical.Unbind {
+			return canonical.Unbind{BindingSessionID: id, NodeDID: nodeDID, TS: ts}
+		})
 }

@@ -11,20 +11,16 @@
 package abuse
 
 import (
-	"context"
-	"crypto/ed25519"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/internal/svrpdtest"
 	"github.com/svrp/svrp/registry/client"
@@ -51,11 +47,11 @@ func start(t *testing.T, flags ...string) *daemon {
 	return &daemon{Daemon: p, t: t, data: data, tg: attack.NewTarget(p.URL, "")}
 }
 
-// lines returns the log lines that contain sub.
-func (d *daemon) lines(sub string) []string {
+// lines returns the log lines that contain every one of parts.
+func (d *daemon) lines(parts ...string) []string {
 	var out []string
 	for _, l := range d.Log.Lines() {
-		if strings.Contains(l, sub) {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
 			out = append(out, l)
 		}
 	}
@@ -88,21 +84,11 @@ func (d *daemon) post(hc *http.Client, path string, body any, header http.Header
 	return a.Status, a.Code
 }
 
-// rssKiB is the daemon's resident set.
+// rssKiB is the daemon's resident set, in KiB.
 func (d *daemon) rssKiB() int {
 	d.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Pid()))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	d.t.Fatal("no VmRSS")
-	return 0
+	rss, _ := d.memory(d.t)
+	return int(rss >> 10)
 }
 
 // diskBytes is what the data directory occupies on disk (allocated blocks, so that
@@ -121,26 +107,14 @@ func (d *daemon) diskBytes() int64 {
 	return n
 }
 
-// operator is an operator identity with a device credential, made up on the spot: anyone can
-// make one.
-type operator struct {
-	root, device ed25519.PrivateKey
-	cred         authn.DeviceCredential
-}
-
-func newOperator(t *testing.T) operator {
+// newOperator is a fresh operator identity: anyone can make one.
+func newOperator(t *testing.T) attack.Operator {
 	t.Helper()
 	o, err := attack.NewOperator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return operator{root: o.Root, device: o.Device, cred: o.Credential}
-}
-
-// login logs o in through c.
-func (o operator) login(t *testing.T, c *client.Client) (*client.Operator, error) {
-	t.Helper()
-	return c.Login(context.Background(), o.device, o.cred)
+	return o
 }
 
 // newNode is a fresh node key on c.

@@ -1,12 +1,10 @@
 package abuse
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -26,17 +24,6 @@ import (
 
 // What the cases of rows 1, 7, 8 and 9 (node records, listings and replays) share beyond
 // harness_test.go.
-
-// logLines counts the daemon's log lines that contain every one of parts.
-func (d *daemon) logLines(parts ...string) int {
-	n := 0
-	for _, l := range d.Log.Lines() {
-		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
-			n++
-		}
-	}
-	return n
-}
 
 // memory returns the daemon's resident set now and its peak so far, in bytes (Linux).
 func (d *daemon) memory(t *testing.T) (rss, peak int64) {
@@ -90,23 +77,14 @@ func newSteady(t *testing.T, d *daemon) *steady {
 	return h
 }
 
-// answer is one response: status, the error code if any, the body.
-type answer struct {
-	status int
-	code   string
-	body   []byte
-}
-
-func (a answer) String() string { return fmt.Sprintf("%d %s", a.status, bytes.TrimSpace(a.body)) }
-
 // send makes one request with a JSON body (nil for none), as an attacker sends it: '<' as
 // itself, not as \u003c.
-func (d *daemon) send(t testing.TB, c *http.Client, method, path string, body any) answer {
+func (d *daemon) send(t testing.TB, c *http.Client, method, path string, body any) attack.Answer {
 	a := d.target().Send(context.Background(), c, method, path, body, nil)
 	if a.Status == 0 {
 		t.Errorf("%s %s: %s", method, path, a.Code)
 	}
-	return answer{status: a.Status, code: a.Code, body: a.Body}
+	return a
 }
 
 // target is the daemon as the attack rows address it.
@@ -121,17 +99,17 @@ func (d *daemon) target() *attack.Target {
 func (d *daemon) nodes(t testing.TB, query string) ([]api.NodeView, int) {
 	t.Helper()
 	a := d.send(t, http.DefaultClient, "GET", "/nodes"+query, nil)
-	if a.status != http.StatusOK {
+	if a.Status != http.StatusOK {
 		t.Fatalf("GET /nodes%s: %s", query, a)
 	}
 	var list struct {
 		Count int            `json:"count"`
 		Nodes []api.NodeView `json:"nodes"`
 	}
-	if err := json.Unmarshal(a.body, &list); err != nil || list.Count != len(list.Nodes) {
+	if err := json.Unmarshal(a.Body, &list); err != nil || list.Count != len(list.Nodes) {
 		t.Fatalf("GET /nodes%s: %v, count %d for %d records", query, err, list.Count, len(list.Nodes))
 	}
-	return list.Nodes, len(a.body)
+	return list.Nodes, len(a.Body)
 }
 
 // node returns the record of key as GET /nodes lists it.
@@ -247,15 +225,3 @@ func jsonHas(raw []byte, field, want string) bool {
 }
 
 func decode(raw []byte, v any) bool { return json.Unmarshal(raw, v) == nil }
-
-// drain makes a GET whose body it reads and discards, as a reader that only wants to cost the
-// registry does; it returns the status and the body's size.
-func (d *daemon) drain(c *http.Client, path string) (int, int64, error) {
-	res, err := c.Get(d.URL + path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer res.Body.Close()
-	n, err := io.Copy(io.Discard, res.Body)
-	return res.StatusCode, n, err
-}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -229,12 +230,12 @@ func TestFairRow10ClientAddressHeader(t *testing.T) {
 				"--login-failure-address-limit", fmt.Sprint(failures))
 			proxy := from("127.0.0.9")
 			rssBefore := d.rssKiB()
-			login := func(o operator, good bool, client string, spoof string) (int, string) {
+			login := func(o attack.Operator, good bool, client string, spoof string) (int, string) {
 				ch, err := d.api("127.0.0.10").Challenge(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
-				l := o.signedLogin(t, ch.Challenge)
+				l := signedLogin(t, o, ch.Challenge)
 				if !good {
 					l.Signature = "1111111111111111111111111111111111111111111111111111111111111111"
 				}

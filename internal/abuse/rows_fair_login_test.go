@@ -9,17 +9,18 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/client"
 )
 
 // signedLogin is o's login over challenge, signed by its device key.
-func (o operator) signedLogin(t *testing.T, challenge string) authn.Login {
+func signedLogin(t *testing.T, o attack.Operator, challenge string) authn.Login {
 	t.Helper()
-	l := authn.Login{DeviceCredential: o.cred, Challenge: challenge, IssuedAt: canonical.FormatTime(time.Now())}
+	l := authn.Login{DeviceCredential: o.Credential, Challenge: challenge, IssuedAt: canonical.FormatTime(time.Now())}
 	var err error
-	l.Signature, err = canonical.Sign(o.device, canonical.DefaultPrefix, canonical.Login{
-		OperatorDID: o.cred.OperatorDID, DevicePublicKey: o.cred.DevicePublicKey, Challenge: challenge, IssuedAt: l.IssuedAt,
+	l.Signature, err = canonical.Sign(o.Device, canonical.DefaultPrefix, canonical.Login{
+		OperatorDID: o.Credential.OperatorDID, DevicePublicKey: o.Credential.DevicePublicKey, Challenge: challenge, IssuedAt: l.IssuedAt,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -36,14 +37,14 @@ func TestFairRow2LoginFailureTablesFull(t *testing.T) {
 	const tracked, addrs, perAddr = 128, 500, 3
 	d := start(t, "--max-tracked-clients", fmt.Sprint(tracked))
 	honestOp := newOperator(t)
-	if _, err := honestOp.login(t, d.api("127.0.0.2")); err != nil {
+	if _, err := honestOp.Login(t.Context(), d.api("127.0.0.2")); err != nil {
 		t.Fatalf("honest login before the attack: %v", err)
 	}
 	rssBefore := d.rssKiB()
 
 	stop := make(chan struct{})
 	result := honest(200*time.Millisecond, stop, func() error {
-		_, err := honestOp.login(t, d.api("127.0.0.2"))
+		_, err := honestOp.Login(t.Context(), d.api("127.0.0.2"))
 		return err
 	})
 	var wg sync.WaitGroup
@@ -78,7 +79,7 @@ func TestFairRow2LoginFailureTablesFull(t *testing.T) {
 	if failed > 0 {
 		t.Fatalf("%d of %d honest logins during the attack failed: %v", failed, ran, first)
 	}
-	if _, err := honestOp.login(t, d.api("127.0.0.3")); err != nil {
+	if _, err := honestOp.Login(t.Context(), d.api("127.0.0.3")); err != nil {
 		t.Fatalf("honest login from a fresh address after the attack: %v", err)
 	}
 	rssAfter := d.rssKiB()
@@ -108,16 +109,16 @@ func TestFairRow9FailuresNamingAVictim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := home.DeviceLogin(context.Background(), victim.signedLogin(t, ch.Challenge)); err != nil {
+	if _, err := home.DeviceLogin(context.Background(), signedLogin(t, victim, ch.Challenge)); err != nil {
 		t.Fatalf("the victim's login: %v", err)
 	}
-	if _, err := home.DeviceLogin(context.Background(), victim.signedLogin(t, ch.Challenge)); client.CodeOf(err) != proto.BadChallenge {
+	if _, err := home.DeviceLogin(context.Background(), signedLogin(t, victim, ch.Challenge)); client.CodeOf(err) != proto.BadChallenge {
 		t.Fatalf("the victim's spent challenge: %v; want BAD_CHALLENGE", err)
 	}
-	if _, err := victim.login(t, home); err != nil {
+	if _, err := victim.Login(t.Context(), home); err != nil {
 		t.Fatalf("the victim's correct login after strangers' failures naming it: %v", err)
 	}
-	if _, err := victim.login(t, d.api(addr(0))); client.CodeOf(err) != proto.RateLimited {
+	if _, err := victim.Login(t.Context(), d.api(addr(0))); client.CodeOf(err) != proto.RateLimited {
 		t.Fatalf("a login naming the victim from an address that spent the budget: %v; want RATE_LIMITED", err)
 	}
 	t.Logf("strangers' attempts: %v; the victim logged in from its own address", codes)

@@ -31,13 +31,13 @@ func TestFairRow3ResolveGlobalBudget(t *testing.T) {
 	rssBefore := d.rssKiB()
 
 	node := newNode(t, d.api("127.0.0.2"))
-	honest, err := newOperator(t).login(t, d.api("127.0.0.3"))
+	honest, err := newOperator(t).Login(t.Context(), d.api("127.0.0.3"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tokens := make([]string, attackers)
 	for i := range tokens {
-		o, err := newOperator(t).login(t, d.api(addr(i)))
+		o, err := newOperator(t).Login(t.Context(), d.api(addr(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestFairRow3ResolveGlobalBudget(t *testing.T) {
 	named := map[string]int{}
 	for i := range 8 {
 		ip := addr(100 + i)
-		o, err := newOperator(t).login(t, d.api(ip))
+		o, err := newOperator(t).Login(t.Context(), d.api(ip))
 		if err != nil {
 			t.Fatal(err)
 		}

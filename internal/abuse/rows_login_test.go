@@ -10,9 +10,9 @@ import (
 )
 
 // badLogin sends row 5's garbage login of o's credential from c and returns its code.
-func badLogin(t *testing.T, c *client.Client, o operator) proto.Code {
+func badLogin(t *testing.T, c *client.Client, o attack.Operator) proto.Code {
 	t.Helper()
-	return client.CodeOf(attack.GarbageLogin(t.Context(), c, o.cred))
+	return client.CodeOf(attack.GarbageLogin(t.Context(), c, o.Credential))
 }
 
 // TestRow5LoginFlood: garbage login signatures from one address stop at its failure budget;
@@ -48,7 +48,7 @@ func TestRow5LoginFlood(t *testing.T) {
 	if codes[proto.BadSignature] != 4*perDID || codes[proto.RateLimited] != 32-4*perDID {
 		t.Fatalf("replayed credential with garbage from 4 addresses: %v; want %d failures from each, then RATE_LIMITED", codes, perDID)
 	}
-	if _, err := victim.login(t, d.api("127.0.0.2")); err != nil {
+	if _, err := victim.Login(t.Context(), d.api("127.0.0.2")); err != nil {
 		t.Fatalf("the victim could not log in from a clean address: %v", err)
 	}
 
@@ -56,7 +56,7 @@ func TestRow5LoginFlood(t *testing.T) {
 	// challenges it consumes.
 	ok, limited := 0, 0
 	for range attempts + 5 {
-		_, err := newOperator(t).login(t, d.api(addr(10)))
+		_, err := newOperator(t).Login(t.Context(), d.api(addr(10)))
 		switch client.CodeOf(err) {
 		case "":
 			ok++
@@ -73,13 +73,13 @@ func TestRow5LoginFlood(t *testing.T) {
 	// The bearer session cap: that many live sessions, then 429 for everyone, logged once.
 	live := 1 + attempts
 	for a := 11; live < bearers; a++ {
-		if _, err := newOperator(t).login(t, d.api(addr(a))); err != nil {
+		if _, err := newOperator(t).Login(t.Context(), d.api(addr(a))); err != nil {
 			t.Fatalf("login %d under the cap: %v", live, err)
 		}
 		live++
 	}
 	for a := range 5 {
-		if _, err := newOperator(t).login(t, d.api(addr(100+a))); client.CodeOf(err) != proto.RateLimited {
+		if _, err := newOperator(t).Login(t.Context(), d.api(addr(100+a))); client.CodeOf(err) != proto.RateLimited {
 			t.Fatalf("login beyond the bearer session cap: %v; want RATE_LIMITED", err)
 		}
 	}

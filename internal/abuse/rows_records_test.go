@@ -51,12 +51,12 @@ func TestRow1BoundedRecordsAndListings(t *testing.T) {
 		if i >= registry.DefaultLimits().MalformedAddressLimit {
 			want, code = http.StatusTooManyRequests, "RATE_LIMITED"
 		}
-		if a.status != want || a.code != code {
+		if a.Status != want || a.Code != code {
 			t.Fatalf("registration %d with a 63 KB signature: %s, want %d %s", i, a, want, code)
 		}
 	}
 	// The address stays refused, whatever it sends, for the rest of the minute.
-	if a := d.send(t, attacker, "POST", "/api/v1/register", nodeKey("huge, then honest").registration(t, "203.0.113.40:7000")); a.status != http.StatusTooManyRequests {
+	if a := d.send(t, attacker, "POST", "/api/v1/register", nodeKey("huge, then honest").registration(t, "203.0.113.40:7000")); a.Status != http.StatusTooManyRequests {
 		t.Fatalf("a valid registration from the address that sent malformed ones: %s, want 429", a)
 	}
 	attacker = from(addr(1))
@@ -68,7 +68,7 @@ func TestRow1BoundedRecordsAndListings(t *testing.T) {
 	// the largest record.
 	for i := range 300 {
 		a := d.send(t, attacker, "POST", "/api/v1/register", largest(nodeKey(fmt.Sprint("large ", i)), strings.Repeat("<", 256)))
-		if a.status != http.StatusOK {
+		if a.Status != http.StatusOK {
 			t.Fatalf("registration %d of a largest record: %s", i, a)
 		}
 	}
@@ -128,9 +128,9 @@ func TestRow9GlobalNodeCap(t *testing.T) {
 		n := nodeKey(fmt.Sprint("cap ", i))
 		a := d.send(t, from(addr(i%addresses)), "POST", "/api/v1/register", n.registration(t, "203.0.113.30:7000"))
 		switch {
-		case a.status == http.StatusOK:
+		case a.Status == http.StatusOK:
 			ok.Add(1)
-		case a.status == http.StatusTooManyRequests && a.code == "RATE_LIMITED":
+		case a.Status == http.StatusTooManyRequests && a.Code == "RATE_LIMITED":
 			limited.Add(1)
 		default:
 			t.Errorf("registration %d: %s", i, a)
@@ -140,7 +140,7 @@ func TestRow9GlobalNodeCap(t *testing.T) {
 		t.Fatalf("%d registrations accepted and %d refused with 429; want %d and %d", ok.Load(), limited.Load(), maxNodes-1, addresses*perAddress-maxNodes+1)
 	}
 	var health struct{ Count int }
-	if a := d.send(t, http.DefaultClient, "GET", "/health", nil); a.status != http.StatusOK || !decode(a.body, &health) || health.Count != maxNodes {
+	if a := d.send(t, http.DefaultClient, "GET", "/health", nil); a.Status != http.StatusOK || !decode(a.Body, &health) || health.Count != maxNodes {
 		t.Fatalf("/health: %s, want count %d", a, maxNodes)
 	}
 	// The honest node is known: it re-registers and heartbeats while the table is full.
@@ -150,7 +150,7 @@ func TestRow9GlobalNodeCap(t *testing.T) {
 	if _, err := h.node.Heartbeat(t.Context()); err != nil {
 		t.Fatalf("a known node heartbeats at the cap: %v", err)
 	}
-	if n := d.logLines("level=WARN", "global cap reached", "cap=nodes"); n != 1 {
+	if n := len(d.lines("level=WARN", "global cap reached", "cap=nodes")); n != 1 {
 		t.Fatalf("%d refusals were logged in %d warn lines, want 1 per minute", limited.Load(), n)
 	}
 	rss, peak := d.memory(t)

@@ -15,9 +15,9 @@ const replayers = 200
 
 // replayFromEverywhere sends body to path once from each of replayers addresses and returns
 // the answers, while the honest node heartbeats; every honest heartbeat must succeed.
-func replayFromEverywhere(t *testing.T, d *daemon, h *steady, path string, body any) []answer {
+func replayFromEverywhere(t *testing.T, d *daemon, h *steady, path string, body any) []attack.Answer {
 	t.Helper()
-	answers := make([]answer, replayers)
+	answers := make([]attack.Answer, replayers)
 	var honestFailed atomic.Int32
 	stop := make(chan struct{})
 	beats := make(chan struct{})
@@ -52,14 +52,14 @@ func TestRow7RegistrationReplay(t *testing.T) {
 
 	// A node that registers the v1 way, as the live network's clients do.
 	legacy := nodeKey("legacy")
-	if a := d.send(t, http.DefaultClient, "POST", "/api/v1/register", legacy.registration(t, "203.0.113.7:7000")); a.status != http.StatusOK {
+	if a := d.send(t, http.DefaultClient, "POST", "/api/v1/register", legacy.registration(t, "203.0.113.7:7000")); a.Status != http.StatusOK {
 		t.Fatalf("legacy node registers: %s", a)
 	}
 	before := d.node(t, legacy.key)
 	time.Sleep(1100 * time.Millisecond) // last_seen has one-second precision
 	copied := attack.Copied(before)
 	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", copied) {
-		if a.status != http.StatusOK {
+		if a.Status != http.StatusOK {
 			t.Fatalf("replay %d from %s: %s, want 200 with the stored record", i, addr(i), a)
 		}
 	}
@@ -73,25 +73,25 @@ func TestRow7RegistrationReplay(t *testing.T) {
 	atA := mover.registrationV2(t, "203.0.113.10:7000", now-10)
 	atB := mover.registrationV2(t, "203.0.113.11:7000", now-5)
 	for _, r := range []api.RegisterRequest{atA, atB} {
-		if a := d.send(t, http.DefaultClient, "POST", "/api/v1/register", r); a.status != http.StatusOK {
+		if a := d.send(t, http.DefaultClient, "POST", "/api/v1/register", r); a.Status != http.StatusOK {
 			t.Fatalf("mover registers: %s", a)
 		}
 	}
 	moved := d.node(t, mover.key)
 	time.Sleep(1100 * time.Millisecond)
 	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", atA) {
-		if a.status != http.StatusUnauthorized || a.code != "STALE_TS" {
+		if a.Status != http.StatusUnauthorized || a.Code != "STALE_TS" {
 			t.Fatalf("old registration replayed from %s: %s, want 401 STALE_TS", addr(i), a)
 		}
 	}
 	asV1 := mover.registration(t, "203.0.113.10:7000")
 	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", asV1) {
-		if a.status != http.StatusUnauthorized || a.code != "BAD_SIGNATURE" {
+		if a.Status != http.StatusUnauthorized || a.Code != "BAD_SIGNATURE" {
 			t.Fatalf("v1 registration after v2 from %s: %s, want 401 BAD_SIGNATURE", addr(i), a)
 		}
 	}
 	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", atB) {
-		if a.status != http.StatusOK {
+		if a.Status != http.StatusOK {
 			t.Fatalf("the last registration replayed from %s: %s, want 200 with the stored record", addr(i), a)
 		}
 	}
@@ -106,25 +106,25 @@ func TestRow8HeartbeatReplay(t *testing.T) {
 	d := start(t)
 	h := newSteady(t, d)
 	n := nodeKey("beating")
-	if a := d.send(t, http.DefaultClient, "POST", "/api/v1/register", n.registrationV2(t, "203.0.113.20:7000", time.Now().Unix())); a.status != http.StatusOK {
+	if a := d.send(t, http.DefaultClient, "POST", "/api/v1/register", n.registrationV2(t, "203.0.113.20:7000", time.Now().Unix())); a.Status != http.StatusOK {
 		t.Fatalf("node registers: %s", a)
 	}
 	time.Sleep(1100 * time.Millisecond)
 	captured := n.heartbeat(t, time.Now().Unix())
 	a := d.send(t, http.DefaultClient, "POST", "/api/v1/heartbeat", captured)
-	if a.status != http.StatusOK {
+	if a.Status != http.StatusOK {
 		t.Fatalf("heartbeat: %s", a)
 	}
 	before := d.node(t, n.key)
 	time.Sleep(1100 * time.Millisecond)
 	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/heartbeat", captured) {
-		if a.status != http.StatusOK || !jsonHas(a.body, "last_seen", before.LastSeen) {
+		if a.Status != http.StatusOK || !jsonHas(a.Body, "last_seen", before.LastSeen) {
 			t.Fatalf("replay from %s: %s, want 200 with last_seen %s", addr(i), a, before.LastSeen)
 		}
 	}
 	older := n.heartbeat(t, captured.TS-1)
 	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/heartbeat", older) {
-		if a.status != http.StatusUnauthorized || a.code != "STALE_TS" {
+		if a.Status != http.StatusUnauthorized || a.Code != "STALE_TS" {
 			t.Fatalf("older heartbeat from %s: %s, want 401 STALE_TS", addr(i), a)
 		}
 	}

@@ -31,7 +31,7 @@ func TestRow6ResolveBudgets(t *testing.T) {
 	d := start(t, "--resolve-address-limit", "100000", "--resolve-operator-limit", fmt.Sprint(perOp), "--resolve-global-limit", fmt.Sprint(global))
 	ctx := context.Background()
 	login := func(ip string) *client.Operator {
-		o, err := newOperator(t).login(t, d.api(ip))
+		o, err := newOperator(t).Login(t.Context(), d.api(ip))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestRow6ResolveBudgets(t *testing.T) {
 func TestRow6TrustedProxy(t *testing.T) {
 	const perAddr = 5
 	d := start(t, "--trusted-proxy", "127.0.0.2/32", "--resolve-address-limit", fmt.Sprint(perAddr), "--resolve-operator-limit", "100000")
-	o, err := newOperator(t).login(t, d.api("127.0.0.9"))
+	o, err := newOperator(t).Login(t.Context(), d.api("127.0.0.9"))
 	if err != nil {
 		t.Fatal(err)
 	}

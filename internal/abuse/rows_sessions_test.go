@@ -31,7 +31,7 @@ func TestRow2InitiateFlood(t *testing.T) {
 		if _, err := good.Heartbeat(ctx); err != nil {
 			return err
 		}
-		_, err := op.login(t, d.api("127.0.0.3"))
+		_, err := op.Login(t.Context(), d.api("127.0.0.3"))
 		return err
 	})
 
@@ -56,30 +56,10 @@ func TestRow2InitiateFlood(t *testing.T) {
 	}
 
 	// Many addresses: the global cap of open sessions.
-	var mu sync.Mutex
-	accepted, limited := perAddr, 0
-	var wg sync.WaitGroup
-	for a := 1; a <= 8; a++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := d.api(addr(a))
-			for range perAddr {
-				err := attack.Initiate(ctx, c, "")
-				mu.Lock()
-				switch code := client.CodeOf(err); code {
-				case "":
-					accepted++
-				case proto.RateLimited:
-					limited++
-				default:
-					t.Errorf("initiate: %v", err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	accepted, limited := initiateFrom(t, d, 8, perAddr, func(c *client.Client) error {
+		return attack.Initiate(ctx, c, "")
+	})
+	accepted += perAddr // the first address's sessions are still open
 	close(stop)
 	if accepted != global || limited != 8*perAddr+perAddr-global {
 		t.Fatalf("open sessions accepted %d, refused %d; want exactly the cap %d accepted", accepted, limited, global)
@@ -115,34 +95,14 @@ func TestRow3FinishedHistory(t *testing.T) {
 	op := newOperator(t)
 	stop := make(chan struct{})
 	wait := honest(25*time.Millisecond, stop, func() error {
-		_, err := op.login(t, d.api("127.0.0.3"))
+		_, err := op.Login(t.Context(), d.api("127.0.0.3"))
 		return err
 	})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	open, limited := 0, 0
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := d.api(addr(w + 1))
-			me := &client.Node{Client: c, Key: n.Key, DID: n.DID}
-			for range 10 {
-				_, err := me.Initiate(ctx, client.InitiateOptions{})
-				mu.Lock()
-				switch code := client.CodeOf(err); {
-				case err == nil:
-					open++
-				case code == proto.RateLimited:
-					limited++
-				default:
-					t.Errorf("initiate: %v", err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	open, limited := initiateFrom(t, d, 8, 10, func(c *client.Client) error {
+		me := &client.Node{Client: c, Key: n.Key, DID: n.DID}
+		_, err := me.Initiate(ctx, client.InitiateOptions{})
+		return err
+	})
 	close(stop)
 	if open != 16 || limited != 80-16 {
 		t.Fatalf("a key with %d finished sessions: %d opened, %d refused; want 16 opened (its cap), the rest RATE_LIMITED", history, open, limited)
@@ -155,4 +115,34 @@ func TestRow3FinishedHistory(t *testing.T) {
 	if client.CodeOf(err) != proto.SessionExists {
 		t.Fatalf("reusing a finished session's id: %v; want SESSION_EXISTS", err)
 	}
+}
+
+// initiateFrom runs attackers from addr(1) on, each on its own client making per calls of
+// initiate at once with the others, and counts the calls accepted and those refused with
+// RATE_LIMITED; any other answer fails the test.
+func initiateFrom(t *testing.T, d *daemon, attackers, per int, initiate func(c *client.Client) error) (accepted, limited int) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for a := 1; a <= attackers; a++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := d.api(addr(a))
+			for range per {
+				err := initiate(c)
+				mu.Lock()
+				switch code := client.CodeOf(err); {
+				case err == nil:
+					accepted++
+				case code == proto.RateLimited:
+					limited++
+				default:
+					t.Errorf("initiate: %v", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return accepted, limited
 }

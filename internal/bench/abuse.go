@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -189,18 +188,14 @@ func (b *bench) honestSetup(ctx context.Context, tg *attack.Target) (honestSpec,
 	}
 	hs := honestSpec{URL: tg.URL, Prefix: tg.Prefix, Operator: op.Device.Seed(), Credential: cred}
 	for i := range honestNodes {
-		_, key, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return honestSpec{}, err
-		}
-		n, err := client.NewNode(tg.Client(attack.Addr(attack.Honest, 1000+i)), key, didkey.FormShort)
+		n, err := attack.FreshNode(tg.Client(attack.Addr(attack.Honest, 1000+i)))
 		if err != nil {
 			return honestSpec{}, err
 		}
 		if _, err := n.Register(ctx, fmt.Sprintf("198.51.100.%d:7000", i%250+1), []string{"inference"}, ""); err != nil {
 			return honestSpec{}, fmt.Errorf("registering honest node %d: %w", i, err)
 		}
-		hs.Nodes = append(hs.Nodes, key.Seed())
+		hs.Nodes = append(hs.Nodes, n.Key.Seed())
 	}
 	return hs, nil
 }

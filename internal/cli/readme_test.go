@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // TestREADMEWalkthrough runs the README's walkthrough as written: every "$ " line of its
@@ -22,7 +23,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	steps := readWalkthrough(t, filepath.Join("..", "..", "README.md"))
 	bin := svrpdtest.Binary(t)
 	work := t.TempDir()
-	port := freePort(t)
+	_, port, _ := net.SplitHostPort(testkit.FreeAddr(t))
 	w := &walk{
 		t:     t,
 		dir:   work,
@@ -278,17 +279,6 @@ func shape(line string) (string, map[int]string) {
 	}
 	b.WriteString(regexp.QuoteMeta(line[last:]))
 	return b.String(), captured
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
 }
 
 // lookPath finds name in the PATH of env, as a shell started with env would.

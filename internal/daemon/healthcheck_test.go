@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // svrpd healthcheck exits 0 when the daemon at --listen answers 200, over HTTP or over TLS
@@ -28,7 +30,7 @@ func TestHealthcheck(t *testing.T) {
 		{"from serve's variables", nil, map[string]string{"SVRPD_LISTEN": plain}, 0},
 		{"TLS from serve's variables", nil, map[string]string{"SVRPD_LISTEN": secure, "SVRPD_TLS_CERT": c.TLSCert}, 0},
 		{"TLS not said", []string{"--listen", secure}, nil, 1},
-		{"nothing listening", []string{"--listen", freeAddr(t)}, nil, 1},
+		{"nothing listening", []string{"--listen", testkit.FreeAddr(t)}, nil, 1},
 		{"unknown path", []string{"--listen", plain, "--path", "/nope"}, nil, 1},
 		{"not an address", []string{"--listen", "8080"}, nil, 2},
 	} {

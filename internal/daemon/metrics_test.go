@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -174,12 +173,7 @@ func TestMetricsCount(t *testing.T) {
 // /metrics then answers NOT_FOUND.
 func TestMetricsListen(t *testing.T) {
 	c := serveConfig(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.MetricsListen = l.Addr().String()
-	l.Close()
+	c.MetricsListen = testkit.FreeAddr(t)
 	url := serve(t, c)
 	if status, code, err := newCrashClient(url).call("GET", "/metrics", nil, "", nil); err != nil || status != 404 || code != "NOT_FOUND" {
 		t.Errorf("API's /metrics with --metrics-listen: %d %s %v, want 404 NOT_FOUND", status, code, err)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // testCert makes a self-signed certificate for names (an IP address is put in as one) and
@@ -216,17 +217,6 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address no one listens on at the time of the call.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // noFollow is a client that reports redirects instead of following them.
 var noFollow = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
@@ -235,7 +225,7 @@ func TestHTTPRedirect(t *testing.T) {
 	dir := t.TempDir()
 	writeCert(t, dir, 1)
 	c := tlsConfig(t, dir)
-	c.HTTPRedirect = freeAddr(t)
+	c.HTTPRedirect = testkit.FreeAddr(t)
 	addr := strings.TrimPrefix(serve(t, c), "http://")
 	_, port, _ := net.SplitHostPort(addr)
 	for _, tc := range []struct{ method, path, host, want string }{
@@ -286,7 +276,7 @@ func TestACMEUpToTheAuthority(t *testing.T) {
 	c.ACMEDomains = []string{"cached.example.test", "fresh.example.test"}
 	c.ACMECache = cache
 	c.ACMEDirectory = authority.URL
-	c.HTTPRedirect = freeAddr(t)
+	c.HTTPRedirect = testkit.FreeAddr(t)
 	addr := strings.TrimPrefix(serve(t, c), "http://")
 
 	st, err := handshake(t, addr, "cached.example.test", pool(cached))

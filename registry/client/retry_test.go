@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -192,13 +193,7 @@ func TestRetriesNetworkErrors(t *testing.T) {
 		}
 	})
 	t.Run("nothing listening", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		c, err := client.New("http://"+addr, client.WithRetry((&noWait{}).policy(1)))
+		c, err := client.New("http://"+testkit.FreeAddr(t), client.WithRetry((&noWait{}).policy(1)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -235,7 +235,7 @@ const (
 	capWarnEvery = time.Minute
 
 	// maxVerifyRounds bounds how often a binding session's change that verifies signatures
-	// starts over because the session changed between its read and its write (verified.go).
+	// starts over because the session changed between its read and its write (sessionchange.go).
 	// A session's record changes only a few times in its life: its state only moves
 	// forward, through at most four stored states, and an ACTIVE session is marked unbound
 	// once. So no honest request is refused by it; a change that starts over this often has

@@ -27,8 +27,8 @@
 // by DID, short body, secret hash, node key or operator always agrees with the records.
 // Nothing is ever removed except bearer sessions, counters, active bindings (which an unbind
 // or a revocation ends) and binding sessions the registry deletes after their retention
-// (whose ids stay reserved as hashes); node records and revocations are replaced, not
-// deleted. It runs no goroutine for upkeep: its owner calls Flush and Maintain.
+// (whose ids stay reserved as hashes); node records, revocations and operator pins are
+// replaced, not deleted. It runs no goroutine for upkeep: its owner calls Flush and Maintain.
 //
 // # Concurrency
 //
@@ -274,6 +274,11 @@ type Tx interface {
 	// RevocationCount returns the number of revocations, in constant time: a registry asks
 	// it before each new one to keep the list within its bound.
 	RevocationCount() (int, error)
+
+	// OperatorPin returns the pin of an operator DID body (docs/protocol.md §10.8).
+	OperatorPin(body string) (OperatorPin, error)
+	// PutOperatorPin creates or replaces the pin of p.Body. Pins are never deleted.
+	PutOperatorPin(p OperatorPin) error
 
 	// BearerSession returns the bearer session stored under a token hash.
 	BearerSession(tokenHash [32]byte) (authn.BearerSession, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	var retired []string
 	var deadTokens [][32]byte
 	var deadCounters []string
+	held := map[string]int{} // revocations held per address block
 	live := s.beginCount()
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		live.reset()
@@ -61,7 +63,11 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+		clear(held)
 		return tx.EachCounter(func(key string, c binding.Counter) error {
+			if g, ok := strings.CutPrefix(key, revokeHeldPrefix); ok {
+				held[g] = c.Count
+			}
 			if now.Sub(c.Start) >= counterWindow(key) {
 				deadCounters = append(deadCounters, key)
 			}
@@ -149,6 +155,9 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+	}
+	if err == nil {
+		err = s.sweepRevocations(ctx, held, now)
 	}
 	if n := len(expired) + len(retired) + len(deadTokens) + len(deadCounters); n > 0 && err == nil {
 		s.log.Debug("sweep", "expired_sessions", len(expired), "deleted_sessions", len(retired), "ended_bearer_sessions", len(deadTokens), "ended_counters", len(deadCounters))
@@ -252,6 +261,8 @@ func counterWindow(key string) time.Duration {
 		return initiateWindow
 	case strings.HasPrefix(key, revokeCounterPrefix):
 		return revokeWindow
+	case strings.HasPrefix(key, revokeHeldPrefix):
+		return math.MaxInt64 // a holding, not a window: it goes when the holding does
 	case strings.HasPrefix(key, "login-addr/"):
 		return authn.ChallengeTTL
 	case strings.HasPrefix(key, "login-fail-"):

@@ -51,14 +51,21 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginsPerBlock, LimitLoginsPerAddress), "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device
+	reached := false
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		dev, err = authn.VerifyLogin(l, s.prefix, now, s.challenges, revocations(tx))
+		reached = false
+		dev, err = authn.VerifyLogin(l, s.prefix, now, s.challenges, loginChecks(tx, l.DeviceCredential, &reached))
 		return err
 	})
 	if err != nil {
 		if proto.CodeOf(err) != proto.Internal {
 			s.loginFailAddr.add(addr, now)
 			s.loginFailPair.add(pair, now)
+		}
+		if reached && failedAfterPin(err) {
+			if perr := s.pinFailedLogin(ctx, l.DeviceCredential, now); perr != nil {
+				return api.LoginResult{}, perr
+			}
 		}
 		return api.LoginResult{}, err
 	}
@@ -77,6 +84,9 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		// A revocation may have landed since the check above; the session must not outlive
 		// it, so the check is made again where the session is written.
 		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx)); err != nil {
+			return err
+		}
+		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true); err != nil {
 			return err
 		}
 		return tx.PutBearerSession(hash, sess)
@@ -162,7 +172,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		}
 		var revoked error
 		if step3 {
-			revoked = authn.CheckCredentialRevoked(dc, revocations(tx))
+			revoked = authn.CheckCredentialRevoked(dc, loginChecks(tx, dc, new(bool)))
 		}
 		if revoked != nil {
 			failed = revoked
@@ -181,7 +191,13 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 					return err
 				}
 			}
+			if step3 && revoked == nil && failedAfterPin(failed) {
+				return pinCredential(tx, dc, now, false)
+			}
 			return nil
+		}
+		if err := pinCredential(tx, dc, now, true); err != nil {
+			return err
 		}
 		return tx.PutBearerSession(hash, sess)
 	})

@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteBinding", testDeleteBinding},
 		{"Revocations", testRevocations},
 		{"OperatorPins", testOperatorPins},
+		{"DeleteRevocation", testDeleteRevocation},
 		{"OperatorSessions", testOperatorSessions},
 		{"Counters", testCounters},
 		{"CountersAtOnce", testCountersAtOnce},

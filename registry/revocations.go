@@ -1,0 +1,278 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
+)
+
+// The revocation list's budgets (docs/protocol.md §8.1). Anyone can make a root key and sign
+// revocations with it, so the list is a table strangers grow; an operator's revocation of a
+// stolen credential must still get in. A revocation is "proven" when its root key is pinned
+// and has logged in here: only such a root key has credentials that a revocation here
+// protects against, and proving costs a login, which the login budgets meter.
+//
+//   - A proven revocation is refused only by its own address's rate and its root key's
+//     holdings (RevocationsPerRoot). It never expires and is never displaced.
+//   - An unproven one is refused, besides, by its address block's rate and holdings
+//     (RevocationsPerBlock); and when the list is full (MaxRevocations) it takes the place of
+//     the oldest unproven revocation of the block holding most, if its own block holds
+//     less. It expires after RevocationTTLHours unless its root key proves itself first.
+
+// admitRevocation decides whether a new revocation by pin's root key from addr may be
+// recorded, charges its budgets, and makes room for it when the list is full.
+func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, addr string, now time.Time) error {
+	proven := pin.LoggedIn()
+	if pin.Revocations >= s.limits.RevocationsPerRoot {
+		return rateLimited(LimitRevocationsPerRoot, "this root key holds too many revocations")
+	}
+	group := AddressBlock(addr)
+	addrKey, blockKey, heldKey := revokeCounterPrefix+addr, revokeCounterPrefix+group, revokeHeldPrefix+group
+	c, err := tx.Counters(addrKey, blockKey, heldKey)
+	if err != nil {
+		return err
+	}
+	if c[0].Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
+		return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
+	}
+	if !proven {
+		if c[1].Blocked(now, blockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), revokeWindow) {
+			return rateLimited(LimitRevokePerBlock, "too many new revocations from this address block; wait and try again")
+		}
+		if c[2].Count >= s.limits.RevocationsPerBlock {
+			return rateLimited(LimitRevocationsPerBlock, "this address block holds too many revocations; wait for some to expire")
+		}
+		n, err := tx.RevocationCount()
+		if err != nil {
+			return err
+		}
+		if n >= s.limits.MaxRevocations {
+			if err := s.displaceRevocation(tx, group, c[2].Count); err != nil {
+				return err
+			}
+		}
+		if err := tx.PutCounter(blockKey, c[1].Fail(now, revokeWindow)); err != nil {
+			return err
+		}
+	}
+	if err := tx.PutCounter(addrKey, c[0].Fail(now, revokeWindow)); err != nil {
+		return err
+	}
+	if err := tx.PutCounter(heldKey, binding.Counter{Count: c[2].Count + 1, Start: now}); err != nil {
+		return err
+	}
+	pin.Revocations++
+	return tx.PutOperatorPin(pin)
+}
+
+// displaceRevocation removes the oldest unproven revocation of the block holding most, when
+// that block holds more than group, which holds held; otherwise the list is full for group.
+func (s *Service) displaceRevocation(tx store.Tx, group string, held int) error {
+	for {
+		victim, ok := s.revokeVictims.next(group)
+		if !ok {
+			s.capReached(&s.warnRevocations, "revocations", s.limits.MaxRevocations)
+			return rateLimited(LimitRevocationList, "the registry's revocation list is full; try again later")
+		}
+		c, err := tx.Counter(revokeHeldPrefix + victim.group)
+		if err != nil {
+			return err
+		}
+		if c.Count <= held+1 {
+			// The block holding most holds no more than this one would: nothing gives way.
+			s.revokeVictims.putBack(victim)
+			s.capReached(&s.warnRevocations, "revocations", s.limits.MaxRevocations)
+			return rateLimited(LimitRevocationList, "the registry's revocation list is full; try again later")
+		}
+		removed, err := removeUnproven(tx, victim.did, victim.id)
+		if err != nil || removed {
+			return err
+		}
+	}
+}
+
+// removeUnproven deletes the revocation (did, id) unless it is gone or its root key has
+// logged in since, counting it out of its block's and root key's holdings.
+func removeUnproven(tx store.Tx, did, id string) (bool, error) {
+	r, err := tx.Revocation(did, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if r.Proven {
+		return false, nil
+	}
+	d, perr := didkey.Parse(did)
+	var pin store.OperatorPin
+	pinned := false
+	if perr == nil {
+		pin, err = tx.OperatorPin(d.Body())
+		switch {
+		case err == nil:
+			if pin.LoggedIn() {
+				return false, nil
+			}
+			pinned = true
+		case !errors.Is(err, store.ErrNotFound):
+			return false, err
+		}
+	}
+	if err := tx.DeleteRevocation(did, id); err != nil {
+		return false, err
+	}
+	if pinned && pin.Revocations > 0 {
+		pin.Revocations--
+		if err := tx.PutOperatorPin(pin); err != nil {
+			return false, err
+		}
+	}
+	if r.Group == "" {
+		return true, nil
+	}
+	c, err := tx.Counter(revokeHeldPrefix + r.Group)
+	if err != nil {
+		return false, err
+	}
+	if c.Count <= 1 {
+		return true, tx.DeleteCounter(revokeHeldPrefix + r.Group)
+	}
+	c.Count--
+	return true, tx.PutCounter(revokeHeldPrefix+r.Group, c)
+}
+
+// revokeVictim is a displacement candidate: an unproven revocation of a block holding many.
+type revokeVictim struct {
+	group, did, id string
+	recorded       time.Time
+}
+
+// revokeVictims are the displacement candidates the last sweep found, oldest first within
+// each block, blocks holding most first.
+type revokeVictims struct {
+	mu     sync.Mutex
+	groups [][]revokeVictim
+}
+
+// next pops the oldest candidate of the first block other than group that has one.
+func (v *revokeVictims) next(group string) (revokeVictim, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i, g := range v.groups {
+		if len(g) == 0 || g[0].group == group {
+			continue
+		}
+		v.groups[i] = g[1:]
+		return g[0], true
+	}
+	return revokeVictim{}, false
+}
+
+// putBack returns a candidate next did not use.
+func (v *revokeVictims) putBack(c revokeVictim) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i, g := range v.groups {
+		if len(g) == 0 || g[0].group == c.group {
+			v.groups[i] = append([]revokeVictim{c}, g...)
+			return
+		}
+	}
+}
+
+func (v *revokeVictims) set(groups [][]revokeVictim) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.groups = groups
+}
+
+// sweepRevocations removes unproven revocations older than RevocationTTLHours and finds the
+// displacement candidates of the blocks holding most: held are the holdings of every block
+// as the sweep read them.
+func (s *Service) sweepRevocations(ctx context.Context, held map[string]int, now time.Time) error {
+	top := topGroups(held, revokeVictimGroups)
+	ttl := time.Duration(s.limits.RevocationTTLHours) * time.Hour
+	var expired [][2]string
+	cands := make(map[string][]revokeVictim, len(top))
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		expired = expired[:0]
+		clear(cands)
+		return tx.EachRevocation(func(r store.Revocation) error {
+			if r.Proven {
+				return nil
+			}
+			if now.Sub(r.RecordedAt) >= ttl {
+				if len(expired) < revokeExpiryPerSweep {
+					expired = append(expired, [2]string{r.OperatorDID, r.RevocationID})
+				}
+				return nil
+			}
+			if _, ok := top[r.Group]; ok {
+				cands[r.Group] = keepOldest(cands[r.Group], revokeVictim{group: r.Group, did: r.OperatorDID, id: r.RevocationID, recorded: r.RecordedAt})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for batch := range slices.Chunk(expired, sweepBatch) {
+		if err := s.store.Update(ctx, func(tx store.Tx) error {
+			for _, k := range batch {
+				if _, err := removeUnproven(tx, k[0], k[1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	groups := make([][]revokeVictim, 0, len(cands))
+	for _, g := range cands {
+		slices.SortFunc(g, func(a, b revokeVictim) int { return a.recorded.Compare(b.recorded) })
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(a, b []revokeVictim) int { return cmp.Compare(held[b[0].group], held[a[0].group]) })
+	s.revokeVictims.set(groups)
+	return nil
+}
+
+// keepOldest adds c to the candidates of one block, keeping the revokeVictimsPerGroup oldest.
+func keepOldest(g []revokeVictim, c revokeVictim) []revokeVictim {
+	if len(g) < revokeVictimsPerGroup {
+		return append(g, c)
+	}
+	newest := 0
+	for i := range g {
+		if g[i].recorded.After(g[newest].recorded) {
+			newest = i
+		}
+	}
+	if c.recorded.Before(g[newest].recorded) {
+		g[newest] = c
+	}
+	return g
+}
+
+// topGroups returns the n blocks holding most.
+func topGroups(held map[string]int, n int) map[string]struct{} {
+	groups := make([]string, 0, len(held))
+	for g := range held {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(a, b string) int { return cmp.Compare(held[b], held[a]) })
+	out := make(map[string]struct{}, n)
+	for _, g := range groups[:min(n, len(groups))] {
+		out[g] = struct{}{}
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package registry_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/store"
+)
+
+func revocationLimits(maxList, perRoot, perBlock int) harnessOption {
+	return func(c *registry.Config) {
+		c.Limits.MaxRevocations, c.Limits.RevocationsPerRoot, c.Limits.RevocationsPerBlock = maxList, perRoot, perBlock
+		c.Limits.RevocationTTLHours = 24
+	}
+}
+
+// strangerRevocation is a revocation by a root key of its own that never logged in.
+func strangerRevocation(t *testing.T, label string, now time.Time) authn.SignedRevocation {
+	t.Helper()
+	r, err := authn.SignRevocation(testkit.LabelKey(t, label), canonical.DefaultPrefix, "", "", "rev-"+label, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func revocationCount(t *testing.T, st store.Store) int {
+	t.Helper()
+	var n int
+	if err := st.View(context.Background(), func(tx store.Tx) (err error) {
+		n, err = tx.RevocationCount()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRevocationListFair: strangers' revocations fill the list; a stranger from the block that
+// filled it is refused, a newcomer from another block takes the place of that block's oldest,
+// and an operator who logged in revokes its stolen credential whatever the list holds. An
+// unproven revocation expires; a proven one stays.
+func TestRevocationListFair(t *testing.T) {
+	h := newHarness(t, revocationLimits(10, 3, 8))
+	ctx := context.Background()
+	revoke := func(r authn.SignedRevocation, addr string) error {
+		_, err := h.svc.Revoke(ctx, r, addr)
+		return err
+	}
+	wantLimit := func(err error, limit string) {
+		t.Helper()
+		if proto.CodeOf(err) != proto.RateLimited || registry.LimitOf(err) != limit {
+			t.Fatalf("got %v (limit %q), want RATE_LIMITED by %s", err, registry.LimitOf(err), limit)
+		}
+	}
+	// Block 10.0.0.0/24 holds 8 (its quota), block 10.0.1.0/24 holds 2: the list is full.
+	for i := range 8 {
+		if err := revoke(strangerRevocation(t, fmt.Sprint("a", i), h.now()), fmt.Sprintf("10.0.0.%d", i+1)); err != nil {
+			t.Fatalf("stranger %d: %v", i, err)
+		}
+		h.clock.Advance(time.Second)
+	}
+	wantLimit(revoke(strangerRevocation(t, "a-over", h.now()), "10.0.0.99"), registry.LimitRevocationsPerBlock)
+	for i := range 2 {
+		if err := revoke(strangerRevocation(t, fmt.Sprint("b", i), h.now()), "10.0.1.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantLimit(revoke(strangerRevocation(t, "b-over", h.now()), "10.0.1.2"), registry.LimitRevocationList)
+
+	// After a sweep, a newcomer from a block holding nothing displaces the oldest of the
+	// block holding most; the block that holds little stays refused once the list is full.
+	if err := h.svc.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := revoke(strangerRevocation(t, "c0", h.now()), "10.0.2.1"); err != nil {
+		t.Fatalf("a newcomer block on a full list: %v", err)
+	}
+	if n := revocationCount(t, h.st); n != 10 {
+		t.Errorf("list holds %d, want 10", n)
+	}
+	first := strangerRevocation(t, "a0", h.now()).Revocation
+	if err := h.st.View(ctx, func(tx store.Tx) error {
+		_, err := tx.Revocation(first.OperatorDID, first.RevocationID)
+		return err
+	}); err != store.ErrNotFound {
+		t.Errorf("the oldest revocation of the block holding most: %v, want it displaced", err)
+	}
+
+	// An operator who logged in revokes a stolen credential on the full list, beyond the
+	// per-block quota of its own block; its root key's quota is its own.
+	op := newOperator(t, "op", h.now(), "nodes.bind")
+	stolen := op.newDevice(t, "stolen", "rev-stolen")
+	stolen.login(h)
+	if err := revoke(op.revocation(t, op.root, "rev-stolen", h.now()), "10.0.0.200"); err != nil {
+		t.Fatalf("the operator's revocation on a full list: %v", err)
+	}
+	for i := range 2 {
+		if err := revoke(op.revocation(t, op.root, fmt.Sprint("rev-more-", i), h.now()), "10.0.0.200"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantLimit(revoke(op.revocation(t, op.root, "rev-too-many", h.now()), "10.0.0.200"), registry.LimitRevocationsPerRoot)
+
+	// Unproven revocations expire; the operator's stay, and still refuse the stolen device.
+	h.clock.Advance(25 * time.Hour)
+	if err := h.svc.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := revocationCount(t, h.st); n != 3 {
+		t.Errorf("after expiry the list holds %d, want the operator's 3", n)
+	}
+	var ch struct{ Challenge string }
+	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
+	h.fails("POST", "/v1/auth/device-login", stolen.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_REVOKED")
+	// The block that held most holds nothing now, and is admitted again.
+	if err := revoke(strangerRevocation(t, "a-again", h.now()), "10.0.0.1"); err != nil {
+		t.Fatalf("a stranger after expiry: %v", err)
+	}
+}

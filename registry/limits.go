@@ -148,9 +148,11 @@ type Limits struct {
 	// one proven root key (which nothing displaces or expires) can make the list hold.
 	RevocationsPerRoot int
 	// RevocationsPerBlock is the number of revocations one address block (an IPv4 /24, an
-	// IPv6 /48) may hold. It refuses unproven revocations from that block only, so that
-	// filling the list takes MaxRevocations / RevocationsPerBlock blocks at least, and a
-	// block holding little always displaces one holding most.
+	// IPv6 /48) may hold. It refuses new revocations from that block only, proven ones
+	// included: it is what bounds, per block, the revocations that never expire. Filling the
+	// list takes MaxRevocations / RevocationsPerBlock blocks at least, and a block holding
+	// little always displaces one holding most. An operator revokes a handful of devices, so
+	// only a block whose own clients made thousands of revocations reaches it.
 	RevocationsPerBlock int
 	// RevocationTTLHours is how long an unproven revocation is kept, in hours. The sweep
 	// removes it afterwards unless its root key has logged in meanwhile. The registry cannot

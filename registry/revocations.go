@@ -19,12 +19,13 @@ import (
 // and has logged in here: only such a root key has credentials that a revocation here
 // protects against, and proving costs a login, which the login budgets meter.
 //
-//   - A proven revocation is refused only by its own address's rate and its root key's
-//     holdings (RevocationsPerRoot). It never expires and is never displaced.
-//   - An unproven one is refused, besides, by its address block's rate and holdings
-//     (RevocationsPerBlock); and when the list is full (MaxRevocations) it takes the place of
-//     the oldest unproven revocation of the block holding most, if its own block holds
-//     less. It expires after RevocationTTLHours unless its root key proves itself first.
+//   - A proven revocation is refused only by what its own address, block and root key hold
+//     or spent: its address's rate, its block's holdings (RevocationsPerBlock) and its root
+//     key's (RevocationsPerRoot). It never expires and is never displaced.
+//   - An unproven one is refused, besides, by its address block's rate; and when the list is
+//     full (MaxRevocations) it takes the place of the oldest unproven revocation of the
+//     block holding most, if its own block holds less. It expires after RevocationTTLHours
+//     unless its root key proves itself first.
 
 // admitRevocation decides whether a new revocation by pin's root key from addr may be
 // recorded, charges its budgets, and makes room for it when the list is full.
@@ -42,12 +43,12 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, addr strin
 	if c[0].Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
 		return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
 	}
+	if c[2].Count >= s.limits.RevocationsPerBlock {
+		return rateLimited(LimitRevocationsPerBlock, "this address block holds too many revocations")
+	}
 	if !proven {
 		if c[1].Blocked(now, blockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), revokeWindow) {
 			return rateLimited(LimitRevokePerBlock, "too many new revocations from this address block; wait and try again")
-		}
-		if c[2].Count >= s.limits.RevocationsPerBlock {
-			return rateLimited(LimitRevocationsPerBlock, "this address block holds too many revocations; wait for some to expire")
 		}
 		n, err := tx.RevocationCount()
 		if err != nil {

@@ -157,7 +157,7 @@ func limitFlags(l *registry.Limits) []limitFlag {
 		{"max-revocations", &l.MaxRevocations, "credential revocations kept in all; when full, one by a root key that never logged in displaces the oldest such revocation of the address block holding most, or gets 429 (a root key that logged in is never refused by it)", true},
 		{"revoke-address-limit", &l.RevokeAddressLimit, "new credential revocations one client address may record per hour before 429", true},
 		{"revocations-per-root", &l.RevocationsPerRoot, "credential revocations one root key may hold under one operator DID before its next gets 429", true},
-		{"revocations-per-block", &l.RevocationsPerBlock, "credential revocations one IPv4 /24 or IPv6 /48 may hold before its next by a root key that never logged in gets 429", true},
+		{"revocations-per-block", &l.RevocationsPerBlock, "credential revocations one IPv4 /24 or IPv6 /48 may hold before its next gets 429", true},
 		{"revocation-ttl-hours", &l.RevocationTTLHours, "hours a revocation by a root key that never logged in is kept; a root key that logs in keeps its revocations for good", true},
 		{"initiate-address-limit", &l.InitiateAddressLimit, "binding initiates per client address per 10 minutes before 429", false},
 		{"max-binding-sessions", &l.MaxOpenBindingSessions, "open binding sessions over all nodes before initiates get 429", false},

@@ -22,7 +22,8 @@ import (
 //
 // A sweep also counts again, from the store, what the global caps count in memory (node
 // records, open binding sessions, live bearer sessions), so that on a store shared by several
-// daemons each sees what the others added at least once a sweep interval (limits.go).
+// daemons each sees what the others added at least once a sweep interval (limits.go); and it
+// expires unproven revocations and finds the revocations that may give way (revocations.go).
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
@@ -33,7 +34,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	var retired []string
 	var deadTokens [][32]byte
 	var deadCounters []string
-	held := map[string]int{} // revocations held per address block
+	held := newTopHeld(revokeVictimGroups) // the address blocks holding most revocations
 	live := s.beginCount()
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		live.reset()
@@ -63,10 +64,10 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		clear(held)
+		held.reset()
 		return tx.EachCounter(func(key string, c binding.Counter) error {
 			if g, ok := strings.CutPrefix(key, revokeHeldPrefix); ok {
-				held[g] = c.Count
+				held.add(g, c.Count)
 			}
 			if now.Sub(c.Start) >= counterWindow(key) {
 				deadCounters = append(deadCounters, key)
@@ -157,7 +158,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 	if err == nil {
-		err = s.sweepRevocations(ctx, held, now)
+		err = s.sweepRevocations(ctx, held.held, now)
 	}
 	if n := len(expired) + len(retired) + len(deadTokens) + len(deadCounters); n > 0 && err == nil {
 		s.log.Debug("sweep", "expired_sessions", len(expired), "deleted_sessions", len(retired), "ended_bearer_sessions", len(deadTokens), "ended_counters", len(deadCounters))
@@ -167,7 +168,8 @@ func (s *Service) Sweep(ctx context.Context) error {
 
 // Recount counts again, from the store, what the global caps count in memory, as Sweep
 // does. On a store shared by several daemons, the daemon that finds another sweeping calls
-// it instead of Sweep, so that its counts are no older than a sweep interval either.
+// it instead of Sweep, so that its counts are no older than a sweep interval either, and
+// that it too knows which revocations may give way to a newcomer on a full list.
 func (s *Service) Recount(ctx context.Context) error {
 	now := s.now()
 	if err := s.nodes.refresh(ctx, s.store); err != nil {
@@ -188,7 +190,10 @@ func (s *Service) Recount(ctx context.Context) error {
 		})
 	})
 	s.endCount(live, err, now)
-	return err
+	if err != nil {
+		return err
+	}
+	return s.recountRevocations(ctx, now)
 }
 
 // liveCount is what one read of the store finds alive for the global caps.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,32 +197,10 @@ func (v *revokeVictims) set(groups [][]revokeVictim) {
 }
 
 // sweepRevocations removes unproven revocations older than RevocationTTLHours and finds the
-// displacement candidates of the blocks holding most: held are the holdings of every block
-// as the sweep read them.
-func (s *Service) sweepRevocations(ctx context.Context, held map[string]int, now time.Time) error {
-	top := topGroups(held, revokeVictimGroups)
-	ttl := time.Duration(s.limits.RevocationTTLHours) * time.Hour
-	var expired [][2]string
-	cands := make(map[string][]revokeVictim, len(top))
-	err := s.store.View(ctx, func(tx store.Tx) error {
-		expired = expired[:0]
-		clear(cands)
-		return tx.EachRevocation(func(r store.Revocation) error {
-			if r.Proven {
-				return nil
-			}
-			if now.Sub(r.RecordedAt) >= ttl {
-				if len(expired) < revokeExpiryPerSweep {
-					expired = append(expired, [2]string{r.OperatorDID, r.RevocationID})
-				}
-				return nil
-			}
-			if _, ok := top[r.Group]; ok {
-				cands[r.Group] = keepOldest(cands[r.Group], revokeVictim{group: r.Group, did: r.OperatorDID, id: r.RevocationID, recorded: r.RecordedAt})
-			}
-			return nil
-		})
-	})
+// displacement candidates of the blocks holding most, top (as the sweep's read of the
+// counters found them).
+func (s *Service) sweepRevocations(ctx context.Context, top map[string]int, now time.Time) error {
+	expired, err := s.scanRevocations(ctx, top, now, true)
 	if err != nil {
 		return err
 	}
@@ -237,14 +216,76 @@ func (s *Service) sweepRevocations(ctx context.Context, held map[string]int, now
 			return err
 		}
 	}
+	return nil
+}
+
+// recountRevocations finds the displacement candidates, as a sweep does, on a daemon that
+// another is sweeping for, so that every daemon sharing a store can admit a newcomer to a
+// full list. It reads the list only when the list is nearly full: before, nothing gives way.
+func (s *Service) recountRevocations(ctx context.Context, now time.Time) error {
+	top := newTopHeld(revokeVictimGroups)
+	near := false
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		top.reset()
+		n, err := tx.RevocationCount()
+		if err != nil {
+			return err
+		}
+		if near = n >= s.limits.MaxRevocations-s.limits.MaxRevocations/10; !near {
+			return nil
+		}
+		return tx.EachCounter(func(key string, c binding.Counter) error {
+			if g, ok := strings.CutPrefix(key, revokeHeldPrefix); ok {
+				top.add(g, c.Count)
+			}
+			return nil
+		})
+	})
+	if err != nil || !near {
+		s.revokeVictims.set(nil)
+		return err
+	}
+	_, err = s.scanRevocations(ctx, top.held, now, false)
+	return err
+}
+
+// scanRevocations reads the list once: it keeps the oldest unproven revocations of the blocks
+// in top as the displacement candidates, and returns, when expire, the unproven ones past
+// RevocationTTLHours (at most revokeExpiryPerSweep).
+func (s *Service) scanRevocations(ctx context.Context, top map[string]int, now time.Time, expire bool) ([][2]string, error) {
+	ttl := time.Duration(s.limits.RevocationTTLHours) * time.Hour
+	var expired [][2]string
+	cands := make(map[string][]revokeVictim, len(top))
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		expired = expired[:0]
+		clear(cands)
+		return tx.EachRevocation(func(r store.Revocation) error {
+			if r.Proven {
+				return nil
+			}
+			if expire && now.Sub(r.RecordedAt) >= ttl {
+				if len(expired) < revokeExpiryPerSweep {
+					expired = append(expired, [2]string{r.OperatorDID, r.RevocationID})
+				}
+				return nil
+			}
+			if _, ok := top[r.Group]; ok {
+				cands[r.Group] = keepOldest(cands[r.Group], revokeVictim{group: r.Group, did: r.OperatorDID, id: r.RevocationID, recorded: r.RecordedAt})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
 	groups := make([][]revokeVictim, 0, len(cands))
 	for _, g := range cands {
 		slices.SortFunc(g, func(a, b revokeVictim) int { return a.recorded.Compare(b.recorded) })
 		groups = append(groups, g)
 	}
-	slices.SortFunc(groups, func(a, b []revokeVictim) int { return cmp.Compare(held[b[0].group], held[a[0].group]) })
+	slices.SortFunc(groups, func(a, b []revokeVictim) int { return cmp.Compare(top[b[0].group], top[a[0].group]) })
 	s.revokeVictims.set(groups)
-	return nil
+	return expired, nil
 }
 
 // keepOldest adds c to the candidates of one block, keeping the revokeVictimsPerGroup oldest.
@@ -264,16 +305,30 @@ func keepOldest(g []revokeVictim, c revokeVictim) []revokeVictim {
 	return g
 }
 
-// topGroups returns the n blocks holding most.
-func topGroups(held map[string]int, n int) map[string]struct{} {
-	groups := make([]string, 0, len(held))
-	for g := range held {
-		groups = append(groups, g)
+// topHeld keeps the n address blocks holding most revocations among those it is shown, so
+// that finding them costs n entries of memory however many blocks hold some.
+type topHeld struct {
+	n    int
+	held map[string]int
+}
+
+func newTopHeld(n int) *topHeld { return &topHeld{n: n, held: make(map[string]int, n)} }
+
+func (t *topHeld) reset() { clear(t.held) }
+
+func (t *topHeld) add(group string, count int) {
+	if len(t.held) < t.n {
+		t.held[group] = count
+		return
 	}
-	slices.SortFunc(groups, func(a, b string) int { return cmp.Compare(held[b], held[a]) })
-	out := make(map[string]struct{}, n)
-	for _, g := range groups[:min(n, len(groups))] {
-		out[g] = struct{}{}
+	least, min := "", 0
+	for g, c := range t.held {
+		if least == "" || c < min {
+			least, min = g, c
+		}
 	}
-	return out
+	if count > min {
+		delete(t.held, least)
+		t.held[group] = count
+	}
 }

@@ -75,9 +75,10 @@ func TestRevocationListFair(t *testing.T) {
 	}
 	wantLimit(revoke(strangerRevocation(t, "b-over", h.now()), "10.0.1.2"), registry.LimitRevocationList)
 
-	// After a sweep, a newcomer from a block holding nothing displaces the oldest of the
-	// block holding most; the block that holds little stays refused once the list is full.
-	if err := h.svc.Sweep(ctx); err != nil {
+	// Once a sweep, or the recount of a daemon another is sweeping for, has found the
+	// candidates, a newcomer from a block holding nothing displaces the oldest of the block
+	// holding most.
+	if err := h.svc.Recount(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := revoke(strangerRevocation(t, "c0", h.now()), "10.0.2.1"); err != nil {

@@ -109,9 +109,10 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 // transaction counts the attempt and checks its budget in one step, so that budget holds
 // however many logins run at once; the failure budgets are read before verifying and not
 // again, as the in-memory ones are, so concurrent failures of one address may pass them by
-// the attempts in flight. Step 3, the revocation check, is made in the write transaction,
-// where the session is written, so that the session cannot outlive a revocation that lands
-// meanwhile; a revoked credential still fails there before its challenge is looked at, and
+// the attempts in flight. The checks after step 4, the operator DID's pin and the
+// revocation, are made in the write transaction, where the session and the pin are written,
+// so that the session cannot outlive a revocation that lands meanwhile; a colliding root key
+// or a revoked credential still fails there before its challenge is looked at, and
 // a second use of a challenge is BAD_CHALLENGE whatever else is wrong, as in Login.
 func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, now time.Time) (api.LoginResult, error) {
 	dc := l.DeviceCredential

@@ -30,7 +30,9 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 // the client address: failed logins are counted per address and per address and operator
 // DID, never per DID alone, so failures only refuse the address that made them; and the
 // attempts of one address per challenge lifetime are bounded, so that no one party can fill
-// the used-challenge set (limits.go).
+// the used-challenge set (limits.go). The operator DID is pinned to the credential's root key
+// (DID_COLLISION when pinned to another, docs/protocol.md §10.8), and a successful login
+// records on the pin that the root key logged in.
 func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.LoginResult, error) {
 	now := s.now()
 	if s.checker != nil {

@@ -100,8 +100,15 @@ func (s *Service) displaceRevocation(tx store.Tx, group string, held int) error 
 	}
 }
 
+// mayGo reports whether a revocation may expire or give way, as far as its record tells: one
+// recorded before the list had quotas has no group and is kept as proven, since its root key
+// may have logged in before pins were recorded.
+func mayGo(r store.Revocation) bool { return !r.Proven && r.Group != "" }
+
 // removeUnproven deletes the revocation (did, id) unless it is gone or its root key has
-// logged in since, counting it out of its block's and root key's holdings.
+// logged in since, counting it out of its block's and root key's holdings. A revocation
+// whose root key has logged in since is marked proven instead, so that it is not looked at
+// again.
 func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 	r, err := tx.Revocation(did, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -110,7 +117,7 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if r.Proven {
+	if !mayGo(r) {
 		return false, nil
 	}
 	d, perr := didkey.Parse(did)
@@ -121,7 +128,8 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 		switch {
 		case err == nil:
 			if pin.LoggedIn() {
-				return false, nil
+				r.Proven = true
+				return false, tx.PutRevocation(r)
 			}
 			pinned = true
 		case !errors.Is(err, store.ErrNotFound):
@@ -136,9 +144,6 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 		if err := tx.PutOperatorPin(pin); err != nil {
 			return false, err
 		}
-	}
-	if r.Group == "" {
-		return true, nil
 	}
 	c, err := tx.Counter(revokeHeldPrefix + r.Group)
 	if err != nil {
@@ -260,7 +265,7 @@ func (s *Service) scanRevocations(ctx context.Context, top map[string]int, now t
 		expired = expired[:0]
 		clear(cands)
 		return tx.EachRevocation(func(r store.Revocation) error {
-			if r.Proven {
+			if !mayGo(r) {
 				return nil
 			}
 			if expire && now.Sub(r.RecordedAt) >= ttl {

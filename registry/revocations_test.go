@@ -110,17 +110,39 @@ func TestRevocationListFair(t *testing.T) {
 	}
 	wantLimit(revoke(op.revocation(t, op.root, "rev-too-many", h.now()), "10.0.5.1"), registry.LimitRevocationsPerRoot)
 
-	// Unproven revocations expire; the operator's stay, and still refuse the stolen device.
+	// A root key that revoked before it ever logged in, and then logged in, keeps its
+	// revocation: it was displaceable, and is proven now.
+	late := newOperator(t, "late", h.now(), "nodes.bind")
+	if err := revoke(late.revocation(t, late.root, "rev-early", h.now()), "10.0.6.1"); err != nil {
+		t.Fatalf("a revocation by a root key that has not logged in yet, on a full list: %v", err)
+	}
+	late.login(h)
+
+	// Unproven revocations expire; the proven ones stay, and still refuse the stolen device.
 	h.clock.Advance(25 * time.Hour)
 	if err := h.svc.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := revocationCount(t, h.st); n != 3 {
-		t.Errorf("after expiry the list holds %d, want the operator's 3", n)
+	if n := revocationCount(t, h.st); n != 4 {
+		t.Errorf("after expiry the list holds %d, want the operator's 3 and the late one", n)
 	}
 	var ch struct{ Challenge string }
 	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
 	h.fails("POST", "/v1/auth/device-login", stolen.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_REVOKED")
+	// A revocation recorded before the list had quotas (no group) is kept, however old.
+	legacy := strangerRevocation(t, "legacy", h.now()).Revocation
+	if err := h.st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutRevocation(store.Revocation{OperatorDID: legacy.OperatorDID, RevocationID: legacy.RevocationID, RootPublicKey: legacy.OperatorRootPublicKey, RecordedAt: h.now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(25 * time.Hour)
+	if err := h.svc.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := revocationCount(t, h.st); n != 5 {
+		t.Errorf("after a second expiry the list holds %d, want the 4 proven and the old one", n)
+	}
 	// The block that held most holds nothing now, and is admitted again.
 	if err := revoke(strangerRevocation(t, "a-again", h.now()), "10.0.0.1"); err != nil {
 		t.Fatalf("a stranger after expiry: %v", err)

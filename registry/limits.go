@@ -31,6 +31,10 @@ import "time"
 //   - failed resolves per code, per operator and over all (store): the guessing bounds of
 //     binding codes; per operator refuses that operator's sessions, the global one anyone.
 //   - initiates per node key (store): refuses that key.
+//   - revocations held per address block (store counters) and per root key (its operator
+//     pin): refuse that block or root key. The list's total refuses only revocations by root
+//     keys that never logged in, and makes room by displacing one of the block holding most
+//     (revocations.go).
 //
 // The memory tables each track at most [Limits.MaxTrackedClients] keys; what they do when
 // full is said there.

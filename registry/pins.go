@@ -84,11 +84,17 @@ func loginChecks(tx store.Tx, dc authn.DeviceCredential, reached *bool) authn.Re
 		if err != nil {
 			return false, err
 		}
-		if _, _, err := checkPin(tx, did, root); err != nil {
+		_, pinned, err := checkPin(tx, did, root)
+		if err != nil {
 			return false, err
 		}
 		*reached = true
-		return revocations(tx).Revoked(operatorDID, revocationID)
+		if !pinned {
+			_, found, err := lookupRevocation(tx, operatorDID, revocationID, nil)
+			return found, err
+		}
+		_, found, err := revocationByRoot(tx, root, revocationID)
+		return found, err
 	})
 }
 
@@ -117,8 +123,14 @@ func revocationOf(tx store.Tx, operatorDID, revocationID string) (store.Revocati
 	if err != nil {
 		return store.Revocation{}, false, err
 	}
-	for _, spelling := range operatorSpellings(pin.RootKey) {
-		r, found, err := lookupRevocation(tx, spelling, revocationID, &pin.RootKey)
+	return revocationByRoot(tx, pin.RootKey, revocationID)
+}
+
+// revocationByRoot finds a revocation of revocationID signed by root under either spelling of
+// its operator DID.
+func revocationByRoot(tx store.Tx, root didkey.PublicKey, revocationID string) (store.Revocation, bool, error) {
+	for _, spelling := range operatorSpellings(root) {
+		r, found, err := lookupRevocation(tx, spelling, revocationID, &root)
 		if found || err != nil {
 			return r, found, err
 		}

@@ -65,8 +65,10 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 			s.loginFailPair.add(pair, now)
 		}
 		if reached && failedAfterPin(err) {
-			if perr := s.pinFailedLogin(ctx, l.DeviceCredential, now); perr != nil {
-				return api.LoginResult{}, perr
+			// The login failed whatever the pin does: a pin that cannot be written now is
+			// written by the operator's next login that gets this far.
+			if perr := s.pinFailedLogin(ctx, l.DeviceCredential, now); perr != nil && proto.CodeOf(perr) != proto.DIDCollision {
+				s.log.Warn("pinning the operator DID of a failed login", "err", perr)
 			}
 		}
 		return api.LoginResult{}, err

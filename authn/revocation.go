@@ -26,6 +26,7 @@ type SignedRevocation struct {
 // credential of that operator carrying RevocationID. Values come from [VerifyRevocation].
 type Revoked struct {
 	OperatorDID  string
+	RootKey      didkey.PublicKey
 	RevocationID string
 	RevokedAt    time.Time
 }
@@ -123,7 +124,7 @@ func VerifyRevocation(r SignedRevocation, prefix string, now time.Time) (Revoked
 		return Revoked{}, proto.New(proto.DCBadSignature, "the revocation is not signed by the operator's root key")
 	}
 	at, _ := canonical.ParseTime(m.RevokedAt) // CheckRevocationShape parsed it
-	return Revoked{OperatorDID: did.String(), RevocationID: m.RevocationID, RevokedAt: at}, nil
+	return Revoked{OperatorDID: did.String(), RootKey: root, RevocationID: m.RevocationID, RevokedAt: at}, nil
 }
 
 // SignRevocation builds and signs a revocation with the operator's root key, offline. The

@@ -28,6 +28,8 @@ const (
 	LimitBearerSessions           = "bearer_sessions"             // bearer sessions in all
 	LimitRevokePerAddress         = "revoke_per_address"          // new revocations from one client address
 	LimitRevocationList           = "revocation_list"             // revocations the registry keeps in all
+	LimitRevocationsPerRoot       = "revocations_per_root"        // revocations one root key holds
+	LimitRevocationsPerBlock      = "revocations_held_per_block"  // revocations one address block holds
 	LimitNodes                    = "nodes"                       // node records the registry keeps in all
 	LimitMalformedPerAddress      = "malformed_per_address"       // malformed requests from one client address
 
@@ -47,7 +49,7 @@ var RateLimits = []string{
 	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitInitiatePerKey, LimitOpenSessionsPerNode, LimitOpenSessions,
 	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
 	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList, LimitNodes,
-	LimitMalformedPerAddress,
+	LimitMalformedPerAddress, LimitRevocationsPerRoot, LimitRevocationsPerBlock,
 	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
 	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
 }

@@ -324,6 +324,22 @@ func (t recordingTx) RevocationCount() (int, error) {
 	t.r.record("RevocationCount")
 	return t.tx.RevocationCount()
 }
+func (t recordingTx) DeleteRevocation(did, id string) error {
+	t.r.record("DeleteRevocation(%q, %q)", did, id)
+	return t.tx.DeleteRevocation(did, id)
+}
+func (t recordingTx) EachRevocation(fn func(store.Revocation) error) error {
+	t.r.record("EachRevocation")
+	return t.tx.EachRevocation(fn)
+}
+func (t recordingTx) OperatorPin(body string) (store.OperatorPin, error) {
+	t.r.record("OperatorPin(%q)", body)
+	return t.tx.OperatorPin(body)
+}
+func (t recordingTx) PutOperatorPin(p store.OperatorPin) error {
+	t.r.record("PutOperatorPin(%+v)", p)
+	return t.tx.PutOperatorPin(p)
+}
 func (t recordingTx) BearerSession(h [32]byte) (authn.BearerSession, error) {
 	t.r.record("BearerSession(%x)", h)
 	return t.tx.BearerSession(h)

@@ -19,18 +19,6 @@ import (
 // signed by the root key ends a credential everywhere, and unbind lets either side of a
 // binding leave it alone.
 
-// revocations is the revocation list as the pure checks of authn and binding read it: the
-// store's, inside the transaction that acts on the answer.
-func revocations(tx store.Tx) authn.Revocations {
-	return authn.RevocationFunc(func(operatorDID, revocationID string) (bool, error) {
-		_, err := tx.Revocation(operatorDID, revocationID)
-		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-}
-
 // Logout deletes the bearer session of an Authorization header (docs/protocol.md §10.4); its token
 // then gets NO_SESSION everywhere. A missing, unknown or expired token fails as on every
 // bearer endpoint and changes nothing.
@@ -71,64 +59,67 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 // login and authorize with such a credential fail with DC_REVOKED or AUTHZ_REVOKED.
 //
 // The signature is verified before the transaction. A revocation already recorded is
-// answered with its first revoked_at and changes nothing. New revocations are bounded per
-// client address and in total (see [Limits.RevokeAddressLimit], [Limits.MaxRevocations]).
+// answered with its first revoked_at and changes nothing. The operator DID's body is pinned
+// to the root key (DID_COLLISION when pinned to another, docs/protocol.md §10.8), and a new
+// revocation is admitted as [Service.admitRevocation] says.
 func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr string) (api.RevokeResult, error) {
 	now := s.now()
 	rv, err := authn.VerifyRevocation(r, s.prefix, now)
 	if err != nil {
 		return api.RevokeResult{}, err
 	}
-	counterKey, blockKey := revokeCounterPrefix+addr, revokeCounterPrefix+AddressBlock(addr)
+	did, err := didkey.Parse(rv.OperatorDID)
+	if err != nil {
+		return api.RevokeResult{}, proto.Errorf(proto.DCIDBinding, "revocation: %w", err)
+	}
 	var out api.RevokeResult
 	var endedTokens [][32]byte
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		endedTokens = nil
 		out = api.RevokeResult{OK: true, OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID, EndedBindings: []api.EndedBinding{}}
-		old, err := tx.Revocation(rv.OperatorDID, rv.RevocationID)
-		if err == nil {
+		pin, err := pinOperator(tx, did, rv.RootKey, now, false)
+		if err != nil {
+			return err
+		}
+		old, found, err := revocationOf(tx, rv.OperatorDID, rv.RevocationID)
+		if err != nil {
+			return err
+		}
+		if found {
 			out.RevokedAt, out.AlreadyRevoked = canonical.FormatTime(old.RevokedAt), true
 			return nil
 		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		c, err := tx.Counters(counterKey, blockKey)
-		if err != nil {
-			return err
-		}
-		if c[0].Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
-			return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
-		}
-		if c[1].Blocked(now, blockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), revokeWindow) {
-			return rateLimited(LimitRevokePerBlock, "too many new revocations from this address block; wait and try again")
-		}
-		n, err := tx.RevocationCount()
-		if err != nil {
-			return err
-		}
-		if n >= s.limits.MaxRevocations {
-			return rateLimited(LimitRevocationList, "the registry's revocation list is full; ask its operator")
-		}
-		if err := tx.PutCounter(counterKey, c[0].Fail(now, revokeWindow)); err != nil {
-			return err
-		}
-		if err := tx.PutCounter(blockKey, c[1].Fail(now, revokeWindow)); err != nil {
+		if err := s.admitRevocation(tx, pin, addr, now); err != nil {
 			return err
 		}
 		if err := tx.PutRevocation(store.Revocation{
 			OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID, RevokedAt: rv.RevokedAt,
 			RootPublicKey: r.Revocation.OperatorRootPublicKey, Signature: r.Signature, RecordedAt: now,
+			Group: AddressBlock(addr), Proven: pin.LoggedIn(),
 		}); err != nil {
 			return err
 		}
 		out.RevokedAt = canonical.FormatTime(rv.RevokedAt)
-		if endedTokens, err = endSessions(tx, rv); err != nil {
+		spellings, err := pinnedSpellings(tx, rv.RootKey)
+		if err != nil {
 			return err
 		}
+		for _, spelling := range spellings {
+			under := rv
+			under.OperatorDID = spelling
+			ended, err := endSessions(tx, under)
+			if err != nil {
+				return err
+			}
+			endedTokens = append(endedTokens, ended...)
+			bs, err := endBindings(tx, under, now)
+			if err != nil {
+				return err
+			}
+			out.EndedBindings = append(out.EndedBindings, bs...)
+		}
 		out.EndedSessions = len(endedTokens)
-		out.EndedBindings, err = endBindings(tx, rv, now)
-		return err
+		return nil
 	})
 	if err != nil {
 		return api.RevokeResult{}, err

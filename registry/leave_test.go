@@ -457,7 +457,7 @@ func BenchmarkRevoke(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { st.Close() })
-			svc, err := registry.New(registry.Config{Store: st, Clock: func() time.Time { return epoch }, Limits: registry.Limits{RevokeAddressLimit: 1 << 30}})
+			svc, err := registry.New(registry.Config{Store: st, Clock: func() time.Time { return epoch }, Limits: registry.Limits{RevokeAddressLimit: 1 << 30, RevocationsPerRoot: 1 << 30, RevocationsPerBlock: 1 << 30}})
 			if err != nil {
 				b.Fatal(err)
 			}

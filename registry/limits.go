@@ -31,6 +31,10 @@ import "time"
 //   - failed resolves per code, per operator and over all (store): the guessing bounds of
 //     binding codes; per operator refuses that operator's sessions, the global one anyone.
 //   - initiates per node key (store): refuses that key.
+//   - revocations held per address block (store counters) and per root key (its operator
+//     pin): refuse that block or root key. The list's total refuses only revocations by root
+//     keys that never logged in, and makes room by displacing one of the block holding most
+//     (revocations.go).
 //
 // The memory tables each track at most [Limits.MaxTrackedClients] keys; what they do when
 // full is said there.
@@ -125,16 +129,43 @@ type Limits struct {
 	// so each daemon counts in memory what reaches it.
 	MalformedAddressLimit int
 
-	// MaxRevocations bounds the credential revocation list (docs/protocol.md §10.5), a table
-	// a stranger can grow: anyone can make a root key and sign revocations for it. Entries
-	// are never dropped, since dropping one would quietly un-revoke a credential: when the
-	// list is full, new revocations from anyone are refused and the daemon's operator must
-	// raise the bound. A record is a few hundred bytes.
+	// MaxRevocations bounds the credential revocation list (docs/protocol.md §10.5, §8.1), a
+	// table a stranger can grow: anyone can make a root key and sign revocations for it. It
+	// refuses only revocations by root keys that never logged in here ("unproven"); a
+	// revocation by a pinned root key that logged in is never refused by it, since a
+	// credential that never logged in here needs no revocation here yet, and one that did
+	// made its root key proven. When the list is full, an unproven newcomer from an address
+	// block holding fewer revocations than the block holding most displaces that block's
+	// oldest unproven revocation; only when no such block is known is it refused (429). A
+	// record is a few hundred bytes.
 	MaxRevocations int
 	// RevokeAddressLimit is the number of new revocations one client address may record per
 	// revokeWindow. An operator revokes a handful of devices on a bad day; this keeps one
-	// address from filling the list. Repeats of a recorded revocation do not count.
+	// address from filling the list. Repeats of a recorded revocation do not count. It
+	// refuses that address only, proven root keys included (the address spent it); the
+	// aggregate per address block refuses unproven revocations only, so neighbours in a /24
+	// cannot spend an operator's budget.
 	RevokeAddressLimit int
+	// RevocationsPerRoot is the number of revocations one root key may hold under one
+	// operator DID body. An operator revokes a credential per lost or retired device; a
+	// thousand is a large fleet's lifetime. It refuses only that root key, and bounds what
+	// one proven root key (which nothing displaces or expires) can make the list hold.
+	RevocationsPerRoot int
+	// RevocationsPerBlock is the number of revocations one address block (an IPv4 /24, an
+	// IPv6 /48) may hold. It refuses new revocations from that block only, proven ones
+	// included: it is what bounds, per block, the revocations that never expire. Filling the
+	// list takes MaxRevocations / RevocationsPerBlock blocks at least, and a block holding
+	// little always displaces one holding most. An operator revokes a handful of devices, so
+	// only a block whose own clients made thousands of revocations reaches it.
+	RevocationsPerBlock int
+	// RevocationTTLHours is how long an unproven revocation is kept, in hours. The sweep
+	// removes it afterwards unless its root key has logged in meanwhile. The registry cannot
+	// know the expiry of the credentials a revocation names (it carries only their
+	// revocation_id), so it keeps a fixed span: long enough that an operator who revokes a
+	// lost device before it was ever used here is covered for weeks, short enough that a
+	// stranger's list entries go. A credential that logs in makes its root key proven, and
+	// from then on the operator's revocation is kept for good and never refused by the list.
+	RevocationTTLHours int
 
 	// AddressBlockFactor is how many addresses' worth of each per-address budget one address
 	// block (an IPv4 /24, an IPv6 /48) may spend together: with 16, a /24 of 256 addresses
@@ -173,6 +204,9 @@ func DefaultLimits() Limits {
 		MalformedAddressLimit:     60,
 		MaxRevocations:            1_000_000,
 		RevokeAddressLimit:        60,
+		RevocationsPerRoot:        1_000,
+		RevocationsPerBlock:       10_000,
+		RevocationTTLHours:        30 * 24,
 		AddressBlockFactor:        16,
 		MaxTrackedClients:         1 << 16,
 	}
@@ -198,6 +232,9 @@ func (l Limits) OrDefaults() Limits {
 		{&l.MalformedAddressLimit, &def.MalformedAddressLimit},
 		{&l.MaxRevocations, &def.MaxRevocations},
 		{&l.RevokeAddressLimit, &def.RevokeAddressLimit},
+		{&l.RevocationsPerRoot, &def.RevocationsPerRoot},
+		{&l.RevocationsPerBlock, &def.RevocationsPerBlock},
+		{&l.RevocationTTLHours, &def.RevocationTTLHours},
 		{&l.AddressBlockFactor, &def.AddressBlockFactor},
 		{&l.MaxTrackedClients, &def.MaxTrackedClients},
 	} {
@@ -217,6 +254,19 @@ const (
 	revokeWindow    = time.Hour
 
 	revokeCounterPrefix = "revoke/"
+	// revokeHeldPrefix counts the revocations an address block holds. Its counters are no
+	// window's: the sweep never removes them, and a revocation's removal counts it down.
+	revokeHeldPrefix = "revoke-held/"
+
+	// revokeVictimGroups and revokeVictimsPerGroup bound the displacement candidates a sweep
+	// keeps in memory: the oldest unproven revocations of the blocks holding most. Between
+	// sweeps a full list admits as many newcomers as that; beyond them a newcomer is refused
+	// until the next sweep finds more. Each candidate is a pair of at most 512 bytes.
+	revokeVictimGroups    = 16
+	revokeVictimsPerGroup = 512
+	// revokeExpiryPerSweep bounds the expired revocations one sweep removes, so that a sweep
+	// after a long stop does not hold the store for long; the rest go at the next.
+	revokeExpiryPerSweep = 20_000
 
 	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
 	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They

@@ -30,7 +30,9 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 // the client address: failed logins are counted per address and per address and operator
 // DID, never per DID alone, so failures only refuse the address that made them; and the
 // attempts of one address per challenge lifetime are bounded, so that no one party can fill
-// the used-challenge set (limits.go).
+// the used-challenge set (limits.go). The operator DID is pinned to the credential's root key
+// (DID_COLLISION when pinned to another, docs/protocol.md §10.8), and a successful login
+// records on the pin that the root key logged in.
 func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.LoginResult, error) {
 	now := s.now()
 	if s.checker != nil {
@@ -51,14 +53,23 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginsPerBlock, LimitLoginsPerAddress), "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device
+	reached := false
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, revocations(tx))
+		reached = false
+		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, loginChecks(tx, l.DeviceCredential, &reached))
 		return err
 	})
 	if err != nil {
 		if proto.CodeOf(err) != proto.Internal {
 			s.loginFailAddr.add(addr, now)
 			s.loginFailPair.add(pair, now)
+		}
+		if reached && failedAfterPin(err) {
+			// The login failed whatever the pin does: a pin that cannot be written now is
+			// written by the operator's next login that gets this far.
+			if perr := s.pinFailedLogin(ctx, l.DeviceCredential, now); perr != nil && proto.CodeOf(perr) != proto.DIDCollision {
+				s.log.Warn("pinning the operator DID of a failed login", "err", perr)
+			}
 		}
 		return api.LoginResult{}, err
 	}
@@ -77,6 +88,9 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		// A revocation may have landed since the check above; the session must not outlive
 		// it, so the check is made again where the session is written.
 		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx)); err != nil {
+			return err
+		}
+		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true); err != nil {
 			return err
 		}
 		return tx.PutBearerSession(hash, sess)
@@ -99,9 +113,10 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 // transaction counts the attempt and checks its budget in one step, so that budget holds
 // however many logins run at once; the failure budgets are read before verifying and not
 // again, as the in-memory ones are, so concurrent failures of one address may pass them by
-// the attempts in flight. Step 3, the revocation check, is made in the write transaction,
-// where the session is written, so that the session cannot outlive a revocation that lands
-// meanwhile; a revoked credential still fails there before its challenge is looked at, and
+// the attempts in flight. The checks after step 4, the operator DID's pin and the
+// revocation, are made in the write transaction, where the session and the pin are written,
+// so that the session cannot outlive a revocation that lands meanwhile; a colliding root key
+// or a revoked credential still fails there before its challenge is looked at, and
 // a second use of a challenge is BAD_CHALLENGE whatever else is wrong, as in Login.
 func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, now time.Time) (api.LoginResult, error) {
 	dc := l.DeviceCredential
@@ -162,7 +177,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		}
 		var revoked error
 		if step3 {
-			revoked = authn.CheckCredentialRevoked(dc, revocations(tx))
+			revoked = authn.CheckCredentialRevoked(dc, loginChecks(tx, dc, new(bool)))
 		}
 		if revoked != nil {
 			failed = revoked
@@ -181,7 +196,13 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 					return err
 				}
 			}
+			if step3 && revoked == nil && failedAfterPin(failed) {
+				return pinCredential(tx, dc, now, false)
+			}
 			return nil
+		}
+		if err := pinCredential(tx, dc, now, true); err != nil {
+			return err
 		}
 		return tx.PutBearerSession(hash, sess)
 	})

@@ -65,6 +65,8 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"UnbindByNode", TestUnbindByNode}, {"UnbindByOperator", TestUnbindByOperator},
 		{"NetworkHistory", TestNetworkHistory}, {"NetworkHistoryBoundedAndKept", TestNetworkHistoryBoundedAndKept},
 		{"ListingPages", TestListingsChangedSince},
+		{"OperatorPinning", TestOperatorPinning}, {"OperatorPinByRevocation", TestOperatorPinByRevocation},
+		{"RevocationListFair", TestRevocationListFair},
 	} {
 		t.Run(tt.name, tt.fn)
 	}

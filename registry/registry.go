@@ -119,6 +119,10 @@ type Service struct {
 	warnSessions  rareWarning
 	warnBearers   rareWarning
 
+	// The revocation list's displacement candidates and its cap's warning (revocations.go).
+	revokeVictims   revokeVictims
+	warnRevocations rareWarning
+
 	// Replays and the node table (limits.go).
 	nodes        nodeCount
 	heartbeats   heartbeatMarks

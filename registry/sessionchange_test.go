@@ -100,7 +100,7 @@ func TestAuthorizeRevokedMeanwhile(t *testing.T) {
 	f := h.drive(n, op, token, "bs-revoked", "PENDING_OPERATOR")
 	bs.after(func() {
 		if err := bs.Store.Update(t.Context(), func(tx store.Tx) error {
-			return tx.PutRevocation(store.Revocation{OperatorDID: op.did, RevocationID: op.cred.RevocationID, RevokedAt: h.now(), RecordedAt: h.now()})
+			return tx.PutRevocation(store.Revocation{OperatorDID: op.did, RevocationID: op.cred.RevocationID, RootPublicKey: op.cred.OperatorRootPublicKey, RevokedAt: h.now(), RecordedAt: h.now()})
 		}); err != nil {
 			t.Error(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,8 @@ import (
 //
 // A sweep also counts again, from the store, what the global caps count in memory (node
 // records, open binding sessions, live bearer sessions), so that on a store shared by several
-// daemons each sees what the others added at least once a sweep interval (limits.go).
+// daemons each sees what the others added at least once a sweep interval (limits.go); and it
+// expires unproven revocations and finds the revocations that may give way (revocations.go).
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
@@ -32,6 +34,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	var retired []string
 	var deadTokens [][32]byte
 	var deadCounters []string
+	held := newTopHeld(revokeVictimGroups) // the address blocks holding most revocations
 	live := s.beginCount()
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		live.reset()
@@ -61,7 +64,11 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+		held.reset()
 		return tx.EachCounter(func(key string, c binding.Counter) error {
+			if g, ok := strings.CutPrefix(key, revokeHeldPrefix); ok {
+				held.add(g, c.Count)
+			}
 			if now.Sub(c.Start) >= counterWindow(key) {
 				deadCounters = append(deadCounters, key)
 			}
@@ -150,6 +157,9 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return err
 		}
 	}
+	if err == nil {
+		err = s.sweepRevocations(ctx, held.held, now)
+	}
 	if n := len(expired) + len(retired) + len(deadTokens) + len(deadCounters); n > 0 && err == nil {
 		s.log.Debug("sweep", "expired_sessions", len(expired), "deleted_sessions", len(retired), "ended_bearer_sessions", len(deadTokens), "ended_counters", len(deadCounters))
 	}
@@ -158,7 +168,8 @@ func (s *Service) Sweep(ctx context.Context) error {
 
 // Recount counts again, from the store, what the global caps count in memory, as Sweep
 // does. On a store shared by several daemons, the daemon that finds another sweeping calls
-// it instead of Sweep, so that its counts are no older than a sweep interval either.
+// it instead of Sweep, so that its counts are no older than a sweep interval either, and
+// that it too knows which revocations may give way to a newcomer on a full list.
 func (s *Service) Recount(ctx context.Context) error {
 	now := s.now()
 	if err := s.nodes.refresh(ctx, s.store); err != nil {
@@ -179,7 +190,10 @@ func (s *Service) Recount(ctx context.Context) error {
 		})
 	})
 	s.endCount(live, err, now)
-	return err
+	if err != nil {
+		return err
+	}
+	return s.recountRevocations(ctx, now)
 }
 
 // liveCount is what one read of the store finds alive for the global caps.
@@ -252,6 +266,8 @@ func counterWindow(key string) time.Duration {
 		return initiateWindow
 	case strings.HasPrefix(key, revokeCounterPrefix):
 		return revokeWindow
+	case strings.HasPrefix(key, revokeHeldPrefix):
+		return math.MaxInt64 // a holding, not a window: it goes when the holding does
 	case strings.HasPrefix(key, "login-addr/"):
 		return authn.ChallengeTTL
 	case strings.HasPrefix(key, "login-fail-"):

@@ -32,6 +32,7 @@ func NewMemory() Store {
 		byOpSess:   make(map[string]map[[32]byte]struct{}),
 		counters:   make(map[string]binding.Counter),
 		revoked:    make(map[[2]string]Revocation),
+		pins:       make(map[string]OperatorPin),
 		usedIDs:    make(map[string]struct{}),
 	}}
 }
@@ -72,6 +73,7 @@ type memData struct {
 	byOpSess   map[string]map[[32]byte]struct{}
 	counters   map[string]binding.Counter
 	revoked    map[[2]string]Revocation
+	pins       map[string]OperatorPin
 	usedIDs    map[string]struct{} // usedIDHash of deleted sessions
 }
 

@@ -27,8 +27,9 @@
 // by DID, short body, secret hash, node key or operator always agrees with the records.
 // Nothing is ever removed except bearer sessions, counters, active bindings (which an unbind
 // or a revocation ends) and binding sessions the registry deletes after their retention
-// (whose ids stay reserved as hashes); node records and revocations are replaced, not
-// deleted. It runs no goroutine for upkeep: its owner calls Flush and Maintain.
+// (whose ids stay reserved as hashes), and revocations the registry lets expire or give
+// way; node records and operator pins are replaced, not deleted. It runs no goroutine for
+// upkeep: its owner calls Flush and Maintain.
 //
 // # Concurrency
 //
@@ -212,6 +213,11 @@ type Revocation struct {
 	RootPublicKey string    `json:"root_public_key"`
 	Signature     string    `json:"signature"`
 	RecordedAt    time.Time `json:"recorded_at"`
+	// Group is the address block the revocation came from, whose holdings it counts in;
+	// Proven that its root key had logged in when it was recorded. The registry reads them
+	// to choose which revocations may expire or give way (docs/protocol.md §8.1).
+	Group  string `json:"group,omitempty"`
+	Proven bool   `json:"proven,omitempty"`
 }
 
 // Tx is one transaction. Methods that look one thing up return ErrNotFound when it is
@@ -274,6 +280,17 @@ type Tx interface {
 	// RevocationCount returns the number of revocations, in constant time: a registry asks
 	// it before each new one to keep the list within its bound.
 	RevocationCount() (int, error)
+	// DeleteRevocation removes the revocation of (operatorDID, revocationID) and counts it
+	// out; absent is not an error. The registry removes only revocations that protect no
+	// credential that logged in (docs/protocol.md §8.1).
+	DeleteRevocation(operatorDID, revocationID string) error
+	// EachRevocation calls fn for every revocation until fn returns an error.
+	EachRevocation(fn func(Revocation) error) error
+
+	// OperatorPin returns the pin of an operator DID body (docs/protocol.md §10.8).
+	OperatorPin(body string) (OperatorPin, error)
+	// PutOperatorPin creates or replaces the pin of p.Body. Pins are never deleted.
+	PutOperatorPin(p OperatorPin) error
 
 	// BearerSession returns the bearer session stored under a token hash.
 	BearerSession(tokenHash [32]byte) (authn.BearerSession, error)

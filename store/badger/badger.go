@@ -45,6 +45,7 @@ import (
 //	c/<counter key>               binding.Counter
 //	r/<hex operator did>/<hex id> Revocation
 //	m/revocations                 the number of r/ records, decimal
+//	p/<hex did body>              store.OperatorPin (pins.go)
 //
 // Where a variable-length string is followed by a fixed-length one (s/, o/), a scan checks
 // that what follows the prefix is exactly one 64-hex key, so that a DID containing '/' can

@@ -71,6 +71,9 @@ var migrations = []string{
 	`ALTER TABLE svrp_operator_sessions ADD COLUMN operator_did bytea NOT NULL DEFAULT '';
 	UPDATE svrp_operator_sessions SET operator_did = convert_to(convert_from(rec, 'UTF8')::jsonb->>'operator_did', 'UTF8');
 	CREATE INDEX svrp_operator_sessions_operator ON svrp_operator_sessions (operator_did, token_hash);`,
+
+	// 5: operator DID bodies pinned to their root keys (pins.go).
+	`CREATE TABLE svrp_operator_pins (body bytea PRIMARY KEY, rec bytea NOT NULL);`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

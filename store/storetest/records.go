@@ -240,6 +240,7 @@ func testRevocations(t *testing.T, s store.Store) {
 	r := store.Revocation{
 		OperatorDID: "did:svrp:o:aaaaaaaa", RevocationID: "rev/1", RevokedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		RootPublicKey: "E8gKx38u6QwwBBsuARXxMwYHiL11BqP8R7cLSnSbgLRo", Signature: "sig", RecordedAt: time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC),
+		Group: "192.0.2.0/24", Proven: true,
 	}
 	View(t, s, func(tx store.Tx) error {
 		_, err := tx.Revocation(r.OperatorDID, r.RevocationID)

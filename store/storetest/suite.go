@@ -49,6 +49,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BindingSupersede", testBindingSupersede},
 		{"DeleteBinding", testDeleteBinding},
 		{"Revocations", testRevocations},
+		{"OperatorPins", testOperatorPins},
+		{"DeleteRevocation", testDeleteRevocation},
 		{"OperatorSessions", testOperatorSessions},
 		{"Counters", testCounters},
 		{"CountersAtOnce", testCountersAtOnce},

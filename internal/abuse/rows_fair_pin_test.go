@@ -1,0 +1,131 @@
+package abuse
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/internal/testkit"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/client"
+)
+
+// rootOperator is an operator of the given root key with a fresh device, under the DID form
+// given, whose credential carries revocationID.
+func rootOperator(t *testing.T, root ed25519.PrivateKey, form didkey.Form, revocationID string) attack.Operator {
+	t.Helper()
+	dpub, device, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := client.IssueDeviceCredential(root, dpub, client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute), RevocationID: revocationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != didkey.FormShort {
+		k, err := didkey.KeyFromEd25519(root.Public().(ed25519.PublicKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := didkey.OperatorDID(k, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred.OperatorDID = d.String()
+		if cred.Signature, err = canonical.Sign(root, canonical.DefaultPrefix, cred.DeviceCredential); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return attack.Operator{Root: root, Device: device, Credential: cred}
+}
+
+func revocationOf(t *testing.T, o attack.Operator, revocationID string) authn.SignedRevocation {
+	t.Helper()
+	r, err := client.NewRevocation(o.Root, "", revocationID, time.Time{}, &o.Credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestFairRow11ShortDIDCollision: two root keys whose short operator DIDs agree (found once by
+// brute force, testdata/collision). The victim logs in and binds a node; the other key, under
+// the same short DID, gets DID_COLLISION at login (its challenge stays usable) and at revoke,
+// and under its own 10-hex DID logs in but cannot see the victim's nodes, unbind them, or
+// revoke the victim's credential.
+func TestFairRow11ShortDIDCollision(t *testing.T) {
+	d := start(t)
+	ctx := context.Background()
+	rootA, rootB := testkit.CollisionRoots(t)
+	victim := rootOperator(t, rootA, didkey.FormShort, "rev-victim")
+	thief := rootOperator(t, rootB, didkey.FormShort, "rev-victim")
+	own := rootOperator(t, rootB, didkey.FormFallback, "rev-victim")
+	if victim.Credential.OperatorDID != thief.Credential.OperatorDID {
+		t.Fatalf("the pair does not collide: %s, %s", victim.Credential.OperatorDID, thief.Credential.OperatorDID)
+	}
+	home := d.api("127.0.0.2")
+	op, err := victim.Login(t.Context(), home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := newNode(t, home)
+	s, err := node.Initiate(ctx, client.InitiateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := op.Resolve(ctx, s.ShortCode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Authorize(ctx, v, client.Requested(v)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := node.WaitForAuthorization(ctx, s.BindingSessionID, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Accept(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+
+	away := d.api(addr(0))
+	ch, err := away.Challenge(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := away.DeviceLogin(ctx, signedLogin(t, thief, ch.Challenge)); client.CodeOf(err) != proto.DIDCollision {
+		t.Fatalf("the colliding key's login under the victim's DID: %v; want DID_COLLISION", err)
+	}
+	if _, err := home.DeviceLogin(ctx, signedLogin(t, victim, ch.Challenge)); err != nil {
+		t.Fatalf("the challenge the refused login carried was consumed: %v", err)
+	}
+	if _, err := away.Revoke(ctx, revocationOf(t, thief, "rev-victim")); client.CodeOf(err) != proto.DIDCollision {
+		t.Fatalf("the colliding key's revocation under the victim's DID: %v; want DID_COLLISION", err)
+	}
+
+	other, err := own.Login(t.Context(), away)
+	if err != nil {
+		t.Fatalf("the colliding key under its 10-hex DID: %v", err)
+	}
+	if nodes, err := other.Nodes(ctx, 0); err != nil || nodes.Count != 0 {
+		t.Fatalf("the colliding key's nodes: %+v, %v; want none", nodes, err)
+	}
+	if _, err := other.Unbind(ctx, s.BindingSessionID); client.CodeOf(err) != proto.PermissionDenied {
+		t.Fatalf("the colliding key unbinding the victim's node: %v; want PERMISSION_DENIED", err)
+	}
+	if _, err := away.Revoke(ctx, revocationOf(t, own, "rev-victim")); err != nil {
+		t.Fatalf("the colliding key revoking its own credential: %v", err)
+	}
+	if _, err := victim.Login(t.Context(), home); err != nil {
+		t.Fatalf("the victim's login after the other key revoked the same revocation_id: %v", err)
+	}
+	if nodes, err := op.Nodes(ctx, 0); err != nil || nodes.Count != 1 {
+		t.Fatalf("the victim's nodes: %+v, %v; want its one node", nodes, err)
+	}
+}

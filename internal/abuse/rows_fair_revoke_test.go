@@ -1,0 +1,126 @@
+package abuse
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/client"
+)
+
+// strangerRevocations has each of addrs addresses send perAddr revocations signed by root
+// keys of their own, which never log in, and counts the answers by code.
+func strangerRevocations(t *testing.T, d *daemon, first, addrs, perAddr int) map[proto.Code]int {
+	t.Helper()
+	var mu sync.Mutex
+	codes := map[proto.Code]int{}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a := range work {
+				c := d.api(addr(a))
+				for range perAddr {
+					_, root, err := ed25519.GenerateKey(rand.Reader)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					r, err := client.NewRevocation(root, "", "rev-made-up", time.Time{}, nil)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_, err = c.Revoke(context.Background(), r)
+					mu.Lock()
+					codes[client.CodeOf(err)]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for a := first; a < first+addrs; a++ {
+		work <- a
+	}
+	close(work)
+	wg.Wait()
+	return codes
+}
+
+// TestFairRow7RevocationListFull: strangers on many addresses fill the revocation list
+// (lowered with --max-revocations) with revocations under root keys of their own. An
+// operator who has logged in revokes its stolen credential while they keep at it: the
+// revocation is recorded, the thief's session ends and its next login is DC_REVOKED. The
+// daemon's memory stays bounded.
+func TestFairRow7RevocationListFull(t *testing.T) {
+	const listSize, addrs, perAddr = 300, 400, 2
+	d := start(t, "--max-revocations", fmt.Sprint(listSize), "--sweep-every", "1s")
+	ctx := context.Background()
+	honestOp := newOperator(t)
+	home := d.api("127.0.0.2")
+	if _, err := honestOp.Login(t.Context(), home); err != nil {
+		t.Fatal(err)
+	}
+	dpub, device, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolenCred, err := client.IssueDeviceCredential(honestOp.Root, dpub, client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute), RevocationID: "rev-stolen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen := attack.Operator{Root: honestOp.Root, Device: device, Credential: stolenCred}
+	thief := d.api("127.3.0.1")
+	thiefSession, err := stolen.Login(t.Context(), thief)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rssBefore := d.rssKiB()
+
+	filled := strangerRevocations(t, d, 0, addrs, perAddr)
+	if filled[proto.RateLimited] == 0 {
+		t.Fatalf("strangers' revocations: %v; want the list full at %d", filled, listSize)
+	}
+	var wave map[proto.Code]int
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wave = strangerRevocations(t, d, addrs, addrs, perAddr)
+	}()
+	res, err := home.Revoke(ctx, revocationOf(t, stolen, "rev-stolen"))
+	<-done
+	if err != nil {
+		t.Fatalf("the operator's revocation of its stolen credential on a full list: %v", err)
+	}
+	if res.EndedSessions != 1 {
+		t.Errorf("the revocation ended %d sessions, want the thief's", res.EndedSessions)
+	}
+	if _, err := thiefSession.Nodes(ctx, 0); client.CodeOf(err) != proto.NoSession {
+		t.Errorf("the thief's session after the revocation: %v; want NO_SESSION", err)
+	}
+	if _, err := stolen.Login(t.Context(), thief); client.CodeOf(err) != proto.DCRevoked {
+		t.Fatalf("the thief's login after the revocation: %v; want DC_REVOKED", err)
+	}
+	if _, err := honestOp.Login(t.Context(), home); err != nil {
+		t.Fatalf("the operator's own device after the revocation: %v", err)
+	}
+	// A newcomer from a block that holds nothing takes the place of the oldest revocation of
+	// the block holding most, once a sweep has found it.
+	time.Sleep(1500 * time.Millisecond)
+	if newcomer := strangerRevocations(t, d, 5*250, 1, 1); newcomer[""] != 1 {
+		t.Errorf("a stranger from a new block on the full list: %v; want it recorded", newcomer)
+	}
+	rssAfter := d.rssKiB()
+	t.Logf("strangers: %v, then %v during the operator's revocation; RSS %d → %d KiB", filled, wave, rssBefore, rssAfter)
+	if rssAfter-rssBefore > 64<<10 {
+		t.Fatalf("RSS grew by %d KiB", rssAfter-rssBefore)
+	}
+}

@@ -1,0 +1,60 @@
+package badger
+
+import (
+	"encoding/hex"
+	"errors"
+	"strconv"
+
+	"github.com/svrp/svrp/store"
+)
+
+// pPin holds the operator pins, keyed by the hex of the DID body so that the store does not
+// rely on the registry having checked it.
+const pPin = "p/"
+
+func (t *badgerTx) OperatorPin(body string) (store.OperatorPin, error) {
+	if err := t.Readable(); err != nil {
+		return store.OperatorPin{}, err
+	}
+	var p store.OperatorPin
+	err := t.get(key(pPin, hex.EncodeToString([]byte(body))), &p)
+	return p, err
+}
+
+func (t *badgerTx) PutOperatorPin(p store.OperatorPin) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	return t.put(key(pPin, hex.EncodeToString([]byte(p.Body))), p)
+}
+
+func (t *badgerTx) DeleteRevocation(operatorDID, revocationID string) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	k := revocationKey(operatorDID, revocationID)
+	if _, err := t.getRaw(k); errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	n, err := t.RevocationCount()
+	if err != nil {
+		return err
+	}
+	if err := t.setRaw([]byte(kRevokedCount), strconv.AppendInt(nil, int64(max(n-1, 0)), 10)); err != nil {
+		return err
+	}
+	return t.del(k)
+}
+
+func (t *badgerTx) EachRevocation(fn func(store.Revocation) error) error {
+	p := []byte(pRevoked)
+	return t.scan(p, false, func(_, v []byte) error {
+		var r store.Revocation
+		if err := decode(p, v, &r); err != nil {
+			return err
+		}
+		return fn(r)
+	})
+}

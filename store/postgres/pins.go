@@ -1,0 +1,85 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/svrp/svrp/store"
+)
+
+func (t *pgTx) OperatorPin(body string) (store.OperatorPin, error) {
+	if err := t.Readable(); err != nil {
+		return store.OperatorPin{}, err
+	}
+	return jsonRow[store.OperatorPin](t, `SELECT rec FROM svrp_operator_pins WHERE body = $1`, []byte(body))
+}
+
+func (t *pgTx) PutOperatorPin(p store.OperatorPin) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	rec, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("store: encoding an operator pin: %w", err)
+	}
+	return t.exec(`INSERT INTO svrp_operator_pins (body, rec) VALUES ($1, $2)
+		ON CONFLICT (body) DO UPDATE SET rec = EXCLUDED.rec`, []byte(p.Body), rec)
+}
+
+func (t *pgTx) DeleteRevocation(operatorDID, revocationID string) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	tag, err := t.tx.Exec(t.ctx, `DELETE FROM svrp_revocations WHERE operator_did = $1 AND revocation_id = $2`,
+		[]byte(operatorDID), []byte(revocationID))
+	if err := t.check(err); err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	return t.exec(`UPDATE svrp_revocation_count SET n = n - 1`)
+}
+
+// EachRevocation reads the list a page at a time, in key order; a page is read whole before
+// fn sees it, as every Each of this store does.
+func (t *pgTx) EachRevocation(fn func(store.Revocation) error) error {
+	if err := t.Readable(); err != nil {
+		return err
+	}
+	t.Iterating++
+	defer func() { t.Iterating-- }()
+	did, id := []byte{}, []byte{}
+	for {
+		rows, err := t.tx.Query(t.ctx, `SELECT operator_did, revocation_id, rec FROM svrp_revocations
+			WHERE (operator_did, revocation_id) > ($1, $2) ORDER BY operator_did, revocation_id LIMIT $3`, did, id, pgPage)
+		if err := t.check(err); err != nil {
+			return err
+		}
+		var page []store.Revocation
+		for rows.Next() {
+			var rec []byte
+			if err := rows.Scan(&did, &id, &rec); err != nil {
+				rows.Close()
+				return t.check(err)
+			}
+			var r store.Revocation
+			if err := json.Unmarshal(rec, &r); err != nil {
+				rows.Close()
+				return fmt.Errorf("store: failed to decode a revocation: %w", err)
+			}
+			page = append(page, r)
+		}
+		if err := t.check(rows.Err()); err != nil {
+			return err
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < pgPage {
+			return nil
+		}
+	}
+}

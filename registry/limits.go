@@ -68,6 +68,15 @@ type Limits struct {
 	// binding.MaxSessionTTL, so the default is far above what honest binding traffic
 	// reaches, and it bounds the open sessions' share of the store.
 	MaxOpenBindingSessions int
+	// MaxOpenBindingSessionsPerBlock is how many open binding sessions the initiates of one
+	// address block (an IPv4 /24, an IPv6 /48) may hold at once; its next initiate is
+	// refused until one ends. Node keys are free, so the per-key bound alone lets one block
+	// hold any number of sessions; this one makes filling MaxOpenBindingSessions take
+	// MaxOpenBindingSessions / this many blocks. When the table is full anyway, an initiate
+	// from a block holding fewer displaces the least recently changed open session of the
+	// block holding the most, so a new block is never shut out. It refuses only the block
+	// that holds its quota; a host binding its nodes holds a few sessions for minutes.
+	MaxOpenBindingSessionsPerBlock int
 
 	// ResolveAddressLimit is the number of failed resolves one client address may make per
 	// binding.ResolveWindow; then every resolve from it is refused until its window ends,
@@ -94,6 +103,22 @@ type Limits struct {
 	// the other N−1 daemons add within one sweep interval (and by the few writes in flight
 	// while a count reads), not multiplied by N.
 	MaxBearerSessions int
+	// MaxBearerSessionsPerBlock is how many live bearer sessions the logins from one address
+	// block (an IPv4 /24, an IPv6 /48) may hold at once; the next login from it is refused
+	// until one ends (logout, revocation or expiry). Root keys are free, so a per-operator
+	// bound alone lets one block hold any number of sessions; this one makes filling
+	// MaxBearerSessions take MaxBearerSessions / this many blocks. When the table is full
+	// anyway, a login from a block holding fewer displaces the least recently used session
+	// of the block holding the most, so a new block is never shut out. It refuses only the
+	// block that holds its quota: an office behind one /24 holds one session per device.
+	MaxBearerSessionsPerBlock int
+	// MaxBearerSessionsPerOperator is how many live bearer sessions one operator may hold at
+	// once; its next login is refused until one ends. Only the operator's own devices can
+	// spend it (a login is signed), and a session the operator holds under it is never
+	// displaced by another block's login unless its block holds the most. It refuses that
+	// operator only; a CLI that logs in per run and never logs out spends it within an hour
+	// only past this many runs.
+	MaxBearerSessionsPerOperator int
 	// LoginAddressLimit bounds the login attempts (successful or not) one client address may
 	// make per challenge lifetime (authn.ChallengeTTL). Every attempt that reaches the
 	// challenge check consumes a challenge, and consumed challenges are kept for their
@@ -158,23 +183,26 @@ type Limits struct {
 // DefaultLimits returns the limits svrpd serves with unless told otherwise.
 func DefaultLimits() Limits {
 	return Limits{
-		RegisterAddressLimit:      600,
-		MaxNodes:                  1_000_000,
-		InitiateAddressLimit:      120,
-		InitiateKeyLimit:          60,
-		MaxOpenBindingSessions:    50_000,
-		ResolveAddressLimit:       30,
-		ResolveOperatorLimit:      30,
-		ResolveGlobalLimit:        5_000,
-		MaxBearerSessions:         100_000,
-		LoginAddressLimit:         256,
-		LoginFailureAddressLimit:  30,
-		LoginFailureOperatorLimit: 10,
-		MalformedAddressLimit:     60,
-		MaxRevocations:            1_000_000,
-		RevokeAddressLimit:        60,
-		AddressBlockFactor:        16,
-		MaxTrackedClients:         1 << 16,
+		RegisterAddressLimit:           600,
+		MaxNodes:                       1_000_000,
+		InitiateAddressLimit:           120,
+		InitiateKeyLimit:               60,
+		MaxOpenBindingSessions:         50_000,
+		MaxOpenBindingSessionsPerBlock: 512,
+		ResolveAddressLimit:            30,
+		ResolveOperatorLimit:           30,
+		ResolveGlobalLimit:             5_000,
+		MaxBearerSessions:              100_000,
+		MaxBearerSessionsPerBlock:      1_024,
+		MaxBearerSessionsPerOperator:   64,
+		LoginAddressLimit:              256,
+		LoginFailureAddressLimit:       30,
+		LoginFailureOperatorLimit:      10,
+		MalformedAddressLimit:          60,
+		MaxRevocations:                 1_000_000,
+		RevokeAddressLimit:             60,
+		AddressBlockFactor:             16,
+		MaxTrackedClients:              1 << 16,
 	}
 }
 
@@ -188,10 +216,13 @@ func (l Limits) OrDefaults() Limits {
 		{&l.InitiateAddressLimit, &def.InitiateAddressLimit},
 		{&l.InitiateKeyLimit, &def.InitiateKeyLimit},
 		{&l.MaxOpenBindingSessions, &def.MaxOpenBindingSessions},
+		{&l.MaxOpenBindingSessionsPerBlock, &def.MaxOpenBindingSessionsPerBlock},
 		{&l.ResolveAddressLimit, &def.ResolveAddressLimit},
 		{&l.ResolveOperatorLimit, &def.ResolveOperatorLimit},
 		{&l.ResolveGlobalLimit, &def.ResolveGlobalLimit},
 		{&l.MaxBearerSessions, &def.MaxBearerSessions},
+		{&l.MaxBearerSessionsPerBlock, &def.MaxBearerSessionsPerBlock},
+		{&l.MaxBearerSessionsPerOperator, &def.MaxBearerSessionsPerOperator},
 		{&l.LoginAddressLimit, &def.LoginAddressLimit},
 		{&l.LoginFailureAddressLimit, &def.LoginFailureAddressLimit},
 		{&l.LoginFailureOperatorLimit, &def.LoginFailureOperatorLimit},

@@ -125,7 +125,7 @@ type BindingSession struct {
 	UnboundBy UnboundBy `json:"unbound_by,omitempty"`
 	// AddressBlock is the address block (an IPv4 /24, an IPv6 /48) the initiate came from,
 	// which the registry's quotas per block count the session against; empty for sessions
-	// stored before it was kept, which count against no block.
+	// stored before it was kept, which count together as one block.
 	AddressBlock string `json:"address_block,omitempty"`
 }
 

@@ -71,6 +71,18 @@ var migrations = []string{
 	`ALTER TABLE svrp_operator_sessions ADD COLUMN operator_did bytea NOT NULL DEFAULT '';
 	UPDATE svrp_operator_sessions SET operator_did = convert_to(convert_from(rec, 'UTF8')::jsonb->>'operator_did', 'UTF8');
 	CREATE INDEX svrp_operator_sessions_operator ON svrp_operator_sessions (operator_did, token_hash);`,
+
+	// 5: node records are deleted (expired or displaced); a deletion leaves a row for the
+	// node caches of the other daemons to follow, with the revision the record had, so that
+	// the key's revisions go on growing if it registers again.
+	`CREATE TABLE svrp_node_deletions (
+		key bytea PRIMARY KEY,
+		rev bigint NOT NULL,
+		xid bigint NOT NULL,
+		deleted_at bigint NOT NULL
+	);
+	CREATE INDEX svrp_node_deletions_xid ON svrp_node_deletions (xid);
+	CREATE INDEX svrp_node_deletions_at ON svrp_node_deletions (deleted_at);`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

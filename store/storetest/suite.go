@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Isolation", testIsolation},
 		{"DIDIndex", testDIDIndex},
 		{"ShortBodyIndex", testShortBodyIndex},
+		{"DeleteNode", testDeleteNode},
 		{"SecretIndex", testSecretIndex},
 		{"OpenSessionsByNode", testSessionsByNode},
 		{"DeleteSession", testDeleteSession},
@@ -106,6 +107,7 @@ func Node(k didkey.PublicKey) store.Node {
 		SignatureVerified: true,
 		FirstSeen:         Time(1),
 		LastSeen:          Time(2),
+		AddressBlock:      "198.51.100.0/24",
 	}
 }
 

@@ -43,6 +43,7 @@ const (
 	LimitBearerSessionsPerBlock    = "bearer_sessions_per_block"    // live bearer sessions held by one address block
 	LimitBearerSessionsPerOperator = "bearer_sessions_per_operator" // live bearer sessions held by one operator
 	LimitOpenSessionsPerBlock      = "open_sessions_per_block"      // open binding sessions held by one address block
+	LimitNodesPerBlock             = "nodes_per_block"              // node records held by one address block
 )
 
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
@@ -54,7 +55,7 @@ var RateLimits = []string{
 	LimitMalformedPerAddress,
 	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
 	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
-	LimitBearerSessionsPerBlock, LimitBearerSessionsPerOperator, LimitOpenSessionsPerBlock,
+	LimitBearerSessionsPerBlock, LimitBearerSessionsPerOperator, LimitOpenSessionsPerBlock, LimitNodesPerBlock,
 }
 
 // limitError is a RATE_LIMITED refusal that names the limit which made it, so that the

@@ -49,6 +49,20 @@ type Limits struct {
 	// listing without end: each record costs memory in the node table and bytes in every
 	// listing.
 	MaxNodes int
+	// MaxNodesPerBlock is how many node records the keys first registered from one address
+	// block (an IPv4 /24, an IPv6 /48) may hold at once; a new key from it is refused until
+	// one of its nodes expires. Node keys are free and the per-address limit only slows a
+	// block, so without it one /48 fills MaxNodes in hours; with it filling the table takes
+	// MaxNodes / this many blocks. When the table is full anyway, a new key from a block
+	// holding fewer displaces a node of the block holding the most: the least recently seen
+	// of a sample that is not bound. A bound node is never displaced. It refuses only the
+	// block that holds its quota; known keys still re-register and heartbeat.
+	MaxNodesPerBlock int
+	// NodeExpiryHours is how long a node that is not bound may go unseen (no registration
+	// or heartbeat) before the sweep removes its record. Anyone can register a key and walk
+	// away; a node that runs heartbeats every few minutes, and an operator's bound node is
+	// kept however long it is offline. A removed node that comes back registers again.
+	NodeExpiryHours int
 
 	// InitiateAddressLimit is the number of binding initiates one client address may make
 	// per initiateWindow. A node opens a session when its operator binds it, a few times in
@@ -185,6 +199,8 @@ func DefaultLimits() Limits {
 	return Limits{
 		RegisterAddressLimit:           600,
 		MaxNodes:                       1_000_000,
+		MaxNodesPerBlock:               10_000,
+		NodeExpiryHours:                7 * 24,
 		InitiateAddressLimit:           120,
 		InitiateKeyLimit:               60,
 		MaxOpenBindingSessions:         50_000,
@@ -213,6 +229,8 @@ func (l Limits) OrDefaults() Limits {
 	for _, f := range []struct{ v, def *int }{
 		{&l.RegisterAddressLimit, &def.RegisterAddressLimit},
 		{&l.MaxNodes, &def.MaxNodes},
+		{&l.MaxNodesPerBlock, &def.MaxNodesPerBlock},
+		{&l.NodeExpiryHours, &def.NodeExpiryHours},
 		{&l.InitiateAddressLimit, &def.InitiateAddressLimit},
 		{&l.InitiateKeyLimit, &def.InitiateKeyLimit},
 		{&l.MaxOpenBindingSessions, &def.MaxOpenBindingSessions},

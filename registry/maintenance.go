@@ -25,7 +25,13 @@ import (
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
+	if err := s.expireNodes(ctx, now); err != nil {
+		return err
+	}
 	if err := s.nodes.refresh(ctx, s.store); err != nil {
+		return err
+	}
+	if err := s.nodeBlocks.refresh(ctx, s.store); err != nil {
 		return err
 	}
 	var expired []binding.BindingSession

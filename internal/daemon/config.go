@@ -153,7 +153,9 @@ func limitFlags(l *registry.Limits) []limitFlag {
 	return []limitFlag{
 		{"resolve-address-limit", &l.ResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429", false},
 		{"register-address-limit", &l.RegisterAddressLimit, "new node keys one client address may register per hour before 429", false},
-		{"max-nodes", &l.MaxNodes, "most node records the registry holds; new node keys beyond it get 429", true},
+		{"max-nodes", &l.MaxNodes, "most node records the registry holds; when full, a new key from an address block holding fewer displaces the least recently seen unbound node (of a sample) of the block holding the most", true},
+		{"max-nodes-per-block", &l.MaxNodesPerBlock, "node records the keys first registered from one IPv4 /24 or IPv6 /48 may hold before its new keys get 429", true},
+		{"node-expiry-hours", &l.NodeExpiryHours, "hours a node that is not bound may go unseen before the sweep removes it", true},
 		{"max-revocations", &l.MaxRevocations, "credential revocations kept in all; when full, new ones get 429 (none is ever dropped)", true},
 		{"revoke-address-limit", &l.RevokeAddressLimit, "new credential revocations one client address may record per hour before 429", true},
 		{"initiate-address-limit", &l.InitiateAddressLimit, "binding initiates per client address per 10 minutes before 429", false},

@@ -31,8 +31,12 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if err := s.nodes.refresh(ctx, s.store); err != nil {
 		return err
 	}
-	if err := s.nodeBlocks.refresh(ctx, s.store); err != nil {
-		return err
+	// Alone on its store, this process made every change the blocks count; on a shared one
+	// the others' are counted here.
+	if s.store.NodeFeed() != nil {
+		if err := s.nodeBlocks.refresh(ctx, s.store); err != nil {
+			return err
+		}
 	}
 	var expired []binding.BindingSession
 	var retired []string

@@ -201,14 +201,20 @@ func (nb *nodeBlocks) load(ctx context.Context, st store.Store) error {
 	return nb.refresh(ctx, st)
 }
 
-// refresh counts the blocks again from the store, keeping what memory changed meanwhile.
+// refresh counts the blocks again from the store, keeping what memory changed meanwhile. It
+// builds the new count beside the old, 32 bytes a key, not a copy of the table.
 func (nb *nodeBlocks) refresh(ctx context.Context, st store.Store) error {
 	nb.mu.Lock()
 	nb.touched = map[didkey.PublicKey]bool{}
 	nb.mu.Unlock()
-	found := map[didkey.PublicKey]string{}
+	fresh := &nodeBlocks{}
 	err := st.ScanNodes(ctx, func(n *store.Node) error {
-		found[n.Key] = n.AddressBlock
+		nb.mu.Lock()
+		skip := nb.touched[n.Key]
+		nb.mu.Unlock()
+		if !skip {
+			fresh.add(n.Key, n.AddressBlock)
+		}
 		return nil
 	})
 	nb.mu.Lock()
@@ -218,26 +224,21 @@ func (nb *nodeBlocks) refresh(ctx context.Context, st store.Store) error {
 		return err
 	}
 	// Keys memory changed since the count began stay as memory has them.
-	kept := map[didkey.PublicKey]string{}
 	for _, b := range nb.blocks {
 		for _, k := range b.keys {
-			if nb.touched[k] {
-				kept[k] = b.name
+			if nb.touched[k] && !fresh.has(k, b.name) {
+				fresh.add(k, b.name)
 			}
 		}
 	}
-	for k := range nb.touched {
-		delete(found, k)
-	}
-	nb.blocks, nb.top, nb.touched = nil, nil, nil
-	for k, block := range found {
-		nb.add(k, block)
-	}
-	for k, block := range kept {
-		nb.add(k, block)
-	}
-	nb.loaded = true
+	nb.blocks, nb.top, nb.touched, nb.loaded = fresh.blocks, fresh.top, nil, true
 	return nil
+}
+
+// has reports whether block holds key. The caller holds mu (or owns nb alone).
+func (nb *nodeBlocks) has(key didkey.PublicKey, block string) bool {
+	b, ok := nb.blocks[block]
+	return ok && slices.Contains(b.keys, key)
 }
 
 // placeNode makes room for a new key from block within a registration's transaction: a place

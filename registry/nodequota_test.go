@@ -175,3 +175,31 @@ func TestNodeExpiry(t *testing.T) {
 		t.Fatalf("a new key after an expiry: %v", err)
 	}
 }
+
+// A count from the store brings in what another daemon changed: a node deleted behind this
+// service's back leaves its block's count at the next refresh, and one registered elsewhere
+// joins it.
+func TestNodeBlocksRefresh(t *testing.T) {
+	s, now := quotaService(t, Limits{MaxNodes: 10, MaxNodesPerBlock: 10})
+	for i := range 3 {
+		if err := registerKey(s, i, "192.0.2.7"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.store.Update(context.Background(), func(tx store.Tx) error {
+		if err := tx.DeleteNode(testKey(0)); err != nil {
+			return err
+		}
+		d, _ := didkey.NodeDID(testKey(9), didkey.FormShort)
+		return tx.PutNode(store.Node{Key: testKey(9), DID: d.String(), Endpoint: "x:1", FirstSeen: *now, LastSeen: *now, AddressBlock: "198.51.100.0/24"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.nodeBlocks.refresh(context.Background(), s.store); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := s.nodeBlocks.count("192.0.2.0/24"), s.nodeBlocks.count("198.51.100.0/24"); a != 2 || b != 1 {
+		t.Fatalf("after a refresh: %d and %d; want 2 and 1", a, b)
+	}
+}

@@ -31,6 +31,11 @@ import "time"
 //   - failed resolves per code, per operator and over all (store): the guessing bounds of
 //     binding codes; per operator refuses that operator's sessions, the global one anyone.
 //   - initiates per node key (store): refuses that key.
+//   - entries held per block of the node table, the bearer sessions and the open binding
+//     sessions (memory, counted from the block stored with each entry at start and every
+//     sweep; quota.go, nodequota.go): refuses that block's new entries only. A full table
+//     refuses no newcomer whose block holds two fewer than the block holding the most: it
+//     displaces that block's least recently used entry, never a bound node.
 //
 // The memory tables each track at most [Limits.MaxTrackedClients] keys; what they do when
 // full is said there.

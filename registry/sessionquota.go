@@ -40,7 +40,10 @@ func (s *Service) bearerRoom(addr string, now time.Time) error {
 }
 
 // reserveBearer takes a place for the session of token hash id from addr, and returns the
-// session it displaces ("" for none), which the login's transaction ends (endDisplacedBearer).
+// session it displaces ("" for none), which the login's transaction ends (holdBearer). A
+// login that then fails leaves the displaced session in the store, uncounted in memory
+// until the next count from the store, so until then the cap may be passed by one session
+// per such login.
 func (s *Service) reserveBearer(id string, end time.Time, addr string, now time.Time) (string, error) {
 	displaced, why := s.bearers.reserve(id, end, AddressBlock(addr), s.bearerQuota(), now)
 	return displaced, s.bearerRefusal(why)

@@ -272,6 +272,10 @@ const (
 
 	revokeCounterPrefix = "revoke/"
 
+	// maxNodeExpiryHours is the longest NodeExpiryHours means (over a century): a larger
+	// value, given to mean "never", would overflow a duration and expire every node at once.
+	maxNodeExpiryHours = 1 << 20
+
 	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
 	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They
 	// refuse no one by being full: past its size a table forgets its least useful entry (the

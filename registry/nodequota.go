@@ -310,7 +310,7 @@ func (s *Service) nodeVictim(tx store.Tx, block string) (store.Node, error) {
 
 // nodeExpiry is how long a node that is not bound may go unseen before the sweep removes it.
 func (s *Service) nodeExpiry() time.Duration {
-	return time.Duration(s.limits.NodeExpiryHours) * time.Hour
+	return time.Duration(min(s.limits.NodeExpiryHours, maxNodeExpiryHours)) * time.Hour
 }
 
 // expireNodes removes, from the store and the node cache, the nodes not seen within

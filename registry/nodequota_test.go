@@ -203,3 +203,18 @@ func TestNodeBlocksRefresh(t *testing.T) {
 		t.Fatalf("after a refresh: %d and %d; want 2 and 1", a, b)
 	}
 }
+
+// An expiry given as a huge number of hours, to mean never, expires nothing.
+func TestNodeExpiryHuge(t *testing.T) {
+	s, now := quotaService(t, Limits{NodeExpiryHours: 1 << 30})
+	if err := registerKey(s, 0, "192.0.2.7"); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(24 * time.Hour)
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !hasNode(t, s, 0) {
+		t.Fatal("a node seen a day ago expired under an expiry of 2^30 hours")
+	}
+}

@@ -40,10 +40,9 @@ const (
 	LimitRevokePerBlock        = "revoke_per_block"
 	LimitMalformedPerBlock     = "malformed_per_block"
 
-	LimitBearerSessionsPerBlock    = "bearer_sessions_per_block"    // live bearer sessions held by one address block
-	LimitBearerSessionsPerOperator = "bearer_sessions_per_operator" // live bearer sessions held by one operator
-	LimitOpenSessionsPerBlock      = "open_sessions_per_block"      // open binding sessions held by one address block
-	LimitNodesPerBlock             = "nodes_per_block"              // node records held by one address block
+	LimitBearerSessionsPerBlock = "bearer_sessions_per_block" // live bearer sessions held by one address block
+	LimitOpenSessionsPerBlock   = "open_sessions_per_block"   // open binding sessions held by one address block
+	LimitNodesPerBlock          = "nodes_per_block"           // node records held by one address block
 )
 
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
@@ -55,7 +54,7 @@ var RateLimits = []string{
 	LimitMalformedPerAddress,
 	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
 	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
-	LimitBearerSessionsPerBlock, LimitBearerSessionsPerOperator, LimitOpenSessionsPerBlock, LimitNodesPerBlock,
+	LimitBearerSessionsPerBlock, LimitOpenSessionsPerBlock, LimitNodesPerBlock,
 }
 
 // limitError is a RATE_LIMITED refusal that names the limit which made it, so that the

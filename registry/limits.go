@@ -131,12 +131,11 @@ type Limits struct {
 	// of the block holding the most, so a new block is never shut out. It refuses only the
 	// block that holds its quota: an office behind one /24 holds one session per device.
 	MaxBearerSessionsPerBlock int
-	// MaxBearerSessionsPerOperator is how many live bearer sessions one operator may hold at
-	// once; its next login is refused until one ends. Only the operator's own devices can
-	// spend it (a login is signed), and a session the operator holds under it is never
-	// displaced by another block's login unless its block holds the most. It refuses that
-	// operator only; a CLI that logs in per run and never logs out spends it within an hour
-	// only past this many runs.
+	// MaxBearerSessionsPerOperator is how many live bearer sessions one operator may hold
+	// at once; a login beyond it ends the operator's oldest session. Only the operator's own
+	// devices can spend it (a login is signed), so it refuses no one: it bounds what one
+	// operator — a stranger's self-made one included — holds of MaxBearerSessions, and ends
+	// the sessions of clients that log in per run and never log out.
 	MaxBearerSessionsPerOperator int
 	// LoginAddressLimit bounds the login attempts (successful or not) one client address may
 	// make per challenge lifetime (authn.ChallengeTTL). Every attempt that reaches the

@@ -1,11 +1,15 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/store"
 )
 
 var quotaT0 = time.Unix(1e9, 0)
@@ -138,4 +142,46 @@ func TestQuotaHoldsAgreeWithSet(t *testing.T) {
 			}
 		}
 	})
+}
+
+// An operator at its quota of sessions keeps logging in: each login ends its oldest session,
+// and the operator never holds more than the quota.
+func TestBearerQuotaPerOperatorEndsOldest(t *testing.T) {
+	s, now := quotaService(t, Limits{MaxBearerSessionsPerOperator: 2})
+	ctx := context.Background()
+	var hashes [][32]byte
+	for i := range 4 {
+		var h [32]byte
+		h[0] = byte(i + 1)
+		*now = now.Add(time.Second)
+		err := s.store.Update(ctx, func(tx store.Tx) error {
+			if err := s.holdBearer(tx, "did:svrp:o:0a1b2c3d", ""); err != nil {
+				return err
+			}
+			return tx.PutBearerSession(h, authn.NewBearerSession("did:svrp:o:0a1b2c3d", *now))
+		})
+		if err != nil {
+			t.Fatalf("login %d: %v", i, err)
+		}
+		hashes = append(hashes, h)
+	}
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		mine, err := tx.BearerSessionsOf("did:svrp:o:0a1b2c3d")
+		if err != nil {
+			return err
+		}
+		if len(mine) != 2 {
+			t.Fatalf("the operator holds %d sessions; want its quota 2", len(mine))
+		}
+		for i, h := range hashes {
+			_, err := tx.BearerSession(h)
+			if alive := err == nil; alive != (i >= 2) {
+				t.Errorf("session %d alive %v; want only the two newest", i, alive)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

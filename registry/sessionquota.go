@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/hex"
+	"errors"
 	"time"
 
 	"github.com/svrp/svrp/store"
@@ -50,16 +51,24 @@ func (s *Service) reserveBearer(id string, end time.Time, addr string, now time.
 }
 
 // holdBearer applies, in a login's transaction, the quota of the operator, and ends the
-// session the login displaced. A session past its expiry that the sweep has not yet
-// deleted still counts: the quota is a bound, and an operator near it holds sessions it
-// could log out of.
+// session the login displaced. An operator at its quota keeps logging in: its oldest session
+// ends (a session past its expiry that the sweep has not yet deleted is among the oldest),
+// since only its own devices can have spent the quota and refusing it would lock out an
+// operator whose clients log in without logging out.
 func (s *Service) holdBearer(tx store.Tx, operatorDID, displaced string) error {
 	mine, err := tx.BearerSessionsOf(operatorDID)
 	if err != nil {
 		return err
 	}
 	if len(mine) >= s.limits.MaxBearerSessionsPerOperator {
-		return rateLimited(LimitBearerSessionsPerOperator, "this operator holds too many sessions; log out of one or wait")
+		oldest, err := oldestBearer(tx, mine)
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteBearerSession(oldest); err != nil {
+			return err
+		}
+		s.bearers.remove(hex.EncodeToString(oldest[:]))
 	}
 	if displaced == "" {
 		return nil
@@ -69,6 +78,26 @@ func (s *Service) holdBearer(tx store.Tx, operatorDID, displaced string) error {
 		return nil // every id of the set is a hex token hash
 	}
 	return tx.DeleteBearerSession(h)
+}
+
+// oldestBearer returns the one of hashes whose session was issued first.
+func oldestBearer(tx store.Tx, hashes [][32]byte) ([32]byte, error) {
+	var oldest [32]byte
+	var first time.Time
+	found := false
+	for _, h := range hashes {
+		sess, err := tx.BearerSession(h)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return oldest, err
+		}
+		if !found || sess.IssuedAt.Before(first) {
+			oldest, first, found = h, sess.IssuedAt, true
+		}
+	}
+	return oldest, nil
 }
 
 // reserveOpenSession takes a place for the binding session id initiated from addr, and

@@ -163,7 +163,7 @@ func limitFlags(l *registry.Limits) []limitFlag {
 		{"max-binding-sessions-per-block", &l.MaxOpenBindingSessionsPerBlock, "open binding sessions the initiates of one IPv4 /24 or IPv6 /48 may hold before its initiates get 429", true},
 		{"max-bearer-sessions", &l.MaxBearerSessions, "live operator sessions over all operators; when full, a login from an address block holding fewer displaces the least recently used session of the block holding the most", false},
 		{"max-bearer-sessions-per-block", &l.MaxBearerSessionsPerBlock, "live operator sessions the logins of one IPv4 /24 or IPv6 /48 may hold before its logins get 429", true},
-		{"max-bearer-sessions-per-operator", &l.MaxBearerSessionsPerOperator, "live sessions one operator may hold before its logins get 429", true},
+		{"max-bearer-sessions-per-operator", &l.MaxBearerSessionsPerOperator, "live sessions one operator may hold; a login beyond it ends the operator's oldest session", true},
 		{"login-address-limit", &l.LoginAddressLimit, "login attempts per client address per 5 minutes before 429", false},
 		{"login-failure-address-limit", &l.LoginFailureAddressLimit, "failed logins per client address per 10 minutes before 429", false},
 		{"login-failure-operator-limit", &l.LoginFailureOperatorLimit, "failed logins of one client address naming one operator DID per 10 minutes before that address gets 429 for that DID", false},

@@ -22,4 +22,8 @@ type BearerSession struct {
 	RevocationID string    `json:"revocation_id,omitempty"`
 	IssuedAt     time.Time `json:"issued_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
+	// AddressBlock is the address block (an IPv4 /24, an IPv6 /48) the login came from,
+	// which the registry's quotas per block count the session against; empty for sessions
+	// stored before it was kept, which count together as one block.
+	AddressBlock string `json:"address_block,omitempty"`
 }

@@ -123,6 +123,10 @@ type BindingSession struct {
 	// (docs/protocol.md §10.6): when, and why. The state stays ACTIVE.
 	UnboundAt time.Time `json:"unbound_at,omitzero"`
 	UnboundBy UnboundBy `json:"unbound_by,omitempty"`
+	// AddressBlock is the address block (an IPv4 /24, an IPv6 /48) the initiate came from,
+	// which the registry's quotas per block count the session against; empty for sessions
+	// stored before it was kept, which count together as one block.
+	AddressBlock string `json:"address_block,omitempty"`
 }
 
 // UnboundBy says why a binding ended (docs/protocol.md §10.6).

@@ -48,11 +48,12 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		return api.InitiateResult{}, err
 	}
 	sess := binding.NewBindingSession(req, key, binding.HashSecret(code), binding.HashSecret(token), now)
+	sess.AddressBlock = AddressBlock(addr)
 	// The global cap is held in memory: a slot is taken before the write and given back if
 	// the write does not happen, so concurrent initiates cannot overshoot it.
-	if !s.openSessions.reserve(sess.ID, sess.ExpiresAt, s.limits.MaxOpenBindingSessions, now) {
-		s.capReached(&s.warnSessions, "open binding sessions", s.limits.MaxOpenBindingSessions)
-		return api.InitiateResult{}, rateLimited(LimitOpenSessions, "the registry holds too many open binding sessions; try again later")
+	displaced, err := s.reserveOpenSession(sess.ID, sess.ExpiresAt, addr, now)
+	if err != nil {
+		return api.InitiateResult{}, err
 	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		if used, err := tx.BindingSessionIDUsed(req.BindingSessionID); err != nil {
@@ -96,6 +97,11 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		}
 		if err := tx.PutCounter(budgets.block, c[2].Fail(now, initiateWindow)); err != nil {
 			return err
+		}
+		if displaced != "" {
+			if err := tx.DeleteBindingSession(displaced); err != nil {
+				return err
+			}
 		}
 		return tx.PutBindingSession(sess)
 	})

@@ -41,6 +41,10 @@ const (
 	LimitLoginFailuresPerBlock = "login_failures_per_block"
 	LimitRevokePerBlock        = "revoke_per_block"
 	LimitMalformedPerBlock     = "malformed_per_block"
+
+	LimitBearerSessionsPerBlock = "bearer_sessions_per_block" // live bearer sessions held by one address block
+	LimitOpenSessionsPerBlock   = "open_sessions_per_block"   // open binding sessions held by one address block
+	LimitNodesPerBlock          = "nodes_per_block"           // node records held by one address block
 )
 
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
@@ -52,6 +56,7 @@ var RateLimits = []string{
 	LimitMalformedPerAddress, LimitRevocationsPerRoot, LimitRevocationsPerBlock,
 	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
 	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
+	LimitBearerSessionsPerBlock, LimitOpenSessionsPerBlock, LimitNodesPerBlock,
 }
 
 // limitError is a RATE_LIMITED refusal that names the limit which made it, so that the

@@ -268,6 +268,10 @@ func (t recordingTx) NodeCount() (int, error) {
 	t.r.record("NodeCount")
 	return t.tx.NodeCount()
 }
+func (t recordingTx) DeleteNode(k didkey.PublicKey) error {
+	t.r.record("DeleteNode(%s)", k.Hex())
+	return t.tx.DeleteNode(k)
+}
 func (t recordingTx) BindingSession(id string) (binding.BindingSession, error) {
 	t.r.record("BindingSession(%q)", id)
 	return t.tx.BindingSession(id)

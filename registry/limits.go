@@ -35,6 +35,11 @@ import "time"
 //     pin): refuse that block or root key. The list's total refuses only revocations by root
 //     keys that never logged in, and makes room by displacing one of the block holding most
 //     (revocations.go).
+//   - entries held per block of the node table, the bearer sessions and the open binding
+//     sessions (memory, counted from the block stored with each entry at start and every
+//     sweep; quota.go, nodequota.go): refuses that block's new entries only. A full table
+//     refuses no newcomer whose block holds two fewer than the block holding the most: it
+//     displaces that block's least recently used entry, never a bound node.
 //
 // The memory tables each track at most [Limits.MaxTrackedClients] keys; what they do when
 // full is said there.
@@ -53,6 +58,20 @@ type Limits struct {
 	// listing without end: each record costs memory in the node table and bytes in every
 	// listing.
 	MaxNodes int
+	// MaxNodesPerBlock is how many node records the keys first registered from one address
+	// block (an IPv4 /24, an IPv6 /48) may hold at once; a new key from it is refused until
+	// one of its nodes expires. Node keys are free and the per-address limit only slows a
+	// block, so without it one /48 fills MaxNodes in hours; with it filling the table takes
+	// MaxNodes / this many blocks. When the table is full anyway, a new key from a block
+	// holding fewer displaces a node of the block holding the most: the least recently seen
+	// of a sample that is not bound. A bound node is never displaced. It refuses only the
+	// block that holds its quota; known keys still re-register and heartbeat.
+	MaxNodesPerBlock int
+	// NodeExpiryHours is how long a node that is not bound may go unseen (no registration
+	// or heartbeat) before the sweep removes its record. Anyone can register a key and walk
+	// away; a node that runs heartbeats every few minutes, and an operator's bound node is
+	// kept however long it is offline. A removed node that comes back registers again.
+	NodeExpiryHours int
 
 	// InitiateAddressLimit is the number of binding initiates one client address may make
 	// per initiateWindow. A node opens a session when its operator binds it, a few times in
@@ -72,6 +91,15 @@ type Limits struct {
 	// binding.MaxSessionTTL, so the default is far above what honest binding traffic
 	// reaches, and it bounds the open sessions' share of the store.
 	MaxOpenBindingSessions int
+	// MaxOpenBindingSessionsPerBlock is how many open binding sessions the initiates of one
+	// address block (an IPv4 /24, an IPv6 /48) may hold at once; its next initiate is
+	// refused until one ends. Node keys are free, so the per-key bound alone lets one block
+	// hold any number of sessions; this one makes filling MaxOpenBindingSessions take
+	// MaxOpenBindingSessions / this many blocks. When the table is full anyway, an initiate
+	// from a block holding fewer displaces the least recently changed open session of the
+	// block holding the most, so a new block is never shut out. It refuses only the block
+	// that holds its quota; a host binding its nodes holds a few sessions for minutes.
+	MaxOpenBindingSessionsPerBlock int
 
 	// ResolveAddressLimit is the number of failed resolves one client address may make per
 	// binding.ResolveWindow; then every resolve from it is refused until its window ends,
@@ -98,6 +126,21 @@ type Limits struct {
 	// the other N−1 daemons add within one sweep interval (and by the few writes in flight
 	// while a count reads), not multiplied by N.
 	MaxBearerSessions int
+	// MaxBearerSessionsPerBlock is how many live bearer sessions the logins from one address
+	// block (an IPv4 /24, an IPv6 /48) may hold at once; the next login from it is refused
+	// until one ends (logout, revocation or expiry). Root keys are free, so a per-operator
+	// bound alone lets one block hold any number of sessions; this one makes filling
+	// MaxBearerSessions take MaxBearerSessions / this many blocks. When the table is full
+	// anyway, a login from a block holding fewer displaces the least recently used session
+	// of the block holding the most, so a new block is never shut out. It refuses only the
+	// block that holds its quota: an office behind one /24 holds one session per device.
+	MaxBearerSessionsPerBlock int
+	// MaxBearerSessionsPerOperator is how many live bearer sessions one operator may hold
+	// at once; a login beyond it ends the operator's oldest session. Only the operator's own
+	// devices can spend it (a login is signed), so it refuses no one: it bounds what one
+	// operator — a stranger's self-made one included — holds of MaxBearerSessions, and ends
+	// the sessions of clients that log in per run and never log out.
+	MaxBearerSessionsPerOperator int
 	// LoginAddressLimit bounds the login attempts (successful or not) one client address may
 	// make per challenge lifetime (authn.ChallengeTTL). Every attempt that reaches the
 	// challenge check consumes a challenge, and consumed challenges are kept for their
@@ -189,26 +232,31 @@ type Limits struct {
 // DefaultLimits returns the limits svrpd serves with unless told otherwise.
 func DefaultLimits() Limits {
 	return Limits{
-		RegisterAddressLimit:      600,
-		MaxNodes:                  1_000_000,
-		InitiateAddressLimit:      120,
-		InitiateKeyLimit:          60,
-		MaxOpenBindingSessions:    50_000,
-		ResolveAddressLimit:       30,
-		ResolveOperatorLimit:      30,
-		ResolveGlobalLimit:        5_000,
-		MaxBearerSessions:         100_000,
-		LoginAddressLimit:         256,
-		LoginFailureAddressLimit:  30,
-		LoginFailureOperatorLimit: 10,
-		MalformedAddressLimit:     60,
-		MaxRevocations:            1_000_000,
-		RevokeAddressLimit:        60,
-		RevocationsPerRoot:        1_000,
-		RevocationsPerBlock:       10_000,
-		RevocationTTLHours:        30 * 24,
-		AddressBlockFactor:        16,
-		MaxTrackedClients:         1 << 16,
+		RegisterAddressLimit:           600,
+		MaxNodes:                       1_000_000,
+		MaxNodesPerBlock:               10_000,
+		NodeExpiryHours:                7 * 24,
+		InitiateAddressLimit:           120,
+		InitiateKeyLimit:               60,
+		MaxOpenBindingSessions:         50_000,
+		MaxOpenBindingSessionsPerBlock: 512,
+		ResolveAddressLimit:            30,
+		ResolveOperatorLimit:           30,
+		ResolveGlobalLimit:             5_000,
+		MaxBearerSessions:              100_000,
+		MaxBearerSessionsPerBlock:      1_024,
+		MaxBearerSessionsPerOperator:   64,
+		LoginAddressLimit:              256,
+		LoginFailureAddressLimit:       30,
+		LoginFailureOperatorLimit:      10,
+		MalformedAddressLimit:          60,
+		MaxRevocations:                 1_000_000,
+		RevokeAddressLimit:             60,
+		RevocationsPerRoot:             1_000,
+		RevocationsPerBlock:            10_000,
+		RevocationTTLHours:             30 * 24,
+		AddressBlockFactor:             16,
+		MaxTrackedClients:              1 << 16,
 	}
 }
 
@@ -219,13 +267,18 @@ func (l Limits) OrDefaults() Limits {
 	for _, f := range []struct{ v, def *int }{
 		{&l.RegisterAddressLimit, &def.RegisterAddressLimit},
 		{&l.MaxNodes, &def.MaxNodes},
+		{&l.MaxNodesPerBlock, &def.MaxNodesPerBlock},
+		{&l.NodeExpiryHours, &def.NodeExpiryHours},
 		{&l.InitiateAddressLimit, &def.InitiateAddressLimit},
 		{&l.InitiateKeyLimit, &def.InitiateKeyLimit},
 		{&l.MaxOpenBindingSessions, &def.MaxOpenBindingSessions},
+		{&l.MaxOpenBindingSessionsPerBlock, &def.MaxOpenBindingSessionsPerBlock},
 		{&l.ResolveAddressLimit, &def.ResolveAddressLimit},
 		{&l.ResolveOperatorLimit, &def.ResolveOperatorLimit},
 		{&l.ResolveGlobalLimit, &def.ResolveGlobalLimit},
 		{&l.MaxBearerSessions, &def.MaxBearerSessions},
+		{&l.MaxBearerSessionsPerBlock, &def.MaxBearerSessionsPerBlock},
+		{&l.MaxBearerSessionsPerOperator, &def.MaxBearerSessionsPerOperator},
 		{&l.LoginAddressLimit, &def.LoginAddressLimit},
 		{&l.LoginFailureAddressLimit, &def.LoginFailureAddressLimit},
 		{&l.LoginFailureOperatorLimit, &def.LoginFailureOperatorLimit},
@@ -267,6 +320,10 @@ const (
 	// revokeExpiryPerSweep bounds the expired revocations one sweep removes, so that a sweep
 	// after a long stop does not hold the store for long; the rest go at the next.
 	revokeExpiryPerSweep = 20_000
+
+	// maxNodeExpiryHours is the longest NodeExpiryHours means (over a century): a larger
+	// value, given to mean "never", would overflow a duration and expire every node at once.
+	maxNodeExpiryHours = 1 << 20
 
 	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
 	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They

@@ -61,15 +61,23 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 	if err := s.nodes.load(ctx, s.store); err != nil {
 		return api.RegisterResult{}, err
 	}
+	if err := s.nodeBlocks.load(ctx, s.store); err != nil {
+		return api.RegisterResult{}, err
+	}
 	var rec store.Node
-	var changed, reserved bool
+	var changed, reserved, held, added bool
+	var displaced *store.Node
+	block := AddressBlock(addr)
 	defer func() {
 		if reserved {
 			s.nodes.settle(changed)
 		}
+		if held && !added {
+			s.nodeBlocks.release(block)
+		}
 	}()
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		changed = false
+		changed, added, displaced = false, false, nil
 		old, err := tx.Node(key)
 		exists := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -111,7 +119,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		if !verified && (s.strict || (exists && old.SignatureVerified)) {
 			return proto.New(proto.BadSignature, "registration signature does not verify")
 		}
-		counterKey, blockKey := "register/"+addr, "register/"+AddressBlock(addr)
+		counterKey, blockKey := "register/"+addr, "register/"+block
 		var c, cb binding.Counter
 		if !exists {
 			if c, err = tx.Counter(counterKey); err != nil {
@@ -126,36 +134,39 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 			if cb.Blocked(now, blockLimit(s.limits.RegisterAddressLimit, s.limits.AddressBlockFactor), registerWindow) {
 				return rateLimited(LimitRegisterPerBlock, "too many new node keys from this address block; try again later")
 			}
-			if !reserved {
-				if err := s.reserveNode(); err != nil {
-					return err
-				}
-				reserved = true
+			if displaced, err = s.placeNode(tx, block, &held, &reserved); err != nil {
+				return err
 			}
 		}
 		rec = store.Node{
 			Key: key, DID: req.DID, Endpoint: req.Endpoint,
 			Capabilities: slices.Clone(req.Capabilities), Region: req.Region,
 			Signature: req.Signature, SignatureVerified: verified,
-			FirstSeen: now, LastSeen: now,
+			FirstSeen: now, LastSeen: now, AddressBlock: block,
 		}
 		if req.TS != nil {
 			ts := *req.TS
 			rec.RegistrationTS = &ts
 		}
 		if exists {
-			rec.FirstSeen = old.FirstSeen
+			rec.FirstSeen, rec.AddressBlock = old.FirstSeen, old.AddressBlock
 		} else if err := tx.PutCounter(counterKey, c.Fail(now, registerWindow)); err != nil {
 			return err
 		} else if err := tx.PutCounter(blockKey, cb.Fail(now, registerWindow)); err != nil {
 			return err
 		}
-		changed = true
+		changed, added = true, !exists
 		return tx.PutNode(rec)
 	})
 	if err != nil {
-		changed = false
+		changed, added = false, false
 		return api.RegisterResult{}, err
+	}
+	if added {
+		s.nodeBlocks.written(key, block, displaced)
+		if displaced != nil {
+			s.log.Info("node displaced", "did", displaced.DID, "address_block", displaced.AddressBlock, "by_block", block)
+		}
 	}
 	if changed {
 		s.nodesChanged()
@@ -196,16 +207,6 @@ func sameV1(old store.Node, m canonical.Register, sig *string, prefix string) bo
 	a, err1 := prev.Bytes(prefix)
 	b, err2 := m.Bytes(prefix)
 	return err1 == nil && err2 == nil && bytes.Equal(a, b)
-}
-
-// reserveNode takes a place in the node table for a new key, or refuses once the table holds
-// maxNodes records (logged at most once a minute).
-func (s *Service) reserveNode() error {
-	if _, ok := s.nodes.reserve(s.limits.MaxNodes); !ok {
-		s.capReached(&s.warnNodes, "nodes", s.limits.MaxNodes)
-		return rateLimited(LimitNodes, "the registry holds as many nodes as it may; try again later")
-	}
-	return nil
 }
 
 func checkRegisterFields(req api.RegisterRequest) error {

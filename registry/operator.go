@@ -45,9 +45,8 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	if s.loginFailPair.count(pair, now) >= s.limits.LoginFailureOperatorLimit {
 		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	}
-	if s.bearers.live(now) >= s.limits.MaxBearerSessions {
-		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
-		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
+	if err := s.bearerRoom(addr, now); err != nil {
+		return api.LoginResult{}, err
 	}
 	if byAddr, byBlock := s.loginAttempts.take(addr, s.limits.LoginAddressLimit, now); byAddr || byBlock {
 		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginsPerBlock, LimitLoginsPerAddress), "too many logins from this address; wait and try again")
@@ -79,10 +78,11 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	}
 	sess := authn.NewBearerSession(dev.OperatorDID.String(), now)
 	sess.RevocationID = dev.Credential.RevocationID
+	sess.AddressBlock = AddressBlock(addr)
 	id := hex.EncodeToString(hash[:])
-	if !s.bearers.reserve(id, sess.ExpiresAt, s.limits.MaxBearerSessions, now) {
-		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
-		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
+	displaced, err := s.reserveBearer(id, sess.ExpiresAt, addr, now)
+	if err != nil {
+		return api.LoginResult{}, err
 	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		// A revocation may have landed since the check above; the session must not outlive
@@ -91,6 +91,9 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 			return err
 		}
 		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true); err != nil {
+			return err
+		}
+		if err := s.holdBearer(tx, sess.OperatorDID, displaced); err != nil {
 			return err
 		}
 		return tx.PutBearerSession(hash, sess)
@@ -126,9 +129,8 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		failAddr: "login-fail-addr/" + addr, failBlock: "login-fail-addr/" + block,
 		failPair: "login-fail-pair/" + failurePair(addr, dc.OperatorDID),
 	}
-	if s.bearers.live(now) >= s.limits.MaxBearerSessions {
-		s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
-		return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
+	if err := s.bearerRoom(addr, now); err != nil {
+		return api.LoginResult{}, err
 	}
 	if err := s.loginBudgets(ctx, keys, now); err != nil {
 		return api.LoginResult{}, err
@@ -143,7 +145,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	var token string
 	var hash [32]byte
 	var sess authn.BearerSession
-	id := ""
+	id, displaced := "", ""
 	if verr == nil {
 		var err error
 		if token, hash, err = authn.NewToken(s.rand); err != nil {
@@ -151,10 +153,10 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		}
 		sess = authn.NewBearerSession(dev.OperatorDID.String(), now)
 		sess.RevocationID = dev.Credential.RevocationID
+		sess.AddressBlock = block
 		id = hex.EncodeToString(hash[:])
-		if !s.bearers.reserve(id, sess.ExpiresAt, s.limits.MaxBearerSessions, now) {
-			s.capReached(&s.warnBearers, "bearer sessions", s.limits.MaxBearerSessions)
-			return api.LoginResult{}, rateLimited(LimitBearerSessions, "the registry holds too many sessions; try again later")
+		if displaced, err = s.reserveBearer(id, sess.ExpiresAt, addr, now); err != nil {
+			return api.LoginResult{}, err
 		}
 	}
 	var failed error // why the login failed, when the transaction records a failure
@@ -202,6 +204,9 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 			return nil
 		}
 		if err := pinCredential(tx, dc, now, true); err != nil {
+			return err
+		}
+		if err := s.holdBearer(tx, sess.OperatorDID, displaced); err != nil {
 			return err
 		}
 		return tx.PutBearerSession(hash, sess)
@@ -314,14 +319,19 @@ func (s *Service) authenticate(tx store.Tx, header string) (authn.Operator, erro
 	if err != nil {
 		return authn.Operator{}, err
 	}
-	sess, err := tx.BearerSession(authn.HashToken(token))
+	h := authn.HashToken(token)
+	sess, err := tx.BearerSession(h)
 	if errors.Is(err, store.ErrNotFound) {
 		return authn.Operator{}, proto.New(proto.NoSession, "no session for this bearer token; log in")
 	}
 	if err != nil {
 		return authn.Operator{}, err
 	}
-	return sess.Operator(s.now())
+	op, err := sess.Operator(s.now())
+	if err == nil {
+		s.bearers.use(hex.EncodeToString(h[:]))
+	}
+	return op, err
 }
 
 // BoundNodes lists the nodes actively bound to an operator. A node is online when it was

@@ -125,6 +125,7 @@ type Service struct {
 
 	// Replays and the node table (limits.go).
 	nodes        nodeCount
+	nodeBlocks   nodeBlocks
 	heartbeats   heartbeatMarks
 	warnNodes    rareWarning
 	listingTurns listingSlots

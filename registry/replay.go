@@ -105,7 +105,8 @@ func (h *heartbeatMarks) len() int {
 // costs no count of the table per registration (a write transaction cannot count the cached
 // table cheaply). A new key reserves its place before its write and settles it after. Several
 // daemons on one database each see the others' keys at their next sweep, so together they
-// may pass the cap by what they add within one sweep interval. Node records are never deleted.
+// may pass the cap by what they add within one sweep interval. The sweep's expiry and a
+// displacement delete records (nodequota.go).
 type nodeCount struct {
 	mu       sync.Mutex
 	loaded   bool

@@ -27,8 +27,18 @@ import (
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
+	if err := s.expireNodes(ctx, now); err != nil {
+		return err
+	}
 	if err := s.nodes.refresh(ctx, s.store); err != nil {
 		return err
+	}
+	// Alone on its store, this process made every change the blocks count; on a shared one
+	// the others' are counted here.
+	if s.store.NodeFeed() != nil {
+		if err := s.nodeBlocks.refresh(ctx, s.store); err != nil {
+			return err
+		}
 	}
 	var expired []binding.BindingSession
 	var retired []string
@@ -197,7 +207,7 @@ func (s *Service) Recount(ctx context.Context) error {
 }
 
 // liveCount is what one read of the store finds alive for the global caps.
-type liveCount struct{ open, bearers map[string]time.Time }
+type liveCount struct{ open, bearers map[string]held }
 
 func (s *Service) beginCount() *liveCount {
 	s.openSessions.begin()
@@ -207,18 +217,18 @@ func (s *Service) beginCount() *liveCount {
 
 // reset empties the count, for a transaction that runs again.
 func (l *liveCount) reset() {
-	l.open, l.bearers = make(map[string]time.Time), make(map[string]time.Time)
+	l.open, l.bearers = make(map[string]held), make(map[string]held)
 }
 
 func (l *liveCount) session(sess binding.BindingSession, now time.Time) {
 	if !binding.ExpireIfDue(sess, now).State.Terminal() {
-		l.open[sess.ID] = sess.ExpiresAt
+		l.open[sess.ID] = held{end: sess.ExpiresAt, group: sess.AddressBlock}
 	}
 }
 
 func (l *liveCount) bearer(h [32]byte, sess authn.BearerSession, now time.Time) {
 	if sess.Check(now) == nil {
-		l.bearers[hex.EncodeToString(h[:])] = sess.ExpiresAt
+		l.bearers[hex.EncodeToString(h[:])] = held{end: sess.ExpiresAt, group: sess.AddressBlock}
 	}
 }
 
@@ -291,7 +301,7 @@ func (s *Service) RepairAtStart(ctx context.Context) (int, error) {
 				stuck = append(stuck, sess.ID)
 			}
 			if !binding.ExpireIfDue(sess, now).State.Terminal() {
-				s.openSessions.add(sess.ID, sess.ExpiresAt)
+				s.openSessions.add(sess.ID, sess.ExpiresAt, sess.AddressBlock)
 			}
 			return nil
 		}); err != nil {
@@ -299,7 +309,7 @@ func (s *Service) RepairAtStart(ctx context.Context) (int, error) {
 		}
 		return tx.EachBearerSession(func(h [32]byte, sess authn.BearerSession) error {
 			if sess.Check(now) == nil {
-				s.bearers.add(hex.EncodeToString(h[:]), sess.ExpiresAt)
+				s.bearers.add(hex.EncodeToString(h[:]), sess.ExpiresAt, sess.AddressBlock)
 			}
 			return nil
 		})

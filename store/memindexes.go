@@ -53,6 +53,11 @@ func (x memIndexes) AddShortBody(k didkey.PublicKey) error {
 	return nil
 }
 
+func (x memIndexes) DropShortBody(k didkey.PublicKey) error {
+	setRemove(&x.t.undo, x.t.d.byBody, k.ShortBody(), k)
+	return nil
+}
+
 func (x memIndexes) AddOpenSession(node didkey.PublicKey, id string) error {
 	setAdd(&x.t.undo, x.t.d.byNode, node, id)
 	return nil

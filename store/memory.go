@@ -228,6 +228,21 @@ func (t *memTx) PutNode(n Node) error {
 
 func (t *memTx) PutNodeRevision(n Node) (uint64, error) { return 0, t.PutNode(n) }
 
+func (t *memTx) DeleteNode(key didkey.PublicKey) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	old := lookup(t.d.nodes, key)
+	if old == nil {
+		return nil
+	}
+	if err := rules.DeleteNode(memIndexes{t}, key, old.DID); err != nil {
+		return err
+	}
+	mapDelete(&t.undo, t.d.nodes, key)
+	return nil
+}
+
 func (t *memTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
 
 func (t *memTx) ConsumeChallenge([]byte, time.Time) error { return ErrChallengesNotKept }

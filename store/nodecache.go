@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -130,7 +131,7 @@ func (c *nodeCache) View(ctx context.Context, fn func(Tx) error) error {
 }
 
 func (c *nodeCache) Update(ctx context.Context, fn func(Tx) error) error {
-	var puts []cachedNode
+	var puts []nodeWrite
 	var marked []didkey.PublicKey // every key counted in c.writing, once per PutNode run
 	err := c.inner.Update(ctx, func(tx Tx) error {
 		puts = puts[:0]
@@ -140,7 +141,11 @@ func (c *nodeCache) Update(ctx context.Context, fn func(Tx) error) error {
 	defer c.mu.Unlock()
 	if err == nil {
 		for _, p := range puts {
-			c.apply(p.n, p.seq)
+			if p.gone {
+				c.forget(p.n.Key, p.seq)
+			} else {
+				c.apply(p.n, p.seq)
+			}
 		}
 	}
 	for _, k := range marked {
@@ -178,6 +183,35 @@ func (c *nodeCache) apply(n Node, seq uint64) {
 	n.Capabilities = c.capSet(n.Capabilities)
 	n.Region = unique.Make(n.Region).Value()
 	c.nodes[n.Key] = &cachedNode{n: n, seq: seq}
+}
+
+// forget removes key's record from memory unless memory holds a later write of it. Callers
+// hold mu for writing.
+func (c *nodeCache) forget(key didkey.PublicKey, seq uint64) {
+	cur, had := c.nodes[key]
+	if !had || cur.seq > seq {
+		return
+	}
+	delete(c.nodes, key)
+	delete(c.dirty, key)
+	if c.byDID[cur.n.DID] == key {
+		delete(c.byDID, cur.n.DID)
+	}
+	body := shortBodyOf(key)
+	shared := c.sharedShort[body]
+	if c.byShort[body] == key {
+		delete(c.byShort, body)
+		if len(shared) > 0 {
+			c.byShort[body], shared = shared[0], slices.Clone(shared[1:])
+		}
+	} else if i := slices.Index(shared, key); i >= 0 {
+		shared = slices.Delete(slices.Clone(shared), i, i+1)
+	}
+	if len(shared) == 0 {
+		delete(c.sharedShort, body)
+	} else {
+		c.sharedShort[body] = shared
+	}
 }
 
 // maxCapSets bounds the distinct capability lists shared: past it a list is kept as it came,
@@ -378,8 +412,15 @@ type cacheTx struct {
 	c      *nodeCache
 	write  bool
 	done   bool // a View's Tx kept past its function; memory reads must refuse it too
-	puts   *[]cachedNode
+	puts   *[]nodeWrite
 	marked *[]didkey.PublicKey
+}
+
+// nodeWrite is a node write of an Update, applied to memory once the Update committed: a
+// record put, or (gone) the record of n.Key deleted.
+type nodeWrite struct {
+	cachedNode
+	gone bool
 }
 
 // fromMemory reports whether a node read is served from memory, or fails when the Tx is
@@ -406,7 +447,7 @@ func (t *cacheTx) PutNodeRevision(n Node) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		*t.puts = append(*t.puts, cachedNode{n: cloneNode(n), seq: rev})
+		*t.puts = append(*t.puts, nodeWrite{cachedNode: cachedNode{n: cloneNode(n), seq: rev}})
 		return rev, nil
 	}
 	if t.puts == nil {
@@ -426,8 +467,35 @@ func (t *cacheTx) PutNodeRevision(n Node) (uint64, error) {
 	t.c.seq++
 	seq := t.c.seq
 	t.c.mu.Unlock()
-	*t.puts = append(*t.puts, cachedNode{n: cloneNode(n), seq: seq})
+	*t.puts = append(*t.puts, nodeWrite{cachedNode: cachedNode{n: cloneNode(n), seq: seq}})
 	return 0, nil
+}
+
+// DeleteNode deletes the record in inner and, once the Update committed, from memory. Over a
+// shared store the deletion wins over any revision memory holds; a record of the key written
+// since comes back through the feed.
+func (t *cacheTx) DeleteNode(k didkey.PublicKey) error {
+	if t.puts == nil {
+		return ErrWriteInView
+	}
+	if t.c.feed == nil {
+		t.c.mu.Lock()
+		t.c.writing[k]++
+		t.c.mu.Unlock()
+		*t.marked = append(*t.marked, k)
+	}
+	if err := t.Tx.DeleteNode(k); err != nil {
+		return err
+	}
+	seq := uint64(math.MaxUint64)
+	if t.c.feed == nil {
+		t.c.mu.Lock()
+		t.c.seq++
+		seq = t.c.seq
+		t.c.mu.Unlock()
+	}
+	*t.puts = append(*t.puts, nodeWrite{cachedNode: cachedNode{n: Node{Key: k}, seq: seq}, gone: true})
+	return nil
 }
 
 func (t *cacheTx) Node(k didkey.PublicKey) (Node, error) {

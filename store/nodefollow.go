@@ -17,7 +17,7 @@ func (c *nodeCache) follow(ctx context.Context, feed NodeFeed) (Store, error) {
 	c.byShort = map[shortBody]didkey.PublicKey{}
 	c.sharedShort = map[shortBody][]didkey.PublicKey{}
 	c.capSets = map[string][]string{}
-	mark, err := feed.NodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) })
+	mark, err := feed.NodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) }, func(didkey.PublicKey, uint64) {})
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (c *nodeCache) followLoop(mark int64) {
 			return
 		case <-t.C:
 		}
-		next, err := c.feed.NodeChanges(ctx, mark, c.applyRemote)
+		next, err := c.feed.NodeChanges(ctx, mark, c.applyRemote, c.forgetRemote)
 		if err == nil {
 			mark = next
 		}
@@ -79,6 +79,17 @@ func (c *nodeCache) applyRemote(n Node, rev uint64) {
 		c.dirty[n.Key] = dirty
 	}
 	c.remote.Add(1)
+}
+
+// forgetRemote removes a record the feed says was deleted at revision rev, unless memory
+// holds a later revision (the key registered again since).
+func (c *nodeCache) forgetRemote(key didkey.PublicKey, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, had := c.nodes[key]; had && cur.seq <= rev {
+		c.forget(key, rev)
+		c.remote.Add(1)
+	}
 }
 
 // load puts key's record in memory from the store when memory does not hold it: a node

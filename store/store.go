@@ -26,10 +26,10 @@
 // change. The store only keeps its indexes in step with the records it is given, so a lookup
 // by DID, short body, secret hash, node key or operator always agrees with the records.
 // Nothing is ever removed except bearer sessions, counters, active bindings (which an unbind
-// or a revocation ends) and binding sessions the registry deletes after their retention
-// (whose ids stay reserved as hashes), and revocations the registry lets expire or give
-// way; node records and operator pins are replaced, not deleted. It runs no goroutine for
-// upkeep: its owner calls Flush and Maintain.
+// or a revocation ends), binding sessions the registry deletes after their retention
+// (whose ids stay reserved as hashes), node records the registry expires or displaces, and
+// revocations the registry lets expire or give way; operator pins are replaced, not deleted.
+// It runs no goroutine for upkeep: its owner calls Flush and Maintain.
 //
 // # Concurrency
 //
@@ -145,9 +145,11 @@ type NodeFollower interface {
 // follows it.
 type NodeFeed interface {
 	// NodeChanges calls fn with each node record written since mark (0: every record) and
-	// its revision, which grows with each write of the record, and returns the next mark.
-	// It may call fn again for records already seen.
-	NodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64)) (int64, error)
+	// its revision, which grows with each write of the record (and goes on growing when a
+	// deleted key is registered again), and gone with each key whose record was deleted since
+	// mark and not written again, with the revision it had; it returns the next mark. It
+	// may call fn and gone again for changes already seen.
+	NodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64), gone func(key didkey.PublicKey, rev uint64)) (int64, error)
 	// TouchNodes moves last_seen of keys[i] forward to seen[i], in one step.
 	TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen []time.Time) error
 }
@@ -200,6 +202,10 @@ type Node struct {
 	// RegistrationTS is the signed ts of the v2 registration the record came from (docs/protocol.md
 	// §10.1), nil for a v1 registration and for records stored before v2 existed.
 	RegistrationTS *int64 `json:"registration_ts,omitempty"`
+	// AddressBlock is the address block (an IPv4 /24, an IPv6 /48) the key was first
+	// registered from, which the registry's quota per block counts the node against; empty
+	// for records stored before it was kept.
+	AddressBlock string `json:"address_block,omitempty"`
 }
 
 // Revocation is a credential revocation as verified and recorded (docs/protocol.md §10.5): the pair
@@ -242,6 +248,9 @@ type Tx interface {
 	EachNode(fn func(Node) error) error
 	// NodeCount returns the number of node records.
 	NodeCount() (int, error)
+	// DeleteNode removes the record of key and its DID and short-body index entries;
+	// absent is not an error. The registry deletes only nodes that are not bound.
+	DeleteNode(key didkey.PublicKey) error
 
 	// BindingSession returns the binding session with this binding_session_id.
 	BindingSession(id string) (binding.BindingSession, error)

@@ -55,6 +55,10 @@ func (x indexes) AddShortBody(k didkey.PublicKey) error {
 	return x.t.setRaw(key(pBody, k.ShortBody(), k.Hex()), nil)
 }
 
+func (x indexes) DropShortBody(k didkey.PublicKey) error {
+	return x.t.del(key(pBody, k.ShortBody(), k.Hex()))
+}
+
 func (x indexes) AddOpenSession(node didkey.PublicKey, id string) error {
 	return x.t.setRaw(key(pByNode, node.Hex(), id), nil)
 }

@@ -59,6 +59,23 @@ func (t *badgerTx) PutNode(n store.Node) error {
 
 func (t *badgerTx) PutNodeRevision(n store.Node) (uint64, error) { return 0, t.PutNode(n) }
 
+func (t *badgerTx) DeleteNode(k didkey.PublicKey) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	old, err := t.getNode(key(pNode, k.Hex()))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := rules.DeleteNode(indexes{t}, k, old.DID); err != nil {
+		return err
+	}
+	return t.del(key(pNode, k.Hex()))
+}
+
 func (t *badgerTx) ConsumeChallenge([]byte, time.Time) error { return store.ErrChallengesNotKept }
 
 func (t *badgerTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {

@@ -74,6 +74,17 @@ var migrations = []string{
 
 	// 5: operator DID bodies pinned to their root keys (pins.go).
 	`CREATE TABLE svrp_operator_pins (body bytea PRIMARY KEY, rec bytea NOT NULL);`,
+	// 6: node records are deleted (expired or displaced); a deletion leaves a row for the
+	// node caches of the other daemons to follow, with the revision the record had, so that
+	// the key's revisions go on growing if it registers again.
+	`CREATE TABLE svrp_node_deletions (
+		key bytea PRIMARY KEY,
+		rev bigint NOT NULL,
+		xid bigint NOT NULL,
+		deleted_at bigint NOT NULL
+	);
+	CREATE INDEX svrp_node_deletions_xid ON svrp_node_deletions (xid);
+	CREATE INDEX svrp_node_deletions_at ON svrp_node_deletions (deleted_at);`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

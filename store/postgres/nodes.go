@@ -118,6 +118,20 @@ func (t *pgTx) NodeCount() (int, error) {
 	return n, t.check(err)
 }
 
+// DeleteNode deletes the row and leaves its revision in svrp_node_deletions, for the feed
+// (NodeChanges) and for the key's next registration.
+func (t *pgTx) DeleteNode(k didkey.PublicKey) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	_, err := t.tx.Exec(t.ctx, `WITH d AS (DELETE FROM svrp_nodes WHERE key = $1 RETURNING key, rev)
+		INSERT INTO svrp_node_deletions (key, rev, xid, deleted_at)
+			SELECT key, rev, pg_current_xact_id()::text::bigint, $2 FROM d
+		ON CONFLICT (key) DO UPDATE SET rev = EXCLUDED.rev, xid = EXCLUDED.xid, deleted_at = EXCLUDED.deleted_at`,
+		k[:], time.Now().Unix())
+	return t.check(err)
+}
+
 // NodeFeed implements [store.NodeFollower]: other daemons write the node table too.
 func (p *Store) NodeFeed() store.NodeFeed { return p }
 
@@ -131,7 +145,7 @@ func (p *Store) ScanNodes(ctx context.Context, fn func(*store.Node) error) error
 // next mark is the xmin of this read's snapshot, the oldest transaction still running when
 // it was taken, so a transaction that commits after this read but started before it is read
 // next time. Rows read twice are told apart by their revision.
-func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Node, rev uint64)) (int64, error) {
+func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Node, rev uint64), gone func(key didkey.PublicKey, rev uint64)) (int64, error) {
 	next := mark
 	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&next); err != nil {
@@ -154,6 +168,27 @@ func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Nod
 				return err
 			}
 			fn(n, uint64(rev))
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT d.key, d.rev FROM svrp_node_deletions AS d
+			WHERE d.xid >= $1 AND NOT EXISTS (SELECT 1 FROM svrp_nodes AS n WHERE n.key = d.key)`, mark)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k []byte
+			var rev int64
+			if err := rows.Scan(&k, &rev); err != nil {
+				return err
+			}
+			key, err := keyFrom(k)
+			if err != nil {
+				return err
+			}
+			gone(key, uint64(rev))
 		}
 		return rows.Err()
 	})
@@ -188,7 +223,9 @@ func (t *pgTx) PutNodeRevision(n store.Node) (uint64, error) {
 	}
 	var rev int64
 	err := t.tx.QueryRow(t.ctx, `INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, touched, rev, xid)
-		VALUES ($1, $2, nextval('svrp_put_seq'), $3, $4, NULL, 1, pg_current_xact_id()::text::bigint)
+		VALUES ($1, $2, nextval('svrp_put_seq'), $3, $4, NULL,
+			COALESCE((SELECT d.rev FROM svrp_node_deletions AS d WHERE d.key = $1), 0) + 1,
+			pg_current_xact_id()::text::bigint)
 		ON CONFLICT (key) DO UPDATE SET
 			did = EXCLUDED.did,
 			did_seq = CASE WHEN svrp_nodes.did = EXCLUDED.did THEN svrp_nodes.did_seq ELSE EXCLUDED.did_seq END,

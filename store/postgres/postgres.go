@@ -74,6 +74,10 @@ const (
 	// migrationLock is the advisory lock key daemons take while migrating, so that two
 	// daemons starting at once do not both apply a migration.
 	migrationLock = 0x73767270_0001
+	// nodeDeletionKept is how long a node deletion's row stays for the other daemons' node
+	// caches, which read the feed every fraction of a second: an hour covers any daemon that
+	// is following at all, and keeps the table to the deletions of one hour.
+	nodeDeletionKept = time.Hour
 )
 
 // Open connects to the PostgreSQL server at url (a postgres:// URL or a keyword/value

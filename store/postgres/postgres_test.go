@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func pgOpener(wrap func(testing.TB, store.Store) store.Store) func(t *testing.T)
 		p := openPostgres(t, u)
 		if reuse {
 			_, err := p.pool.Exec(context.Background(), `TRUNCATE svrp_nodes, svrp_binding_sessions, svrp_bindings,
-				svrp_operator_sessions, svrp_counters, svrp_used_challenges, svrp_secrets, svrp_revocations, svrp_used_session_ids, svrp_operator_pins;
+				svrp_operator_sessions, svrp_counters, svrp_used_challenges, svrp_secrets, svrp_revocations, svrp_used_session_ids, svrp_operator_pins, svrp_node_deletions;
 				UPDATE svrp_revocation_count SET n = 0`)
 			if err != nil {
 				t.Fatal(err)
@@ -195,4 +196,32 @@ func TestNodeCacheFollows(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+
+	// A record deleted through b leaves a's memory; registered again through b, it comes
+	// back, with a revision above the one a dropped.
+	storetest.Update(t, b, func(tx store.Tx) error { return tx.DeleteNode(k2) })
+	waitNodes := func(want int, what string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Second)
+		for {
+			var count int
+			a.ScanNodes(context.Background(), func(*store.Node) error { count++; return nil })
+			if count == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a's scan has %d nodes a second after b %s", count, what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitNodes(1, "deleted the second")
+	storetest.View(t, a, func(tx store.Tx) error {
+		if _, err := tx.Node(k2); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("a reads the deleted node: %v", err)
+		}
+		return nil
+	})
+	storetest.Update(t, b, func(tx store.Tx) error { return tx.PutNode(storetest.Node(k2)) })
+	waitNodes(2, "registered the deleted node again")
 }

@@ -136,6 +136,11 @@ func (p *Store) Close() error {
 
 // Maintain forgets consumed login challenges that have expired, in batches.
 func (p *Store) Maintain(ctx context.Context) error {
+	// A node deletion's row is read by the other daemons' caches within a second; an hour
+	// on, only a cache that stopped following that long could still need it.
+	if _, err := p.pool.Exec(ctx, `DELETE FROM svrp_node_deletions WHERE deleted_at <= $1`, time.Now().Add(-nodeDeletionKept).Unix()); err != nil {
+		return fmt.Errorf("store: forgetting node deletions: %w", err)
+	}
 	for {
 		tag, err := p.pool.Exec(ctx, `DELETE FROM svrp_used_challenges WHERE id IN
 			(SELECT id FROM svrp_used_challenges WHERE expires_at <= $1 LIMIT $2)`, time.Now().Unix(), pgPage)

@@ -34,6 +34,10 @@ import (
 // exactly one encoding, records written before version 2 read back with a nil
 // RegistrationTS, and a daemon that knows only version 1 still reads what a newer one wrote
 // for v1 registrations.
+//
+// Flag 8 marks a record that carries the address block it was registered from
+// (store.Node.AddressBlock): one string after everything above. A record without one has
+// the flag clear and no string, so records written before it existed read back unchanged.
 const (
 	nodeCodecVersion   = 2
 	nodeCodecVersionV1 = 1
@@ -43,7 +47,8 @@ const (
 	nodeFlagSigned   = 1
 	nodeFlagVerified = 2
 	nodeFlagCaps     = 4
-	nodeFlagsAll     = nodeFlagSigned | nodeFlagVerified | nodeFlagCaps
+	nodeFlagBlock    = 8
+	nodeFlagsAll     = nodeFlagSigned | nodeFlagVerified | nodeFlagCaps | nodeFlagBlock
 )
 
 var errBadNodeRecord = errors.New("malformed node record")
@@ -66,6 +71,9 @@ func Append(b []byte, n store.Node) []byte {
 	if n.Capabilities != nil {
 		flags |= nodeFlagCaps
 	}
+	if n.AddressBlock != "" {
+		flags |= nodeFlagBlock
+	}
 	b = append(b, flags)
 	b = appendCodecTime(b, n.FirstSeen)
 	b = appendCodecTime(b, n.LastSeen)
@@ -81,6 +89,9 @@ func Append(b []byte, n store.Node) []byte {
 	}
 	if n.RegistrationTS != nil {
 		b = binary.AppendVarint(b, *n.RegistrationTS)
+	}
+	if n.AddressBlock != "" {
+		b = appendCodecString(b, n.AddressBlock)
 	}
 	return b
 }
@@ -131,6 +142,11 @@ func Decode(b []byte) (store.Node, error) {
 	if version == nodeCodecVersion {
 		ts := d.varint()
 		n.RegistrationTS = &ts
+	}
+	if flags&nodeFlagBlock != 0 {
+		if n.AddressBlock = d.string(); n.AddressBlock == "" {
+			return store.Node{}, errBadNodeRecord
+		}
 	}
 	if d.bad || len(d.b) != 0 || flags&^nodeFlagsAll != 0 {
 		return store.Node{}, errBadNodeRecord

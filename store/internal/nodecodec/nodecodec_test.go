@@ -30,6 +30,9 @@ func TestNodeCodecRoundTrip(t *testing.T) {
 			n.Signature = &sig
 		}
 		n.SignatureVerified = rapid.Bool().Draw(t, "verified")
+		if rapid.Bool().Draw(t, "block") {
+			n.AddressBlock = rapid.StringN(1, -1, -1).Draw(t, "address_block")
+		}
 		if rapid.Bool().Draw(t, "v2") {
 			ts := rapid.Int64().Draw(t, "registration_ts")
 			n.RegistrationTS = &ts

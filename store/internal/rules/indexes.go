@@ -22,6 +22,7 @@ type Indexes interface {
 	DropSecretOwner(h [32]byte) error
 
 	AddShortBody(k didkey.PublicKey) error
+	DropShortBody(k didkey.PublicKey) error
 	AddOpenSession(node didkey.PublicKey, id string) error
 	DropOpenSession(node didkey.PublicKey, id string) error
 	AddOperatorBinding(operatorDID string, node didkey.PublicKey) error
@@ -52,6 +53,17 @@ func PutNode(ix Indexes, k didkey.PublicKey, oldDID *string, did string) error {
 		return ix.AddShortBody(k)
 	}
 	return nil
+}
+
+// DeleteNode drops the index entries of the record of k registered under did: its DID
+// entry while that still names k, and its short-body entry.
+func DeleteNode(ix Indexes, k didkey.PublicKey, did string) error {
+	if did != "" {
+		if err := dropOwned(ix.DIDOwner, ix.DropDIDOwner, did, k); err != nil {
+			return err
+		}
+	}
+	return ix.DropShortBody(k)
 }
 
 // PutSession keeps the indexes in step with s put over old (nil: there was none). The

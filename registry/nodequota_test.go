@@ -1,0 +1,220 @@
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
+)
+
+// quotaService is a registry on the memory store with the node bounds given and a clock
+// the test moves.
+func quotaService(t *testing.T, l Limits) (*Service, *time.Time) {
+	t.Helper()
+	now := time.Unix(1_700_000_000, 0).UTC()
+	s, err := New(Config{Store: store.NewMemory(), Clock: func() time.Time { return now }, Limits: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, &now
+}
+
+// testKey is the i-th made-up node key.
+func testKey(i int) didkey.PublicKey {
+	return didkey.PublicKey(sha256.Sum256(fmt.Appendf(nil, "node quota %d", i)))
+}
+
+// registerKey registers key i (unsigned, as grace mode allows) from addr.
+func registerKey(s *Service, i int, addr string) error {
+	k := testKey(i)
+	d, _ := didkey.NodeDID(k, didkey.FormShort)
+	_, err := s.Register(context.Background(), api.RegisterRequest{DID: d.String(), PublicKey: k.Hex(), Endpoint: "203.0.113.7:7000"}, addr)
+	return err
+}
+
+func hasNode(t *testing.T, s *Service, i int) bool {
+	t.Helper()
+	err := s.store.View(context.Background(), func(tx store.Tx) error {
+		_, err := tx.Node(testKey(i))
+		return err
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// bind gives key i an active binding, as a finished binding would.
+func bind(t *testing.T, s *Service, i int) {
+	t.Helper()
+	err := s.store.Update(context.Background(), func(tx store.Tx) error {
+		return tx.PutBinding(binding.Binding{NodeKey: testKey(i), NodeDID: fmt.Sprint("n", i), OperatorDID: "did:svrp:o:00000000", SessionID: fmt.Sprint("s", i)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A block at its quota is refused a new key; another block is not, and the refused block's
+// known keys still register.
+func TestNodeQuotaPerBlock(t *testing.T) {
+	s, _ := quotaService(t, Limits{MaxNodes: 100, MaxNodesPerBlock: 3})
+	for i := range 3 {
+		if err := registerKey(s, i, fmt.Sprint("198.51.100.", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := registerKey(s, 3, "198.51.100.9"); LimitOf(err) != LimitNodesPerBlock {
+		t.Fatalf("a fourth key from the /24: %v; want %s", err, LimitNodesPerBlock)
+	}
+	if err := registerKey(s, 0, "198.51.100.1"); err != nil {
+		t.Fatalf("a known key of the full block: %v", err)
+	}
+	if err := registerKey(s, 4, "203.0.113.1"); err != nil {
+		t.Fatalf("a key from another block: %v", err)
+	}
+}
+
+// A full table displaces, for a newcomer, the least recently seen unbound node of the block
+// holding the most; never a bound node, never a node of a block that does not hold the
+// most, and not for a newcomer whose block holds within one of the most.
+func TestNodeDisplacementOrder(t *testing.T) {
+	s, now := quotaService(t, Limits{MaxNodes: 6, MaxNodesPerBlock: 6})
+	// The attacker's /24 registers keys 0–4, one a minute; the honest /24 key 10.
+	for i := range 5 {
+		if err := registerKey(s, i, "192.0.2.7"); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(time.Minute)
+	}
+	if err := registerKey(s, 10, "198.51.100.1"); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, s, 0) // the oldest of the attacker's keys, bound: never displaced
+	// Key 1 seen again: 2, then 3, are now the least recently seen unbound keys.
+	if err := s.store.TouchNode(context.Background(), testKey(1), now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{11, 12} {
+		if err := registerKey(s, i, "198.51.100.2"); err != nil {
+			t.Fatalf("newcomer %d while full: %v", i, err)
+		}
+	}
+	have := func() string {
+		return fmt.Sprintf("0:%v 1:%v 2:%v 3:%v 4:%v 10:%v", hasNode(t, s, 0), hasNode(t, s, 1), hasNode(t, s, 2), hasNode(t, s, 3), hasNode(t, s, 4), hasNode(t, s, 10))
+	}
+	if got, want := have(), "0:true 1:true 2:false 3:false 4:true 10:true"; got != want {
+		t.Fatalf("after two displacements: %s; want %s", got, want)
+	}
+	// Attacker 3, honest 3: no block holds two more than the honest one.
+	if err := registerKey(s, 13, "198.51.100.3"); LimitOf(err) != LimitNodes {
+		t.Fatalf("a newcomer at an even share: %v; want %s", err, LimitNodes)
+	}
+	// A new block still gets in: it holds none.
+	if err := registerKey(s, 20, "203.0.113.5"); err != nil {
+		t.Fatalf("a new block while full: %v", err)
+	}
+	if !hasNode(t, s, 0) {
+		t.Fatal("a bound node was displaced")
+	}
+}
+
+// When every sampled node of the block holding the most is bound, a full table refuses
+// the newcomer and displaces nothing.
+func TestNodeBoundNeverDisplaced(t *testing.T) {
+	s, _ := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3})
+	for i := range 3 {
+		if err := registerKey(s, i, "192.0.2.7"); err != nil {
+			t.Fatal(err)
+		}
+		bind(t, s, i)
+	}
+	if err := registerKey(s, 20, "203.0.113.5"); LimitOf(err) != LimitNodes {
+		t.Fatalf("a newcomer when the table is full of bound nodes: %v; want %s", err, LimitNodes)
+	}
+	for i := range 3 {
+		if !hasNode(t, s, i) {
+			t.Fatalf("bound node %d was displaced", i)
+		}
+	}
+}
+
+// The sweep removes the nodes unseen for the expiry that are not bound, from the store, the
+// node count and the blocks' counts; a bound node stays however long unseen.
+func TestNodeExpiry(t *testing.T) {
+	s, now := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3, NodeExpiryHours: 2})
+	for i := range 3 {
+		if err := registerKey(s, i, "192.0.2.7"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bind(t, s, 0)
+	*now = now.Add(90 * time.Minute)
+	if err := s.store.TouchNode(context.Background(), testKey(1), *now); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(31 * time.Minute)
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !hasNode(t, s, 0) || !hasNode(t, s, 1) || hasNode(t, s, 2) {
+		t.Fatalf("after the sweep: 0:%v 1:%v 2:%v; want 2 (unbound, unseen 121 min) gone", hasNode(t, s, 0), hasNode(t, s, 1), hasNode(t, s, 2))
+	}
+	if n := s.nodeBlocks.count("192.0.2.0/24"); n != 2 {
+		t.Fatalf("the block holds %d after the sweep; want 2", n)
+	}
+	// The place is free again, for the same block.
+	if err := registerKey(s, 3, "192.0.2.8"); err != nil {
+		t.Fatalf("a new key after an expiry: %v", err)
+	}
+}
+
+// A count from the store brings in what another daemon changed: a node deleted behind this
+// service's back leaves its block's count at the next refresh, and one registered elsewhere
+// joins it.
+func TestNodeBlocksRefresh(t *testing.T) {
+	s, now := quotaService(t, Limits{MaxNodes: 10, MaxNodesPerBlock: 10})
+	for i := range 3 {
+		if err := registerKey(s, i, "192.0.2.7"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.store.Update(context.Background(), func(tx store.Tx) error {
+		if err := tx.DeleteNode(testKey(0)); err != nil {
+			return err
+		}
+		d, _ := didkey.NodeDID(testKey(9), didkey.FormShort)
+		return tx.PutNode(store.Node{Key: testKey(9), DID: d.String(), Endpoint: "x:1", FirstSeen: *now, LastSeen: *now, AddressBlock: "198.51.100.0/24"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.nodeBlocks.refresh(context.Background(), s.store); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := s.nodeBlocks.count("192.0.2.0/24"), s.nodeBlocks.count("198.51.100.0/24"); a != 2 || b != 1 {
+		t.Fatalf("after a refresh: %d and %d; want 2 and 1", a, b)
+	}
+}
+
+// An expiry given as a huge number of hours, to mean never, expires nothing.
+func TestNodeExpiryHuge(t *testing.T) {
+	s, now := quotaService(t, Limits{NodeExpiryHours: 1 << 30})
+	if err := registerKey(s, 0, "192.0.2.7"); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(24 * time.Hour)
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !hasNode(t, s, 0) {
+		t.Fatal("a node seen a day ago expired under an expiry of 2^30 hours")
+	}
+}

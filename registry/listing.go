@@ -166,6 +166,7 @@ type listSnapshot struct {
 	// base is the snapshot this one replaces, while this one is built from it; index maps
 	// each key to its record's place, shared by the snapshots patched from one build.
 	base  *listSnapshot
+	spare []byte // a buffer the patch may copy base's JSON into, while this one is built
 	index map[didkey.PublicKey]int32
 
 	size int // bytes held, for maxListingBytes
@@ -201,6 +202,10 @@ type listCache struct {
 	mu   sync.Mutex
 	cur  *listSnapshot
 	held int // bytes of every snapshot still referenced
+	// spare is the JSON buffer of the last snapshot no reader holds any more, for the next
+	// patched snapshot to copy into: a fresh buffer of the table's size every second costs
+	// several times the copy in page faults. It is kept only while held leaves room for it.
+	spare []byte
 }
 
 // listVersion is what a snapshot was built from: the registrations and heartbeats seen so
@@ -239,7 +244,7 @@ func (c *listCache) get(now listVersion, build func(*listSnapshot) error) (*list
 	if cur != nil {
 		// The build may start from the snapshot it replaces: it is held until then.
 		if cur.err == nil {
-			s.base = cur
+			s.base, s.spare, c.spare = cur, c.spare, nil
 			cur.refs++
 		}
 		c.drop(cur)
@@ -250,7 +255,7 @@ func (c *listCache) get(now listVersion, build func(*listSnapshot) error) (*list
 	c.mu.Lock()
 	if s.base != nil {
 		c.drop(s.base)
-		s.base = nil
+		s.base, s.spare = nil, nil
 	}
 	s.err = err
 	c.held += s.size
@@ -277,8 +282,11 @@ func (c *listCache) roomFor(cur *listSnapshot) bool {
 		return false // being built: wait for it rather than build a second one
 	}
 	others := c.held - cur.size
-	return others == 0 || c.held+cur.size <= maxListingBytes
+	return others == 0 || c.used()+cur.size <= maxListingBytes
 }
+
+// used is the bytes the listings hold, their spare buffer included; c.mu is held.
+func (c *listCache) used() int { return c.held + cap(c.spare) }
 
 func (c *listCache) release(s *listSnapshot) {
 	c.mu.Lock()
@@ -290,6 +298,9 @@ func (c *listCache) release(s *listSnapshot) {
 func (c *listCache) drop(s *listSnapshot) {
 	if s.refs--; s.refs == 0 {
 		c.held -= s.size
+		if c.spare == nil && c.used()+cap(s.json) <= maxListingBytes {
+			c.spare = s.json[:0]
+		}
 	}
 }
 
@@ -366,7 +377,7 @@ func (s *Service) patchSnapshot(ctx context.Context, snap, base *listSnapshot) (
 	if err != nil || !same || count != len(nodes) {
 		return false, err
 	}
-	json, seen := slices.Clone(base.json), slices.Clone(base.seen)
+	json, seen := append(snap.spare[:0], base.json...), slices.Clone(base.seen)
 	var rec []byte
 	for _, i := range changed {
 		n, was := nodes[i], base.nodes[i]

@@ -228,8 +228,17 @@ func (snap *listSnapshot) selectFrom(k listingKind, f api.NodeFilter, p api.Page
 		s.to, s.count = len(snap.nodes), len(snap.nodes)-s.from
 		return s
 	}
+	onlySince := keepsAll(f) && !p.ChangedSince.IsZero()
 	for i := s.from; i < len(snap.nodes); i++ {
-		if s.keep != nil && !s.keep(i) {
+		if onlySince {
+			// The common watcher's poll: a tight pass over the column, with no call per record.
+			for i < len(snap.seen) && snap.seen[i] < since {
+				i++
+			}
+			if i == len(snap.seen) {
+				break
+			}
+		} else if s.keep != nil && !s.keep(i) {
 			continue
 		}
 		if p.Limit > 0 && s.count == p.Limit {
@@ -377,7 +386,7 @@ func (c *listCache) gzipOf(s *selection, v *variant) []byte {
 	v.gzOnce.Do(func() {
 		mine = compress(s.emit)
 		c.mu.Lock()
-		if c.held+len(mine) <= maxListingBytes {
+		if c.used()+len(mine) <= maxListingBytes {
 			v.gz = mine
 			s.snap.size += len(mine)
 			c.held += len(mine)

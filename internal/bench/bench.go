@@ -374,7 +374,7 @@ Scenarios. What a window sends is signed before it begins:
              ETag in If-None-Match, ?changed_since= the previous poll's time, Accept-Encoding:
              gzip; with --page-limit N, ?limit=N and every page its Link rel="next" names).
              Bytes received and daemon CPU per poll of each way, the heartbeats' own CPU
-             (measured alone first) taken out, and their ratios
+             (per heartbeat, measured alone first) taken out, and their ratios
   stats      (only when named) registers --nodes nodes (default 100,000), then GET /health,
              GET /v1/network/stats, and the page again accepting gzip as a browser does, in
              turn: CPU and bytes per request, and their ratios to /health's

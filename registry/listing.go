@@ -164,6 +164,12 @@ type listSnapshot struct {
 	peersEnd []int
 	seen     []int64 // each record's last_seen in Unix seconds, for changed_since
 
+	// base is the snapshot this one replaces, while this one is built from it; index maps
+	// each key to its record's place, shared by the snapshots patched from one build.
+	base  *listSnapshot
+	spare []byte // a buffer the patch may copy base's JSON into, while this one is built
+	index map[didkey.PublicKey]int32
+
 	size   int // bytes held, for maxListingBytes
 	gzHeld int // bytes of the gzip forms kept with it, for maxListingGzipBytes
 	refs   int // readers using it, plus one while it is the cache's current snapshot
@@ -198,6 +204,10 @@ type listCache struct {
 	mu   sync.Mutex
 	cur  *listSnapshot
 	held int // bytes of every snapshot still referenced
+	// spare is the JSON buffer of the last snapshot no reader holds any more, for the next
+	// patched snapshot to copy into: a fresh buffer of the table's size every second costs
+	// several times the copy in page faults. It is kept only while held leaves room for it.
+	spare []byte
 }
 
 // listVersion is what a snapshot was built from: the registrations and heartbeats seen so
@@ -234,12 +244,21 @@ func (c *listCache) get(now listVersion, build func(*listSnapshot) error) (*list
 	s := &listSnapshot{v: now, ready: make(chan struct{}), refs: 2} // the cache's and ours
 	c.cur = s
 	if cur != nil {
+		// The build may start from the snapshot it replaces: it is held until then.
+		if cur.err == nil {
+			s.base, s.spare, c.spare = cur, c.spare, nil
+			cur.refs++
+		}
 		c.drop(cur)
 	}
 	c.mu.Unlock()
 
 	err := build(s)
 	c.mu.Lock()
+	if s.base != nil {
+		c.drop(s.base)
+		s.base, s.spare = nil, nil
+	}
 	s.err = err
 	c.held += s.size
 	if err != nil && c.cur == s {
@@ -265,8 +284,11 @@ func (c *listCache) roomFor(cur *listSnapshot) bool {
 		return false // being built: wait for it rather than build a second one
 	}
 	others := c.held - cur.size
-	return others == 0 || c.held+cur.size <= maxListingBytes
+	return others == 0 || c.used()+cur.size <= maxListingBytes
 }
+
+// used is the bytes the listings hold, their spare buffer included; c.mu is held.
+func (c *listCache) used() int { return c.held + cap(c.spare) }
 
 func (c *listCache) release(s *listSnapshot) {
 	c.mu.Lock()
@@ -278,11 +300,20 @@ func (c *listCache) release(s *listSnapshot) {
 func (c *listCache) drop(s *listSnapshot) {
 	if s.refs--; s.refs == 0 {
 		c.held -= s.size
+		if c.spare == nil && c.used()+cap(s.json) <= maxListingBytes {
+			c.spare = s.json[:0]
+		}
 	}
 }
 
-// buildSnapshot encodes the whole node table into s.
+// buildSnapshot encodes the whole node table into s, or patches the snapshot it replaces
+// when only heartbeats have changed the table since.
 func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
+	if base := snap.base; base != nil && base.v.registrations == snap.v.registrations {
+		if ok, err := s.patchSnapshot(ctx, snap, base); ok || err != nil {
+			return err
+		}
+	}
 	nodes, err := s.nodeRefs(ctx, api.NodeFilter{})
 	if err != nil {
 		return err
@@ -305,17 +336,75 @@ func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
 		}
 		snap.json = appendNodeJSON(snap.json, *n)
 		snap.jsonEnd[i] = len(snap.json)
-		snap.peers = append(snap.peers, n.DID...)
-		snap.peers = append(snap.peers, ' ')
-		snap.peers = append(snap.peers, n.Key.Base58()...)
-		snap.peers = append(snap.peers, ' ')
-		snap.peers = append(snap.peers, n.Endpoint...)
-		snap.peers = append(snap.peers, '\n')
+		snap.peers = appendPeerLine(snap.peers, n)
 		snap.peersEnd[i] = len(snap.peers)
 	}
-	const wordsPerNode = 4 // the pointer, the two offsets and last_seen
-	snap.size = cap(snap.json) + cap(snap.peers) + len(nodes)*wordsPerNode*8
+	snap.size = cap(snap.json) + cap(snap.peers) + len(nodes)*snapshotWordsPerNode*8
 	return nil
+}
+
+// snapshotWordsPerNode is what a snapshot holds per record besides its encodings: the
+// pointer, the two offsets and last_seen.
+const snapshotWordsPerNode = 4
+
+// patchSnapshot builds snap from base when the table holds the same nodes in the same order
+// and every record that changed encodes to as many bytes as before, as a heartbeat's new
+// last_seen does: a copy of base's JSON with those records written over, while the /peers
+// lines, which a heartbeat does not change, are shared. A heartbeat a second over a large
+// table would otherwise cost a whole encoding of the table each second. It reports false,
+// and leaves snap for a whole build, when the table changed in any other way.
+func (s *Service) patchSnapshot(ctx context.Context, snap, base *listSnapshot) (bool, error) {
+	index := base.index
+	if index == nil {
+		index = make(map[didkey.PublicKey]int32, len(base.nodes))
+		for i, n := range base.nodes {
+			index[n.Key] = int32(i)
+		}
+	}
+	var changed []int32
+	nodes := slices.Clone(base.nodes)
+	same, count := true, 0
+	err := s.store.ScanNodes(ctx, func(n *store.Node) error {
+		i, ok := index[n.Key]
+		count++
+		switch {
+		case !ok || count > len(nodes):
+			same = false
+		case nodes[i] != n:
+			nodes[i] = n
+			changed = append(changed, i)
+		}
+		return nil
+	})
+	if err != nil || !same || count != len(nodes) {
+		return false, err
+	}
+	json, seen := append(snap.spare[:0], base.json...), slices.Clone(base.seen)
+	var rec []byte
+	for _, i := range changed {
+		n, was := nodes[i], base.nodes[i]
+		old := base.jsonRecord(int(i))
+		rec = appendNodeJSON(rec[:0], *n)
+		if len(rec) != len(old) || !n.FirstSeen.Equal(was.FirstSeen) || !bytes.Equal(appendPeerLine(nil, n), base.peerLine(int(i))) {
+			return false, nil
+		}
+		copy(json[base.jsonEnd[i]-len(old):], rec)
+		seen[i] = n.LastSeen.Unix()
+	}
+	snap.nodes, snap.index, snap.json, snap.seen = nodes, index, json, seen
+	snap.jsonEnd, snap.peers, snap.peersEnd = base.jsonEnd, base.peers, base.peersEnd
+	snap.size = cap(snap.json) + cap(snap.peers) + len(nodes)*snapshotWordsPerNode*8 + len(index)*(len(didkey.PublicKey{})+8)
+	return true, nil
+}
+
+// appendPeerLine appends n's /peers line.
+func appendPeerLine(b []byte, n *store.Node) []byte {
+	b = append(b, n.DID...)
+	b = append(b, ' ')
+	b = append(b, n.Key.Base58()...)
+	b = append(b, ' ')
+	b = append(b, n.Endpoint...)
+	return append(b, '\n')
 }
 
 // listingSlots lets listingSlotCount listings be written at once (see limits.go).

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svrp/svrp/canonical"
@@ -228,8 +229,17 @@ func (snap *listSnapshot) selectFrom(k listingKind, f api.NodeFilter, p api.Page
 		s.to, s.count = len(snap.nodes), len(snap.nodes)-s.from
 		return s
 	}
+	onlySince := keepsAll(f) && !p.ChangedSince.IsZero()
 	for i := s.from; i < len(snap.nodes); i++ {
-		if s.keep != nil && !s.keep(i) {
+		if onlySince {
+			// The common watcher's poll: a tight pass over the column, with no call per record.
+			for i < len(snap.seen) && snap.seen[i] < since {
+				i++
+			}
+			if i == len(snap.seen) {
+				break
+			}
+		} else if s.keep != nil && !s.keep(i) {
 			continue
 		}
 		if p.Limit > 0 && s.count == p.Limit {
@@ -329,6 +339,7 @@ type variant struct {
 	gzOnce  sync.Once
 	gz      []byte // nil when it did not fit within maxListingBytes
 	kept    bool   // in its snapshot's variants
+	gzAsked atomic.Int32
 }
 
 // variantKey names an answer of a snapshot: its kind and its query, spelled canonically, and
@@ -372,17 +383,20 @@ func (c *listCache) variantOf(s *selection, key string) *variant {
 	return v
 }
 
-// gzipOf returns the gzip form of s, compressed once per variant and kept with it while the
-// listings held stay within maxListingBytes.
+// gzipOf returns the gzip form of s, compressed once per variant asked for more than once and
+// kept with it while the listings held stay within maxListingBytes.
 func (c *listCache) gzipOf(s *selection, v *variant) []byte {
-	if !v.kept {
+	// An answer is kept compressed from its second asking on: watchers ask for the same
+	// answers again and again, while a stranger spelling ever new filters asks each once and
+	// gets it compressed for itself, holding none of the registry's memory.
+	if !v.kept || v.gzAsked.Add(1) < 2 {
 		return compress(s.emit)
 	}
 	var mine []byte
 	v.gzOnce.Do(func() {
 		mine = compress(s.emit)
 		c.mu.Lock()
-		if c.held+len(mine) <= maxListingBytes && s.snap.gzHeld+len(mine) <= maxListingGzipBytes {
+		if c.used()+len(mine) <= maxListingBytes && s.snap.gzHeld+len(mine) <= maxListingGzipBytes {
 			v.gz = mine
 			s.snap.size += len(mine)
 			s.snap.gzHeld += len(mine)

@@ -100,6 +100,43 @@ func TestListingsUnchanged(t *testing.T) {
 	}
 }
 
+// TestListingsAfterHeartbeats: a listing taken after heartbeats alone (a snapshot patched
+// from the one before) is what encoding/json makes of the records, as is one after a
+// registration; /peers is unchanged by heartbeats.
+func TestListingsAfterHeartbeats(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.registerMany("p", 10)
+	_, peers := h.rawGet("/peers")
+	for round, beat := range [][]int{{0, 3}, {3, 9}, {}, {1, 2, 5, 8}, {0}} {
+		h.clock.Advance(2 * time.Second)
+		for _, i := range beat {
+			h.ok("POST", "/api/v1/heartbeat", nodes[i].heartbeat(t, nodes[i].did, h.now()), "", nil)
+		}
+		if round == 2 {
+			nodes = append(nodes, h.registerMany("q", 1)...)
+			_, peers = h.rawGet("/peers")
+		}
+		recs, err := h.svc.Nodes(context.Background(), api.NodeFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		views := []api.NodeView{}
+		for _, n := range recs {
+			views = append(views, registry.NodeViewOf(n))
+		}
+		want, _ := json.Marshal(struct {
+			Count int            `json:"count"`
+			Nodes []api.NodeView `json:"nodes"`
+		}{len(views), views})
+		if _, got := h.rawGet("/nodes"); string(got) != string(want)+"\n" {
+			t.Errorf("round %d: /nodes\n%s\nwant\n%s", round, got, want)
+		}
+		if _, got := h.rawGet("/peers"); !bytes.Equal(got, peers) {
+			t.Errorf("round %d: /peers changed by heartbeats:\n%s", round, got)
+		}
+	}
+}
+
 func mustQuery(t *testing.T, q string) url.Values {
 	v, err := url.ParseQuery(q)
 	if err != nil {

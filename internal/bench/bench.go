@@ -374,9 +374,10 @@ Scenarios. What a window sends is signed before it begins:
              ETag in If-None-Match, ?changed_since= the previous poll's time, Accept-Encoding:
              gzip; with --page-limit N, ?limit=N and every page its Link rel="next" names).
              Bytes received and daemon CPU per poll of each way, the heartbeats' own CPU
-             (measured alone first) taken out, and their ratios
-  stats      (only when named) registers --nodes nodes (default 100,000), then GET /health and
-             GET /v1/network/stats in turn: CPU and bytes per request, and their ratios
+             (per heartbeat, measured alone first) taken out, and their ratios
+  stats      (only when named) registers --nodes nodes (default 100,000), then GET /health,
+             GET /v1/network/stats, and the page again accepting gzip as a browser does, in
+             turn: CPU and bytes per request, and their ratios to /health's
   abuse      (only when named) for each row of the abuse suite (--abuse-rows 1,3 for some),
              spawns svrpd serve with its default limits and the row's flags, and measures
              honest logins and heartbeats (4 clients in a process of their own, from 127.2.x.y)

@@ -266,6 +266,8 @@ type Tx interface {
 	// DeleteBinding removes the active binding of a node key and its operator index entry;
 	// absent is not an error.
 	DeleteBinding(node didkey.PublicKey) error
+	// EachBinding calls fn for every active binding until fn returns an error.
+	EachBinding(fn func(binding.Binding) error) error
 
 	// Revocation returns the revocation of the pair (operatorDID, revocationID).
 	Revocation(operatorDID, revocationID string) (Revocation, error)
@@ -274,6 +276,8 @@ type Tx interface {
 	// RevocationCount returns the number of revocations, in constant time: a registry asks
 	// it before each new one to keep the list within its bound.
 	RevocationCount() (int, error)
+	// EachRevocation calls fn for every revocation until fn returns an error.
+	EachRevocation(fn func(Revocation) error) error
 
 	// BearerSession returns the bearer session stored under a token hash.
 	BearerSession(tokenHash [32]byte) (authn.BearerSession, error)

@@ -128,6 +128,11 @@ func (t *pgTx) DeleteBinding(node didkey.PublicKey) error {
 	return t.exec(`DELETE FROM svrp_bindings WHERE node_key = $1`, node[:])
 }
 
+func (t *pgTx) EachBinding(fn func(binding.Binding) error) error {
+	return eachRecord(t, `SELECT node_key, rec FROM svrp_bindings WHERE node_key > $1 ORDER BY node_key LIMIT $2`, "a binding",
+		func(k []byte) ([]byte, error) { return k, nil }, func(_ []byte, b binding.Binding) error { return fn(b) })
+}
+
 func (t *pgTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
 	if err := t.Readable(); err != nil {
 		return authn.BearerSession{}, err
@@ -220,6 +225,26 @@ func (t *pgTx) RevocationCount() (int, error) {
 	var n int
 	err := t.tx.QueryRow(t.ctx, `SELECT n FROM svrp_revocation_count`).Scan(&n)
 	return n, t.check(err)
+}
+
+// EachRevocation reads the list in one statement rather than in pages: its key has two
+// columns, and the registry bounds its length.
+func (t *pgTx) EachRevocation(fn func(store.Revocation) error) error {
+	if err := t.Readable(); err != nil {
+		return err
+	}
+	rs, err := jsonRows[store.Revocation](t, `SELECT rec FROM svrp_revocations ORDER BY operator_did, revocation_id`)
+	if err != nil {
+		return err
+	}
+	t.Iterating++
+	defer func() { t.Iterating-- }()
+	for _, r := range rs {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *pgTx) Counter(key string) (binding.Counter, error) {

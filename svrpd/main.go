@@ -62,6 +62,8 @@ func commands() []command {
 		{"operator", "operator identity, login, binding and views (operator init, login, resolve, ...)", cli.Operator},
 		{"bench", "load a registry: latency and the daemon's CPU per operation, against one Ed25519 verify", withoutStdin(bench.Main)},
 		{"migrate", "copy every record from a Badger data directory or a PostgreSQL database into another, empty one, and verify the counts", withoutStdin(move.Migrate)},
+		{"backup", "write a consistent backup of a running daemon's Badger store (--daemon) or of a stopped data directory (--data) to a file", withoutStdin(move.Backup)},
+		{"restore", "fill an empty data directory from a backup file", withoutStdin(move.Restore)},
 		{"healthcheck", "ask the daemon on this machine for GET /health: exit 0 when it answers 200 (a container's HEALTHCHECK)", withoutStdin(daemon.Healthcheck)},
 		{"version", "print the version, VCS revision and build time (also --version)", withoutStdin(version)},
 		{"help", `list the commands; "svrpd help COMMAND" shows a command's flags`, withoutStdin(help)},

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svrp/svrp/store"
@@ -21,6 +23,9 @@ var ErrCountMismatch = errors.New("the target's counts differ from the source's"
 // (a disk sync, or a round trip to PostgreSQL) is shared by many records, small enough that
 // a transaction stays within Badger's size bound and a retried one redoes little.
 const batchSize = 1000
+
+// writers is how many target transactions a copy keeps in flight.
+const writers = 4
 
 // progressEvery is how often a long copy says how far it is.
 const progressEvery = 2 * time.Second
@@ -76,40 +81,69 @@ func Copy(ctx context.Context, from, to store.Store, progress io.Writer) ([]Coun
 	return counts, nil
 }
 
+// copyKind copies the records of one kind, writers target transactions at a time: a store
+// that commits transactions in groups (Badger) or runs them concurrently (PostgreSQL) then
+// shares its syncs and round trips between them. The records of a kind do not depend on each
+// other, so the order the batches commit in does not matter.
 func copyKind(ctx context.Context, src store.Tx, to store.Store, k kind, now time.Time, progress io.Writer) (int, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	start, last := time.Now(), time.Now()
-	var batch []write
-	n := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := to.Update(ctx, func(tx store.Tx) error {
-			for _, w := range batch {
-				if err := w(tx); err != nil {
-					return err
+	batches := make(chan []write)
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for batch := range batches {
+				err := to.Update(ctx, func(tx store.Tx) error {
+					for _, w := range batch {
+						if err := w(tx); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					cancel(err)
+					continue
 				}
+				written.Add(int64(len(batch)))
 			}
-			return nil
-		})
-		n += len(batch)
-		batch = batch[:0]
+		}()
+	}
+	var batch []write
+	send := func() error {
+		select {
+		case batches <- batch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		batch = make([]write, 0, batchSize)
 		if time.Since(last) >= progressEvery {
 			last = time.Now()
+			n := written.Load()
 			fmt.Fprintf(progress, "  %s: %d copied (%.0f/s)\n", k.name, n, float64(n)/time.Since(start).Seconds())
 		}
-		return err
+		return nil
 	}
 	err := k.each(src, now, func(w write) error {
 		batch = append(batch, w)
 		if len(batch) < batchSize {
 			return nil
 		}
-		return flush()
+		return send()
 	})
-	if err == nil {
-		err = flush()
+	if err == nil && len(batch) > 0 {
+		err = send()
 	}
+	close(batches)
+	wg.Wait()
+	if err == nil {
+		err = context.Cause(ctx)
+	}
+	n := int(written.Load())
 	if err != nil {
 		return n, err
 	}

@@ -181,6 +181,12 @@ func benchFlush(b *testing.B, ctx context.Context, pg *postgres.Store, url strin
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(tableBytes)/float64(n), "pg-bytes/node")
+	start := time.Now()
+	mark, err := pg.NodeChanges(ctx, 0, func(store.Node, uint64) {})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "follow-all-s")
 	rows := max(1, n/60)
 	for round := range 3 {
 		keys := make([]didkey.PublicKey, rows)
@@ -205,10 +211,18 @@ func benchFlush(b *testing.B, ctx context.Context, pg *postgres.Store, url strin
 		if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::bigint`, lsn1, lsn0).Scan(&wal); err != nil {
 			b.Fatal(err)
 		}
+		// What each other daemon then reads to follow the flush.
+		start = time.Now()
+		followed := 0
+		if mark, err = pg.NodeChanges(ctx, mark, func(store.Node, uint64) { followed++ }); err != nil {
+			b.Fatal(err)
+		}
 		if round == 2 {
 			b.ReportMetric(float64(rows), "flush-rows")
 			b.ReportMetric(took.Seconds(), "flush-s")
 			b.ReportMetric(float64(wal)/float64(rows), "flush-wal-bytes/row")
+			b.ReportMetric(time.Since(start).Seconds(), "follow-flush-s")
+			b.ReportMetric(float64(followed), "follow-flush-rows")
 		}
 	}
 }

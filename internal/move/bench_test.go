@@ -94,7 +94,7 @@ func BenchmarkMillion(b *testing.B) {
 		}
 		start := time.Now()
 		fillNodes(b, src, n, now)
-		b.ReportMetric(time.Since(start).Seconds(), "fill-s")
+		report(b, time.Since(start).Seconds(), "fill-s")
 
 		url := pgtest.Schema(b)
 		pg, err := postgres.Open(ctx, url)
@@ -105,7 +105,7 @@ func BenchmarkMillion(b *testing.B) {
 		if _, err := Copy(ctx, src, pg, io.Discard); err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(time.Since(start).Seconds(), "migrate-badger-to-pg-s")
+		report(b, time.Since(start).Seconds(), "migrate-badger-to-pg-s")
 
 		back, err := badger.Open(filepath.Join(dir, "back"))
 		if err != nil {
@@ -115,7 +115,7 @@ func BenchmarkMillion(b *testing.B) {
 		if _, err := Copy(ctx, pg, back, io.Discard); err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(time.Since(start).Seconds(), "migrate-pg-to-badger-s")
+		report(b, time.Since(start).Seconds(), "migrate-pg-to-badger-s")
 		back.Close()
 
 		f, err := os.Create(filepath.Join(dir, "backup"))
@@ -126,15 +126,15 @@ func BenchmarkMillion(b *testing.B) {
 		if err := badger.Backup(ctx, src, f); err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(time.Since(start).Seconds(), "backup-s")
+		report(b, time.Since(start).Seconds(), "backup-s")
 		size, _ := f.Seek(0, io.SeekCurrent)
-		b.ReportMetric(float64(size)/1e6, "backup-MB")
+		report(b, float64(size)/1e6, "backup-MB")
 		f.Seek(0, io.SeekStart)
 		start = time.Now()
 		if err := badger.Restore(ctx, filepath.Join(dir, "restored"), f); err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(time.Since(start).Seconds(), "restore-s")
+		report(b, time.Since(start).Seconds(), "restore-s")
 		f.Close()
 
 		// The node table as a daemon holds it, and one listing of it.
@@ -144,8 +144,8 @@ func BenchmarkMillion(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(time.Since(start).Seconds(), "cache-load-s")
-		b.ReportMetric(float64(heapInUse()-before)/1e6, "cache-heap-MB")
+		report(b, time.Since(start).Seconds(), "cache-load-s")
+		report(b, float64(heapInUse()-before)/1e6, "cache-heap-MB")
 		svc, err := registry.New(registry.Config{Store: cached})
 		if err != nil {
 			b.Fatal(err)
@@ -158,9 +158,9 @@ func BenchmarkMillion(b *testing.B) {
 		if w.Code != 200 {
 			b.Fatal(w.Code)
 		}
-		b.ReportMetric(time.Since(start).Seconds(), "listing-build-s")
-		b.ReportMetric(float64(w.Body.Len())/1e6, "listing-MB")
-		b.ReportMetric(float64(heapInUse()-before)/1e6, "listing-heap-MB")
+		report(b, time.Since(start).Seconds(), "listing-build-s")
+		report(b, float64(w.Body.Len())/1e6, "listing-MB")
+		report(b, float64(heapInUse()-before)/1e6, "listing-heap-MB")
 		cached.Close()
 
 		benchFlush(b, ctx, pg, url, n, now)
@@ -180,13 +180,13 @@ func benchFlush(b *testing.B, ctx context.Context, pg *postgres.Store, url strin
 	if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('svrp_nodes')`).Scan(&tableBytes); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(tableBytes)/float64(n), "pg-bytes/node")
+	report(b, float64(tableBytes)/float64(n), "pg-bytes/node")
 	start := time.Now()
 	mark, err := pg.NodeChanges(ctx, 0, func(store.Node, uint64) {})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(time.Since(start).Seconds(), "follow-all-s")
+	report(b, time.Since(start).Seconds(), "follow-all-s")
 	rows := max(1, n/60)
 	for round := range 3 {
 		keys := make([]didkey.PublicKey, rows)
@@ -218,11 +218,18 @@ func benchFlush(b *testing.B, ctx context.Context, pg *postgres.Store, url strin
 			b.Fatal(err)
 		}
 		if round == 2 {
-			b.ReportMetric(float64(rows), "flush-rows")
-			b.ReportMetric(took.Seconds(), "flush-s")
-			b.ReportMetric(float64(wal)/float64(rows), "flush-wal-bytes/row")
-			b.ReportMetric(time.Since(start).Seconds(), "follow-flush-s")
-			b.ReportMetric(float64(followed), "follow-flush-rows")
+			report(b, float64(rows), "flush-rows")
+			report(b, took.Seconds(), "flush-s")
+			report(b, float64(wal)/float64(rows), "flush-wal-bytes/row")
+			report(b, time.Since(start).Seconds(), "follow-flush-s")
+			report(b, float64(followed), "follow-flush-rows")
 		}
 	}
+}
+
+// report is b.ReportMetric that also writes the figure to stderr at once: a pass over a
+// million nodes takes minutes, and a figure taken is not lost to a later step that fails.
+func report(b *testing.B, v float64, unit string) {
+	b.ReportMetric(v, unit)
+	fmt.Fprintf(os.Stderr, "%s %.4g %s\n", time.Now().UTC().Format(time.TimeOnly), v, unit)
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 
+	dgbadger "github.com/dgraph-io/badger/v4"
+
 	"github.com/svrp/svrp/store"
 )
 
@@ -72,15 +74,16 @@ func Restore(ctx context.Context, dir string, r io.Reader) error {
 	if _, err := io.ReadFull(br, head); err != nil || string(head) != backupHeader {
 		return ErrNotBackup
 	}
-	s, err := Open(dir)
+	// Badger itself, with its own compactors: the store's Open leaves compaction to its
+	// commits, which a Load does not go through, so a large Load would stall on level 0.
+	// Load wants no other transaction running, and nothing else has the database.
+	db, err := openBadgerDB(dgbadger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(nil).
+		WithMetricsEnabled(false).WithValueLogFileSize(badgerValueLogFileSize))
 	if err != nil {
 		return err
 	}
-	b := s.(*badgerStore)
-	// Load wants no other transaction running: the store was opened here and has served
-	// none.
-	err = b.db.Load(ctxReader{ctx, br}, loadPending)
-	return errors.Join(err, s.Close())
+	err = db.Load(ctxReader{ctx, br}, loadPending)
+	return errors.Join(err, db.Close())
 }
 
 // loadPending bounds the writes Load keeps in flight.

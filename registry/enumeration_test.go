@@ -384,6 +384,10 @@ func (t recordingTx) DeleteCounter(k string) error {
 	t.r.record("DeleteCounter(%q)", k)
 	return t.tx.DeleteCounter(k)
 }
+func (t recordingTx) EachBinding(fn func(binding.Binding) error) error {
+	t.r.record("EachBinding")
+	return t.tx.EachBinding(fn)
+}
 func (t recordingTx) EachCounter(fn func(string, binding.Counter) error) error {
 	t.r.record("EachCounter")
 	return t.tx.EachCounter(fn)

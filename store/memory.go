@@ -411,6 +411,21 @@ func (t *memTx) DeleteBinding(node didkey.PublicKey) error {
 	return nil
 }
 
+func (t *memTx) EachBinding(fn func(binding.Binding) error) error {
+	return each(t, t.d.bindings, rules.CompareKeys, func(_ didkey.PublicKey, b binding.Binding) error { return fn(cloneBinding(b)) })
+}
+
+func (t *memTx) EachRevocation(fn func(Revocation) error) error {
+	return each(t, t.d.revoked, compareRevocationKeys, func(_ [2]string, r Revocation) error { return fn(r) })
+}
+
+func compareRevocationKeys(a, b [2]string) int {
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(a[1], b[1])
+}
+
 func (t *memTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
 	if err := t.Readable(); err != nil {
 		return Revocation{}, err

@@ -1,7 +1,5 @@
 package store
 
-import "strings"
-
 func (t *memTx) OperatorPin(body string) (OperatorPin, error) {
 	if err := t.Readable(); err != nil {
 		return OperatorPin{}, err
@@ -27,13 +25,4 @@ func (t *memTx) DeleteRevocation(operatorDID, revocationID string) error {
 	}
 	mapDelete(&t.undo, t.d.revoked, [2]string{operatorDID, revocationID})
 	return nil
-}
-
-func (t *memTx) EachRevocation(fn func(Revocation) error) error {
-	return each(t, t.d.revoked, func(a, b [2]string) int {
-		if c := strings.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	}, func(_ [2]string, r Revocation) error { return fn(r) })
 }

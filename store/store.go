@@ -281,6 +281,8 @@ type Tx interface {
 	// DeleteBinding removes the active binding of a node key and its operator index entry;
 	// absent is not an error.
 	DeleteBinding(node didkey.PublicKey) error
+	// EachBinding calls fn for every active binding until fn returns an error.
+	EachBinding(fn func(binding.Binding) error) error
 
 	// Revocation returns the revocation of the pair (operatorDID, revocationID).
 	Revocation(operatorDID, revocationID string) (Revocation, error)

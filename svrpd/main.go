@@ -1,11 +1,11 @@
 // Command svrpd is the svrp registry daemon and its command-line tools.
 //
 //	svrpd [serve] [flags]     serve the registry (the default command)
-//	svrpd <command> [flags]   keygen, node, operator, bench, version, help
+//	svrpd <command> [flags]   keygen, node, operator, bench, migrate, backup, restore, version, help
 //
 // Run "svrpd help" (or -h, --help) for every command and "svrpd <command> -h" for its flags.
-// The daemon, the client commands and the load tool live in internal/daemon, internal/cli
-// and internal/bench; this file only picks the command.
+// The daemon, the client commands, the load tool and the data tools live in internal/daemon,
+// internal/cli, internal/bench and internal/move; this file only picks the command.
 package main
 
 import (
@@ -21,6 +21,7 @@ import (
 	"github.com/svrp/svrp/internal/bench"
 	"github.com/svrp/svrp/internal/cli"
 	"github.com/svrp/svrp/internal/daemon"
+	"github.com/svrp/svrp/internal/move"
 )
 
 // main turns the first SIGINT or SIGTERM into a cancelled context, which a command answers
@@ -60,6 +61,9 @@ func commands() []command {
 		{"node", "run a node (node run) or bind it to an operator (node bind)", cli.Node},
 		{"operator", "operator identity, login, binding and views (operator init, login, resolve, ...)", cli.Operator},
 		{"bench", "load a registry: latency and the daemon's CPU per operation, against one Ed25519 verify", withoutStdin(bench.Main)},
+		{"migrate", "copy every record from a Badger data directory or a PostgreSQL database into another, empty one, and verify the counts", withoutStdin(move.Migrate)},
+		{"backup", "write a consistent backup of a running daemon's Badger store (--daemon) or of a stopped data directory (--data) to a file", withoutStdin(move.Backup)},
+		{"restore", "fill an empty data directory from a backup file", withoutStdin(move.Restore)},
 		{"healthcheck", "ask the daemon on this machine for GET /health: exit 0 when it answers 200 (a container's HEALTHCHECK)", withoutStdin(daemon.Healthcheck)},
 		{"version", "print the version, VCS revision and build time (also --version)", withoutStdin(version)},
 		{"help", `list the commands; "svrpd help COMMAND" shows a command's flags`, withoutStdin(help)},

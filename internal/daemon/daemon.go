@@ -27,6 +27,7 @@ import (
 	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/internal/console"
 	"github.com/svrp/svrp/internal/metrics"
+	"github.com/svrp/svrp/internal/move"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
@@ -34,11 +35,14 @@ import (
 )
 
 // debugHandler serves Go's profiler: the index, each named profile (heap, goroutine, ...),
-// the CPU profile, the execution trace and symbol lookup. The command line is left out: it
-// may carry a database URL with its password. Importing net/http/pprof also registers these
-// handlers on http.DefaultServeMux, which svrpd never serves.
-func debugHandler() http.Handler {
+// the CPU profile, the execution trace and symbol lookup; and the store's backup, which
+// holds every record of the registry and so belongs on this loopback listener, off by
+// default, and nowhere else. The command line is left out: it may carry a database URL with
+// its password. Importing net/http/pprof also registers these handlers on
+// http.DefaultServeMux, which svrpd never serves.
+func debugHandler(backup http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET "+move.BackupPath, backup)
 	mux.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/debug/pprof/cmdline" {
 			http.NotFound(w, r)
@@ -181,7 +185,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "bound on a shutdown (draining requests, closing the store); past it, or if the store cannot close, svrpd exits 1")
 	fs.BoolVar(&c.Console, "console", true, "serve the operator console in the browser under /console/ (--console=false turns it off)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", MetricsOnMain, `where to serve GET /metrics (Prometheus): "main" on --listen's address, a host:port of its own, or "" for nowhere`)
-	fs.StringVar(&c.DebugListen, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port of its own, for go tool pprof; loopback only (default: off)")
+	fs.StringVar(&c.DebugListen, "debug-listen", "", "serve Go's profiler (/debug/pprof/) and the store's backup (GET /backup, for svrpd backup --daemon) on this loopback host:port of its own; loopback only (default: off)")
 	fs.Func("cors-origin", "let browser pages of this `origin` (scheme://host[:port]) call the API; repeatable or comma-separated (default none)", appendList(&c.CORSOrigins))
 	tlsFlags(fs, &c)
 	postgresFlags(fs, &c)
@@ -274,7 +278,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		return startError{err}
 	}
 	defer fr.close()
-	st, pg, err := openStore(ctx, c, log, m)
+	st, inner, pg, err := openStore(ctx, c, log, m)
 	if err != nil {
 		return startError{err}
 	}
@@ -367,7 +371,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		// No read or write bound but the headers': a CPU profile or a trace answers only
 		// after the seconds it was asked to run.
 		debugSrv = &http.Server{
-			Handler: debugHandler(), ReadHeaderTimeout: timeouts.ReadHeader, MaxHeaderBytes: maxHeaderBytes,
+			Handler: debugHandler(move.BackupHandler(st, inner)), ReadHeaderTimeout: timeouts.ReadHeader, MaxHeaderBytes: maxHeaderBytes,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
 		go func() { served <- debugSrv.Serve(debugLn) }()
@@ -449,8 +453,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 // openStore opens the configured store and puts the node table in memory in front of it, so
 // that heartbeats and node listings are served from memory with the store as the durable copy.
-// With --postgres it also returns the PostgreSQL store itself, for what only it offers.
-func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, *postgres.Store, error) {
+// It also returns the store behind the node cache, for a backup, and with --postgres the
+// PostgreSQL store itself, for what only it offers.
+func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metrics) (store.Store, store.Store, *postgres.Store, error) {
 	var inner store.Store
 	var pg *postgres.Store
 	switch {
@@ -459,7 +464,7 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	case c.Postgres != "":
 		p, err := postgres.Open(ctx, c.Postgres, c.postgresOptions()...)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		inner, pg = p, p
 		if m != nil {
@@ -468,7 +473,7 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	default:
 		abs, err := filepath.Abs(c.DataDir)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		opts := []badger.Option{badger.WithLogger(log), badger.WithDiskReserve(c.DiskReserve)}
 		if m != nil {
@@ -478,9 +483,9 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 		switch {
 		case errors.Is(err, badger.ErrNoSpace), errors.Is(err, badger.ErrReadOnly),
 			errors.Is(err, badger.ErrLocked), errors.Is(err, badger.ErrNotDataDir):
-			return nil, nil, fmt.Errorf("data directory %w", err)
+			return nil, nil, nil, fmt.Errorf("data directory %w", err)
 		case err != nil:
-			return nil, nil, fmt.Errorf("opening the store in %s: %w", abs, err)
+			return nil, nil, nil, fmt.Errorf("opening the store in %s: %w", abs, err)
 		}
 		inner = st
 	}
@@ -488,7 +493,7 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	st, err := store.WithNodeCache(ctx, inner)
 	if err != nil {
 		inner.Close()
-		return nil, nil, fmt.Errorf("loading the node table: %w", err)
+		return nil, nil, nil, fmt.Errorf("loading the node table: %w", err)
 	}
 	var n int
 	st.View(ctx, func(tx store.Tx) (err error) { n, err = tx.NodeCount(); return err })
@@ -496,7 +501,7 @@ func openStore(ctx context.Context, c Config, log *slog.Logger, m *metrics.Metri
 	// system now rather than whenever the scavenger gets to it.
 	debug.FreeOSMemory()
 	log.Info("node table loaded", "nodes", n, "took", time.Since(start).Round(time.Millisecond))
-	return st, pg, nil
+	return st, inner, pg, nil
 }
 
 // challengeKeyName names the login challenge key in a shared store.

@@ -47,14 +47,3 @@ func (t *badgerTx) DeleteRevocation(operatorDID, revocationID string) error {
 	}
 	return t.del(k)
 }
-
-func (t *badgerTx) EachRevocation(fn func(store.Revocation) error) error {
-	p := []byte(pRevoked)
-	return t.scan(p, false, func(_, v []byte) error {
-		var r store.Revocation
-		if err := decode(p, v, &r); err != nil {
-			return err
-		}
-		return fn(r)
-	})
-}

@@ -170,6 +170,25 @@ func (t *badgerTx) DeleteBearerSession(tokenHash [32]byte) error {
 	return t.del(k)
 }
 
+func (t *badgerTx) EachBinding(fn func(binding.Binding) error) error {
+	return eachValue(t, pBinding, fn)
+}
+
+func (t *badgerTx) EachRevocation(fn func(store.Revocation) error) error {
+	return eachValue(t, pRevoked, fn)
+}
+
+// eachValue decodes every record under prefix p, whose keys say nothing the record does not.
+func eachValue[T any](t *badgerTx, p string, fn func(T) error) error {
+	return t.scan([]byte(p), false, func(_, v []byte) error {
+		var r T
+		if err := decode([]byte(p), v, &r); err != nil {
+			return err
+		}
+		return fn(r)
+	})
+}
+
 func (t *badgerTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
 	// Exactly one 64-hex hash after the prefix: a DID with '/' in it cannot reach another
 	// DID's entries.

@@ -128,6 +128,11 @@ func (t *pgTx) DeleteBinding(node didkey.PublicKey) error {
 	return t.exec(`DELETE FROM svrp_bindings WHERE node_key = $1`, node[:])
 }
 
+func (t *pgTx) EachBinding(fn func(binding.Binding) error) error {
+	return eachRecord(t, `SELECT node_key, rec FROM svrp_bindings WHERE node_key > $1 ORDER BY node_key LIMIT $2`, "a binding",
+		func(k []byte) ([]byte, error) { return k, nil }, func(_ []byte, b binding.Binding) error { return fn(b) })
+}
+
 func (t *pgTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
 	if err := t.Readable(); err != nil {
 		return authn.BearerSession{}, err

@@ -306,6 +306,11 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 			}
 			modelDiff(fmt.Sprintf("BindingsByOperator(%q)", op), want, got)
 		}
+		var bindings []binding.Binding
+		if err := tx.EachBinding(func(b binding.Binding) error { bindings = append(bindings, b); return nil }); err != nil {
+			return err
+		}
+		modelDiff("EachBinding", valuesInOrder(m.bindings, rules.CompareKeys), bindings)
 
 		// Bearer sessions and counters.
 		for _, h := range modelTokens {
@@ -365,6 +370,18 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 			return err
 		}
 		modelDiff("RevocationCount", len(m.revoked), n)
+		revoked := map[[2]string]store.Revocation{}
+		if err := tx.EachRevocation(func(r store.Revocation) error {
+			k := [2]string{r.OperatorDID, r.RevocationID}
+			if _, dup := revoked[k]; dup {
+				return fmt.Errorf("EachRevocation visited %q twice", k)
+			}
+			revoked[k] = r
+			return nil
+		}); err != nil {
+			return err
+		}
+		modelDiff("EachRevocation", m.revoked, revoked)
 		return nil
 	})
 	if err != nil {

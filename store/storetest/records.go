@@ -64,6 +64,10 @@ func testNotFound(t *testing.T, s store.Store) {
 				return tx.EachBearerSession(func([32]byte, authn.BearerSession) error { return count() })
 			},
 			"EachCounter": func() error { return tx.EachCounter(func(string, binding.Counter) error { return count() }) },
+			"EachBinding": func() error { return tx.EachBinding(func(binding.Binding) error { return count() }) },
+			"EachRevocation": func() error {
+				return tx.EachRevocation(func(store.Revocation) error { return count() })
+			},
 		} {
 			if err := each(); err != nil {
 				t.Errorf("%s: %v", name, err)

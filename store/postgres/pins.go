@@ -14,6 +14,26 @@ func (t *pgTx) OperatorPin(body string) (store.OperatorPin, error) {
 	return jsonRow[store.OperatorPin](t, `SELECT rec FROM svrp_operator_pins WHERE body = $1`, []byte(body))
 }
 
+// EachOperatorPin reads the pins in one statement: there is one per operator that logged
+// in or revoked, and the pins are small.
+func (t *pgTx) EachOperatorPin(fn func(store.OperatorPin) error) error {
+	if err := t.Readable(); err != nil {
+		return err
+	}
+	ps, err := jsonRows[store.OperatorPin](t, `SELECT rec FROM svrp_operator_pins ORDER BY body`)
+	if err != nil {
+		return err
+	}
+	t.Iterating++
+	defer func() { t.Iterating-- }()
+	for _, p := range ps {
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *pgTx) PutOperatorPin(p store.OperatorPin) error {
 	if err := t.Writable(); err != nil {
 		return err
@@ -49,10 +69,13 @@ func (t *pgTx) EachRevocation(fn func(store.Revocation) error) error {
 	}
 	t.Iterating++
 	defer func() { t.Iterating-- }()
-	did, id := []byte{}, []byte{}
-	for {
-		rows, err := t.tx.Query(t.ctx, `SELECT operator_did, revocation_id, rec FROM svrp_revocations
-			WHERE (operator_did, revocation_id) > ($1, $2) ORDER BY operator_did, revocation_id LIMIT $3`, did, id, pgPage)
+	// The first page starts at the beginning, not after ("", ""): a revocation may have that
+	// key, and a strict comparison would pass it over.
+	var did, id []byte
+	for first := true; ; first = false {
+		query := `SELECT operator_did, revocation_id, rec FROM svrp_revocations
+			WHERE $4 OR (operator_did, revocation_id) > ($1, $2) ORDER BY operator_did, revocation_id LIMIT $3`
+		rows, err := t.tx.Query(t.ctx, query, did, id, pgPage, first)
 		if err := t.check(err); err != nil {
 			return err
 		}

@@ -336,6 +336,10 @@ func (t recordingTx) EachRevocation(fn func(store.Revocation) error) error {
 	t.r.record("EachRevocation")
 	return t.tx.EachRevocation(fn)
 }
+func (t recordingTx) EachOperatorPin(fn func(store.OperatorPin) error) error {
+	t.r.record("EachOperatorPin")
+	return t.tx.EachOperatorPin(fn)
+}
 func (t recordingTx) OperatorPin(body string) (store.OperatorPin, error) {
 	t.r.record("OperatorPin(%q)", body)
 	return t.tx.OperatorPin(body)

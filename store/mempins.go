@@ -1,5 +1,7 @@
 package store
 
+import "strings"
+
 func (t *memTx) OperatorPin(body string) (OperatorPin, error) {
 	if err := t.Readable(); err != nil {
 		return OperatorPin{}, err
@@ -17,6 +19,10 @@ func (t *memTx) PutOperatorPin(p OperatorPin) error {
 	}
 	mapSet(&t.undo, t.d.pins, p.Body, p)
 	return nil
+}
+
+func (t *memTx) EachOperatorPin(fn func(OperatorPin) error) error {
+	return each(t, t.d.pins, strings.Compare, func(_ string, p OperatorPin) error { return fn(p) })
 }
 
 func (t *memTx) DeleteRevocation(operatorDID, revocationID string) error {

@@ -302,6 +302,9 @@ type Tx interface {
 	OperatorPin(body string) (OperatorPin, error)
 	// PutOperatorPin creates or replaces the pin of p.Body. Pins are never deleted.
 	PutOperatorPin(p OperatorPin) error
+	// EachOperatorPin calls fn for every pin, in the order of their bodies, until fn returns
+	// an error.
+	EachOperatorPin(fn func(OperatorPin) error) error
 
 	// BearerSession returns the bearer session stored under a token hash.
 	BearerSession(tokenHash [32]byte) (authn.BearerSession, error)

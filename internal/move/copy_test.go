@@ -73,6 +73,7 @@ func fill(t testing.TB, s store.Store, nodes int) {
 			)
 		}
 		errs = append(errs,
+			tx.PutOperatorPin(store.OperatorPin{Body: "cc2dfc37", RootKey: storetest.Key(9), PinnedAt: storetest.Time(1), LoggedInAt: storetest.Time(2)}),
 			tx.PutBearerSession(storetest.Hash("live"), live),
 			tx.PutBearerSession(storetest.Hash("expired"), storetest.BearerSession("did:svrp:o:op1")))
 		return errors.Join(errs...)

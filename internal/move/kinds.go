@@ -48,6 +48,13 @@ var kinds = []kind{
 			return emit(func(t store.Tx) error { return t.PutBinding(b) })
 		})
 	}},
+	// Pins first: a pinned body names its root key from the first request the target
+	// serves, so a colliding key cannot take the body in the moment after a move.
+	{"operator pins", func(tx store.Tx, _ time.Time, emit func(write) error) error {
+		return tx.EachOperatorPin(func(p store.OperatorPin) error {
+			return emit(func(t store.Tx) error { return t.PutOperatorPin(p) })
+		})
+	}},
 	{"revocations", func(tx store.Tx, _ time.Time, emit func(write) error) error {
 		return tx.EachRevocation(func(r store.Revocation) error {
 			return emit(func(t store.Tx) error { return t.PutRevocation(r) })

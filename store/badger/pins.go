@@ -28,6 +28,10 @@ func (t *badgerTx) PutOperatorPin(p store.OperatorPin) error {
 	return t.put(key(pPin, hex.EncodeToString([]byte(p.Body))), p)
 }
 
+func (t *badgerTx) EachOperatorPin(fn func(store.OperatorPin) error) error {
+	return eachValue(t, pPin, fn)
+}
+
 func (t *badgerTx) DeleteRevocation(operatorDID, revocationID string) error {
 	if err := t.Writable(); err != nil {
 		return err

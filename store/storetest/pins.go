@@ -50,7 +50,10 @@ func testOperatorPins(t *testing.T, s store.Store) {
 		}
 		_, err2 := tx.OperatorPin("0011223344")
 		wantNotFound(t, "OperatorPin of a failed transaction", err2)
-		return err
+		var all []store.OperatorPin
+		err3 := tx.EachOperatorPin(func(p store.OperatorPin) error { all = append(all, p); return nil })
+		Diff(t, "EachOperatorPin", []store.OperatorPin{logged, long}, all)
+		return errors.Join(err, err3)
 	})
 	if err := s.View(context.Background(), func(tx store.Tx) error { return tx.PutOperatorPin(p) }); err == nil {
 		t.Error("PutOperatorPin inside View succeeded")

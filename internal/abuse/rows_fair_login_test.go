@@ -3,7 +3,6 @@ package abuse
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,30 +46,7 @@ func TestFairRow2LoginFailureTablesFull(t *testing.T) {
 		_, err := honestOp.Login(t.Context(), d.api("127.0.0.2"))
 		return err
 	})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	codes := map[proto.Code]int{}
-	work := make(chan int)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for a := range work {
-				c := d.api(addr(a))
-				for range perAddr {
-					code := badLogin(t, c, newOperator(t))
-					mu.Lock()
-					codes[code]++
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for a := range addrs {
-		work <- a
-	}
-	close(work)
-	wg.Wait()
+	codes := flood(d, 0, addrs, perAddr, func(c *client.Client) proto.Code { return badLogin(t, c, newOperator(t)) })
 	close(stop)
 	failed, ran, first := result()
 	if codes[proto.BadSignature] == 0 {

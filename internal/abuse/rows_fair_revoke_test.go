@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,41 +17,20 @@ import (
 // keys of their own, which never log in, and counts the answers by code.
 func strangerRevocations(t *testing.T, d *daemon, first, addrs, perAddr int) map[proto.Code]int {
 	t.Helper()
-	var mu sync.Mutex
-	codes := map[proto.Code]int{}
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for a := range work {
-				c := d.api(addr(a))
-				for range perAddr {
-					_, root, err := ed25519.GenerateKey(rand.Reader)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					r, err := client.NewRevocation(root, "", "rev-made-up", time.Time{}, nil)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					_, err = c.Revoke(context.Background(), r)
-					mu.Lock()
-					codes[client.CodeOf(err)]++
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for a := first; a < first+addrs; a++ {
-		work <- a
-	}
-	close(work)
-	wg.Wait()
-	return codes
+	return flood(d, first, addrs, perAddr, func(c *client.Client) proto.Code {
+		_, root, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Error(err)
+			return ""
+		}
+		r, err := client.NewRevocation(root, "", "rev-made-up", time.Time{}, nil)
+		if err != nil {
+			t.Error(err)
+			return ""
+		}
+		_, err = c.Revoke(context.Background(), r)
+		return client.CodeOf(err)
+	})
 }
 
 // TestFairRow7RevocationListFull: strangers on many addresses fill the revocation list

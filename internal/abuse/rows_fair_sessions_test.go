@@ -12,9 +12,9 @@ import (
 	"github.com/svrp/svrp/registry/client"
 )
 
-// sessionFlood sends fn from addrs attacker addresses (250 to an address block), perAddr
-// times each, from 8 goroutines, and counts the answers by code.
-func sessionFlood(addrs, perAddr int, fn func(c *client.Client) error, d *daemon) map[proto.Code]int {
+// flood has the attacker addresses from, from+1, … (250 to an address block; addrs of them)
+// each call fn perAddr times, from 8 goroutines, and counts the answers by code.
+func flood(d *daemon, from, addrs, perAddr int, fn func(c *client.Client) proto.Code) map[proto.Code]int {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	codes := map[proto.Code]int{}
@@ -26,7 +26,7 @@ func sessionFlood(addrs, perAddr int, fn func(c *client.Client) error, d *daemon
 			for a := range work {
 				c := d.api(addr(a))
 				for range perAddr {
-					code := client.CodeOf(fn(c))
+					code := fn(c)
 					mu.Lock()
 					codes[code]++
 					mu.Unlock()
@@ -34,12 +34,17 @@ func sessionFlood(addrs, perAddr int, fn func(c *client.Client) error, d *daemon
 			}
 		}()
 	}
-	for a := range addrs {
+	for a := from; a < from+addrs; a++ {
 		work <- a
 	}
 	close(work)
 	wg.Wait()
 	return codes
+}
+
+// codeOf is fn answering with the code of its error.
+func codeOf(fn func(c *client.Client) error) func(c *client.Client) proto.Code {
+	return func(c *client.Client) proto.Code { return client.CodeOf(fn(c)) }
 }
 
 // fairFlood sends a table-filling attack fn in two phases and returns the second's answers.
@@ -49,10 +54,10 @@ func sessionFlood(addrs, perAddr int, fn func(c *client.Client) error, d *daemon
 // entry of the block holding the most, and some are refused.
 func fairFlood(t *testing.T, d *daemon, perBlock, capacity, addrs int, fn func(c *client.Client) error) map[proto.Code]int {
 	t.Helper()
-	if one := sessionFlood(250, 1, fn, d); one[""] != perBlock || one[proto.RateLimited] != 250-perBlock {
+	if one := flood(d, 0, 250, 1, codeOf(fn)); one[""] != perBlock || one[proto.RateLimited] != 250-perBlock {
 		t.Fatalf("one block, 250 addresses: %v; want its quota %d accepted, the rest RATE_LIMITED", one, perBlock)
 	}
-	codes := sessionFlood(addrs, 1, fn, d)
+	codes := flood(d, 0, addrs, 1, codeOf(fn))
 	if codes[""] <= capacity || codes[proto.RateLimited] == 0 {
 		t.Fatalf("%d addresses: %v; want more accepted than the cap %d (displacing), and some refused", addrs, codes, capacity)
 	}

@@ -1,0 +1,91 @@
+package registry
+
+import (
+	"errors"
+
+	"github.com/svrp/svrp/proto"
+)
+
+// The rate limits a request can be refused by, as a refusal names them (Exchange.Limit).
+const (
+	LimitResolvePerCode           = "resolve_per_code"            // failed resolves of one code
+	LimitResolvePerAddress        = "resolve_per_address"         // failed resolves from one client address
+	LimitResolvePerOperator       = "resolve_per_operator"        // failed resolves by one operator
+	LimitResolveGlobal            = "resolve_global"              // failed resolves of all clients
+	LimitResolvePerNode           = "resolve_per_node"            // failed resolves naming one node key, from an address that failed on it
+	LimitRegisterPerAddress       = "register_per_address"        // new node keys from one client address
+	LimitInitiatePerAddress       = "initiate_per_address"        // binding initiates from one client address
+	LimitInitiatePerKey           = "initiate_per_key"            // binding initiates of one node key
+	LimitOpenSessionsPerNode      = "open_sessions_per_node"      // open binding sessions of one node key
+	LimitOpenSessions             = "open_sessions"               // open binding sessions in all
+	LimitLoginsPerAddress         = "logins_per_address"          // logins from one client address
+	LimitLoginFailuresPerAddress  = "login_failures_per_address"  // failed logins from one client address
+	LimitLoginFailuresPerOperator = "login_failures_per_operator" // failed logins for one operator from one client address
+	LimitBearerSessions           = "bearer_sessions"             // bearer sessions in all
+	LimitRevokePerAddress         = "revoke_per_address"          // new revocations from one client address
+	LimitRevocationList           = "revocation_list"             // revocations the registry keeps in all
+	LimitRevocationsPerRoot       = "revocations_per_root"        // revocations one root key holds
+	LimitRevocationsPerBlock      = "revocations_held_per_block"  // revocations one address block holds
+	LimitNodes                    = "nodes"                       // node records the registry keeps in all
+	LimitMalformedPerAddress      = "malformed_per_address"       // malformed requests from one client address
+
+	// The aggregates of the per-address limits over one address block (IPv4 /24, IPv6 /48).
+	LimitResolvePerBlock       = "resolve_per_block"
+	LimitRegisterPerBlock      = "register_per_block"
+	LimitInitiatePerBlock      = "initiate_per_block"
+	LimitLoginsPerBlock        = "logins_per_block"
+	LimitLoginFailuresPerBlock = "login_failures_per_block"
+	LimitRevokePerBlock        = "revoke_per_block"
+	LimitMalformedPerBlock     = "malformed_per_block"
+
+	LimitBearerSessionsPerBlock = "bearer_sessions_per_block" // live bearer sessions held by one address block
+	LimitOpenSessionsPerBlock   = "open_sessions_per_block"   // open binding sessions held by one address block
+	LimitNodesPerBlock          = "nodes_per_block"           // node records held by one address block
+)
+
+// RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
+var RateLimits = []string{
+	LimitResolvePerCode, LimitResolvePerAddress, LimitResolvePerOperator, LimitResolveGlobal, LimitResolvePerNode,
+	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitInitiatePerKey, LimitOpenSessionsPerNode, LimitOpenSessions,
+	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
+	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList, LimitNodes,
+	LimitMalformedPerAddress, LimitRevocationsPerRoot, LimitRevocationsPerBlock,
+	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
+	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
+	LimitBearerSessionsPerBlock, LimitOpenSessionsPerBlock, LimitNodesPerBlock,
+}
+
+// limitError is a RATE_LIMITED refusal that names the limit which made it, so that the
+// observer of the HTTP layer can count refusals by limit without the use cases counting.
+type limitError struct {
+	limit string
+	err   *proto.Error
+}
+
+func (e limitError) Error() string { return e.err.Error() }
+func (e limitError) Code() string  { return e.err.Code() }
+func (e limitError) Unwrap() error { return e.err }
+func (e limitError) Limit() string { return e.limit }
+
+// rateLimited returns a RATE_LIMITED error from limit.
+func rateLimited(limit, msg string) error {
+	return limitError{limit: limit, err: proto.New(proto.RateLimited, msg)}
+}
+
+// LimitOf returns the name of the rate limit that refused with err, or "".
+func LimitOf(err error) string {
+	var le limitError
+	if errors.As(err, &le) {
+		return le.limit
+	}
+	return ""
+}
+
+// pick returns ifBlock when byBlock is set, else ifAddr: the name of the per-block or the
+// per-address limit that refused.
+func pick(byBlock bool, ifBlock, ifAddr string) string {
+	if byBlock {
+		return ifBlock
+	}
+	return ifAddr
+}

@@ -29,6 +29,14 @@ func TestServeUsageErrors(t *testing.T) {
 		{"origin without scheme", []string{"--memory", "--cors-origin", "console.example"}, nil, `--cors-origin "console.example"`},
 		{"origin wildcard", []string{"--memory", "--cors-origin", "*"}, nil, `--cors-origin "*"`},
 		{"negative pool size", []string{"--memory", "--postgres-pool-size", "-1"}, nil, "--postgres-pool-size and --postgres-statement-timeout must not be negative"},
+		{"postgres and memory", []string{"--postgres", "postgres://127.0.0.1/x", "--memory"}, nil, "--memory, --data and --postgres are mutually exclusive"},
+		{"postgres and data", []string{"--postgres", "postgres://127.0.0.1/x", "--data", "./x"}, nil, "--memory, --data and --postgres are mutually exclusive"},
+		{"postgres from the environment and data", []string{"--data", "./x"}, map[string]string{"SVRPD_POSTGRES": "postgres://127.0.0.1/x"}, "--memory, --data and --postgres are mutually exclusive"},
+		// A proxy writes only X-Forwarded-For or Forwarded; the edge bounds start at one.
+		{"client address header of no proxy", []string{"--memory", "--listen", "127.0.0.1:0", "--client-address-header", "X-Real-IP"}, nil, "--client-address-header"},
+		{"negative address block factor", []string{"--memory", "--listen", "127.0.0.1:0", "--address-block-factor", "-1"}, nil, "--address-block-factor"},
+		{"negative tracked clients", []string{"--memory", "--listen", "127.0.0.1:0", "--max-tracked-clients", "-5"}, nil, "--max-tracked-clients"},
+		{"negative request grace", []string{"--memory", "--listen", "127.0.0.1:0", "--request-grace", "-1s"}, nil, "--request-grace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantUsageError(t, tc.args, tc.env, tc.want) })
 	}
@@ -56,33 +64,6 @@ func TestCheckOriginAccepts(t *testing.T) {
 		if err := checkOrigin(o); err != nil {
 			t.Errorf("checkOrigin(%q) = %v, want nil", o, err)
 		}
-	}
-}
-
-// --postgres takes the place of --data and --memory: one store, however it is given.
-func TestServePostgresExclusive(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		env  map[string]string
-	}{
-		{"postgres and memory", []string{"--postgres", "postgres://127.0.0.1/x", "--memory"}, nil},
-		{"postgres and data", []string{"--postgres", "postgres://127.0.0.1/x", "--data", "./x"}, nil},
-		{"postgres from the environment and data", []string{"--data", "./x"}, map[string]string{"SVRPD_POSTGRES": "postgres://127.0.0.1/x"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			t.Chdir(t.TempDir())
-			var stdout, stderr bytes.Buffer
-			if code := Main(context.Background(), tc.args, &stdout, &stderr); code != 2 {
-				t.Fatalf("exit %d, want 2; stderr %s", code, stderr.String())
-			}
-			if !strings.Contains(stderr.String(), "--memory, --data and --postgres are mutually exclusive") {
-				t.Errorf("stderr = %q, want the three stores named as exclusive", stderr.String())
-			}
-		})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,49 +131,31 @@ func TestNodeCacheFlushRacesRegistrations(t *testing.T) {
 	start := storetest.Node(keys[0]).LastSeen
 	var ms atomic.Int64
 	tick := func() time.Time { return start.Add(time.Duration(ms.Add(1)) * time.Millisecond) }
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		defer close(stop)
-		for i := range 300 {
-			k := keys[i%len(keys)]
-			n := storetest.Node(k)
-			n.Endpoint = fmt.Sprintf("198.51.100.%d:%d", i%250+1, 1000+i)
-			n.LastSeen = tick()
-			if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutNode(n) }); err != nil {
-				t.Error(err)
-				return
-			}
+	touched := 0
+	touchers := testkit.StartWorkers(1, func(int) bool {
+		toucher.TouchNode(context.Background(), keys[touched%len(keys)], tick())
+		touched++
+		return true
+	})
+	flushers := testkit.StartWorkers(1, func(int) bool {
+		if err := toucher.Flush(context.Background()); err != nil {
+			t.Error(err)
+			return false
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			toucher.TouchNode(context.Background(), keys[i%len(keys)], tick())
+		return true
+	})
+	for i := range 300 {
+		k := keys[i%len(keys)]
+		n := storetest.Node(k)
+		n.Endpoint = fmt.Sprintf("198.51.100.%d:%d", i%250+1, 1000+i)
+		n.LastSeen = tick()
+		if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutNode(n) }); err != nil {
+			t.Error(err)
+			break
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := toucher.Flush(context.Background()); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	wg.Wait()
+	}
+	touchers.Stop()
+	flushers.Stop()
 	if err := toucher.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

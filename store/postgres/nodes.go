@@ -97,15 +97,15 @@ func (t *pgTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
 }
 
 func (t *pgTx) EachNode(fn func(store.Node) error) error {
-	return page(t, `SELECT key, rec, touched FROM svrp_nodes WHERE key > $1 ORDER BY key LIMIT $2`, []byte{},
-		func(r pgx.Rows) (any, store.Node, error) {
+	return page(t, `SELECT key, rec, touched FROM svrp_nodes WHERE key > $1 ORDER BY key LIMIT $2`, []any{[]byte{}},
+		func(r pgx.Rows) ([]any, store.Node, error) {
 			var k, rec []byte
 			var touched *int64
 			if err := r.Scan(&k, &rec, &touched); err != nil {
 				return nil, store.Node{}, t.check(err)
 			}
 			n, err := nodeFrom(rec, touched)
-			return k, n, err
+			return []any{k}, n, err
 		}, fn)
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/svrp/svrp/store"
 )
 
@@ -64,45 +66,17 @@ func (t *pgTx) DeleteRevocation(operatorDID, revocationID string) error {
 // EachRevocation reads the list a page at a time, in key order; a page is read whole before
 // fn sees it, as every Each of this store does.
 func (t *pgTx) EachRevocation(fn func(store.Revocation) error) error {
-	if err := t.Readable(); err != nil {
-		return err
-	}
-	t.Iterating++
-	defer func() { t.Iterating-- }()
-	// The first page starts at the beginning, not after ("", ""): a revocation may have that
-	// key, and a strict comparison would pass it over.
-	var did, id []byte
-	for first := true; ; first = false {
-		query := `SELECT operator_did, revocation_id, rec FROM svrp_revocations
-			WHERE $4 OR (operator_did, revocation_id) > ($1, $2) ORDER BY operator_did, revocation_id LIMIT $3`
-		rows, err := t.tx.Query(t.ctx, query, did, id, pgPage, first)
-		if err := t.check(err); err != nil {
-			return err
-		}
-		var page []store.Revocation
-		for rows.Next() {
-			var rec []byte
-			if err := rows.Scan(&did, &id, &rec); err != nil {
-				rows.Close()
-				return t.check(err)
+	return page(t, `SELECT operator_did, revocation_id, rec FROM svrp_revocations
+			WHERE (operator_did, revocation_id) > ($1, $2) ORDER BY operator_did, revocation_id LIMIT $3`, []any{[]byte{}, []byte{}},
+		func(r pgx.Rows) ([]any, store.Revocation, error) {
+			var did, id, rec []byte
+			if err := r.Scan(&did, &id, &rec); err != nil {
+				return nil, store.Revocation{}, t.check(err)
 			}
-			var r store.Revocation
-			if err := json.Unmarshal(rec, &r); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: failed to decode a revocation: %w", err)
+			var rv store.Revocation
+			if err := json.Unmarshal(rec, &rv); err != nil {
+				return nil, rv, fmt.Errorf("store: failed to decode a revocation: %w", err)
 			}
-			page = append(page, r)
-		}
-		if err := t.check(rows.Err()); err != nil {
-			return err
-		}
-		for _, r := range page {
-			if err := fn(r); err != nil {
-				return err
-			}
-		}
-		if len(page) < pgPage {
-			return nil
-		}
-	}
+			return []any{did, id}, rv, nil
+		}, fn)
 }

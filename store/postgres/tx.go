@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -78,17 +79,19 @@ func (t *pgTx) keys(sql string, args ...any) ([]didkey.PublicKey, error) {
 
 // page reads rows of one table in key order, pgPage at a time, and calls fn on each after
 // the page is read: a connection serves one statement at a time, and fn may read through
-// the Tx. Writes from fn are refused, as the contract says.
-func page[T any](t *pgTx, sql string, start any, scan func(pgx.Rows) (key any, v T, err error), fn func(T) error) error {
+// the Tx. Writes from fn are refused, as the contract says. sql selects the rows whose key
+// is > the parameters that come first, as many as start holds, and takes the page size as
+// the last; scan returns each row's key in the same columns.
+func page[T any](t *pgTx, sql string, start []any, scan func(pgx.Rows) (key []any, v T, err error), fn func(T) error) error {
 	if err := t.Readable(); err != nil {
 		return err
 	}
 	t.Iterating++
 	defer func() { t.Iterating-- }()
 	// The first page starts at the smallest key, the empty one included.
-	after, q := start, strings.Replace(sql, "> $1", ">= $1", 1)
+	after, q := start, strings.Replace(sql, " > ", " >= ", 1)
 	for {
-		rows, err := t.tx.Query(t.ctx, q, after, pgPage)
+		rows, err := t.tx.Query(t.ctx, q, append(slices.Clip(after), pgPage)...)
 		q = sql
 		if err := t.check(err); err != nil {
 			return err
@@ -175,7 +178,7 @@ type keyed[K, T any] struct {
 // eachRecord pages through rows of a key and a JSON record in key order, as sql selects
 // them, and calls fn with what keyOf makes of each key and the decoded record.
 func eachRecord[K, T any](t *pgTx, sql, what string, keyOf func([]byte) (K, error), fn func(K, T) error) error {
-	return page(t, sql, []byte{}, func(r pgx.Rows) (any, keyed[K, T], error) {
+	return page(t, sql, []any{[]byte{}}, func(r pgx.Rows) ([]any, keyed[K, T], error) {
 		var k, rec []byte
 		var e keyed[K, T]
 		if err := r.Scan(&k, &rec); err != nil {
@@ -188,6 +191,6 @@ func eachRecord[K, T any](t *pgTx, sql, what string, keyOf func([]byte) (K, erro
 		if err := json.Unmarshal(rec, &e.v); err != nil {
 			return nil, e, fmt.Errorf("store: failed to decode %s: %w", what, err)
 		}
-		return k, e, nil
+		return []any{k}, e, nil
 	}, func(e keyed[K, T]) error { return fn(e.k, e.v) })
 }

@@ -178,18 +178,8 @@ func testSessionsByNode(t *testing.T, s store.Store) {
 		)
 	})
 	ids := func(k didkey.PublicKey) []string {
-		var out []string
-		View(t, s, func(tx store.Tx) error {
-			ss, err := tx.OpenBindingSessionsByNode(k)
-			for _, s := range ss {
-				if s.NodeKey != k {
-					t.Errorf("OpenSessionsByNode(%v) returned a session of %v", k, s.NodeKey)
-				}
-				out = append(out, s.ID)
-			}
-			return err
-		})
-		return out
+		return listed(t, s, "OpenSessionsByNode", k, store.Tx.OpenBindingSessionsByNode,
+			func(s binding.BindingSession) (didkey.PublicKey, string) { return s.NodeKey, s.ID })
 	}
 	Diff(t, "OpenSessionsByNode(k1)", []string{"s1", "s3"}, ids(k1))
 	Diff(t, "OpenSessionsByNode(k2)", []string{"s2"}, ids(k2))
@@ -251,18 +241,8 @@ func testBindingSupersede(t *testing.T, s store.Store) {
 		return errors.Join(tx.PutBinding(Binding(k1, opA)), tx.PutBinding(Binding(k2, opA)))
 	})
 	byOp := func(op string) []didkey.PublicKey {
-		var out []didkey.PublicKey
-		View(t, s, func(tx store.Tx) error {
-			bs, err := tx.BindingsByOperator(op)
-			for _, b := range bs {
-				if b.OperatorDID != op {
-					t.Errorf("BindingsByOperator(%s) returned a binding of %s", op, b.OperatorDID)
-				}
-				out = append(out, b.NodeKey)
-			}
-			return err
-		})
-		return out
+		return listed(t, s, "BindingsByOperator", op, store.Tx.BindingsByOperator,
+			func(b binding.Binding) (string, didkey.PublicKey) { return b.OperatorDID, b.NodeKey })
 	}
 	Diff(t, "BindingsByOperator(A)", sortKeys(k1, k2), byOp(opA))
 
@@ -393,5 +373,24 @@ func testOperatorSessions(t *testing.T, s store.Store) {
 func sortHashes(hs ...[32]byte) [][32]byte {
 	out := slices.Clone(hs)
 	slices.SortFunc(out, rules.CompareHashes)
+	return out
+}
+
+// listed is what an index lists under key, as the ids of the records in the order listed;
+// every record listed must carry the key it is listed under.
+func listed[K comparable, R, ID any](t *testing.T, s store.Store, index string, key K, list func(store.Tx, K) ([]R, error), keyAndID func(R) (K, ID)) []ID {
+	t.Helper()
+	var out []ID
+	View(t, s, func(tx store.Tx) error {
+		rs, err := list(tx, key)
+		for _, r := range rs {
+			k, id := keyAndID(r)
+			if k != key {
+				t.Errorf("%s(%v) listed a record of %v", index, key, k)
+			}
+			out = append(out, id)
+		}
+		return err
+	})
 	return out
 }

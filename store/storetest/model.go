@@ -211,6 +211,15 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				t.Fatalf("%s (-model +store):\n%s", what, d)
 			}
 		}
+		// stored compares what a read of the store gave with the model; a read that fails
+		// fails the check.
+		stored := func(what string, want, got any, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			modelDiff(what, want, got)
+		}
 		lookup := func(what string, want any, found bool, got any, err error) {
 			t.Helper()
 			if found != (err == nil) || (err != nil && !errors.Is(err, store.ErrNotFound)) {
@@ -237,21 +246,12 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				}
 			}
 			gotBody, err := tx.NodeKeysByShortBody(k.ShortBody())
-			if err != nil {
-				return err
-			}
-			modelDiff("NodeKeysByShortBody", body, gotBody)
+			stored("NodeKeysByShortBody", body, gotBody, err)
 		}
 		count, err := tx.NodeCount()
-		if err != nil {
-			return err
-		}
-		modelDiff("NodeCount", len(m.nodes), count)
-		var nodes []store.Node
-		if err := tx.EachNode(func(n store.Node) error { nodes = append(nodes, n); return nil }); err != nil {
-			return err
-		}
-		modelDiff("EachNode", valuesInOrder(m.nodes, rules.CompareKeys), nodes)
+		stored("NodeCount", len(m.nodes), count, err)
+		nodes, err := visited(tx.EachNode)
+		stored("EachNode", valuesInOrder(m.nodes, rules.CompareKeys), nodes, err)
 
 		// Sessions and their indexes.
 		for _, id := range modelSessions {
@@ -274,16 +274,10 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				}
 			}
 			got, err := tx.OpenBindingSessionsByNode(k)
-			if err != nil {
-				return err
-			}
-			modelDiff("OpenSessionsByNode", want, got)
+			stored("OpenSessionsByNode", want, got, err)
 		}
-		var sessions []binding.BindingSession
-		if err := tx.EachBindingSession(func(s binding.BindingSession) error { sessions = append(sessions, s); return nil }); err != nil {
-			return err
-		}
-		modelDiff("EachSession", valuesInOrder(m.sessions, strings.Compare), sessions)
+		sessions, err := visited(tx.EachBindingSession)
+		stored("EachSession", valuesInOrder(m.sessions, strings.Compare), sessions, err)
 
 		// Bindings and the operator index.
 		for _, k := range modelKeys {
@@ -301,16 +295,10 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				}
 			}
 			got, err := tx.BindingsByOperator(op)
-			if err != nil {
-				return err
-			}
-			modelDiff(fmt.Sprintf("BindingsByOperator(%q)", op), want, got)
+			stored(fmt.Sprintf("BindingsByOperator(%q)", op), want, got, err)
 		}
-		var bindings []binding.Binding
-		if err := tx.EachBinding(func(b binding.Binding) error { bindings = append(bindings, b); return nil }); err != nil {
-			return err
-		}
-		modelDiff("EachBinding", valuesInOrder(m.bindings, rules.CompareKeys), bindings)
+		bindings, err := visited(tx.EachBinding)
+		stored("EachBinding", valuesInOrder(m.bindings, rules.CompareKeys), bindings, err)
 
 		// Bearer sessions and counters.
 		for _, h := range modelTokens {
@@ -335,17 +323,11 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				}
 			}
 			got, err := tx.BearerSessionsOf(op)
-			if err != nil {
-				return err
-			}
-			modelDiff(fmt.Sprintf("OperatorSessionsOf(%q)", op), want, got)
+			stored(fmt.Sprintf("OperatorSessionsOf(%q)", op), want, got, err)
 		}
 		for _, k := range modelCounters {
 			got, err := tx.Counter(k)
-			if err != nil {
-				return err
-			}
-			modelDiff("Counter", m.counters[k], got)
+			stored("Counter", m.counters[k], got, err)
 		}
 		var counters []string
 		if err := tx.EachCounter(func(k string, c binding.Counter) error {
@@ -366,10 +348,7 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 			}
 		}
 		n, err := tx.RevocationCount()
-		if err != nil {
-			return err
-		}
-		modelDiff("RevocationCount", len(m.revoked), n)
+		stored("RevocationCount", len(m.revoked), n, err)
 		revoked := map[[2]string]store.Revocation{}
 		if err := tx.EachRevocation(func(r store.Revocation) error {
 			k := [2]string{r.OperatorDID, r.RevocationID}
@@ -387,6 +366,13 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// visited is every record an Each method hands out, in the order it hands them out.
+func visited[T any](each func(func(T) error) error) ([]T, error) {
+	var out []T
+	err := each(func(v T) error { out = append(out, v); return nil })
+	return out, err
 }
 
 // nilIfEmpty matches a list built by appending to nil, as the Each callbacks above do.

@@ -3,7 +3,6 @@ package abuse
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"testing"
 	"time"
 
@@ -20,11 +19,8 @@ import (
 // given, whose credential carries revocationID.
 func rootOperator(t *testing.T, root ed25519.PrivateKey, form didkey.Form, revocationID string) attack.Operator {
 	t.Helper()
-	dpub, device, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, err := client.IssueDeviceCredential(root, dpub, client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute), RevocationID: revocationID})
+	device := testkit.RandomKey()
+	cred, err := client.IssueDeviceCredential(root, device.Public().(ed25519.PublicKey), client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute), RevocationID: revocationID})
 	if err != nil {
 		t.Fatal(err)
 	}

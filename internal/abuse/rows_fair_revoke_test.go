@@ -3,12 +3,12 @@ package abuse
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -18,12 +18,7 @@ import (
 func strangerRevocations(t *testing.T, d *daemon, first, addrs, perAddr int) map[proto.Code]int {
 	t.Helper()
 	return flood(d, first, addrs, perAddr, func(c *client.Client) proto.Code {
-		_, root, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Error(err)
-			return ""
-		}
-		r, err := client.NewRevocation(root, "", "rev-made-up", time.Time{}, nil)
+		r, err := client.NewRevocation(testkit.RandomKey(), "", "rev-made-up", time.Time{}, nil)
 		if err != nil {
 			t.Error(err)
 			return ""
@@ -47,11 +42,8 @@ func TestFairRow7RevocationListFull(t *testing.T) {
 	if _, err := honestOp.Login(t.Context(), home); err != nil {
 		t.Fatal(err)
 	}
-	dpub, device, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stolenCred, err := client.IssueDeviceCredential(honestOp.Root, dpub, client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute), RevocationID: "rev-stolen"})
+	device := testkit.RandomKey()
+	stolenCred, err := client.IssueDeviceCredential(honestOp.Root, device.Public().(ed25519.PublicKey), client.CredentialOptions{IssuedAt: time.Now().Add(-time.Minute), RevocationID: "rev-stolen"})
 	if err != nil {
 		t.Fatal(err)
 	}

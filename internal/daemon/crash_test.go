@@ -23,6 +23,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
@@ -227,11 +228,8 @@ func crashSign(priv ed25519.PrivateKey, m canonical.Message) string {
 }
 
 func crashKey() (ed25519.PrivateKey, didkey.PublicKey) {
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		panic(err)
-	}
-	k, _ := didkey.KeyFromEd25519(pub)
+	priv := testkit.RandomKey()
+	k, _ := didkey.KeyFromEd25519(priv.Public().(ed25519.PublicKey))
 	return priv, k
 }
 

@@ -50,7 +50,7 @@ func threeDaemons(t *testing.T, extra ...string) ([]*svrpdtest.Daemon, []*client
 // oneNodeOnEach is one new node key seen through each daemon's client, in the order of cs.
 func oneNodeOnEach(t *testing.T, cs []*client.Client) []*client.Node {
 	t.Helper()
-	key := newKey(t)
+	key := testkit.RandomKey()
 	nodes := make([]*client.Node, len(cs))
 	for i, c := range cs {
 		n, err := client.NewNode(c, key, didkey.FormShort)
@@ -62,18 +62,10 @@ func oneNodeOnEach(t *testing.T, cs []*client.Client) []*client.Node {
 	return nodes
 }
 
-func newKey(t *testing.T) ed25519.PrivateKey {
-	_, k, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 // login logs an operator in through c.
 func login(t *testing.T, c *client.Client) *client.Operator {
 	t.Helper()
-	root, device := newKey(t), newKey(t)
+	root, device := testkit.RandomKey(), testkit.RandomKey()
 	cred, err := client.IssueDeviceCredential(root, device.Public().(ed25519.PublicKey), client.CredentialOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +94,7 @@ func TestMultiDaemon(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	t.Run("RegistrationVisibleWithinASecond", func(t *testing.T) {
-		n, err := client.NewNode(cs[0], newKey(t), didkey.FormShort)
+		n, err := client.NewNode(cs[0], testkit.RandomKey(), didkey.FormShort)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +206,7 @@ func TestMultiDaemon(t *testing.T) {
 		// A fresh challenge, its login raced: exactly one session.
 		route2 := &splitTransport{challenge: ds[2].URL, rest: ds[2].URL, hold: true}
 		c2, _ := client.New(ds[2].URL, client.WithHTTPClient(&http.Client{Transport: route2}), client.WithRetry(client.RetryPolicy{}))
-		root, device := newKey(t), newKey(t)
+		root, device := testkit.RandomKey(), testkit.RandomKey()
 		cred, _ := client.IssueDeviceCredential(root, device.Public().(ed25519.PublicKey), client.CredentialOptions{})
 		c2.Login(ctx, device, cred) // held: the body is captured, not sent
 		ok, bad = race("raced", route2.loginBody())
@@ -305,7 +297,7 @@ func TestMultiDaemon(t *testing.T) {
 		var killed atomic.Bool
 		workers := testkit.StartWorkers(6, func(w int) bool {
 			d := w % 3
-			n, _ := client.NewNode(cs[d], newKey(t), didkey.FormShort)
+			n, _ := client.NewNode(cs[d], testkit.RandomKey(), didkey.FormShort)
 			_, err := n.Register(ctx, "203.0.113.10:7000", nil, "")
 			if err != nil {
 				if d == 2 && killed.Load() {

@@ -3,7 +3,6 @@ package move
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -62,14 +61,6 @@ func newClient(t *testing.T, d *svrpdtest.Daemon) *client.Client {
 	return c
 }
 
-func newKey(t *testing.T) ed25519.PrivateKey {
-	_, k, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 // operator is an operator identity with two devices: one whose credential stays good and
 // one whose credential is revoked.
 type operator struct {
@@ -79,7 +70,7 @@ type operator struct {
 }
 
 func newOperator(t *testing.T) operator {
-	o := operator{root: newKey(t), device: newKey(t), lost: newKey(t)}
+	o := operator{root: testkit.RandomKey(), device: testkit.RandomKey(), lost: testkit.RandomKey()}
 	var err error
 	if o.credential, err = client.IssueDeviceCredential(o.root, o.device.Public().(ed25519.PublicKey), client.CredentialOptions{RevocationID: "laptop"}); err != nil {
 		t.Fatal(err)
@@ -137,7 +128,7 @@ func TestMigrateRoundTrip(t *testing.T) {
 	c := newClient(t, d)
 	var nodes []*client.Node
 	for i := range 5 {
-		n, err := client.NewNode(c, newKey(t), didkey.FormShort)
+		n, err := client.NewNode(c, testkit.RandomKey(), didkey.FormShort)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +220,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	var acked []ack
 	var failed atomic.Int64
 	workers := testkit.StartWorkers(4, func(w int) bool {
-		n, err := client.NewNode(c, newKey(t), didkey.FormShort)
+		n, err := client.NewNode(c, testkit.RandomKey(), didkey.FormShort)
 		if err != nil {
 			failed.Add(1)
 			return false

@@ -39,3 +39,10 @@ func IndexKey(i int) ed25519.PrivateKey {
 	seed = sha256.Sum256(seed[:])
 	return ed25519.NewKeyFromSeed(seed[:])
 }
+
+// RandomKey is a key no other run will have, for tests against a store that outlives the
+// test. It cannot fail: crypto/rand ends the program rather than return an error.
+func RandomKey() ed25519.PrivateKey {
+	_, k, _ := ed25519.GenerateKey(nil)
+	return k
+}

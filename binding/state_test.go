@@ -258,6 +258,23 @@ func TestStateAndEventNames(t *testing.T) {
 	}
 }
 
+// modelArrow is an event in an open state; modelArrows are the description's arrows out of
+// each open state but cancel and expiry, which leave every one of them.
+type modelArrow struct {
+	from binding.State
+	on   binding.Event
+}
+
+var modelArrows = map[modelArrow]binding.State{
+	{binding.Initiated, binding.Resolve}:                binding.PendingOperator,
+	{binding.PendingOperator, binding.Authorize}:        binding.PendingNodeAcceptance,
+	{binding.PendingOperator, binding.OperatorReject}:   binding.RejectedByOperator,
+	{binding.PendingNodeAcceptance, binding.Accept}:     binding.Verifying,
+	{binding.PendingNodeAcceptance, binding.NodeReject}: binding.RejectedByNode,
+	{binding.Verifying, binding.VerifyOK}:               binding.Active,
+	{binding.Verifying, binding.VerifyFail}:             binding.PendingNodeAcceptance,
+}
+
 // model is the state machine written a second way, from the description's prose, for the
 // property test to compare Apply against.
 func model(st binding.State, ev binding.Event, now, expires time.Time) (binding.State, proto.Code) {
@@ -275,25 +292,14 @@ func model(st binding.State, ev binding.Event, now, expires time.Time) (binding.
 		}
 		return st, proto.BadState
 	}
-	switch {
-	case ev == binding.Cancel:
+	switch ev {
+	case binding.Cancel:
 		return binding.Cancelled, ""
-	case ev == binding.Expire:
+	case binding.Expire:
 		return binding.Expired, ""
-	case st == binding.Initiated && ev == binding.Resolve:
-		return binding.PendingOperator, ""
-	case st == binding.PendingOperator && ev == binding.Authorize:
-		return binding.PendingNodeAcceptance, ""
-	case st == binding.PendingOperator && ev == binding.OperatorReject:
-		return binding.RejectedByOperator, ""
-	case st == binding.PendingNodeAcceptance && ev == binding.Accept:
-		return binding.Verifying, ""
-	case st == binding.PendingNodeAcceptance && ev == binding.NodeReject:
-		return binding.RejectedByNode, ""
-	case st == binding.Verifying && ev == binding.VerifyOK:
-		return binding.Active, ""
-	case st == binding.Verifying && ev == binding.VerifyFail:
-		return binding.PendingNodeAcceptance, ""
+	}
+	if next, ok := modelArrows[modelArrow{st, ev}]; ok {
+		return next, ""
 	}
 	return st, proto.BadState
 }

@@ -40,13 +40,8 @@ func CheckAcceptance(s BindingSession, acc Acceptance, prefix string, accepted b
 		return proto.New(proto.BadState, "the session has no authorization to answer")
 	}
 	m := acc.Acceptance
-	switch {
-	case m.BindingSessionID != s.ID:
-		return badRequest("acceptance: binding_session_id does not name this session")
-	case !nodeDIDBinds(m.NodeDID, s.NodeKey):
-		return badRequest("acceptance: node_did does not name the session's node key")
-	case m.OperatorDID != s.Authorization.OperatorDID:
-		return badRequest("acceptance: operator_did is not the authorizing operator")
+	if err := acceptanceNames(s, m); err != nil {
+		return badRequest("acceptance: " + err.Error())
 	}
 	digest, err := s.Authorization.Digest(prefix)
 	if err != nil {
@@ -97,4 +92,11 @@ func Activate(s BindingSession, now time.Time) Binding {
 		b.RevocationID = az.RevocationID
 	}
 	return b
+}
+
+// acceptanceNames checks that an acceptance is about this session, its node and the operator
+// that authorized it; the session must hold an authorization. The returned error is only a
+// reason; callers give it their code.
+func acceptanceNames(s BindingSession, m canonical.Acceptance) error {
+	return namesSession(s, m.BindingSessionID, m.NodeDID, m.OperatorDID, s.Authorization.OperatorDID, "the authorizing operator")
 }

@@ -140,13 +140,20 @@ func BindingRevoked(b Binding, s BindingSession, rl authn.Revocations) (bool, er
 // authorizationNames checks that an authorization is about this session, its node and the
 // credential's operator. The returned error is only a reason; callers give it their code.
 func authorizationNames(s BindingSession, dc authn.DeviceCredential, az canonical.Authorization) error {
+	return namesSession(s, az.BindingSessionID, az.NodeDID, az.OperatorDID, dc.OperatorDID, "the device credential's operator")
+}
+
+// namesSession checks that a message names this session, its node and the operator it must
+// come from (whose says which that is). The returned error is only a reason; callers give it
+// their code.
+func namesSession(s BindingSession, sessionID, nodeDID, operatorDID, operator, whose string) error {
 	switch {
-	case az.BindingSessionID != s.ID:
+	case sessionID != s.ID:
 		return fmt.Errorf("binding_session_id does not name this session")
-	case !nodeDIDBinds(az.NodeDID, s.NodeKey):
+	case !nodeDIDBinds(nodeDID, s.NodeKey):
 		return fmt.Errorf("node_did does not name the session's node key")
-	case az.OperatorDID != dc.OperatorDID:
-		return fmt.Errorf("operator_did is not the device credential's operator")
+	case operatorDID != operator:
+		return fmt.Errorf("operator_did is not %s", whose)
 	}
 	return nil
 }

@@ -172,14 +172,10 @@ func verifyAcceptanceLink(s BindingSession, acc Acceptance, prefix string) error
 		return fmt.Errorf("the acceptance is malformed: %w", err)
 	}
 	az, m := s.Authorization, acc.Acceptance
-	switch {
-	case m.BindingSessionID != s.ID:
-		return errors.New("the acceptance names another session")
-	case !nodeDIDBinds(m.NodeDID, s.NodeKey):
-		return errors.New("node_did does not derive from the node key")
-	case m.OperatorDID != az.OperatorDID:
-		return errors.New("operator_did is not the authorizing operator")
-	case !m.Accepted:
+	if err := acceptanceNames(s, m); err != nil {
+		return err
+	}
+	if !m.Accepted {
 		return errors.New("the acceptance does not accept")
 	}
 	digest, err := az.Digest(prefix)

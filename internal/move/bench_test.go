@@ -92,59 +92,37 @@ func BenchmarkMillion(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		start := time.Now()
-		fillNodes(b, src, n, now)
-		report(b, time.Since(start).Seconds(), "fill-s")
+		timed(b, "fill-s", func() error { fillNodes(b, src, n, now); return nil })
 
 		url := pgtest.Schema(b)
 		pg, err := postgres.Open(ctx, url)
 		if err != nil {
 			b.Fatal(err)
 		}
-		start = time.Now()
-		if _, err := Copy(ctx, src, pg, io.Discard); err != nil {
-			b.Fatal(err)
-		}
-		report(b, time.Since(start).Seconds(), "migrate-badger-to-pg-s")
+		timed(b, "migrate-badger-to-pg-s", func() error { _, err := Copy(ctx, src, pg, io.Discard); return err })
 
 		back, err := badger.Open(filepath.Join(dir, "back"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		start = time.Now()
-		if _, err := Copy(ctx, pg, back, io.Discard); err != nil {
-			b.Fatal(err)
-		}
-		report(b, time.Since(start).Seconds(), "migrate-pg-to-badger-s")
+		timed(b, "migrate-pg-to-badger-s", func() error { _, err := Copy(ctx, pg, back, io.Discard); return err })
 		back.Close()
 
 		f, err := os.Create(filepath.Join(dir, "backup"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		start = time.Now()
-		if err := badger.Backup(ctx, src, f); err != nil {
-			b.Fatal(err)
-		}
-		report(b, time.Since(start).Seconds(), "backup-s")
+		timed(b, "backup-s", func() error { return badger.Backup(ctx, src, f) })
 		size, _ := f.Seek(0, io.SeekCurrent)
 		report(b, float64(size)/1e6, "backup-MB")
 		f.Seek(0, io.SeekStart)
-		start = time.Now()
-		if err := badger.Restore(ctx, filepath.Join(dir, "restored"), f); err != nil {
-			b.Fatal(err)
-		}
-		report(b, time.Since(start).Seconds(), "restore-s")
+		timed(b, "restore-s", func() error { return badger.Restore(ctx, filepath.Join(dir, "restored"), f) })
 		f.Close()
 
 		// The node table as a daemon holds it, and one listing of it.
 		before := heapInUse()
-		start = time.Now()
-		cached, err := store.WithNodeCache(ctx, src)
-		if err != nil {
-			b.Fatal(err)
-		}
-		report(b, time.Since(start).Seconds(), "cache-load-s")
+		var cached store.Store
+		timed(b, "cache-load-s", func() (err error) { cached, err = store.WithNodeCache(ctx, src); return err })
 		report(b, float64(heapInUse()-before)/1e6, "cache-heap-MB")
 		svc, err := registry.New(registry.Config{Store: cached})
 		if err != nil {
@@ -152,7 +130,7 @@ func BenchmarkMillion(b *testing.B) {
 		}
 		h := registry.NewHandler(svc)
 		before = heapInUse()
-		start = time.Now()
+		start := time.Now()
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", "/nodes", nil))
 		if w.Code != 200 {
@@ -181,12 +159,11 @@ func benchFlush(b *testing.B, ctx context.Context, pg *postgres.Store, url strin
 		b.Fatal(err)
 	}
 	report(b, float64(tableBytes)/float64(n), "pg-bytes/node")
-	start := time.Now()
-	mark, err := pg.NodeChanges(ctx, 0, func(store.Node, uint64) {}, func(didkey.PublicKey, uint64) {})
-	if err != nil {
-		b.Fatal(err)
-	}
-	report(b, time.Since(start).Seconds(), "follow-all-s")
+	var mark int64
+	timed(b, "follow-all-s", func() (err error) {
+		mark, err = pg.NodeChanges(ctx, 0, func(store.Node, uint64) {}, func(didkey.PublicKey, uint64) {})
+		return err
+	})
 	rows := max(1, n/60)
 	for round := range 3 {
 		keys := make([]didkey.PublicKey, rows)
@@ -229,6 +206,16 @@ func benchFlush(b *testing.B, ctx context.Context, pg *postgres.Store, url strin
 
 // report is b.ReportMetric that also writes the figure to stderr at once: a pass over a
 // million nodes takes minutes, and a figure taken is not lost to a later step that fails.
+// timed runs step, which must not fail, and reports the seconds it took as unit.
+func timed(b *testing.B, unit string, step func() error) {
+	b.Helper()
+	start := time.Now()
+	if err := step(); err != nil {
+		b.Fatal(err)
+	}
+	report(b, time.Since(start).Seconds(), unit)
+}
+
 func report(b *testing.B, v float64, unit string) {
 	b.ReportMetric(v, unit)
 	fmt.Fprintf(os.Stderr, "%s %.4g %s\n", time.Now().UTC().Format(time.TimeOnly), v, unit)

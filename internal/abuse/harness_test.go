@@ -127,9 +127,11 @@ func newNode(t *testing.T, c *client.Client) *client.Node {
 	return n
 }
 
-// honest runs fn every interval until stop is closed and returns how many runs failed and
-// how many ran; it is the honest client making requests while an attack runs.
-func honest(interval time.Duration, stop <-chan struct{}, fn func() error) func() (failed, ran int, first error) {
+// honest runs fn every interval, as the honest client making requests while an attack runs,
+// until the stop it returns is called. stop waits for the run in progress, fails the test if
+// any run failed (what names the runs) and returns how many ran.
+func honest(t *testing.T, what string, interval time.Duration, fn func() error) (stop func() (ran int)) {
+	quit := make(chan struct{})
 	var mu sync.Mutex
 	var f, r int
 	var firstErr error
@@ -148,16 +150,21 @@ func honest(interval time.Duration, stop <-chan struct{}, fn func() error) func(
 			}
 			mu.Unlock()
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-time.After(interval):
 			}
 		}
 	}()
-	return func() (int, int, error) {
+	return func() int {
+		t.Helper()
+		close(quit)
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
-		return f, r, firstErr
+		if f > 0 {
+			t.Fatalf("%d of %d %s failed: %v", f, r, what, firstErr)
+		}
+		return r
 	}
 }

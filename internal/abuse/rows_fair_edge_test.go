@@ -27,8 +27,7 @@ func TestFairRow1MadeUpMethods(t *testing.T) {
 	host := strings.TrimPrefix(d.URL, "http://")
 	rssBefore := d.rssKiB()
 
-	stop := make(chan struct{})
-	result := honest(100*time.Millisecond, stop, func() error { return getOK(from("127.0.0.5"), d.URL+"/health") })
+	stopHonest := honest(t, "honest requests during the flood", 100*time.Millisecond, func() error { return getOK(from("127.0.0.5"), d.URL+"/health") })
 	dialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr(0))}}
 	c, err := dialer.Dial("tcp", host)
 	if err != nil {
@@ -54,8 +53,7 @@ func TestFairRow1MadeUpMethods(t *testing.T) {
 		res.Body.Close()
 		statuses[res.StatusCode]++
 	}
-	close(stop)
-	failed, ran, first := result()
+	ran := stopHonest()
 
 	res, err := from("127.0.0.6").Get(d.URL + "/metrics")
 	if err != nil {
@@ -88,9 +86,6 @@ func TestFairRow1MadeUpMethods(t *testing.T) {
 	}
 	if rssAfter-rssBefore > 64<<10 {
 		t.Fatalf("RSS grew by %d KiB", rssAfter-rssBefore)
-	}
-	if failed > 0 {
-		t.Fatalf("%d of %d honest requests failed during the flood: %v", failed, ran, first)
 	}
 }
 

@@ -41,19 +41,14 @@ func TestFairRow2LoginFailureTablesFull(t *testing.T) {
 	}
 	rssBefore := d.rssKiB()
 
-	stop := make(chan struct{})
-	result := honest(200*time.Millisecond, stop, func() error {
+	stopHonest := honest(t, "honest logins during the attack", 200*time.Millisecond, func() error {
 		_, err := honestOp.Login(t.Context(), d.api("127.0.0.2"))
 		return err
 	})
 	codes := flood(d, 0, addrs, perAddr, func(c *client.Client) proto.Code { return badLogin(t, c, newOperator(t)) })
-	close(stop)
-	failed, ran, first := result()
+	ran := stopHonest()
 	if codes[proto.BadSignature] == 0 {
 		t.Fatalf("the attack's logins: %v; want failures", codes)
-	}
-	if failed > 0 {
-		t.Fatalf("%d of %d honest logins during the attack failed: %v", failed, ran, first)
 	}
 	if _, err := honestOp.Login(t.Context(), d.api("127.0.0.3")); err != nil {
 		t.Fatalf("honest login from a fresh address after the attack: %v", err)

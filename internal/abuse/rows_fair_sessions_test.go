@@ -112,8 +112,7 @@ func TestFairRow4BearerSessionsFull(t *testing.T) {
 	}
 	rssBefore := d.rssKiB()
 
-	stop := make(chan struct{})
-	result := honest(100*time.Millisecond, stop, func() error {
+	stopHonest := honest(t, "honest logins during the attack", 100*time.Millisecond, func() error {
 		_, err := honestOp.Login(t.Context(), d.api("127.0.0.3"))
 		return err
 	})
@@ -122,11 +121,7 @@ func TestFairRow4BearerSessionsFull(t *testing.T) {
 		_, err := newOperator(t).Login(t.Context(), c)
 		return err
 	})
-	close(stop)
-	failed, ran, first := result()
-	if failed > 0 {
-		t.Fatalf("%d of %d honest logins during the attack failed: %v", failed, ran, first)
-	}
+	ran := stopHonest()
 	if _, err := honestOp.Login(t.Context(), d.api("127.0.0.4")); err != nil {
 		t.Fatalf("honest login after the attack: %v", err)
 	}
@@ -150,8 +145,7 @@ func TestFairRow5BindingSessionsFull(t *testing.T) {
 	good := newNode(t, d.api("127.0.0.2"))
 	rssBefore := d.rssKiB()
 
-	stop := make(chan struct{})
-	result := honest(100*time.Millisecond, stop, func() error {
+	stopHonest := honest(t, "honest initiates during the attack", 100*time.Millisecond, func() error {
 		s, err := good.Initiate(ctx, client.InitiateOptions{})
 		if err != nil {
 			return err
@@ -162,11 +156,7 @@ func TestFairRow5BindingSessionsFull(t *testing.T) {
 	codes := fairFlood(t, d, perBlock, capSessions, addrs, func(c *client.Client) error {
 		return attack.Initiate(ctx, c, "")
 	})
-	close(stop)
-	failed, ran, first := result()
-	if failed > 0 {
-		t.Fatalf("%d of %d honest initiates during the attack failed: %v", failed, ran, first)
-	}
+	ran := stopHonest()
 	s, err := good.Initiate(ctx, client.InitiateOptions{})
 	if err != nil {
 		t.Fatalf("honest initiate after the attack: %v", err)

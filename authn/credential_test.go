@@ -81,11 +81,9 @@ func TestVerifyCredentialSteps(t *testing.T) {
 		want proto.Code
 	}{
 		{"valid", w.credential, ""},
-		{"valid with hex keys", func() authn.DeviceCredential {
-			f := w.credentialFields()
+		{"valid with hex keys", w.signedEdit(func(f *canonical.DeviceCredential) {
 			f.OperatorRootPublicKey, f.DevicePublicKey = pubKey(w.root).Hex(), pubKey(w.device).Hex()
-			return w.signCredential(f)
-		}, ""},
+		}), ""},
 		{"fallback operator DID", func() authn.DeviceCredential {
 			f := w.credentialFields()
 			d, err := didkey.OperatorDID(pubKey(w.root), didkey.FormFallback)
@@ -95,55 +93,20 @@ func TestVerifyCredentialSteps(t *testing.T) {
 			f.OperatorDID = d.String()
 			return w.signCredential(f)
 		}, ""},
-		{"small-order device key", func() authn.DeviceCredential {
-			f := w.credentialFields()
+		{"small-order device key", w.signedEdit(func(f *canonical.DeviceCredential) {
 			f.DevicePublicKey = "0100000000000000000000000000000000000000000000000000000000000000"
-			return w.signCredential(f)
-		}, proto.DCIDBinding},
-		{"non-canonical device key", func() authn.DeviceCredential {
-			f := w.credentialFields()
+		}), proto.DCIDBinding},
+		{"non-canonical device key", w.signedEdit(func(f *canonical.DeviceCredential) {
 			f.DevicePublicKey = "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"
-			return w.signCredential(f)
-		}, proto.DCIDBinding},
-		{"DID of another root", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.OperatorDID = other.operatorDID()
-			return w.signCredential(f)
-		}, proto.DCIDBinding},
-		{"another method", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.OperatorDID = "did:key:z6Mk"
-			return w.signCredential(f)
-		}, proto.DCIDBinding},
-		{"empty DID", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.OperatorDID = ""
-			return w.signCredential(f)
-		}, proto.DCIDBinding},
-		{"root key empty", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.OperatorRootPublicKey = ""
-			return w.signCredential(f)
-		}, proto.DCIDBinding},
-		{"uppercase hex root key", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.OperatorRootPublicKey = strings.ToUpper(pubKey(w.root).Hex())
-			return w.signCredential(f)
-		}, proto.DCIDBinding},
-		{"signed by another key", func() authn.DeviceCredential {
-			dc := world{root: other.root}.signCredential(w.credentialFields())
-			return dc
-		}, proto.DCBadSignature},
-		{"signature not base58", func() authn.DeviceCredential {
-			dc := w.credential()
-			dc.Signature = "0" + dc.Signature[1:]
-			return dc
-		}, proto.DCBadSignature},
-		{"signature too long to decode", func() authn.DeviceCredential {
-			dc := w.credential()
-			dc.Signature = strings.Repeat("z", 10000)
-			return dc
-		}, proto.DCBadSignature},
+		}), proto.DCIDBinding},
+		{"DID of another root", w.signedEdit(func(f *canonical.DeviceCredential) { f.OperatorDID = other.operatorDID() }), proto.DCIDBinding},
+		{"another method", w.signedEdit(func(f *canonical.DeviceCredential) { f.OperatorDID = "did:key:z6Mk" }), proto.DCIDBinding},
+		{"empty DID", w.signedEdit(func(f *canonical.DeviceCredential) { f.OperatorDID = "" }), proto.DCIDBinding},
+		{"root key empty", w.signedEdit(func(f *canonical.DeviceCredential) { f.OperatorRootPublicKey = "" }), proto.DCIDBinding},
+		{"uppercase hex root key", w.signedEdit(func(f *canonical.DeviceCredential) { f.OperatorRootPublicKey = strings.ToUpper(pubKey(w.root).Hex()) }), proto.DCIDBinding},
+		{"signed by another key", func() authn.DeviceCredential { return world{root: other.root}.signCredential(w.credentialFields()) }, proto.DCBadSignature},
+		{"signature not base58", w.editedAfterSigning(func(dc *authn.DeviceCredential) { dc.Signature = "0" + dc.Signature[1:] }), proto.DCBadSignature},
+		{"signature too long to decode", w.editedAfterSigning(func(dc *authn.DeviceCredential) { dc.Signature = strings.Repeat("z", 10000) }), proto.DCBadSignature},
 		{"permissions reordered after signing still verify", func() authn.DeviceCredential {
 			f := w.credentialFields()
 			f.Permissions = []string{"b.read", authn.NodesBind, "a.read"}
@@ -151,36 +114,12 @@ func TestVerifyCredentialSteps(t *testing.T) {
 			dc.Permissions = []string{authn.NodesBind, "a.read", "b.read"}
 			return dc
 		}, ""},
-		{"permission added after signing", func() authn.DeviceCredential {
-			dc := w.credential()
-			dc.Permissions = append(dc.Permissions, "nodes.admin")
-			return dc
-		}, proto.DCBadSignature},
-		{"control character passes through as BAD_REQUEST", func() authn.DeviceCredential {
-			dc := w.credential()
-			dc.DeviceID = "dev\n1"
-			return dc
-		}, proto.BadRequest},
-		{"expired", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.ExpiresAt = "2025-05-31T00:00:00Z"
-			return w.signCredential(f)
-		}, proto.DCExpired},
-		{"issued_at malformed", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.IssuedAt = "2025-01-01"
-			return w.signCredential(f)
-		}, proto.DCExpired},
-		{"expires_at empty", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.ExpiresAt = ""
-			return w.signCredential(f)
-		}, proto.DCExpired},
-		{"device key unparsable", func() authn.DeviceCredential {
-			f := w.credentialFields()
-			f.DevicePublicKey = "not a key"
-			return w.signCredential(f)
-		}, proto.DCIDBinding},
+		{"permission added after signing", w.editedAfterSigning(func(dc *authn.DeviceCredential) { dc.Permissions = append(dc.Permissions, "nodes.admin") }), proto.DCBadSignature},
+		{"control character passes through as BAD_REQUEST", w.editedAfterSigning(func(dc *authn.DeviceCredential) { dc.DeviceID = "dev\n1" }), proto.BadRequest},
+		{"expired", w.signedEdit(func(f *canonical.DeviceCredential) { f.ExpiresAt = "2025-05-31T00:00:00Z" }), proto.DCExpired},
+		{"issued_at malformed", w.signedEdit(func(f *canonical.DeviceCredential) { f.IssuedAt = "2025-01-01" }), proto.DCExpired},
+		{"expires_at empty", w.signedEdit(func(f *canonical.DeviceCredential) { f.ExpiresAt = "" }), proto.DCExpired},
+		{"device key unparsable", w.signedEdit(func(f *canonical.DeviceCredential) { f.DevicePublicKey = "not a key" }), proto.DCIDBinding},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

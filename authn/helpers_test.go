@@ -98,6 +98,24 @@ func (w world) signCredential(f canonical.DeviceCredential) authn.DeviceCredenti
 	return authn.DeviceCredential{DeviceCredential: f, Signature: sig}
 }
 
+// signedEdit is a credential of w whose fields edit changes before they are signed.
+func (w world) signedEdit(edit func(*canonical.DeviceCredential)) func() authn.DeviceCredential {
+	return func() authn.DeviceCredential {
+		f := w.credentialFields()
+		edit(&f)
+		return w.signCredential(f)
+	}
+}
+
+// editedAfterSigning is w's credential, which edit changes after it is signed.
+func (w world) editedAfterSigning(edit func(*authn.DeviceCredential)) func() authn.DeviceCredential {
+	return func() authn.DeviceCredential {
+		dc := w.credential()
+		edit(&dc)
+		return dc
+	}
+}
+
 func (w world) credential() authn.DeviceCredential { return w.signCredential(w.credentialFields()) }
 
 // loginBytes joins message 1 as the protocol writes it, without canonical's checks, so a test

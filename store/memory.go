@@ -185,6 +185,23 @@ type memTx struct {
 
 var _ Tx = (*memTx)(nil)
 
+// get is the value of m under k, or ErrNotFound. clone, where the value holds slices or
+// pointers, makes the copy the caller may change.
+func get[K comparable, V any](t *memTx, m map[K]V, k K, clone func(V) V) (V, error) {
+	var zero V
+	if err := t.Readable(); err != nil {
+		return zero, err
+	}
+	v, ok := m[k]
+	if !ok {
+		return zero, ErrNotFound
+	}
+	if clone != nil {
+		v = clone(v)
+	}
+	return v, nil
+}
+
 // each calls fn on the values of m in key order, refusing writes while it runs.
 func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn func(K, V) error) error {
 	if err := t.Readable(); err != nil {
@@ -201,14 +218,7 @@ func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn fu
 }
 
 func (t *memTx) Node(key didkey.PublicKey) (Node, error) {
-	if err := t.Readable(); err != nil {
-		return Node{}, err
-	}
-	n, ok := t.d.nodes[key]
-	if !ok {
-		return Node{}, ErrNotFound
-	}
-	return cloneNode(n), nil
+	return get(t, t.d.nodes, key, cloneNode)
 }
 
 func (t *memTx) PutNode(n Node) error {
@@ -248,14 +258,7 @@ func (t *memTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
 func (t *memTx) ConsumeChallenge([]byte, time.Time) error { return ErrChallengesNotKept }
 
 func (t *memTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
-	if err := t.Readable(); err != nil {
-		return didkey.PublicKey{}, err
-	}
-	k, ok := t.d.byDID[did]
-	if !ok {
-		return didkey.PublicKey{}, ErrNotFound
-	}
-	return k, nil
+	return get(t, t.d.byDID, did, nil)
 }
 
 func (t *memTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
@@ -281,14 +284,7 @@ func (t *memTx) NodeCount() (int, error) {
 }
 
 func (t *memTx) BindingSession(id string) (binding.BindingSession, error) {
-	if err := t.Readable(); err != nil {
-		return binding.BindingSession{}, err
-	}
-	s, ok := t.d.sessions[id]
-	if !ok {
-		return binding.BindingSession{}, ErrNotFound
-	}
-	return cloneSession(s), nil
+	return get(t, t.d.sessions, id, cloneSession)
 }
 
 func (t *memTx) PutBindingSession(s binding.BindingSession) error {
@@ -330,14 +326,7 @@ func (t *memTx) BindingSessionIDUsed(id string) (bool, error) {
 }
 
 func (t *memTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
-	if err := t.Readable(); err != nil {
-		return "", err
-	}
-	id, ok := t.d.bySecret[h]
-	if !ok {
-		return "", ErrNotFound
-	}
-	return id, nil
+	return get(t, t.d.bySecret, h, nil)
 }
 
 func (t *memTx) OpenBindingSessionsByNode(key didkey.PublicKey) ([]binding.BindingSession, error) {
@@ -360,14 +349,7 @@ func (t *memTx) EachBindingSession(fn func(binding.BindingSession) error) error 
 }
 
 func (t *memTx) Binding(node didkey.PublicKey) (binding.Binding, error) {
-	if err := t.Readable(); err != nil {
-		return binding.Binding{}, err
-	}
-	b, ok := t.d.bindings[node]
-	if !ok {
-		return binding.Binding{}, ErrNotFound
-	}
-	return cloneBinding(b), nil
+	return get(t, t.d.bindings, node, cloneBinding)
 }
 
 func (t *memTx) PutBinding(b binding.Binding) error {
@@ -427,14 +409,7 @@ func compareRevocationKeys(a, b [2]string) int {
 }
 
 func (t *memTx) Revocation(operatorDID, revocationID string) (Revocation, error) {
-	if err := t.Readable(); err != nil {
-		return Revocation{}, err
-	}
-	r, ok := t.d.revoked[[2]string{operatorDID, revocationID}]
-	if !ok {
-		return Revocation{}, ErrNotFound
-	}
-	return r, nil
+	return get(t, t.d.revoked, [2]string{operatorDID, revocationID}, nil)
 }
 
 func (t *memTx) PutRevocation(r Revocation) error {
@@ -453,14 +428,7 @@ func (t *memTx) RevocationCount() (int, error) {
 }
 
 func (t *memTx) BearerSession(tokenHash [32]byte) (authn.BearerSession, error) {
-	if err := t.Readable(); err != nil {
-		return authn.BearerSession{}, err
-	}
-	s, ok := t.d.opSessions[tokenHash]
-	if !ok {
-		return authn.BearerSession{}, ErrNotFound
-	}
-	return cloneBearerSession(s), nil
+	return get(t, t.d.opSessions, tokenHash, cloneBearerSession)
 }
 
 func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) error {

@@ -3,14 +3,7 @@ package store
 import "strings"
 
 func (t *memTx) OperatorPin(body string) (OperatorPin, error) {
-	if err := t.Readable(); err != nil {
-		return OperatorPin{}, err
-	}
-	p, ok := t.d.pins[body]
-	if !ok {
-		return OperatorPin{}, ErrNotFound
-	}
-	return p, nil
+	return get(t, t.d.pins, body, nil)
 }
 
 func (t *memTx) PutOperatorPin(p OperatorPin) error {

@@ -33,33 +33,13 @@ type kind struct {
 // sessions deleted after their retention (the contract offers no way to list them), and
 // bearer sessions already expired at the start of the copy.
 var kinds = []kind{
-	{"nodes", func(tx store.Tx, _ time.Time, emit func(write) error) error {
-		return tx.EachNode(func(n store.Node) error {
-			return emit(func(t store.Tx) error { return t.PutNode(n) })
-		})
-	}},
-	{"binding sessions", func(tx store.Tx, _ time.Time, emit func(write) error) error {
-		return tx.EachBindingSession(func(s binding.BindingSession) error {
-			return emit(func(t store.Tx) error { return t.PutBindingSession(s) })
-		})
-	}},
-	{"bindings", func(tx store.Tx, _ time.Time, emit func(write) error) error {
-		return tx.EachBinding(func(b binding.Binding) error {
-			return emit(func(t store.Tx) error { return t.PutBinding(b) })
-		})
-	}},
+	records("nodes", store.Tx.EachNode, store.Tx.PutNode),
+	records("binding sessions", store.Tx.EachBindingSession, store.Tx.PutBindingSession),
+	records("bindings", store.Tx.EachBinding, store.Tx.PutBinding),
 	// Pins first: a pinned body names its root key from the first request the target
 	// serves, so a colliding key cannot take the body in the moment after a move.
-	{"operator pins", func(tx store.Tx, _ time.Time, emit func(write) error) error {
-		return tx.EachOperatorPin(func(p store.OperatorPin) error {
-			return emit(func(t store.Tx) error { return t.PutOperatorPin(p) })
-		})
-	}},
-	{"revocations", func(tx store.Tx, _ time.Time, emit func(write) error) error {
-		return tx.EachRevocation(func(r store.Revocation) error {
-			return emit(func(t store.Tx) error { return t.PutRevocation(r) })
-		})
-	}},
+	records("operator pins", store.Tx.EachOperatorPin, store.Tx.PutOperatorPin),
+	records("revocations", store.Tx.EachRevocation, store.Tx.PutRevocation),
 	{"operator sessions", func(tx store.Tx, now time.Time, emit func(write) error) error {
 		return tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error {
 			if !s.ExpiresAt.After(now) {
@@ -75,4 +55,13 @@ var kinds = []kind{
 			return emit(func(t store.Tx) error { return t.PutCounter(k, c) })
 		})
 	}},
+}
+
+// records is a kind whose every record is carried as it is: each visits them, put writes one.
+func records[T any](name string, each func(store.Tx, func(T) error) error, put func(store.Tx, T) error) kind {
+	return kind{name, func(tx store.Tx, _ time.Time, emit func(write) error) error {
+		return each(tx, func(v T) error {
+			return emit(func(t store.Tx) error { return put(t, v) })
+		})
+	}}
 }

@@ -202,6 +202,23 @@ func get[K comparable, V any](t *memTx, m map[K]V, k K, clone func(V) V) (V, err
 	return v, nil
 }
 
+// remove deletes the value of m under k, once unindex has taken it out of the indexes that
+// point at it; a key that is not there is no error.
+func remove[K comparable, V any](t *memTx, m map[K]V, k K, unindex func(V) error) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	old, had := m[k]
+	if !had {
+		return nil
+	}
+	if err := unindex(old); err != nil {
+		return err
+	}
+	mapDelete(&t.undo, m, k)
+	return nil
+}
+
 // each calls fn on the values of m in key order, refusing writes while it runs.
 func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn func(K, V) error) error {
 	if err := t.Readable(); err != nil {
@@ -239,18 +256,7 @@ func (t *memTx) PutNode(n Node) error {
 func (t *memTx) PutNodeRevision(n Node) (uint64, error) { return 0, t.PutNode(n) }
 
 func (t *memTx) DeleteNode(key didkey.PublicKey) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	old := lookup(t.d.nodes, key)
-	if old == nil {
-		return nil
-	}
-	if err := rules.DeleteNode(memIndexes{t}, key, old.DID); err != nil {
-		return err
-	}
-	mapDelete(&t.undo, t.d.nodes, key)
-	return nil
+	return remove(t, t.d.nodes, key, func(old Node) error { return rules.DeleteNode(memIndexes{t}, key, old.DID) })
 }
 
 func (t *memTx) WriteTouchedNode(n Node) error { return t.PutNode(n) }
@@ -302,18 +308,7 @@ func (t *memTx) PutBindingSession(s binding.BindingSession) error {
 }
 
 func (t *memTx) DeleteBindingSession(id string) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	old, had := t.d.sessions[id]
-	if !had {
-		return nil
-	}
-	if err := rules.DeleteSession(memIndexes{t}, old); err != nil {
-		return err
-	}
-	mapDelete(&t.undo, t.d.sessions, id)
-	return nil
+	return remove(t, t.d.sessions, id, func(old binding.BindingSession) error { return rules.DeleteSession(memIndexes{t}, old) })
 }
 
 func (t *memTx) BindingSessionIDUsed(id string) (bool, error) {
@@ -379,18 +374,7 @@ func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error
 }
 
 func (t *memTx) DeleteBinding(node didkey.PublicKey) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	old, had := t.d.bindings[node]
-	if !had {
-		return nil
-	}
-	if err := rules.DeleteBinding(memIndexes{t}, old); err != nil {
-		return err
-	}
-	mapDelete(&t.undo, t.d.bindings, node)
-	return nil
+	return remove(t, t.d.bindings, node, func(old binding.Binding) error { return rules.DeleteBinding(memIndexes{t}, old) })
 }
 
 func (t *memTx) EachBinding(fn func(binding.Binding) error) error {
@@ -443,14 +427,10 @@ func (t *memTx) PutBearerSession(tokenHash [32]byte, s authn.BearerSession) erro
 }
 
 func (t *memTx) DeleteBearerSession(tokenHash [32]byte) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if old, had := t.d.opSessions[tokenHash]; had {
+	return remove(t, t.d.opSessions, tokenHash, func(old authn.BearerSession) error {
 		setRemove(&t.undo, t.d.byOpSess, old.OperatorDID, tokenHash)
-	}
-	mapDelete(&t.undo, t.d.opSessions, tokenHash)
-	return nil
+		return nil
+	})
 }
 
 func (t *memTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {

@@ -203,41 +203,61 @@ func testModel(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
-func checkModel(t *rapid.T, s store.Store, m *model) {
-	err := s.View(context.Background(), func(tx store.Tx) error {
-		modelDiff := func(what string, want, got any) {
-			t.Helper()
-			if d := cmp.Diff(want, got); d != "" {
-				t.Fatalf("%s (-model +store):\n%s", what, d)
-			}
-		}
-		// stored compares what a read of the store gave with the model; a read that fails
-		// fails the check.
-		stored := func(what string, want, got any, err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			modelDiff(what, want, got)
-		}
-		lookup := func(what string, want any, found bool, got any, err error) {
-			t.Helper()
-			if found != (err == nil) || (err != nil && !errors.Is(err, store.ErrNotFound)) {
-				t.Fatalf("%s: found=%v in the model, store error %v", what, found, err)
-			}
-			if found {
-				modelDiff(what, want, got)
-			}
-		}
+// modelCheck compares what a store holds with the model, failing the run at the first
+// difference.
+type modelCheck struct{ t *rapid.T }
 
+func (c modelCheck) diff(what string, want, got any) {
+	c.t.Helper()
+	if d := cmp.Diff(want, got); d != "" {
+		c.t.Fatalf("%s (-model +store):\n%s", what, d)
+	}
+}
+
+// stored compares what a read of the store gave with the model; a read that fails fails the
+// check.
+func (c modelCheck) stored(what string, want, got any, err error) {
+	c.t.Helper()
+	if err != nil {
+		c.t.Fatalf("%s: %v", what, err)
+	}
+	c.diff(what, want, got)
+}
+
+// lookup compares a read of one record with the model, which may not hold it (found).
+func (c modelCheck) lookup(what string, want any, found bool, got any, err error) {
+	c.t.Helper()
+	if found != (err == nil) || (err != nil && !errors.Is(err, store.ErrNotFound)) {
+		c.t.Fatalf("%s: found=%v in the model, store error %v", what, found, err)
+	}
+	if found {
+		c.diff(what, want, got)
+	}
+}
+
+// sameRecords compares one kind of record with the model: each of keys read alone with get,
+// and all of them visited with each, in order.
+func sameRecords[K comparable, V any](c modelCheck, what string, keys []K, model map[K]V, get func(K) (V, error), each func(func(V) error) error, order func(a, b K) int) {
+	c.t.Helper()
+	for _, k := range keys {
+		v, ok := model[k]
+		got, err := get(k)
+		c.lookup(what, v, ok, got, err)
+	}
+	all, err := visited(each)
+	c.stored("Each"+what, valuesInOrder(model, order), all, err)
+}
+
+func checkModel(t *rapid.T, s store.Store, m *model) {
+	c := modelCheck{t}
+	err := s.View(context.Background(), func(tx store.Tx) error {
 		// Nodes and their indexes.
+		sameRecords(c, "Node", modelKeys, m.nodes, tx.Node, tx.EachNode, rules.CompareKeys)
 		for _, k := range modelKeys {
 			n, ok := m.nodes[k]
-			got, err := tx.Node(k)
-			lookup("store.Node", n, ok, got, err)
 			for _, did := range modelDIDs(k) {
 				got, err := tx.NodeKeyByDID(did)
-				lookup(fmt.Sprintf("NodeKeyByDID(%q)", did), k, ok && did != "" && n.DID == did, got, err)
+				c.lookup(fmt.Sprintf("NodeKeyByDID(%q)", did), k, ok && did != "" && n.DID == did, got, err)
 			}
 			var body []didkey.PublicKey
 			for _, k2 := range modelKeys {
@@ -246,24 +266,21 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				}
 			}
 			gotBody, err := tx.NodeKeysByShortBody(k.ShortBody())
-			stored("NodeKeysByShortBody", body, gotBody, err)
+			c.stored("NodeKeysByShortBody", body, gotBody, err)
 		}
 		count, err := tx.NodeCount()
-		stored("NodeCount", len(m.nodes), count, err)
-		nodes, err := visited(tx.EachNode)
-		stored("EachNode", valuesInOrder(m.nodes, rules.CompareKeys), nodes, err)
+		c.stored("NodeCount", len(m.nodes), count, err)
 
 		// Sessions and their indexes.
+		sameRecords(c, "Session", modelSessions, m.sessions, tx.BindingSession, tx.EachBindingSession, strings.Compare)
 		for _, id := range modelSessions {
 			s, ok := m.sessions[id]
-			got, err := tx.BindingSession(id)
-			lookup("Session", s, ok, got, err)
 			if used, err := tx.BindingSessionIDUsed(id); err != nil || used != (ok || m.deleted[id]) {
 				t.Fatalf("SessionIDUsed(%s) = %v, %v; want %v", id, used, err, ok || m.deleted[id])
 			}
 			for _, h := range modelHashes(id) {
 				got, err := tx.BindingSessionIDBySecret(h)
-				lookup("SessionIDBySecret", id, ok && h != ([32]byte{}) && (s.CodeHash == h || s.TokenHash == h), got, err)
+				c.lookup("SessionIDBySecret", id, ok && h != ([32]byte{}) && (s.CodeHash == h || s.TokenHash == h), got, err)
 			}
 		}
 		for _, k := range modelKeys {
@@ -274,17 +291,11 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				}
 			}
 			got, err := tx.OpenBindingSessionsByNode(k)
-			stored("OpenSessionsByNode", want, got, err)
+			c.stored("OpenSessionsByNode", want, got, err)
 		}
-		sessions, err := visited(tx.EachBindingSession)
-		stored("EachSession", valuesInOrder(m.sessions, strings.Compare), sessions, err)
 
 		// Bindings and the operator index.
-		for _, k := range modelKeys {
-			b, ok := m.bindings[k]
-			got, err := tx.Binding(k)
-			lookup("Binding", b, ok, got, err)
-		}
+		sameRecords(c, "Binding", modelKeys, m.bindings, tx.Binding, tx.EachBinding, rules.CompareKeys)
 		for _, op := range append(modelOperators, "did:svrp:o:") {
 			var want []binding.Binding
 			if op != "" {
@@ -295,26 +306,24 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				}
 			}
 			got, err := tx.BindingsByOperator(op)
-			stored(fmt.Sprintf("BindingsByOperator(%q)", op), want, got, err)
+			c.stored(fmt.Sprintf("BindingsByOperator(%q)", op), want, got, err)
 		}
-		bindings, err := visited(tx.EachBinding)
-		stored("EachBinding", valuesInOrder(m.bindings, rules.CompareKeys), bindings, err)
 
 		// Bearer sessions and counters.
 		for _, h := range modelTokens {
 			s, ok := m.opSessions[h]
 			got, err := tx.BearerSession(h)
-			lookup("OperatorSession", s, ok, got, err)
+			c.lookup("OperatorSession", s, ok, got, err)
 		}
 		var hashes [][32]byte
 		if err := tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error {
 			hashes = append(hashes, h)
-			modelDiff("EachOperatorSession", m.opSessions[h], s)
+			c.diff("EachOperatorSession", m.opSessions[h], s)
 			return nil
 		}); err != nil {
 			return err
 		}
-		modelDiff("EachOperatorSession keys", nilIfEmpty(rules.SortedKeys(m.opSessions, rules.CompareHashes)), hashes)
+		c.diff("EachOperatorSession keys", nilIfEmpty(rules.SortedKeys(m.opSessions, rules.CompareHashes)), hashes)
 		for _, op := range append(modelOperators, "did:svrp:o:") {
 			var want [][32]byte
 			for _, h := range rules.SortedKeys(m.opSessions, rules.CompareHashes) {
@@ -323,32 +332,32 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 				}
 			}
 			got, err := tx.BearerSessionsOf(op)
-			stored(fmt.Sprintf("OperatorSessionsOf(%q)", op), want, got, err)
+			c.stored(fmt.Sprintf("OperatorSessionsOf(%q)", op), want, got, err)
 		}
 		for _, k := range modelCounters {
 			got, err := tx.Counter(k)
-			stored("Counter", m.counters[k], got, err)
+			c.stored("Counter", m.counters[k], got, err)
 		}
 		var counters []string
-		if err := tx.EachCounter(func(k string, c binding.Counter) error {
+		if err := tx.EachCounter(func(k string, v binding.Counter) error {
 			counters = append(counters, k)
-			modelDiff("EachCounter", m.counters[k], c)
+			c.diff("EachCounter", m.counters[k], v)
 			return nil
 		}); err != nil {
 			return err
 		}
-		modelDiff("EachCounter keys", nilIfEmpty(rules.SortedKeys(m.counters, strings.Compare)), counters)
+		c.diff("EachCounter keys", nilIfEmpty(rules.SortedKeys(m.counters, strings.Compare)), counters)
 
 		// Revocations.
 		for _, op := range modelOperators {
 			for _, id := range modelRevocationIDs {
 				r, ok := m.revoked[[2]string{op, id}]
 				got, err := tx.Revocation(op, id)
-				lookup(fmt.Sprintf("store.Revocation(%q, %q)", op, id), r, ok, got, err)
+				c.lookup(fmt.Sprintf("store.Revocation(%q, %q)", op, id), r, ok, got, err)
 			}
 		}
 		n, err := tx.RevocationCount()
-		stored("RevocationCount", len(m.revoked), n, err)
+		c.stored("RevocationCount", len(m.revoked), n, err)
 		revoked := map[[2]string]store.Revocation{}
 		if err := tx.EachRevocation(func(r store.Revocation) error {
 			k := [2]string{r.OperatorDID, r.RevocationID}
@@ -360,7 +369,7 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 		}); err != nil {
 			return err
 		}
-		modelDiff("EachRevocation", m.revoked, revoked)
+		c.diff("EachRevocation", m.revoked, revoked)
 		return nil
 	})
 	if err != nil {

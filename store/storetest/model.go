@@ -248,6 +248,19 @@ func sameRecords[K comparable, V any](c modelCheck, what string, keys []K, model
 	c.stored("Each"+what, valuesInOrder(model, order), all, err)
 }
 
+// sameKeyed compares an Each that hands out each record with its key with the model: every
+// record under its key, and the keys in order.
+func sameKeyed[K comparable, V any](c modelCheck, what string, model map[K]V, each func(func(K, V) error) error, order func(a, b K) int) {
+	c.t.Helper()
+	var keys []K
+	err := each(func(k K, v V) error {
+		keys = append(keys, k)
+		c.diff(what, model[k], v)
+		return nil
+	})
+	c.stored(what+" keys", nilIfEmpty(rules.SortedKeys(model, order)), keys, err)
+}
+
 func checkModel(t *rapid.T, s store.Store, m *model) {
 	c := modelCheck{t}
 	err := s.View(context.Background(), func(tx store.Tx) error {
@@ -315,15 +328,7 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 			got, err := tx.BearerSession(h)
 			c.lookup("OperatorSession", s, ok, got, err)
 		}
-		var hashes [][32]byte
-		if err := tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error {
-			hashes = append(hashes, h)
-			c.diff("EachOperatorSession", m.opSessions[h], s)
-			return nil
-		}); err != nil {
-			return err
-		}
-		c.diff("EachOperatorSession keys", nilIfEmpty(rules.SortedKeys(m.opSessions, rules.CompareHashes)), hashes)
+		sameKeyed(c, "EachOperatorSession", m.opSessions, tx.EachBearerSession, rules.CompareHashes)
 		for _, op := range append(modelOperators, "did:svrp:o:") {
 			var want [][32]byte
 			for _, h := range rules.SortedKeys(m.opSessions, rules.CompareHashes) {
@@ -338,15 +343,7 @@ func checkModel(t *rapid.T, s store.Store, m *model) {
 			got, err := tx.Counter(k)
 			c.stored("Counter", m.counters[k], got, err)
 		}
-		var counters []string
-		if err := tx.EachCounter(func(k string, v binding.Counter) error {
-			counters = append(counters, k)
-			c.diff("EachCounter", m.counters[k], v)
-			return nil
-		}); err != nil {
-			return err
-		}
-		c.diff("EachCounter keys", nilIfEmpty(rules.SortedKeys(m.counters, strings.Compare)), counters)
+		sameKeyed(c, "EachCounter", m.counters, tx.EachCounter, strings.Compare)
 
 		// Revocations.
 		for _, op := range modelOperators {

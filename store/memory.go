@@ -219,6 +219,25 @@ func remove[K comparable, V any](t *memTx, m map[K]V, k K, unindex func(V) error
 	return nil
 }
 
+// indexed is what the index set lists, in key order, each key made into what the lookup
+// returns by value; nil for an empty set.
+func indexed[K comparable, V any](t *memTx, set map[K]struct{}, order func(a, b K) int, value func(K) V) ([]V, error) {
+	if err := t.Readable(); err != nil {
+		return nil, err
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	out := make([]V, 0, len(set))
+	for _, k := range rules.SortedKeys(set, order) {
+		out = append(out, value(k))
+	}
+	return out, nil
+}
+
+// itself is the value of an index that lists the keys themselves.
+func itself[K any](k K) K { return k }
+
 // each calls fn on the values of m in key order, refusing writes while it runs.
 func each[K comparable, V any](t *memTx, m map[K]V, less func(a, b K) int, fn func(K, V) error) error {
 	if err := t.Readable(); err != nil {
@@ -268,14 +287,7 @@ func (t *memTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 }
 
 func (t *memTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
-	if err := t.Readable(); err != nil {
-		return nil, err
-	}
-	set := t.d.byBody[body]
-	if len(set) == 0 {
-		return nil, nil
-	}
-	return rules.SortedKeys(set, rules.CompareKeys), nil
+	return indexed(t, t.d.byBody[body], rules.CompareKeys, itself)
 }
 
 func (t *memTx) EachNode(fn func(Node) error) error {
@@ -325,18 +337,7 @@ func (t *memTx) BindingSessionIDBySecret(h [32]byte) (string, error) {
 }
 
 func (t *memTx) OpenBindingSessionsByNode(key didkey.PublicKey) ([]binding.BindingSession, error) {
-	if err := t.Readable(); err != nil {
-		return nil, err
-	}
-	ids := t.d.byNode[key]
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	out := make([]binding.BindingSession, 0, len(ids))
-	for _, id := range rules.SortedKeys(ids, strings.Compare) {
-		out = append(out, cloneSession(t.d.sessions[id]))
-	}
-	return out, nil
+	return indexed(t, t.d.byNode[key], strings.Compare, func(id string) binding.BindingSession { return cloneSession(t.d.sessions[id]) })
 }
 
 func (t *memTx) EachBindingSession(fn func(binding.BindingSession) error) error {
@@ -359,18 +360,7 @@ func (t *memTx) PutBinding(b binding.Binding) error {
 }
 
 func (t *memTx) BindingsByOperator(operatorDID string) ([]binding.Binding, error) {
-	if err := t.Readable(); err != nil {
-		return nil, err
-	}
-	keys := t.d.byOperator[operatorDID]
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	out := make([]binding.Binding, 0, len(keys))
-	for _, k := range rules.SortedKeys(keys, rules.CompareKeys) {
-		out = append(out, cloneBinding(t.d.bindings[k]))
-	}
-	return out, nil
+	return indexed(t, t.d.byOperator[operatorDID], rules.CompareKeys, func(k didkey.PublicKey) binding.Binding { return cloneBinding(t.d.bindings[k]) })
 }
 
 func (t *memTx) DeleteBinding(node didkey.PublicKey) error {
@@ -434,14 +424,7 @@ func (t *memTx) DeleteBearerSession(tokenHash [32]byte) error {
 }
 
 func (t *memTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
-	if err := t.Readable(); err != nil {
-		return nil, err
-	}
-	hs := t.d.byOpSess[operatorDID]
-	if len(hs) == 0 {
-		return nil, nil
-	}
-	return rules.SortedKeys(hs, rules.CompareHashes), nil
+	return indexed(t, t.d.byOpSess[operatorDID], rules.CompareHashes, itself)
 }
 
 func (t *memTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {

@@ -110,36 +110,12 @@ func testRoundTrip(t *testing.T, s store.Store) {
 		)
 	})
 	View(t, s, func(tx store.Tx) error {
-		gotN, err := tx.Node(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		Diff(t, "store.Node", n, gotN)
-		gotS, err := tx.BindingSession("s1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		Diff(t, "Session", sess, gotS)
-		gotBare, err := tx.BindingSession("s2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		Diff(t, "bare Session", bare, gotBare)
-		gotB, err := tx.Binding(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		Diff(t, "Binding", b, gotB)
-		gotOS, err := tx.BearerSession(Hash("tok"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		Diff(t, "OperatorSession", bearer, gotOS)
-		gotC, err := tx.Counter("resolve|1.2.3.4")
-		if err != nil {
-			t.Fatal(err)
-		}
-		Diff(t, "Counter", c, gotC)
+		readBack(t, "store.Node", tx.Node, k, n)
+		readBack(t, "Session", tx.BindingSession, "s1", sess)
+		readBack(t, "bare Session", tx.BindingSession, "s2", bare)
+		readBack(t, "Binding", tx.Binding, k, b)
+		readBack(t, "OperatorSession", tx.BearerSession, Hash("tok"), bearer)
+		readBack(t, "Counter", tx.Counter, "resolve|1.2.3.4", c)
 		return nil
 	})
 	// A Node with no signature and empty capabilities keeps both as they were.
@@ -180,13 +156,10 @@ func testIsolation(t *testing.T, s store.Store) {
 	check := func(when string) {
 		t.Helper()
 		View(t, s, func(tx store.Tx) error {
-			gotN, err := tx.Node(k)
-			Diff(t, when+": store.Node", wantN, gotN)
-			gotS, err2 := tx.BindingSession("s1")
-			Diff(t, when+": Session", wantS, gotS)
-			gotB, err3 := tx.Binding(k)
-			Diff(t, when+": Binding", wantB, gotB)
-			return errors.Join(err, err2, err3)
+			readBack(t, when+": store.Node", tx.Node, k, wantN)
+			readBack(t, when+": Session", tx.BindingSession, "s1", wantS)
+			readBack(t, when+": Binding", tx.Binding, k, wantB)
+			return nil
 		})
 	}
 	check("after changing the inputs")

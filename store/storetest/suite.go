@@ -221,6 +221,16 @@ func View(t testing.TB, s store.Store, fn func(store.Tx) error) {
 	}
 }
 
+// readBack reads the record under key with get and compares it with want.
+func readBack[K, V any](t testing.TB, what string, get func(K) (V, error), key K, want V) {
+	t.Helper()
+	got, err := get(key)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	Diff(t, what, want, got)
+}
+
 // Diff fails t with the difference when got is not want.
 func Diff(t testing.TB, what string, want, got any) {
 	t.Helper()

@@ -119,11 +119,7 @@ func didForm(s string) (didkey.Form, error) {
 
 // parseFlags parses the flags of a command whose -h text is usage, then its flags.
 func parseFlags(fs *flag.FlagSet, args []string, usage string) (int, bool) {
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), usage)
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
+	cmdflag.SetUsage(fs, usage)
 	return cmdflag.Parse(fs, args)
 }
 

@@ -22,6 +22,20 @@ func New(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// SetUsage makes the -h text of fs its usage line, then each paragraph after a blank line,
+// then its flags.
+func SetUsage(fs *flag.FlagSet, usage string, paragraphs ...string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintln(w, usage)
+		for _, p := range paragraphs {
+			fmt.Fprintln(w, "\n"+p)
+		}
+		fmt.Fprintln(w, "\nFlags:")
+		fs.PrintDefaults()
+	}
+}
+
 // Parse parses args and fills every flag the command line left unset from its environment
 // variable. It returns (0, true) to go on, or the exit code to stop with and false: 0 after
 // -h, 2 after a usage error.

@@ -189,13 +189,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Func("cors-origin", "let browser pages of this `origin` (scheme://host[:port]) call the API; repeatable or comma-separated (default none)", appendList(&c.CORSOrigins))
 	tlsFlags(fs, &c)
 	postgresFlags(fs, &c)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: svrpd serve [flags]")
-		fmt.Fprintln(fs.Output(), "\nEvery flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.")
-		fmt.Fprintln(fs.Output(), "\nFixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key; registration signatures 256 bytes; keep-alive connections idle 30 s.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
+	cmdflag.SetUsage(fs, "Usage: svrpd serve [flags]",
+		"Every flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.",
+		"Fixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key; registration signatures 256 bytes; keep-alive connections idle 30 s.")
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}

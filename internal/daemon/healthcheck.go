@@ -28,12 +28,8 @@ func Healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	cert := fs.String("tls-cert", "", "the daemon's --tls-cert: ask over HTTPS")
 	acme := fs.String("acme-domain", "", "the daemon's --acme-domain: ask over HTTPS")
 	path := fs.String("path", "/health", "the path to ask: /health (alive) or /ready (takes writes)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: svrpd healthcheck [flags]")
-		fmt.Fprintln(fs.Output(), "\nAsks the daemon on this machine for GET /health; exits 0 when it answers 200, else 1. Reads serve's SVRPD_ variables.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
+	cmdflag.SetUsage(fs, "Usage: svrpd healthcheck [flags]",
+		"Asks the daemon on this machine for GET /health; exits 0 when it answers 200, else 1. Reads serve's SVRPD_ variables.")
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}

@@ -27,12 +27,8 @@ func Backup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", "", "back up this Badger data directory, which no daemon may have open")
 	daemon := fs.String("daemon", "", "back up the running daemon whose --debug-listen is this loopback host:port")
 	out := fs.String("out", "", "the file to write; it must not exist")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: svrpd backup (--daemon 127.0.0.1:PORT | --data DIR) --out FILE")
-		fmt.Fprintln(fs.Output(), "\nWrites the whole registry as it was at one instant, while writes go on: from a running daemon through GET "+BackupPath+" on its --debug-listen address (the daemon first makes its heartbeat times durable), or from a stopped daemon's data directory. Restore it with svrpd restore. A PostgreSQL registry is backed up with pg_dump.")
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
+	cmdflag.SetUsage(fs, "Usage: svrpd backup (--daemon 127.0.0.1:PORT | --data DIR) --out FILE",
+		"Writes the whole registry as it was at one instant, while writes go on: from a running daemon through GET "+BackupPath+" on its --debug-listen address (the daemon first makes its heartbeat times durable), or from a stopped daemon's data directory. Restore it with svrpd restore. A PostgreSQL registry is backed up with pg_dump.")
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}
@@ -131,11 +127,9 @@ func Restore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cmdflag.New("restore", stderr)
 	data := fs.String("data", "", "the data directory to fill; absent or empty")
 	in := fs.String("in", "", "the backup file, as svrpd backup wrote it")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: svrpd restore --in FILE --data DIR")
-		fmt.Fprintf(fs.Output(), "\nFills an empty data directory from a backup, then counts what it holds. Start the daemon on it with --data DIR; move it to PostgreSQL with svrpd migrate.\n\nExit status: 0 restored, 1 failed, 2 bad usage, %d the directory is not empty.\n\nFlags:\n", ExitNotEmpty)
-		fs.PrintDefaults()
-	}
+	cmdflag.SetUsage(fs, "Usage: svrpd restore --in FILE --data DIR",
+		"Fills an empty data directory from a backup, then counts what it holds. Start the daemon on it with --data DIR; move it to PostgreSQL with svrpd migrate.",
+		fmt.Sprintf("Exit status: 0 restored, 1 failed, 2 bad usage, %d the directory is not empty.", ExitNotEmpty))
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}

@@ -61,12 +61,9 @@ func Migrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cmdflag.New("migrate", stderr)
 	from := fs.String("from", "", "the store to copy: a Badger data directory (its daemon stopped) or a PostgreSQL URL")
 	to := fs.String("to", "", "the store to fill, which must be empty: a PostgreSQL URL or a Badger data directory (created if absent)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: svrpd migrate --from <data dir or postgres URL> --to <postgres URL or data dir>")
-		fmt.Fprintln(fs.Output(), "\nCopies nodes (with their signatures), binding sessions, active bindings, revocations, operator sessions still live and counters, then reads the target back and compares the counts. Stop the daemon of a Badger source first; a PostgreSQL source may keep serving, and the copy is the database as it was when the copy began (heartbeat times daemons had not flushed yet excepted).")
-		fmt.Fprintf(fs.Output(), "\nExit status: 0 copied and verified, 1 failed, 2 bad usage, %d the target is not empty.\n\nFlags:\n", ExitNotEmpty)
-		fs.PrintDefaults()
-	}
+	cmdflag.SetUsage(fs, "Usage: svrpd migrate --from <data dir or postgres URL> --to <postgres URL or data dir>",
+		"Copies nodes (with their signatures), binding sessions, active bindings, revocations, operator sessions still live and counters, then reads the target back and compares the counts. Stop the daemon of a Badger source first; a PostgreSQL source may keep serving, and the copy is the database as it was when the copy began (heartbeat times daemons had not flushed yet excepted).",
+		fmt.Sprintf("Exit status: 0 copied and verified, 1 failed, 2 bad usage, %d the target is not empty.", ExitNotEmpty))
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}

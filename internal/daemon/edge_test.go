@@ -19,6 +19,7 @@ func TestEdgeFlagUsageErrors(t *testing.T) {
 		{[]string{"--address-block-factor", "-1"}, "--address-block-factor"},
 		{[]string{"--max-tracked-clients", "-5"}, "--max-tracked-clients"},
 		{[]string{"--request-grace", "-1s"}, "--request-grace"},
+		{[]string{"--refusal-delay", "-1s"}, "--refusal-delay"},
 	} {
 		var stderr bytes.Buffer
 		args := append([]string{"--memory", "--listen", "127.0.0.1:0"}, c.args...)

@@ -8,6 +8,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/sigverify"
 )
 
 // Link names one link of the four-signature chain (description 5.3), in the order
@@ -80,26 +81,50 @@ func (e *ChainError) Is(target error) bool {
 //     message 8.
 //
 // The first failure is returned as a [*ChainError] naming its link. VerifyChain reads only
-// its arguments: no clock, no state.
+// its arguments: no clock, no state. The four signatures are checked together, with one
+// batch equation (sigverify.VerifyBatch), once everything else holds; only a chain that
+// fails is checked again one signature at a time, so that the error names the link a
+// one-by-one check would.
 func VerifyChain(s BindingSession, acc Acceptance, prefix string) error {
-	if err := verifySessionLink(s, prefix); err != nil {
+	var later deferred
+	if checkChain(s, acc, prefix, &later) == nil {
+		ok := make([]bool, len(later.entries))
+		sigverify.VerifyBatch(later.entries, ok)
+		if !slices.Contains(ok, false) {
+			return nil
+		}
+	}
+	return checkChain(s, acc, prefix, sigverify.Single{})
+}
+
+// checkChain checks the links in order with v and returns the first failure.
+func checkChain(s BindingSession, acc Acceptance, prefix string, v sigverify.Verifier) error {
+	if err := verifySessionLink(s, prefix, v); err != nil {
 		return &ChainError{Link: LinkSession, Reason: err.Error(), Err: err}
 	}
-	if err := verifyCredentialLink(s, prefix); err != nil {
+	if err := verifyCredentialLink(s, prefix, v); err != nil {
 		return &ChainError{Link: LinkDeviceCredential, Reason: err.Error(), Err: err}
 	}
-	if err := verifyAuthorizationLink(s, prefix); err != nil {
+	if err := verifyAuthorizationLink(s, prefix, v); err != nil {
 		return &ChainError{Link: LinkAuthorization, Reason: err.Error(), Err: err}
 	}
-	if err := verifyAcceptanceLink(s, acc, prefix); err != nil {
+	if err := verifyAcceptanceLink(s, acc, prefix, v); err != nil {
 		return &ChainError{Link: LinkAcceptance, Reason: err.Error(), Err: err}
 	}
 	return nil
 }
 
+// deferred is a Verifier that passes every signature and keeps it, to be checked later.
+type deferred struct{ entries []sigverify.Entry }
+
+func (d *deferred) Verify(pub, msg, sig []byte) bool {
+	d.entries = append(d.entries, sigverify.Entry{Key: pub, Msg: msg, Sig: sig})
+	return true
+}
+
 // Each link check returns why it fails, or nil when it holds.
 
-func verifySessionLink(s BindingSession, prefix string) error {
+func verifySessionLink(s BindingSession, prefix string, v sigverify.Verifier) error {
 	m := s.Request
 	if _, _, err := checkInitiateShape(InitiateRequest{BindingSession: m}); err != nil {
 		return fmt.Errorf("the description is malformed: %w", err)
@@ -116,13 +141,13 @@ func verifySessionLink(s BindingSession, prefix string) error {
 		}
 		m.NodePublicKey = b58
 	}
-	if canonical.Verify(s.NodeKey, prefix, m, s.NodeSignature) != nil {
+	if canonical.VerifyWith(v, s.NodeKey, prefix, m, s.NodeSignature) != nil {
 		return errors.New("node_signature does not verify over the session description")
 	}
 	return nil
 }
 
-func verifyCredentialLink(s BindingSession, prefix string) error {
+func verifyCredentialLink(s BindingSession, prefix string, v sigverify.Verifier) error {
 	dc := s.DeviceCredential
 	if dc == nil {
 		return errors.New("the session holds no device credential")
@@ -134,7 +159,7 @@ func verifyCredentialLink(s BindingSession, prefix string) error {
 	if err != nil {
 		return errors.New("operator_did does not derive from operator_root_public_key")
 	}
-	if canonical.Verify(root, prefix, dc.DeviceCredential, dc.Signature) != nil {
+	if canonical.VerifyWith(v, root, prefix, dc.DeviceCredential, dc.Signature) != nil {
 		return errors.New("the credential is not signed by the operator's root key")
 	}
 	if !slices.Contains(dc.Permissions, PermissionBind) {
@@ -143,7 +168,7 @@ func verifyCredentialLink(s BindingSession, prefix string) error {
 	return nil
 }
 
-func verifyAuthorizationLink(s BindingSession, prefix string) error {
+func verifyAuthorizationLink(s BindingSession, prefix string, v sigverify.Verifier) error {
 	az := s.Authorization
 	if az == nil {
 		return errors.New("the session holds no authorization")
@@ -158,7 +183,7 @@ func verifyAuthorizationLink(s BindingSession, prefix string) error {
 	if err != nil {
 		return errors.New("the credential's device_public_key is not a key")
 	}
-	if canonical.Verify(device, prefix, az.Authorization, az.Signature) != nil {
+	if canonical.VerifyWith(v, device, prefix, az.Authorization, az.Signature) != nil {
 		return errors.New("the authorization is not signed by the credential's device key")
 	}
 	if err := CheckScope(s.Request, az.Authorization); err != nil {
@@ -167,7 +192,7 @@ func verifyAuthorizationLink(s BindingSession, prefix string) error {
 	return nil
 }
 
-func verifyAcceptanceLink(s BindingSession, acc Acceptance, prefix string) error {
+func verifyAcceptanceLink(s BindingSession, acc Acceptance, prefix string, v sigverify.Verifier) error {
 	if err := CheckAcceptanceShape(acc); err != nil {
 		return fmt.Errorf("the acceptance is malformed: %w", err)
 	}
@@ -182,7 +207,7 @@ func verifyAcceptanceLink(s BindingSession, acc Acceptance, prefix string) error
 	if err != nil || m.AuthorizationDigest != digest {
 		return errors.New("authorization_digest is not the digest of the session's authorization")
 	}
-	if canonical.Verify(s.NodeKey, prefix, m, acc.Signature) != nil {
+	if canonical.VerifyWith(v, s.NodeKey, prefix, m, acc.Signature) != nil {
 		return errors.New("the acceptance is not signed by the node key")
 	}
 	return nil

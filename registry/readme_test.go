@@ -130,3 +130,52 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// The README's package table names every package of the module, and no other.
+func TestREADMEPackageTable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Packages\n")
+	if !ok {
+		t.Fatal("README has no Packages section")
+	}
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if name, ok := strings.CutPrefix(line, "| `"); ok {
+			name, _, _ = strings.Cut(name, "`")
+			listed[name] = true
+		}
+	}
+	have := map[string]bool{}
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != ".." {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			dir, _ := filepath.Rel("..", filepath.Dir(path))
+			have[filepath.ToSlash(dir)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range have {
+		if !listed[p] {
+			t.Errorf("package %s is not in the README's package table", p)
+		}
+	}
+	for p := range listed {
+		if !have[p] {
+			t.Errorf("the README's package table names %s, which is no package", p)
+		}
+	}
+}

@@ -38,11 +38,13 @@ type daemon struct {
 }
 
 // start runs svrpd serve on Badger in a temporary directory with the given extra flags and
-// returns once it serves; the test's end stops it.
+// returns once it serves; the test's end stops it. Refusals are answered at once: the
+// bounds must hold for an attacker that does not wait for its answers, which the refusal
+// delay does not slow.
 func start(t *testing.T, flags ...string) *daemon {
 	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
-	p := svrpdtest.Start(t, nil, append([]string{"--data", data, "--log-level", "info", "--log-format", "text"}, flags...)...)
+	p := svrpdtest.Start(t, nil, append([]string{"--data", data, "--log-level", "info", "--log-format", "text", "--refusal-delay", "0"}, flags...)...)
 	t.Cleanup(p.Stop)
 	return &daemon{Daemon: p, t: t, data: data, tg: attack.NewTarget(p.URL, "")}
 }

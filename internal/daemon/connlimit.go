@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -44,6 +45,7 @@ type limitListener struct {
 	max, perAddr int
 	blockFactor  int           // a block may hold this many addresses' worth
 	grace        time.Duration // to deliver a request before being cut first
+	refusalDelay time.Duration // a 429 answer is held back this long (edge.go)
 	trusted      []netip.Prefix
 	now          func() time.Time
 
@@ -227,8 +229,12 @@ func (l *limitListener) markDelivered(c *limitedConn) {
 
 type connKey struct{}
 
-// connContext is the server's ConnContext hook: it lets a request find its connection.
+// connContext is the server's ConnContext hook: it lets a request find its connection, the
+// one beneath TLS when the server speaks it.
 func (l *limitListener) connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
 	if lc, ok := c.(*limitedConn); ok {
 		return context.WithValue(ctx, connKey{}, lc)
 	}
@@ -236,7 +242,8 @@ func (l *limitListener) connContext(ctx context.Context, c net.Conn) context.Con
 }
 
 // delivered wraps next so that a request's connection counts as delivering until the
-// request's body has been read to its end, or next returns.
+// request's body has been read to its end, or next returns; and so that a 429 answer waits
+// l.refusalDelay before it is sent.
 func (l *limitListener) delivered(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lc, _ := r.Context().Value(connKey{}).(*limitedConn)
@@ -250,9 +257,47 @@ func (l *limitListener) delivered(next http.Handler) http.Handler {
 			r.Body = &bodyWatch{ReadCloser: r.Body, done: func() { l.markDelivered(lc) }}
 		}
 		defer l.markDelivered(lc)
-		next.ServeHTTP(w, r)
+		if l.refusalDelay <= 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &refusalWatch{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.refused {
+			l.holdRefusal(r.Context(), lc)
+		}
 	})
 }
+
+// holdRefusal keeps a 429 answer, still in the server's buffer, from being sent for
+// l.refusalDelay, or until the connection is gone. Meanwhile the connection counts as one
+// that has not delivered a request past its grace, so at the connection cap it is among the
+// first cut: a refused client's waiting connections cannot keep out anyone else.
+func (l *limitListener) holdRefusal(ctx context.Context, c *limitedConn) {
+	l.mu.Lock()
+	c.waiting, c.idle = l.now().Add(-l.grace), false
+	l.mu.Unlock()
+	t := time.NewTimer(l.refusalDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// refusalWatch notes whether the answer written through it is a 429.
+type refusalWatch struct {
+	http.ResponseWriter
+	refused bool
+}
+
+func (w *refusalWatch) WriteHeader(status int) {
+	w.refused = status == http.StatusTooManyRequests
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *refusalWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // bodyWatch calls done once its body has been read to the end.
 type bodyWatch struct {

@@ -200,3 +200,85 @@ func TestDeliveredAfterBody(t *testing.T) {
 		t.Fatalf("waiting before the body was read: %v, after: %v; want true, false", beforeRead, afterRead)
 	}
 }
+
+// refusalServer serves, on a loopback listener capped at max connections, 429 at /refuse
+// and 200 elsewhere, holding refusals back for delay; refused reports each refusal written.
+func refusalServer(t *testing.T, max int, delay time.Duration) (url string, refused <-chan struct{}) {
+	t.Helper()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(tcp, max, max, nil)
+	l.refusalDelay = delay
+	ch := make(chan struct{}, 16)
+	srv := &http.Server{Handler: l.delivered(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/refuse" {
+			w.WriteHeader(http.StatusTooManyRequests)
+			ch <- struct{}{}
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})), ConnState: l.connState, ConnContext: l.connContext}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + tcp.Addr().String(), ch
+}
+
+// clientFrom is an HTTP client whose connections come from the loopback address from.
+func clientFrom(from string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: time.Minute}
+}
+
+// TestRefusalDelay: a 429 answer reaches the client only after the delay; any other answer
+// is not held.
+func TestRefusalDelay(t *testing.T) {
+	const delay = 2 * time.Second
+	url, _ := refusalServer(t, 8, delay)
+	c := clientFrom("127.0.0.1")
+	for _, tc := range []struct {
+		path     string
+		status   int
+		withheld bool
+	}{{"/ok", http.StatusOK, false}, {"/refuse", http.StatusTooManyRequests, true}} {
+		start := time.Now()
+		resp, err := c.Get(url + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		took := time.Since(start)
+		if resp.StatusCode != tc.status || (took >= delay) != tc.withheld {
+			t.Errorf("GET %s: %d after %v; want %d, held back %v: %v", tc.path, resp.StatusCode, took, tc.status, delay, tc.withheld)
+		}
+	}
+}
+
+// TestRefusalDelayCutFirst: at the connection cap, a connection whose refusal is being held
+// back is cut for a newcomer, which is served; the refused client learns at once.
+func TestRefusalDelayCutFirst(t *testing.T) {
+	url, refused := refusalServer(t, 1, time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := clientFrom("127.0.0.1").Get(url + "/refuse")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-refused
+	resp, err := clientFrom("127.0.0.2").Get(url + "/ok")
+	if err != nil {
+		t.Fatalf("newcomer at the cap: %v; want it served", err)
+	}
+	resp.Body.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the refused client got its answer; want its connection cut")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the refused client still waits after its connection was cut")
+	}
+}

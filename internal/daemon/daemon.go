@@ -320,7 +320,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
-	ln.blockFactor, ln.grace = c.Limits.AddressBlockFactor, c.Edge.RequestGrace
+	ln.blockFactor, ln.grace, ln.refusalDelay = c.Limits.AddressBlockFactor, c.Edge.RequestGrace, c.Edge.RefusalDelay
 	timeouts := c.Timeouts.orDefaults()
 	newServer := func(h http.Handler) *http.Server {
 		return &http.Server{

@@ -20,12 +20,25 @@ type Edge struct {
 	// RequestGrace is how long a connection may take to deliver a complete request (its
 	// headers and body) before, at the connection cap, it is cut first (--request-grace).
 	RequestGrace time.Duration
+	// RefusalDelay is how long a 429 answer is held back (--refusal-delay; zero sends it at
+	// once). svrpd serve's flag defaults to DefaultRefusalDelay.
+	RefusalDelay time.Duration
 }
 
 // DefaultRequestGrace is the default of --request-grace. An honest client sends a request
 // of at most 64 KiB in well under a second on any link the registry serves; a connection
 // that has not done so in two is either idle on purpose or slow on purpose.
 const DefaultRequestGrace = 2 * time.Second
+
+// DefaultRefusalDelay is the default of --refusal-delay. A client refused for spending its
+// own budget is told so a second late: one that waits for its answers, as HTTP clients do,
+// then floods at one request a second per connection, and its connections per address are
+// capped, so a flood past a budget costs the daemon little more than the budget itself. An
+// honest client is refused only for what it spent, and a second is nothing beside the
+// Retry-After it is asked to honour. A client that does not wait for its answers still
+// costs each refusal in full: the bounds hold without the delay (the abuse tests run
+// without it).
+const DefaultRefusalDelay = time.Second
 
 func (e Edge) withDefaults() Edge {
 	if e.ClientAddressHeader == "" {
@@ -49,6 +62,9 @@ func (e Edge) validate() []error {
 	if e.RequestGrace < 0 {
 		errs = append(errs, errors.New("--request-grace must be positive"))
 	}
+	if e.RefusalDelay < 0 {
+		errs = append(errs, errors.New("--refusal-delay must be zero or positive"))
+	}
 	return errs
 }
 
@@ -57,6 +73,8 @@ func (e *Edge) flags(fs *flag.FlagSet) {
 		"the header a --trusted-proxy writes the client's address in: X-Forwarded-For or Forwarded (the other is ignored)")
 	fs.DurationVar(&e.RequestGrace, "request-grace", DefaultRequestGrace,
 		"time a connection may take to deliver a complete request; at --max-connections, connections past it (and idle ones) are cut first, from the address group holding most, oldest first")
+	fs.DurationVar(&e.RefusalDelay, "refusal-delay", DefaultRefusalDelay,
+		"how long a 429 answer is held back, so that a client flooding past its budget waits instead of costing the daemon; its connection is the first cut at --max-connections meanwhile (0: answer at once)")
 }
 
 // apply sets the registry's share of e in rc.

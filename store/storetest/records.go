@@ -11,6 +11,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/rules"
 )
@@ -89,11 +90,14 @@ func testNotFound(t *testing.T, s store.Store) {
 	})
 }
 
+// nodeSessionBinding is a node of k, its session s1 and its binding, fresh at each call.
+func nodeSessionBinding(k didkey.PublicKey) (store.Node, binding.BindingSession, binding.Binding) {
+	return Node(k), Session("s1", k), Binding(k, "did:svrp:o:0a1b2c3d")
+}
+
 func testRoundTrip(t *testing.T, s store.Store) {
 	k := Key(1)
-	n := Node(k)
-	sess := Session("s1", k)
-	b := Binding(k, "did:svrp:o:0a1b2c3d")
+	n, sess, b := nodeSessionBinding(k)
 	bearer := BearerSession("did:svrp:o:0a1b2c3d")
 	c := binding.Counter{Count: 3, Start: Time(10)}
 	// A session as initiate leaves it: no pointers set, no operator yet.
@@ -133,9 +137,7 @@ func testRoundTrip(t *testing.T, s store.Store) {
 
 func testIsolation(t *testing.T, s store.Store) {
 	k := Key(1)
-	n := Node(k)
-	sess := Session("s1", k)
-	b := Binding(k, "did:svrp:o:0a1b2c3d")
+	n, sess, b := nodeSessionBinding(k)
 	Update(t, s, func(tx store.Tx) error {
 		return errors.Join(tx.PutNode(n), tx.PutBindingSession(sess), tx.PutBinding(b))
 	})
@@ -152,7 +154,7 @@ func testIsolation(t *testing.T, s store.Store) {
 	b.TaskTypes[0] = "changed"
 	*b.DailyLimit = -1
 
-	wantN, wantS, wantB := Node(k), Session("s1", k), Binding(k, "did:svrp:o:0a1b2c3d")
+	wantN, wantS, wantB := nodeSessionBinding(k)
 	check := func(when string) {
 		t.Helper()
 		View(t, s, func(tx store.Tx) error {

@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -175,25 +176,19 @@ func TestChallengeExactlyOnce(t *testing.T) {
 // random source that is not itself safe for concurrent use.
 func TestChallengeConcurrentIssue(t *testing.T) {
 	ch := seededChallenger(t, 0)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 50 {
-				c, err := ch.Issue(testNow)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if err := ch.Consume(c, testNow); err != nil {
-					t.Error(err)
-					return
-				}
+	testkit.Together(16, func(int) {
+		for range 50 {
+			c, err := ch.Issue(testNow)
+			if err != nil {
+				t.Error(err)
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			if err := ch.Consume(c, testNow); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
 	if ch.Used() != 16*50 {
 		t.Fatalf("Used() = %d, want %d", ch.Used(), 16*50)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
-	"sync"
 	"testing"
 
 	"filippo.io/edwards25519"
@@ -52,15 +51,10 @@ func FuzzBatchVerify(f *testing.F) {
 		batch := make([]bool, len(entries))
 		sigverify.VerifyBatch(entries, batch)
 		batched := make([]bool, len(entries))
-		var wg sync.WaitGroup
-		for i, e := range entries {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				batched[i] = batcher.Verify(e.Key, e.Msg, e.Sig)
-			}()
-		}
-		wg.Wait()
+		testkit.Together(len(entries), func(i int) {
+			e := entries[i]
+			batched[i] = batcher.Verify(e.Key, e.Msg, e.Sig)
+		})
 		for i, e := range entries {
 			single := sigverify.Verify(e.Key, e.Msg, e.Sig)
 			if batch[i] != single || batched[i] != single {

@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // The listing readers of row 1 run in a child process (this test binary, re-run with
@@ -82,23 +82,17 @@ func TestListingReaders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	var listings, sent atomic.Int64
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := from(addr(100 + r))
-			for i := 0; ctx.Err() == nil; i++ {
-				status, got, err := tg.Listing(ctx, c, r*100000+i)
-				if (err != nil || status != http.StatusOK) && ctx.Err() == nil {
-					t.Errorf("listing: %d, %v", status, err)
-					return
-				}
-				listings.Add(1)
-				sent.Add(got)
+	testkit.Together(n, func(r int) {
+		c := from(addr(100 + r))
+		for i := 0; ctx.Err() == nil; i++ {
+			status, got, err := tg.Listing(ctx, c, r*100000+i)
+			if (err != nil || status != http.StatusOK) && ctx.Err() == nil {
+				t.Errorf("listing: %d, %v", status, err)
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			listings.Add(1)
+			sent.Add(got)
+		}
+	})
 	fmt.Printf("readers: %d listings %d bytes\n", listings.Load(), sent.Load())
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -114,27 +115,21 @@ func TestRow3FinishedHistory(t *testing.T) {
 // RATE_LIMITED; any other answer fails the test.
 func initiateFrom(t *testing.T, d *daemon, attackers, per int, initiate func(c *client.Client) error) (accepted, limited int) {
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for a := 1; a <= attackers; a++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := d.api(addr(a))
-			for range per {
-				err := initiate(c)
-				mu.Lock()
-				switch code := client.CodeOf(err); {
-				case err == nil:
-					accepted++
-				case code == proto.RateLimited:
-					limited++
-				default:
-					t.Errorf("initiate: %v", err)
-				}
-				mu.Unlock()
+	testkit.Together(attackers, func(i int) {
+		c := d.api(addr(1 + i))
+		for range per {
+			err := initiate(c)
+			mu.Lock()
+			switch code := client.CodeOf(err); {
+			case err == nil:
+				accepted++
+			case code == proto.RateLimited:
+				limited++
+			default:
+				t.Errorf("initiate: %v", err)
 			}
-		}()
-	}
-	wg.Wait()
+			mu.Unlock()
+		}
+	})
 	return accepted, limited
 }

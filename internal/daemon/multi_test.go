@@ -170,29 +170,23 @@ func TestMultiDaemon(t *testing.T) {
 		const attempts = 64
 		race := func(what string, body []byte) (ok, bad int32) {
 			var oks, bads atomic.Int32
-			var wg sync.WaitGroup
-			for i := range attempts {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					resp, err := http.Post(ds[i%3].URL+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					raw, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					switch {
-					case resp.StatusCode == http.StatusOK:
-						oks.Add(1)
-					case strings.Contains(string(raw), string(proto.BadChallenge)):
-						bads.Add(1)
-					default:
-						t.Errorf("%s login: %d %s", what, resp.StatusCode, raw)
-					}
-				}()
-			}
-			wg.Wait()
+			testkit.Together(attempts, func(i int) {
+				resp, err := http.Post(ds[i%3].URL+"/v1/auth/device-login", "application/json", bytes.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case resp.StatusCode == http.StatusOK:
+					oks.Add(1)
+				case strings.Contains(string(raw), string(proto.BadChallenge)):
+					bads.Add(1)
+				default:
+					t.Errorf("%s login: %d %s", what, resp.StatusCode, raw)
+				}
+			})
 			return oks.Load(), bads.Load()
 		}
 
@@ -238,22 +232,16 @@ func TestMultiDaemon(t *testing.T) {
 		}
 		const accepts = 32
 		var active atomic.Int32
-		var wg sync.WaitGroup
-		for i := range accepts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res, err := nodes[i%3].Accept(ctx, pending[0])
-				if err == nil && res.State == "ACTIVE" {
-					active.Add(1)
-					return
-				}
-				if code := client.CodeOf(err); code != proto.AlreadyActive && code != proto.BadState {
-					t.Errorf("a losing accept: %v", err)
-				}
-			}()
-		}
-		wg.Wait()
+		testkit.Together(accepts, func(i int) {
+			res, err := nodes[i%3].Accept(ctx, pending[0])
+			if err == nil && res.State == "ACTIVE" {
+				active.Add(1)
+				return
+			}
+			if code := client.CodeOf(err); code != proto.AlreadyActive && code != proto.BadState {
+				t.Errorf("a losing accept: %v", err)
+			}
+		})
 		if active.Load() != 1 {
 			t.Errorf("%d of %d raced accepts activated, want 1", active.Load(), accepts)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,34 +30,28 @@ func TestQuietByDefault(t *testing.T) {
 	base := serveLogged(t, c, NewLogger(&logs, c.LogLevel, c.LogFormat))
 	atStart := strings.Count(logs.String(), "\n")
 
-	var wg sync.WaitGroup
 	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl, err := client.New(base)
+	testkit.Together(workers, func(w int) {
+		cl, err := client.New(base)
+		if err != nil {
+			errs <- err
+			return
+		}
+		ctx := context.Background()
+		for i := w; i < nodes; i += workers {
+			n, err := client.NewNode(cl, testkit.IndexKey(i), didkey.FormShort)
+			if err == nil {
+				_, err = n.Register(ctx, fmt.Sprintf("203.0.113.%d:%d", i%250+1, 1024+i), []string{"inference"}, "")
+			}
+			if err == nil {
+				_, err = n.Heartbeat(ctx)
+			}
 			if err != nil {
-				errs <- err
+				errs <- fmt.Errorf("node %d: %w", i, err)
 				return
 			}
-			ctx := context.Background()
-			for i := w; i < nodes; i += workers {
-				n, err := client.NewNode(cl, testkit.IndexKey(i), didkey.FormShort)
-				if err == nil {
-					_, err = n.Register(ctx, fmt.Sprintf("203.0.113.%d:%d", i%250+1, 1024+i), []string{"inference"}, "")
-				}
-				if err == nil {
-					_, err = n.Heartbeat(ctx)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("node %d: %w", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)

@@ -37,3 +37,17 @@ func (ws *Workers) Stop() {
 	close(ws.stop)
 	ws.wg.Wait()
 }
+
+// Together calls fn(0) to fn(n-1) each in a goroutine of its own, all at once, and returns
+// once every call has returned.
+func Together(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/store"
 )
 
@@ -21,36 +22,30 @@ func TestBadgerGroupCommit(t *testing.T) {
 	s := openBadger(t, t.TempDir())
 	errPlanned := errors.New("planned failure")
 	const n = 300
-	var wg sync.WaitGroup
 	results := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			if i%2 == 0 {
-				ctx = store.ForTouches(ctx)
+	testkit.Together(n, func(i int) {
+		ctx := context.Background()
+		if i%2 == 0 {
+			ctx = store.ForTouches(ctx)
+		}
+		results[i] = s.Update(ctx, func(tx store.Tx) error {
+			shared, err := tx.Counter("shared")
+			if err != nil {
+				return err
 			}
-			results[i] = s.Update(ctx, func(tx store.Tx) error {
-				shared, err := tx.Counter("shared")
-				if err != nil {
-					return err
-				}
-				shared.Count++
-				if err := tx.PutCounter("shared", shared); err != nil {
-					return err
-				}
-				if err := tx.PutCounter(fmt.Sprintf("own/%03d", i), binding.Counter{Count: i}); err != nil {
-					return err
-				}
-				if i%3 == 0 {
-					return errPlanned
-				}
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
+			shared.Count++
+			if err := tx.PutCounter("shared", shared); err != nil {
+				return err
+			}
+			if err := tx.PutCounter(fmt.Sprintf("own/%03d", i), binding.Counter{Count: i}); err != nil {
+				return err
+			}
+			if i%3 == 0 {
+				return errPlanned
+			}
+			return nil
+		})
+	})
 
 	succeeded := 0
 	for i, err := range results {

@@ -11,6 +11,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/store"
 )
 
@@ -302,24 +303,18 @@ func testNoPhantoms(t *testing.T, s store.Store) {
 		}},
 	}
 	for _, c := range cases {
-		var wg sync.WaitGroup
 		errs := make(chan error, writers)
-		for i := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs <- s.Update(context.Background(), func(tx store.Tx) error {
-					n, err := c.size(tx)
-					if err != nil || n >= capacity {
-						return err
-					}
-					// Widen the window between the read and the write.
-					time.Sleep(time.Millisecond)
-					return c.write(tx, i)
-				})
-			}()
-		}
-		wg.Wait()
+		testkit.Together(writers, func(i int) {
+			errs <- s.Update(context.Background(), func(tx store.Tx) error {
+				n, err := c.size(tx)
+				if err != nil || n >= capacity {
+					return err
+				}
+				// Widen the window between the read and the write.
+				time.Sleep(time.Millisecond)
+				return c.write(tx, i)
+			})
+		})
 		close(errs)
 		for err := range errs {
 			if err != nil {

@@ -3,7 +3,6 @@ package registry_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/api"
@@ -404,16 +402,6 @@ func hostileBase58(key string) (string, bool) {
 		return "", false
 	}
 	return k.Base58(), true
-}
-
-// hostileSign signs m, or returns "" when m cannot be rendered (a value that breaks the
-// injectivity rules has no bytes to sign).
-func hostileSign(priv ed25519.PrivateKey, m canonical.Message) string {
-	sig, err := canonical.Sign(priv, canonical.DefaultPrefix, m)
-	if err != nil {
-		return ""
-	}
-	return sig
 }
 
 // hostileValue is the case's offending value as JSON, and the raw text to send instead when

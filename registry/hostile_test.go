@@ -689,7 +689,8 @@ func hostileResignCredential(t *testing.T, op operator, b jsonTree, prefix strin
 // hostileResign signs again, with priv, the object under b[in] (the body itself when in is
 // ""), over the message signed takes from it read as a T, and writes the signature into the
 // object's field sigField: unless the change was to that signature, or signed finds no
-// message to sign (nil).
+// message to sign (nil), or the message breaks the rendering rules and so has no bytes to
+// sign.
 func hostileResign[T any](t *testing.T, b jsonTree, in, sigField string, changed []string, priv ed25519.PrivateKey, signed func(T) canonical.Message) {
 	obj, sigPath := map[string]any(b), []string{sigField}
 	if in != "" {
@@ -707,8 +708,8 @@ func hostileResign[T any](t *testing.T, b jsonTree, in, sigField string, changed
 		return
 	}
 	if m := signed(v); m != nil {
-		if sig := hostileSign(priv, m); sig != "" {
-			obj[sigField] = sig
+		if _, err := m.Bytes(canonical.DefaultPrefix); err == nil {
+			obj[sigField] = sign(t, priv, m)
 		}
 	}
 }

@@ -162,7 +162,7 @@ func TestExhaustionConsumeFlood(t *testing.T) {
 func TestExhaustionInitiateCap(t *testing.T) {
 	w := newArena(t)
 	for i := range binding.MaxOpenSessionsPerNode {
-		w.initiate(fmt.Sprintf("bs-%03d", i))
+		w.drive(w.n, w.op, w.token, fmt.Sprintf("bs-%03d", i), "INITIATED")
 	}
 	before := hostileSnapshot(t, w.st)
 	for i := range 200 {

@@ -266,57 +266,6 @@ func arenaOn(t *testing.T, h *harness) *arena {
 	return w
 }
 
-// initiate opens a session of w's node.
-func (w *arena) initiate(id string) api.InitiateResult {
-	w.t.Helper()
-	var res api.InitiateResult
-	w.ok("POST", "/v1/bindings/initiate", w.n.initiate(w.t, id, w.now(), num(10), nil), "", &res)
-	return res
-}
-
-// resolved opens a session and resolves it as w's operator.
-func (w *arena) resolved(id string) api.ResolveView {
-	w.t.Helper()
-	ini := w.initiate(id)
-	var v api.ResolveView
-	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, w.token, &v)
-	return v
-}
-
-// authorized takes a session to PENDING_NODE_ACCEPTANCE and returns what the node's poll
-// shows for it.
-func (w *arena) authorized(id string) api.PendingAuthorization {
-	w.t.Helper()
-	v := w.resolved(id)
-	w.ok("POST", "/v1/bindings/authorize", w.op.authorize(w.t, v, w.now(), num(5), num(50)), w.token, nil)
-	var pend api.PendingResult
-	w.ok("POST", "/v1/node/bindings/pending", w.n.poll(w.t, w.now()), "", &pend)
-	for _, p := range pend.Pending {
-		if p.BindingSessionID == id {
-			return p
-		}
-	}
-	w.t.Fatalf("session %s is not pending for the node", id)
-	return api.PendingAuthorization{}
-}
-
-// active takes a session to ACTIVE.
-func (w *arena) active(id string) api.AcceptResult {
-	w.t.Helper()
-	p := w.authorized(id)
-	var res api.AcceptResult
-	w.ok("POST", "/v1/node/bindings/"+id+"/accept", w.n.acceptance(w.t, p, true, w.now()), "", &res)
-	return res
-}
-
-// challenge fetches a fresh login challenge.
-func (w *arena) challenge() string {
-	w.t.Helper()
-	var ch api.ChallengeResult
-	w.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	return ch.Challenge
-}
-
 // jsonTree is a request body as a generic JSON tree, so a test can remove a field, give it
 // another type or a hostile value, whatever the Go request types allow.
 type jsonTree map[string]any

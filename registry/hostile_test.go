@@ -825,7 +825,7 @@ func hostileOperatorViews(t *testing.T, w *arena) []*hostileEndpoint {
 
 func hostileInitiate(t *testing.T, w *arena) []*hostileEndpoint {
 	n := w.n
-	w.initiate("bs-taken")
+	w.drive(w.n, w.op, w.token, "bs-taken", "INITIATED")
 	ep := &hostileEndpoint{name: "initiate", method: "POST", path: "/v1/bindings/initiate"}
 	ep.valid = func() jsonTree { return toTree(t, n.initiate(t, "bs-new", w.now(), num(10), num(100))) }
 	ep.resign = func(b jsonTree, changed []string) {
@@ -899,10 +899,10 @@ func hostileInitiate(t *testing.T, w *arena) []*hostileEndpoint {
 }
 
 func hostileResolve(t *testing.T, w *arena) []*hostileEndpoint {
-	ini := w.initiate("bs-open")
-	used := w.initiate("bs-used")
+	ini := w.drive(w.n, w.op, w.token, "bs-open", "INITIATED").ini
+	used := w.drive(w.n, w.op, w.token, "bs-used", "INITIATED").ini
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
-	cancelled := w.initiate("bs-cancelled")
+	cancelled := w.drive(w.n, w.op, w.token, "bs-cancelled", "INITIATED").ini
 	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", hostileCancel(t, w.n, "bs-cancelled", w.now()), "", nil)
 	ep := &hostileEndpoint{name: "resolve", method: "POST", path: "/v1/bindings/resolve", bearer: w.token}
 	ep.valid = func() jsonTree { return toTree(t, api.ResolveRequest{ShortCode: ini.ShortCode}) }
@@ -954,8 +954,8 @@ func hostileNextSymbol(c byte) string {
 
 func hostileAuthorize(t *testing.T, w *arena) []*hostileEndpoint {
 	op := w.op
-	view := w.resolved("bs-az")
-	w.initiate("bs-az-initiated")
+	view := w.drive(w.n, w.op, w.token, "bs-az", "PENDING_OPERATOR").view
+	w.drive(w.n, w.op, w.token, "bs-az-initiated", "INITIATED")
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
 	ep := &hostileEndpoint{name: "authorize", method: "POST", path: "/v1/bindings/authorize", bearer: w.token}
@@ -1017,7 +1017,7 @@ func hostileAuthorize(t *testing.T, w *arena) []*hostileEndpoint {
 }
 
 func hostileStatusEndpoint(t *testing.T, w *arena) []*hostileEndpoint {
-	w.initiate("bs-status")
+	w.drive(w.n, w.op, w.token, "bs-status", "INITIATED")
 	ep := &hostileEndpoint{name: "status", method: "GET", path: "/v1/bindings/bs-status/status"}
 	for what, p := range map[string]string{
 		"unknown": "/v1/bindings/bs-nope/status", "long-id": "/v1/bindings/" + strings.Repeat("b", 300) + "/status",
@@ -1041,10 +1041,10 @@ func hostileCancel(t *testing.T, n node, id string, now time.Time) api.NodeCance
 
 func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 	n := w.n
-	w.initiate("bs-cancel")
-	w.resolved("bs-cancel-op")
-	w.active("bs-cancel-active")
-	w.initiate("bs-cancel-done")
+	w.drive(w.n, w.op, w.token, "bs-cancel", "INITIATED")
+	w.drive(w.n, w.op, w.token, "bs-cancel-op", "PENDING_OPERATOR")
+	w.drive(w.n, w.op, w.token, "bs-cancel-active", "ACTIVE")
+	w.drive(w.n, w.op, w.token, "bs-cancel-done", "INITIATED")
 	w.ok("POST", "/v1/bindings/bs-cancel-done/cancel", hostileCancel(t, n, "bs-cancel-done", w.now()), "", nil)
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
@@ -1100,10 +1100,10 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 }
 
 func hostileOperatorReject(t *testing.T, w *arena) []*hostileEndpoint {
-	w.resolved("bs-orej")
-	w.initiate("bs-orej-initiated")
-	w.authorized("bs-orej-pna")
-	w.active("bs-orej-active")
+	w.drive(w.n, w.op, w.token, "bs-orej", "PENDING_OPERATOR")
+	w.drive(w.n, w.op, w.token, "bs-orej-initiated", "INITIATED")
+	w.drive(w.n, w.op, w.token, "bs-orej-pna", "PENDING_NODE_ACCEPTANCE")
+	w.drive(w.n, w.op, w.token, "bs-orej-active", "ACTIVE")
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
 	ep := &hostileEndpoint{name: "operator-reject", method: "POST", path: "/v1/bindings/bs-orej/reject", bearer: w.token, extra: hostileBearerCases(w.token)}
@@ -1210,27 +1210,27 @@ func hostileAcceptance(t *testing.T, w *arena, name, id string, accepted bool, p
 
 func hostileAcceptStates(w *arena) {
 	if _, err := w.svc.SessionStatus(w.t.Context(), "bs-acc-initiated"); err != nil {
-		w.initiate("bs-acc-initiated")
-		w.active("bs-acc-active")
+		w.drive(w.n, w.op, w.token, "bs-acc-initiated", "INITIATED")
+		w.drive(w.n, w.op, w.token, "bs-acc-active", "ACTIVE")
 	}
 }
 
 func hostileAccept(t *testing.T, w *arena) []*hostileEndpoint {
 	hostileAcceptStates(w)
-	p := w.authorized("bs-accept")
+	p := w.drive(w.n, w.op, w.token, "bs-accept", "PENDING_NODE_ACCEPTANCE").pend
 	return []*hostileEndpoint{hostileAcceptance(t, w, "accept", "bs-accept", true, p)}
 }
 
 func hostileNodeReject(t *testing.T, w *arena) []*hostileEndpoint {
 	hostileAcceptStates(w)
-	p := w.authorized("bs-node-reject")
+	p := w.drive(w.n, w.op, w.token, "bs-node-reject", "PENDING_NODE_ACCEPTANCE").pend
 	return []*hostileEndpoint{hostileAcceptance(t, w, "node-reject", "bs-node-reject", false, p)}
 }
 
 // expiredBearerEndpoints: an hour after login, every bearer endpoint answers
 // SESSION_EXPIRED and changes nothing.
 func hostileExpiredBearer(t *testing.T, w *arena) []*hostileEndpoint {
-	view := w.resolved("bs-exp")
+	view := w.drive(w.n, w.op, w.token, "bs-exp", "PENDING_OPERATOR").view
 	w.clock.Advance(authn.SessionTTL)
 	ep := &hostileEndpoint{name: "expired-bearer", bearer: w.token}
 	for _, c := range []struct{ method, path string }{

@@ -266,73 +266,6 @@ func arenaOn(t *testing.T, h *harness) *arena {
 	return w
 }
 
-// jsonTree is a request body as a generic JSON tree, so a test can remove a field, give it
-// another type or a hostile value, whatever the Go request types allow.
-type jsonTree map[string]any
-
-// toTree turns a request value into a jsonTree; numbers stay json.Number, so they are sent
-// back exactly as the value encoded them.
-func toTree(t testing.TB, v any) jsonTree {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var b jsonTree
-	if err := dec.Decode(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// parent returns the object that holds the last element of path, creating nothing.
-func (b jsonTree) parent(path []string) map[string]any {
-	m := map[string]any(b)
-	for _, p := range path[:len(path)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			return nil
-		}
-		m = next
-	}
-	return m
-}
-
-func (b jsonTree) set(path []string, v any) {
-	if m := b.parent(path); m != nil {
-		m[path[len(path)-1]] = v
-	}
-}
-
-func (b jsonTree) del(path []string) {
-	if m := b.parent(path); m != nil {
-		delete(m, path[len(path)-1])
-	}
-}
-
-func (b jsonTree) get(path []string) any {
-	if m := b.parent(path); m != nil {
-		return m[path[len(path)-1]]
-	}
-	return nil
-}
-
-// hostileRaw stands for a value that is not JSON at all (NaN, Infinity) or that the encoder
-// would not write as given (1e400): encode puts the raw text in its place.
-const hostileRaw = "\x00raw-value\x00"
-
-func (b jsonTree) encode(t testing.TB, raw string) []byte {
-	t.Helper()
-	out, err := json.Marshal(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	marker, _ := json.Marshal(hostileRaw)
-	return bytes.Replace(out, marker, []byte(raw), 1)
-}
-
 // hostileDecode decodes b into a typed request; ok is false when b's types no longer fit.
 func hostileDecode[T any](t testing.TB, b jsonTree) (T, bool) {
 	var v T
@@ -358,7 +291,7 @@ func hostileBase58(key string) (string, bool) {
 func hostileValue(t testing.TB, c testkit.Reject) (any, string) {
 	t.Helper()
 	if c.RawValue != "" {
-		return hostileRaw, c.RawValue
+		return rawMarker, c.RawValue
 	}
 	dec := json.NewDecoder(strings.NewReader(c.FieldsJSON))
 	dec.UseNumber()

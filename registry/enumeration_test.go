@@ -31,7 +31,7 @@ func TestEnumerationSameBytes(t *testing.T) {
 	used := w.drive(w.n, w.op, w.token, "bs-used", "INITIATED").ini
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
 	cancelled := w.drive(w.n, w.op, w.token, "bs-cancelled", "INITIATED").ini
-	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", hostileCancel(t, w.n, "bs-cancelled", w.now()), "", nil)
+	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", w.n.cancelRequest(t, "bs-cancelled", w.n.did, w.now()), "", nil)
 	authorized := w.drive(w.n, w.op, w.token, "bs-authorized", "INITIATED").ini
 	var view api.ResolveView
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: authorized.ShortCode}, w.token, &view)

@@ -170,7 +170,7 @@ func TestExhaustionInitiateCap(t *testing.T) {
 	}
 	hostileSameStore(t, "200 initiates past the cap", before, hostileSnapshot(t, w.st))
 	// A refused id is not burnt: it was never stored.
-	w.ok("POST", "/v1/bindings/bs-000/cancel", hostileCancel(t, w.n, "bs-000", w.now()), "", nil)
+	w.ok("POST", "/v1/bindings/bs-000/cancel", w.n.cancelRequest(t, "bs-000", w.n.did, w.now()), "", nil)
 	w.ok("POST", "/v1/bindings/initiate", w.n.initiate(t, "bs-flood-000", w.now(), nil, nil), "", nil)
 	w.fails("POST", "/v1/bindings/initiate", w.n.initiate(t, "bs-flood-001", w.now(), nil, nil), "", http.StatusTooManyRequests, "RATE_LIMITED")
 	// Expired sessions no longer count, whether or not a sweep has run.

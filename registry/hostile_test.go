@@ -903,7 +903,7 @@ func hostileResolve(t *testing.T, w *arena) []*hostileEndpoint {
 	used := w.drive(w.n, w.op, w.token, "bs-used", "INITIATED").ini
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
 	cancelled := w.drive(w.n, w.op, w.token, "bs-cancelled", "INITIATED").ini
-	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", hostileCancel(t, w.n, "bs-cancelled", w.now()), "", nil)
+	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", w.n.cancelRequest(t, "bs-cancelled", w.n.did, w.now()), "", nil)
 	ep := &hostileEndpoint{name: "resolve", method: "POST", path: "/v1/bindings/resolve", bearer: w.token}
 	ep.valid = func() jsonTree { return toTree(t, api.ResolveRequest{ShortCode: ini.ShortCode}) }
 	ep.fields = []hostileField{
@@ -1034,24 +1034,19 @@ func hostileStatusEndpoint(t *testing.T, w *arena) []*hostileEndpoint {
 	return []*hostileEndpoint{ep}
 }
 
-// hostileCancel returns the node form of a cancel of session id, signed now.
-func hostileCancel(t *testing.T, n node, id string, now time.Time) api.NodeCancelRequest {
-	return api.NodeCancelRequest{NodeDID: n.did, TS: now.Unix(), Signature: sign(t, n.priv, canonical.Cancel{BindingSessionID: id, NodeDID: n.did, TS: now.Unix()})}
-}
-
 func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 	n := w.n
 	w.drive(w.n, w.op, w.token, "bs-cancel", "INITIATED")
 	w.drive(w.n, w.op, w.token, "bs-cancel-op", "PENDING_OPERATOR")
 	w.drive(w.n, w.op, w.token, "bs-cancel-active", "ACTIVE")
 	w.drive(w.n, w.op, w.token, "bs-cancel-done", "INITIATED")
-	w.ok("POST", "/v1/bindings/bs-cancel-done/cancel", hostileCancel(t, n, "bs-cancel-done", w.now()), "", nil)
+	w.ok("POST", "/v1/bindings/bs-cancel-done/cancel", n.cancelRequest(t, "bs-cancel-done", n.did, w.now()), "", nil)
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
 	stranger := newNode(t, "stranger")
 
 	byNode := &hostileEndpoint{name: "cancel-node", method: "POST", path: "/v1/bindings/bs-cancel/cancel"}
-	byNode.valid = func() jsonTree { return toTree(t, hostileCancel(t, n, "bs-cancel", w.now())) }
+	byNode.valid = func() jsonTree { return toTree(t, n.cancelRequest(t, "bs-cancel", n.did, w.now())) }
 	byNode.resign = func(b jsonTree, changed []string) {
 		hostileResign(t, b, "", "signature", changed, n.priv, func(req api.NodeCancelRequest) canonical.Message {
 			return canonical.Cancel{BindingSessionID: "bs-cancel", NodeDID: req.NodeDID, TS: req.TS}
@@ -1071,7 +1066,7 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 		"ts/min-int64":             {[]string{"ts"}, json.Number("-9223372036854775808"), refused.staleTS},
 		"signature/garbage":        {[]string{"signature"}, "0OIl", refused.badSignature},
 		"signature/by-another-key": {[]string{"signature"}, sign(t, stranger.priv, canonical.Cancel{BindingSessionID: "bs-cancel", NodeDID: n.did, TS: now}), refused.badSignature},
-		"signature/over-other-id":  {[]string{"signature"}, hostileCancel(t, n, "bs-cancel-op", w.now()).Signature, refused.badSignature},
+		"signature/over-other-id":  {[]string{"signature"}, n.cancelRequest(t, "bs-cancel-op", n.did, w.now()).Signature, refused.badSignature},
 	})
 	for what, c := range map[string]struct {
 		id   string
@@ -1079,7 +1074,7 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 	}{"unknown": {"bs-nope", refused.notFound}, "active": {"bs-cancel-active", refused.alreadyActive}, "cancelled": {"bs-cancel-done", refused.badState}} {
 		id := c.id
 		byNode.extra = append(byNode.extra, hostileCase{name: "session/" + what, path: "/v1/bindings/" + id + "/cancel", want: c.want,
-			body: func() []byte { return toTree(t, hostileCancel(t, n, id, w.now())).encode(t, "") }})
+			body: func() []byte { return toTree(t, n.cancelRequest(t, id, n.did, w.now())).encode(t, "") }})
 	}
 	byNode.succeed = func(t *testing.T) { w.ok("POST", "/v1/bindings/bs-cancel/cancel", byNode.valid(), "", nil) }
 

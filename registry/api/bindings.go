@@ -96,12 +96,8 @@ func DecodeAuthorize(body []byte) (AuthorizeRequest, error) {
 	return decodeWith(body, func(r *reader) AuthorizeRequest {
 		req := AuthorizeRequest{BindingSessionID: r.str("binding_session_id")}
 		dco, azo := r.obj("device_credential"), r.obj("authorization_credential")
-		if r.err == nil {
-			req.DeviceCredential, r.err = decodeCredential(dco)
-		}
-		if r.err == nil {
-			req.AuthorizationCredential, r.err = decodeAuthorization(azo)
-		}
+		req.DeviceCredential = nested(r, dco, decodeCredential)
+		req.AuthorizationCredential = nested(r, azo, decodeAuthorization)
 		return req
 	})
 }

@@ -205,6 +205,18 @@ func readOpt[T any](r *reader, field string, get func(object, string) (T, bool, 
 	return v, ok
 }
 
+// nested decodes o, an object read from a field before, through decode, unless an earlier
+// read failed.
+func nested[T any](r *reader, o object, decode func(object) (T, error)) T {
+	if r.err != nil {
+		var zero T
+		return zero
+	}
+	v, err := decode(o)
+	r.err = err
+	return v
+}
+
 func (r *reader) str(field string) string { return read(r, field, object.str) }
 
 func (r *reader) optStr(field string) string {

@@ -38,9 +38,7 @@ func DecodeLogin(body []byte) (authn.Login, error) {
 			IssuedAt:  r.str("issued_at"),
 			Signature: r.str("signature"),
 		}
-		if r.err == nil {
-			l.DeviceCredential, r.err = decodeCredential(dco)
-		}
+		l.DeviceCredential = nested(r, dco, decodeCredential)
 		return l
 	})
 }

@@ -1151,8 +1151,8 @@ func TestAccept(t *testing.T) {
 		var res api.AcceptResult
 		json.Unmarshal(raw, &res)
 		want := api.AcceptResult{BindingSessionID: "bs-ok", State: "ACTIVE", Binding: api.BindingView{
-			NodeDID: n.did, OperatorDID: op.did, TaskTypes: []string{"inference"},
-			SingleLimit: num(5), DailyLimit: num(50), RevocationID: "authz-bs-ok", ActivatedAt: stamp(h.now()),
+			NodeDID: n.did, OperatorDID: op.did, BoundTerms: api.BoundTerms{TaskTypes: []string{"inference"},
+				SingleLimit: num(5), DailyLimit: num(50), RevocationID: "authz-bs-ok", ActivatedAt: stamp(h.now())},
 		}}
 		if d := cmp.Diff(want, res); status != http.StatusOK || d != "" {
 			t.Fatalf("%d (-want +got):\n%s", status, d)

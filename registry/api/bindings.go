@@ -188,13 +188,9 @@ func DecodeAcceptance(body []byte) (binding.Acceptance, error) {
 
 // BindingView is an active binding as accept returns it.
 type BindingView struct {
-	NodeDID      string   `json:"node_did"`
-	OperatorDID  string   `json:"operator_did"`
-	TaskTypes    []string `json:"task_types"`
-	SingleLimit  *float64 `json:"single_limit"`
-	DailyLimit   *float64 `json:"daily_limit"`
-	RevocationID string   `json:"revocation_id"`
-	ActivatedAt  string   `json:"activated_at"`
+	NodeDID     string `json:"node_did"`
+	OperatorDID string `json:"operator_did"`
+	BoundTerms
 }
 
 // AcceptResult is the answer to an accept.

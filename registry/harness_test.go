@@ -111,7 +111,7 @@ func newPlainHarness(t *testing.T, opts ...harnessOption) *harness {
 func startHarness(t *testing.T, st store.Store, dir string, c *testkit.Clock, opts ...harnessOption) *harness {
 	t.Helper()
 	// The hostile and login tables send thousands of failing logins and malformed requests
-	// from one address; those budgets have their own tests (malformed_test.go,
+	// from one address; those budgets have their own tests (budgets_test.go,
 	// internal/abuse).
 	cfg := registry.Config{Store: st, Clock: c.Now, ChallengesInStore: pgStores[st], Limits: registry.Limits{
 		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30}}

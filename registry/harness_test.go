@@ -322,11 +322,17 @@ func newLoggedIn(t *testing.T) (*harness, operator, string) {
 // login runs challenge and device-login and returns the session token.
 func (o operator) login(h *harness) string {
 	h.t.Helper()
+	var res api.LoginResult
+	h.ok("POST", "/v1/auth/device-login", o.loginRequest(h.t, h.challenge(), h.now()), "", &res)
+	return res.SessionToken
+}
+
+// challenge fetches a fresh login challenge.
+func (h *harness) challenge() string {
+	h.t.Helper()
 	var ch api.ChallengeResult
 	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	var res api.LoginResult
-	h.ok("POST", "/v1/auth/device-login", o.loginRequest(h.t, ch.Challenge, h.now()), "", &res)
-	return res.SessionToken
+	return ch.Challenge
 }
 
 func (o operator) loginRequest(t testing.TB, challenge string, now time.Time) authn.Login {

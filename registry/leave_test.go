@@ -117,10 +117,9 @@ func TestLoseADevice(t *testing.T) {
 	}
 	// Its login fails DC_REVOKED before the challenge is consumed: the same challenge then
 	// logs the kept device in.
-	var ch api.ChallengeResult
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	h.fails("POST", "/v1/auth/device-login", lost.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_REVOKED")
-	h.ok("POST", "/v1/auth/device-login", kept.loginRequest(t, ch.Challenge, h.now()), "", nil)
+	ch := h.challenge()
+	h.fails("POST", "/v1/auth/device-login", lost.loginRequest(t, ch, h.now()), "", 401, "DC_REVOKED")
+	h.ok("POST", "/v1/auth/device-login", kept.loginRequest(t, ch, h.now()), "", nil)
 
 	// The binding the lost device authorized is gone from the list; the other stays.
 	if got := h.boundIDs(keptToken); strings.Join(got, ",") != "bs-kept" {
@@ -146,8 +145,8 @@ func TestLoseADevice(t *testing.T) {
 
 	// The revocation is durable.
 	h = h.restart()
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	h.fails("POST", "/v1/auth/device-login", lost.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_REVOKED")
+	ch = h.challenge()
+	h.fails("POST", "/v1/auth/device-login", lost.loginRequest(t, ch, h.now()), "", 401, "DC_REVOKED")
 	h.wantUnbound("bs-lost", "revocation")
 }
 
@@ -310,10 +309,9 @@ func TestLogout(t *testing.T) {
 }
 
 func TestUnbindByOperator(t *testing.T) {
-	h := newHarness(t)
-	op := newOperator(t, "op", h.now(), "nodes.bind")
+	h, op, token := newLoggedIn(t)
 	rival := newOperator(t, "rival", h.now(), "nodes.bind")
-	token, rivalToken := op.login(h), rival.login(h)
+	rivalToken := rival.login(h)
 	n := newNode(t, "n")
 	h.drive(n, op, token, "bs-1", "ACTIVE")
 	h.drive(newNode(t, "p"), op, token, "bs-pending", "PENDING_NODE_ACCEPTANCE")
@@ -401,10 +399,9 @@ func TestUnbindByNode(t *testing.T) {
 }
 
 func TestSupersededStatus(t *testing.T) {
-	h := newHarness(t)
-	a := newOperator(t, "a", h.now(), "nodes.bind")
+	h, a, ta := newLoggedIn(t)
 	b := newOperator(t, "b", h.now(), "nodes.bind")
-	ta, tb := a.login(h), b.login(h)
+	tb := b.login(h)
 	n := newNode(t, "n")
 	h.drive(n, a, ta, "bs-a", "ACTIVE")
 	h.wantBound("bs-a")

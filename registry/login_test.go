@@ -17,14 +17,6 @@ import (
 	"github.com/svrp/svrp/registry/api"
 )
 
-// challenge fetches a fresh login challenge.
-func (h *harness) challenge() string {
-	h.t.Helper()
-	var ch api.ChallengeResult
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	return ch.Challenge
-}
-
 // withHeader sends a request with the given Authorization header, verbatim, and returns
 // the status and the error code ("" when the answer is not an error).
 func (h *harness) withHeader(method, path, authorization string) (int, string) {

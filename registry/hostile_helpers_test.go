@@ -305,13 +305,3 @@ func hostileValue(t testing.TB, c testkit.Reject) (any, string) {
 	}
 	return v, ""
 }
-
-func hostileRejects(t testing.TB) []testkit.Reject {
-	t.Helper()
-	return testkit.Rejects(t).Cases
-}
-
-func hostileDIDNegatives(t testing.TB) []testkit.DIDCase {
-	t.Helper()
-	return testkit.DIDs(t).Negative
-}

@@ -425,7 +425,7 @@ func TestHostileInput(t *testing.T) {
 // with the case's field replaced (re-signed where the case's stage comes after a signature
 // check), against an arena where every earlier check passes.
 func TestHostileRejectVectors(t *testing.T) {
-	cases := hostileRejects(t)
+	cases := testkit.Rejects(t).Cases
 	w := newArena(t)
 	var count atomic.Int64
 	m := hostileMatrix{w: w, count: &count}
@@ -551,7 +551,7 @@ func hostileRegister(t *testing.T, w *arena) []*hostileEndpoint {
 		{path: []string{"region"}, kind: fkString, ctrl: refused.badRequest, text: true},
 		{path: []string{"signature"}, kind: fkString, ctrl: refused.badSignature},
 	}
-	for _, d := range hostileDIDNegatives(t) {
+	for _, d := range testkit.DIDs(t).Negative {
 		if d.Role != "node" {
 			continue
 		}
@@ -719,7 +719,7 @@ func hostileResign[T any](t *testing.T, b jsonTree, in, sigField string, changed
 func hostileCredentialCases(t *testing.T, w *arena, ep *hostileEndpoint, prefix string, didWant *hostileAnswer) []hostileCase {
 	p := func(f string) []string { return []string{prefix, f} }
 	var cs []hostileCase
-	for _, d := range hostileDIDNegatives(t) {
+	for _, d := range testkit.DIDs(t).Negative {
 		if d.Role != "operator" {
 			continue
 		}

@@ -82,12 +82,9 @@ type AuthorizeRequest struct {
 }
 
 func decodeAuthorization(o object) (binding.AuthorizationCredential, error) {
-	r := reader{o: o}
 	var az binding.AuthorizationCredential
-	r.message(&az.Authorization)
-	az.Signature = r.str("signature")
-	if r.err != nil {
-		return binding.AuthorizationCredential{}, r.err
+	if err := readSigned(o, &az.Authorization, &az.Signature); err != nil {
+		return binding.AuthorizationCredential{}, err
 	}
 	return az, binding.CheckAuthorizationShape(az)
 }
@@ -174,16 +171,16 @@ type AcceptanceRequest struct {
 
 func DecodeAcceptance(body []byte) (binding.Acceptance, error) {
 	return decodeWith(body, func(r *reader) binding.Acceptance {
-		a := reader{o: r.obj("acceptance"), err: r.err}
-		var acc binding.Acceptance
-		a.message(&acc.Acceptance)
-		acc.Signature = a.str("signature")
-		if a.err == nil {
-			a.err = binding.CheckAcceptanceShape(acc)
-		}
-		r.err = a.err
-		return acc
+		return nested(r, r.obj("acceptance"), decodeAcceptance)
 	})
+}
+
+func decodeAcceptance(o object) (binding.Acceptance, error) {
+	var acc binding.Acceptance
+	if err := readSigned(o, &acc.Acceptance, &acc.Signature); err != nil {
+		return binding.Acceptance{}, err
+	}
+	return acc, binding.CheckAcceptanceShape(acc)
 }
 
 // BindingView is an active binding as accept returns it.

@@ -217,6 +217,15 @@ func nested[T any](r *reader, o object, decode func(object) (T, error)) T {
 	return v
 }
 
+// readSigned reads o as a signed object: the fields of the message m points to, then its
+// signature into sig.
+func readSigned(o object, m any, sig *string) error {
+	r := reader{o: o}
+	r.message(m)
+	*sig = r.str("signature")
+	return r.err
+}
+
 func (r *reader) str(field string) string { return read(r, field, object.str) }
 
 func (r *reader) optStr(field string) string {

@@ -644,10 +644,14 @@ func (s *Service) acceptable(sess binding.BindingSession, acc binding.Acceptance
 }
 
 func bindingView(b binding.Binding) api.BindingView {
-	return api.BindingView{
-		NodeDID: b.NodeDID, OperatorDID: b.OperatorDID, TaskTypes: nonNil(b.TaskTypes),
-		SingleLimit: b.SingleLimit, DailyLimit: b.DailyLimit, RevocationID: b.RevocationID,
-		ActivatedAt: canonical.FormatTime(b.ActivatedAt),
+	return api.BindingView{NodeDID: b.NodeDID, OperatorDID: b.OperatorDID, BoundTerms: boundTerms(b)}
+}
+
+// boundTerms are the terms of b as an operator's views and an accept show them.
+func boundTerms(b binding.Binding) api.BoundTerms {
+	return api.BoundTerms{
+		TaskTypes: nonNil(b.TaskTypes), SingleLimit: b.SingleLimit, DailyLimit: b.DailyLimit,
+		RevocationID: b.RevocationID, ActivatedAt: canonical.FormatTime(b.ActivatedAt),
 	}
 }
 

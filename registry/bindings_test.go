@@ -109,7 +109,7 @@ func TestInitiate(t *testing.T) {
 	}
 	raw := func(field, value string) func(id string, now time.Time) any {
 		return func(id string, now time.Time) any {
-			return overlayJSON(t, n.initiate(t, id, now, num(10), nil), json.RawMessage(value), field)
+			return toTree(t, n.initiate(t, id, now, num(10), nil)).withRaw(t, value, field)
 		}
 	}
 	fallback, _ := didkey.NodeDID(n.key, didkey.FormFallback)
@@ -219,7 +219,7 @@ func TestInitiateRejects(t *testing.T) {
 		t.Run(c.ID, func(t *testing.T) {
 			h := h.in(t)
 			req := n.initiate(t, "bs-valid", h.now(), num(10), num(100))
-			h.fails("POST", "/v1/bindings/initiate", overlayJSON(t, req, rejectValue(t, c), c.Field), "", c.Expected.HTTP, c.Expected.Code)
+			h.fails("POST", "/v1/bindings/initiate", toTree(t, req).withRaw(t, rejectValue(t, c), c.Field), "", c.Expected.HTTP, c.Expected.Code)
 		})
 	}
 	// Nothing was opened: the id is still free.
@@ -585,7 +585,7 @@ func TestAuthorize(t *testing.T) {
 	}
 	raw := func(value string, path ...string) func(s flow, n node) any {
 		return func(s flow, n node) any {
-			return overlayJSON(t, op.authorize(t, s.view, h.now(), num(5), num(50)), json.RawMessage(value), path...)
+			return toTree(t, op.authorize(t, s.view, h.now(), num(5), num(50))).withRaw(t, value, path...)
 		}
 	}
 
@@ -789,7 +789,7 @@ func TestAuthorizeRejects(t *testing.T) {
 	s := h.drive(newNode(t, "n"), f.op, f.token, "bs-1", "PENDING_OPERATOR")
 	for _, c := range rejectVectors(t, 7) {
 		t.Run(c.ID, func(t *testing.T) {
-			body := overlayJSON(t, f.op.authorize(t, s.view, h.now(), num(5), num(50)), rejectValue(t, c), "authorization_credential", c.Field)
+			body := toTree(t, f.op.authorize(t, s.view, h.now(), num(5), num(50))).withRaw(t, rejectValue(t, c), "authorization_credential", c.Field)
 			h.in(t).fails("POST", "/v1/bindings/authorize", body, f.token, c.Expected.HTTP, c.Expected.Code)
 		})
 	}
@@ -925,7 +925,7 @@ func TestCancel(t *testing.T) {
 			{"operator-tagged DID", resign(api.NodeCancelRequest{NodeDID: "did:svrp:o:" + n.key.ShortBody(), TS: now.Unix()}), 401, "ID_BINDING_FAILED"},
 			{"no ts", map[string]any{"node_did": n.did, "signature": "x"}, 400, "BAD_REQUEST"},
 			{"no body", nil, 401, "NO_SESSION"},
-			{"ts a string", overlayJSON(t, n.cancelRequest(t, s.id, n.did, now), json.RawMessage(`"now"`), "ts"), 400, "BAD_REQUEST"},
+			{"ts a string", toTree(t, n.cancelRequest(t, s.id, n.did, now)).withRaw(t, `"now"`, "ts"), 400, "BAD_REQUEST"},
 			// A control character breaks the DID grammar, which is checked first (see
 			// parseNodeDID).
 			{"node_did with LF", api.NodeCancelRequest{NodeDID: n.did + "\n", TS: now.Unix(), Signature: "x"}, 401, "ID_BINDING_FAILED"},
@@ -935,7 +935,7 @@ func TestCancel(t *testing.T) {
 			}
 		}
 		for _, c := range rejectVectors(t, 9) {
-			h.fails("POST", path, overlayJSON(t, n.cancelRequest(t, s.id, n.did, now), rejectValue(t, c), c.Field), "", c.Expected.HTTP, c.Expected.Code)
+			h.fails("POST", path, toTree(t, n.cancelRequest(t, s.id, n.did, now)).withRaw(t, rejectValue(t, c), c.Field), "", c.Expected.HTTP, c.Expected.Code)
 		}
 		h.wantState(s.id, "PENDING_OPERATOR")
 		h.fails("POST", "/v1/bindings/bs-nobody/cancel", n.cancelRequest(t, "bs-nobody", n.did, now), "", http.StatusNotFound, "NOT_FOUND")
@@ -1106,7 +1106,7 @@ func TestPending(t *testing.T) {
 		{"DID with LF", api.PendingRequest{NodeDID: n.did + "\n", NodePublicKey: n.key.Base58(), TS: now.Unix(), Signature: "x"}, 401, "ID_BINDING_FAILED"},
 		{"bad DID and stale", poll("did:web:x", n.key.Base58(), now.Add(-time.Hour)), 401, "ID_BINDING_REQUIRED"},
 		{"no node_public_key", map[string]any{"node_did": n.did, "ts": now.Unix(), "signature": "x"}, 400, "BAD_REQUEST"},
-		{"ts a float", overlayJSON(t, poll(n.did, n.key.Base58(), now), json.RawMessage("1.5"), "ts"), 400, "BAD_REQUEST"},
+		{"ts a float", toTree(t, poll(n.did, n.key.Base58(), now)).withRaw(t, "1.5", "ts"), 400, "BAD_REQUEST"},
 	}
 	for _, c := range rejectVectors(t, 5) {
 		tests = append(tests, struct {
@@ -1114,7 +1114,7 @@ func TestPending(t *testing.T) {
 			req    any
 			status int
 			code   string
-		}{c.ID, overlayJSON(t, poll(n.did, n.key.Base58(), now), rejectValue(t, c), c.Field), c.Expected.HTTP, c.Expected.Code})
+		}{c.ID, toTree(t, poll(n.did, n.key.Base58(), now)).withRaw(t, rejectValue(t, c), c.Field), c.Expected.HTTP, c.Expected.Code})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1151,8 +1151,8 @@ func TestAccept(t *testing.T) {
 		var res api.AcceptResult
 		json.Unmarshal(raw, &res)
 		want := api.AcceptResult{BindingSessionID: "bs-ok", State: "ACTIVE", Binding: api.BindingView{
-			NodeDID: n.did, OperatorDID: op.did, TaskTypes: []string{"inference"},
-			SingleLimit: num(5), DailyLimit: num(50), RevocationID: "authz-bs-ok", ActivatedAt: stamp(h.now()),
+			NodeDID: n.did, OperatorDID: op.did, BoundTerms: api.BoundTerms{TaskTypes: []string{"inference"},
+				SingleLimit: num(5), DailyLimit: num(50), RevocationID: "authz-bs-ok", ActivatedAt: stamp(h.now())},
 		}}
 		if d := cmp.Diff(want, res); status != http.StatusOK || d != "" {
 			t.Fatalf("%d (-want +got):\n%s", status, d)
@@ -1226,7 +1226,7 @@ func TestAccept(t *testing.T) {
 				return a
 			}(),
 			"no acceptance":       `{}`,
-			"accepted a string":   overlayJSON(t, n.acceptance(t, s.pend, true, h.now()), json.RawMessage(`"True"`), "acceptance", "accepted"),
+			"accepted a string":   toTree(t, n.acceptance(t, s.pend, true, h.now())).withRaw(t, `"True"`, "acceptance", "accepted"),
 			"issued_at malformed": edit(func(a *api.AcceptanceRequest) { a.Acceptance.IssuedAt = "2026-03-01T12:00:00+00:00" }, true),
 		} {
 			t.Run(name, func(t *testing.T) {
@@ -1234,7 +1234,7 @@ func TestAccept(t *testing.T) {
 			})
 		}
 		for _, c := range rejectVectors(t, 8) {
-			h.fails("POST", "/v1/node/bindings/bs-1/accept", overlayJSON(t, n.acceptance(t, s.pend, true, h.now()), rejectValue(t, c), "acceptance", c.Field), "", c.Expected.HTTP, c.Expected.Code)
+			h.fails("POST", "/v1/node/bindings/bs-1/accept", toTree(t, n.acceptance(t, s.pend, true, h.now())).withRaw(t, rejectValue(t, c), "acceptance", c.Field), "", c.Expected.HTTP, c.Expected.Code)
 		}
 		h.fails("POST", "/v1/node/bindings/bs-1/reject", n.acceptance(t, s.pend, true, h.now()), "", http.StatusBadRequest, "BAD_REQUEST")
 		h.wantState(s.id, "PENDING_NODE_ACCEPTANCE")

@@ -386,13 +386,13 @@ func TestRegisterGraceMode(t *testing.T) {
 			n := newNode(t, "n")
 			req := n.registration(t, "203.0.113.7:7000")
 			sig, stored := tt.signature(n, req)
-			o := regFields(t, req)
-			delete(o, "signature")
+			body := toTree(t, req)
+			body.del([]string{"signature"})
 			if sig != nil {
-				o["signature"] = sig
+				body.set([]string{"signature"}, rawMarker)
 			}
 			var res api.RegisterResult
-			h.ok("POST", "/api/v1/register", encodeRaw(o), "", &res)
+			h.ok("POST", "/api/v1/register", body.encode(t, string(sig)), "", &res)
 			if !res.OK || !res.Registered || res.Signed || !res.IDBound {
 				t.Fatalf("result %+v", res)
 			}
@@ -420,7 +420,7 @@ func TestRegisterGraceMode(t *testing.T) {
 		h := h.in(t)
 		n := newNode(t, "n")
 		for _, v := range []string{"42", "true", `["x"]`, `{"s":"x"}`} {
-			h.fails("POST", "/api/v1/register", overlayJSON(t, n.registration(t, "203.0.113.7:7000"), json.RawMessage(v), "signature"), "", http.StatusBadRequest, "BAD_REQUEST")
+			h.fails("POST", "/api/v1/register", toTree(t, n.registration(t, "203.0.113.7:7000")).withRaw(t, v, "signature"), "", http.StatusBadRequest, "BAD_REQUEST")
 		}
 		if got := len(h.listedNodes()); got != len(tests)+1 {
 			t.Fatalf("%d records after refused registrations, want %d", got, len(tests)+1)
@@ -672,16 +672,6 @@ func TestRegisterAddressLimit(t *testing.T) {
 	h.ok("POST", "/api/v1/register", c.registration(t, "203.0.113.3:1"), "", nil)
 }
 
-// regFields returns a valid registration body as a map of its JSON fields.
-func regFields(t *testing.T, r api.RegisterRequest) map[string]json.RawMessage {
-	var o map[string]json.RawMessage
-	b, _ := json.Marshal(r)
-	if err := json.Unmarshal(b, &o); err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
-
 // TestRegisterBadRequest covers shapes and limits beyond the vectors, and the order of the
 // checks: DID before field limits before the collision.
 func TestRegisterBadRequest(t *testing.T) {
@@ -689,11 +679,11 @@ func TestRegisterBadRequest(t *testing.T) {
 	n := newNode(t, "n")
 	valid := n.registration(t, "203.0.113.7:7000")
 	without := func(field string) []byte {
-		o := regFields(t, valid)
-		delete(o, field)
-		return encodeRaw(o)
+		body := toTree(t, valid)
+		body.del([]string{field})
+		return body.encode(t, "")
 	}
-	with := func(field, raw string) []byte { return overlayJSON(t, valid, json.RawMessage(raw), field) }
+	with := func(field, raw string) []byte { return toTree(t, valid).withRaw(t, raw, field) }
 	tests := []struct {
 		name string
 		body any
@@ -739,9 +729,9 @@ func TestRegisterBadRequest(t *testing.T) {
 }
 
 // rejectValue is the case's offending value as JSON text, sent as is.
-func rejectValue(t *testing.T, c testkit.Reject) json.RawMessage {
+func rejectValue(t *testing.T, c testkit.Reject) string {
 	if c.RawValue != "" {
-		return json.RawMessage(c.RawValue)
+		return c.RawValue
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(c.Fields, &fields); err != nil {
@@ -751,7 +741,7 @@ func rejectValue(t *testing.T, c testkit.Reject) json.RawMessage {
 	if !ok {
 		t.Fatalf("%s: no value for %s", c.ID, c.Field)
 	}
-	return v
+	return string(v)
 }
 
 // rejectVectors returns the cases of rejects.json for one message.
@@ -790,7 +780,7 @@ func TestRegisterRejects(t *testing.T) {
 	n := newNode(t, "n")
 	for _, c := range rejectVectors(t, 3) {
 		t.Run(c.ID, func(t *testing.T) {
-			body := overlayJSON(t, n.registration(t, "203.0.113.7:7000"), rejectValue(t, c), c.Field)
+			body := toTree(t, n.registration(t, "203.0.113.7:7000")).withRaw(t, rejectValue(t, c), c.Field)
 			h.in(t).fails("POST", "/api/v1/register", body, "", c.Expected.HTTP, c.Expected.Code)
 		})
 	}
@@ -882,10 +872,10 @@ func TestHeartbeat(t *testing.T) {
 		}, 400, "BAD_REQUEST"},
 		{"missing signature", func(now time.Time) any { return map[string]any{"did": n.did, "ts": now.Unix()} }, 400, "BAD_REQUEST"},
 		{"ts a fraction", func(now time.Time) any {
-			return overlayJSON(t, n.heartbeat(t, n.did, now), json.RawMessage("1.5"), "ts")
+			return toTree(t, n.heartbeat(t, n.did, now)).withRaw(t, "1.5", "ts")
 		}, 400, "BAD_REQUEST"},
 		{"public_key a number", func(now time.Time) any {
-			return overlayJSON(t, n.heartbeat(t, n.did, now), json.RawMessage("1"), "public_key")
+			return toTree(t, n.heartbeat(t, n.did, now)).withRaw(t, "1", "public_key")
 		}, 400, "BAD_REQUEST"},
 		// Last, as the ts it leaves remembered is ahead of every row's: from here on any
 		// heartbeat at now is older than the last, refused before its signature is looked at.
@@ -902,7 +892,9 @@ func TestHeartbeat(t *testing.T) {
 			req    func(now time.Time) any
 			status int
 			code   string
-		}{c.ID, func(now time.Time) any { return overlayJSON(t, n.heartbeat(t, n.did, now), rejectValue(t, c), c.Field) }, c.Expected.HTTP, c.Expected.Code})
+		}{c.ID, func(now time.Time) any {
+			return toTree(t, n.heartbeat(t, n.did, now)).withRaw(t, rejectValue(t, c), c.Field)
+		}, c.Expected.HTTP, c.Expected.Code})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

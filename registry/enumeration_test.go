@@ -28,20 +28,20 @@ import (
 // same answer: status, headers that describe the body, and body.
 func TestEnumerationSameBytes(t *testing.T) {
 	w := newArena(t)
-	used := w.initiate("bs-used")
+	used := w.drive(w.n, w.op, w.token, "bs-used", "INITIATED").ini
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
-	cancelled := w.initiate("bs-cancelled")
-	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", hostileCancel(t, w.n, "bs-cancelled", w.now()), "", nil)
-	authorized := w.initiate("bs-authorized")
+	cancelled := w.drive(w.n, w.op, w.token, "bs-cancelled", "INITIATED").ini
+	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", w.n.cancelRequest(t, "bs-cancelled", w.n.did, w.now()), "", nil)
+	authorized := w.drive(w.n, w.op, w.token, "bs-authorized", "INITIATED").ini
 	var view api.ResolveView
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: authorized.ShortCode}, w.token, &view)
 	w.ok("POST", "/v1/bindings/authorize", w.op.authorize(t, view, w.now(), num(5), num(50)), w.token, nil)
 	authorizedCode := authorized.ShortCode
-	expiring := w.initiate("bs-expiring")
+	expiring := w.drive(w.n, w.op, w.token, "bs-expiring", "INITIATED").ini
 	w.clock.Advance(11 * time.Minute)
 	// A session that expired stays INITIATED in the store until a sweep; the answer must not
 	// depend on whether the sweep ran.
-	swept := w.initiate("bs-swept")
+	swept := w.drive(w.n, w.op, w.token, "bs-swept", "INITIATED").ini
 	w.clock.Advance(11 * time.Minute)
 	if err := w.svc.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestEnumerationPerCodeLimit(t *testing.T) {
 		}
 	}
 	r.script(code)
-	ini := w.initiate("bs-1")
+	ini := w.drive(w.n, w.op, w.token, "bs-1", "INITIATED").ini
 	if ini.ShortCode != code {
 		t.Fatalf("scripted code %s, got %s", code, ini.ShortCode)
 	}
@@ -188,7 +188,7 @@ func hashHex(code string) string {
 // another address is not affected.
 func TestEnumerationPerAddressLimit(t *testing.T) {
 	w := newArena(t, resolveAddressLimit(3))
-	ini := w.initiate("bs-1")
+	ini := w.drive(w.n, w.op, w.token, "bs-1", "INITIATED").ini
 	for i := range 3 {
 		w.fails("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: fmt.Sprintf("ZZZZZZZ%d", i+2)}, w.token, http.StatusNotFound, "NOT_FOUND")
 	}
@@ -413,11 +413,11 @@ func callKinds(calls []string) []string {
 func TestEnumerationSameStoreCalls(t *testing.T) {
 	rec := &recordingStore{}
 	w := newArenaOver(t, func(st store.Store) store.Store { rec.Store = st; return rec })
-	used := w.initiate("bs-used")
+	used := w.drive(w.n, w.op, w.token, "bs-used", "INITIATED").ini
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
-	expired := w.initiate("bs-expired")
+	expired := w.drive(w.n, w.op, w.token, "bs-expired", "INITIATED").ini
 	w.clock.Advance(11 * time.Minute)
-	fresh := w.initiate("bs-fresh")
+	fresh := w.drive(w.n, w.op, w.token, "bs-fresh", "INITIATED").ini
 
 	resolve := func(req api.ResolveRequest) []string {
 		rec.take()

@@ -162,7 +162,7 @@ func TestExhaustionConsumeFlood(t *testing.T) {
 func TestExhaustionInitiateCap(t *testing.T) {
 	w := newArena(t)
 	for i := range binding.MaxOpenSessionsPerNode {
-		w.initiate(fmt.Sprintf("bs-%03d", i))
+		w.drive(w.n, w.op, w.token, fmt.Sprintf("bs-%03d", i), "INITIATED")
 	}
 	before := hostileSnapshot(t, w.st)
 	for i := range 200 {
@@ -170,7 +170,7 @@ func TestExhaustionInitiateCap(t *testing.T) {
 	}
 	hostileSameStore(t, "200 initiates past the cap", before, hostileSnapshot(t, w.st))
 	// A refused id is not burnt: it was never stored.
-	w.ok("POST", "/v1/bindings/bs-000/cancel", hostileCancel(t, w.n, "bs-000", w.now()), "", nil)
+	w.ok("POST", "/v1/bindings/bs-000/cancel", w.n.cancelRequest(t, "bs-000", w.n.did, w.now()), "", nil)
 	w.ok("POST", "/v1/bindings/initiate", w.n.initiate(t, "bs-flood-000", w.now(), nil, nil), "", nil)
 	w.fails("POST", "/v1/bindings/initiate", w.n.initiate(t, "bs-flood-001", w.now(), nil, nil), "", http.StatusTooManyRequests, "RATE_LIMITED")
 	// Expired sessions no longer count, whether or not a sweep has run.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +111,7 @@ func newPlainHarness(t *testing.T, opts ...harnessOption) *harness {
 func startHarness(t *testing.T, st store.Store, dir string, c *testkit.Clock, opts ...harnessOption) *harness {
 	t.Helper()
 	// The hostile and login tables send thousands of failing logins and malformed requests
-	// from one address; those budgets have their own tests (malformed_test.go,
+	// from one address; those budgets have their own tests (budgets_test.go,
 	// internal/abuse).
 	cfg := registry.Config{Store: st, Clock: c.Now, ChallengesInStore: pgStores[st], Limits: registry.Limits{
 		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30}}
@@ -323,11 +322,17 @@ func newLoggedIn(t *testing.T) (*harness, operator, string) {
 // login runs challenge and device-login and returns the session token.
 func (o operator) login(h *harness) string {
 	h.t.Helper()
+	var res api.LoginResult
+	h.ok("POST", "/v1/auth/device-login", o.loginRequest(h.t, h.challenge(), h.now()), "", &res)
+	return res.SessionToken
+}
+
+// challenge fetches a fresh login challenge.
+func (h *harness) challenge() string {
+	h.t.Helper()
 	var ch api.ChallengeResult
 	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	var res api.LoginResult
-	h.ok("POST", "/v1/auth/device-login", o.loginRequest(h.t, ch.Challenge, h.now()), "", &res)
-	return res.SessionToken
+	return ch.Challenge
 }
 
 func (o operator) loginRequest(t testing.TB, challenge string, now time.Time) authn.Login {
@@ -507,49 +512,80 @@ func tamperSig(t *testing.T, sig string) string {
 	return base58.Encode(raw)
 }
 
-// overlayJSON encodes v as JSON and replaces the value at path (object keys, outermost first)
-// with raw, which is sent as is: it may be a value the encoder could not produce, such as
-// NaN.
-func overlayJSON(t *testing.T, v any, raw json.RawMessage, path ...string) []byte {
+// jsonTree is a request body as a generic JSON tree, so a test can remove a field, give it
+// another type or a hostile value, whatever the Go request types allow.
+type jsonTree map[string]any
+
+// toTree turns a request value into a jsonTree; numbers stay json.Number, so they are sent
+// back exactly as the value encoded them.
+func toTree(t testing.TB, v any) jsonTree {
 	t.Helper()
-	b, err := json.Marshal(v)
+	raw, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(path) == 0 {
-		return raw
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var b jsonTree
+	if err := dec.Decode(&b); err != nil {
+		t.Fatal(err)
 	}
-	var o map[string]json.RawMessage
-	if err := json.Unmarshal(b, &o); err != nil {
-		t.Fatalf("overlayJSON: %s is not an object: %v", b, err)
-	}
-	if len(path) == 1 {
-		o[path[0]] = raw
-	} else {
-		o[path[0]] = overlayJSON(t, o[path[0]], raw, path[1:]...)
-	}
-	return encodeRaw(o)
+	return b
 }
 
-// encodeRaw writes an object of raw values without re-validating them, so that non-JSON
-// numbers survive.
-func encodeRaw(o map[string]json.RawMessage) []byte {
-	keys := make([]string, 0, len(o))
-	for k := range o {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
+// parent returns the object that holds the last element of path, creating nothing.
+func (b jsonTree) parent(path []string) map[string]any {
+	m := map[string]any(b)
+	for _, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			return nil
 		}
-		name, _ := json.Marshal(k)
-		b.Write(name)
-		b.WriteByte(':')
-		b.Write(o[k])
+		m = next
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return m
+}
+
+func (b jsonTree) set(path []string, v any) {
+	if m := b.parent(path); m != nil {
+		m[path[len(path)-1]] = v
+	}
+}
+
+func (b jsonTree) del(path []string) {
+	if m := b.parent(path); m != nil {
+		delete(m, path[len(path)-1])
+	}
+}
+
+func (b jsonTree) get(path []string) any {
+	if m := b.parent(path); m != nil {
+		return m[path[len(path)-1]]
+	}
+	return nil
+}
+
+// rawMarker stands for a value that is not JSON at all (NaN, Infinity) or that the encoder
+// would not write as given (1e400): encode puts the raw text in its place.
+const rawMarker = "\x00raw-value\x00"
+
+func (b jsonTree) encode(t testing.TB, raw string) []byte {
+	t.Helper()
+	out, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker, _ := json.Marshal(rawMarker)
+	return bytes.Replace(out, marker, []byte(raw), 1)
+}
+
+// withRaw encodes the tree with the value at path replaced by raw, sent as is: it may be a
+// value the encoder could not produce, such as NaN.
+func (b jsonTree) withRaw(t testing.TB, raw string, path ...string) []byte {
+	t.Helper()
+	if b.parent(path) == nil {
+		t.Fatalf("withRaw: no object holds %v", path)
+	}
+	b.set(path, rawMarker)
+	return b.encode(t, raw)
 }

@@ -3,7 +3,6 @@ package registry_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/api"
@@ -268,124 +266,6 @@ func arenaOn(t *testing.T, h *harness) *arena {
 	return w
 }
 
-// initiate opens a session of w's node.
-func (w *arena) initiate(id string) api.InitiateResult {
-	w.t.Helper()
-	var res api.InitiateResult
-	w.ok("POST", "/v1/bindings/initiate", w.n.initiate(w.t, id, w.now(), num(10), nil), "", &res)
-	return res
-}
-
-// resolved opens a session and resolves it as w's operator.
-func (w *arena) resolved(id string) api.ResolveView {
-	w.t.Helper()
-	ini := w.initiate(id)
-	var v api.ResolveView
-	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, w.token, &v)
-	return v
-}
-
-// authorized takes a session to PENDING_NODE_ACCEPTANCE and returns what the node's poll
-// shows for it.
-func (w *arena) authorized(id string) api.PendingAuthorization {
-	w.t.Helper()
-	v := w.resolved(id)
-	w.ok("POST", "/v1/bindings/authorize", w.op.authorize(w.t, v, w.now(), num(5), num(50)), w.token, nil)
-	var pend api.PendingResult
-	w.ok("POST", "/v1/node/bindings/pending", w.n.poll(w.t, w.now()), "", &pend)
-	for _, p := range pend.Pending {
-		if p.BindingSessionID == id {
-			return p
-		}
-	}
-	w.t.Fatalf("session %s is not pending for the node", id)
-	return api.PendingAuthorization{}
-}
-
-// active takes a session to ACTIVE.
-func (w *arena) active(id string) api.AcceptResult {
-	w.t.Helper()
-	p := w.authorized(id)
-	var res api.AcceptResult
-	w.ok("POST", "/v1/node/bindings/"+id+"/accept", w.n.acceptance(w.t, p, true, w.now()), "", &res)
-	return res
-}
-
-// challenge fetches a fresh login challenge.
-func (w *arena) challenge() string {
-	w.t.Helper()
-	var ch api.ChallengeResult
-	w.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	return ch.Challenge
-}
-
-// jsonTree is a request body as a generic JSON tree, so a test can remove a field, give it
-// another type or a hostile value, whatever the Go request types allow.
-type jsonTree map[string]any
-
-// toTree turns a request value into a jsonTree; numbers stay json.Number, so they are sent
-// back exactly as the value encoded them.
-func toTree(t testing.TB, v any) jsonTree {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var b jsonTree
-	if err := dec.Decode(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// parent returns the object that holds the last element of path, creating nothing.
-func (b jsonTree) parent(path []string) map[string]any {
-	m := map[string]any(b)
-	for _, p := range path[:len(path)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			return nil
-		}
-		m = next
-	}
-	return m
-}
-
-func (b jsonTree) set(path []string, v any) {
-	if m := b.parent(path); m != nil {
-		m[path[len(path)-1]] = v
-	}
-}
-
-func (b jsonTree) del(path []string) {
-	if m := b.parent(path); m != nil {
-		delete(m, path[len(path)-1])
-	}
-}
-
-func (b jsonTree) get(path []string) any {
-	if m := b.parent(path); m != nil {
-		return m[path[len(path)-1]]
-	}
-	return nil
-}
-
-// hostileRaw stands for a value that is not JSON at all (NaN, Infinity) or that the encoder
-// would not write as given (1e400): encode puts the raw text in its place.
-const hostileRaw = "\x00raw-value\x00"
-
-func (b jsonTree) encode(t testing.TB, raw string) []byte {
-	t.Helper()
-	out, err := json.Marshal(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	marker, _ := json.Marshal(hostileRaw)
-	return bytes.Replace(out, marker, []byte(raw), 1)
-}
-
 // hostileDecode decodes b into a typed request; ok is false when b's types no longer fit.
 func hostileDecode[T any](t testing.TB, b jsonTree) (T, bool) {
 	var v T
@@ -406,22 +286,12 @@ func hostileBase58(key string) (string, bool) {
 	return k.Base58(), true
 }
 
-// hostileSign signs m, or returns "" when m cannot be rendered (a value that breaks the
-// injectivity rules has no bytes to sign).
-func hostileSign(priv ed25519.PrivateKey, m canonical.Message) string {
-	sig, err := canonical.Sign(priv, canonical.DefaultPrefix, m)
-	if err != nil {
-		return ""
-	}
-	return sig
-}
-
 // hostileValue is the case's offending value as JSON, and the raw text to send instead when
 // the value is not JSON.
 func hostileValue(t testing.TB, c testkit.Reject) (any, string) {
 	t.Helper()
 	if c.RawValue != "" {
-		return hostileRaw, c.RawValue
+		return rawMarker, c.RawValue
 	}
 	dec := json.NewDecoder(strings.NewReader(c.FieldsJSON))
 	dec.UseNumber()
@@ -434,14 +304,4 @@ func hostileValue(t testing.TB, c testkit.Reject) (any, string) {
 		t.Fatalf("%s: fields_json has no field %s", c.ID, c.Field)
 	}
 	return v, ""
-}
-
-func hostileRejects(t testing.TB) []testkit.Reject {
-	t.Helper()
-	return testkit.Rejects(t).Cases
-}
-
-func hostileDIDNegatives(t testing.TB) []testkit.DIDCase {
-	t.Helper()
-	return testkit.DIDs(t).Negative
 }

@@ -260,10 +260,10 @@ func (ep *hostileEndpoint) fieldCases(t *testing.T, f hostileField) []hostileCas
 	}
 	switch f.kind {
 	case fkInteger:
-		add("raw/1e400", hostileRaw, "1e400", refused.badRequest)
+		add("raw/1e400", rawMarker, "1e400", refused.badRequest)
 	case fkNumber:
 		for what, raw := range map[string]string{"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity", "1e400": "1e400", "-1e400": "-1e400"} {
-			add("raw/"+what, hostileRaw, raw, refused.badRequest)
+			add("raw/"+what, rawMarker, raw, refused.badRequest)
 		}
 		for what, v := range map[string]json.Number{"negative": "-1", "negative-fraction": "-0.5", "2^53": "9007199254740992", "1e16": "1e16", "huge": "1e300"} {
 			add("value/"+what, v, "", refused.badRequest)
@@ -425,7 +425,7 @@ func TestHostileInput(t *testing.T) {
 // with the case's field replaced (re-signed where the case's stage comes after a signature
 // check), against an arena where every earlier check passes.
 func TestHostileRejectVectors(t *testing.T) {
-	cases := hostileRejects(t)
+	cases := testkit.Rejects(t).Cases
 	w := newArena(t)
 	var count atomic.Int64
 	m := hostileMatrix{w: w, count: &count}
@@ -551,7 +551,7 @@ func hostileRegister(t *testing.T, w *arena) []*hostileEndpoint {
 		{path: []string{"region"}, kind: fkString, ctrl: refused.badRequest, text: true},
 		{path: []string{"signature"}, kind: fkString, ctrl: refused.badSignature},
 	}
-	for _, d := range hostileDIDNegatives(t) {
+	for _, d := range testkit.DIDs(t).Negative {
 		if d.Role != "node" {
 			continue
 		}
@@ -689,7 +689,8 @@ func hostileResignCredential(t *testing.T, op operator, b jsonTree, prefix strin
 // hostileResign signs again, with priv, the object under b[in] (the body itself when in is
 // ""), over the message signed takes from it read as a T, and writes the signature into the
 // object's field sigField: unless the change was to that signature, or signed finds no
-// message to sign (nil).
+// message to sign (nil), or the message breaks the rendering rules and so has no bytes to
+// sign.
 func hostileResign[T any](t *testing.T, b jsonTree, in, sigField string, changed []string, priv ed25519.PrivateKey, signed func(T) canonical.Message) {
 	obj, sigPath := map[string]any(b), []string{sigField}
 	if in != "" {
@@ -707,8 +708,8 @@ func hostileResign[T any](t *testing.T, b jsonTree, in, sigField string, changed
 		return
 	}
 	if m := signed(v); m != nil {
-		if sig := hostileSign(priv, m); sig != "" {
-			obj[sigField] = sig
+		if _, err := m.Bytes(canonical.DefaultPrefix); err == nil {
+			obj[sigField] = sign(t, priv, m)
 		}
 	}
 }
@@ -718,7 +719,7 @@ func hostileResign[T any](t *testing.T, b jsonTree, in, sigField string, changed
 func hostileCredentialCases(t *testing.T, w *arena, ep *hostileEndpoint, prefix string, didWant *hostileAnswer) []hostileCase {
 	p := func(f string) []string { return []string{prefix, f} }
 	var cs []hostileCase
-	for _, d := range hostileDIDNegatives(t) {
+	for _, d := range testkit.DIDs(t).Negative {
 		if d.Role != "operator" {
 			continue
 		}
@@ -824,7 +825,7 @@ func hostileOperatorViews(t *testing.T, w *arena) []*hostileEndpoint {
 
 func hostileInitiate(t *testing.T, w *arena) []*hostileEndpoint {
 	n := w.n
-	w.initiate("bs-taken")
+	w.drive(w.n, w.op, w.token, "bs-taken", "INITIATED")
 	ep := &hostileEndpoint{name: "initiate", method: "POST", path: "/v1/bindings/initiate"}
 	ep.valid = func() jsonTree { return toTree(t, n.initiate(t, "bs-new", w.now(), num(10), num(100))) }
 	ep.resign = func(b jsonTree, changed []string) {
@@ -898,11 +899,11 @@ func hostileInitiate(t *testing.T, w *arena) []*hostileEndpoint {
 }
 
 func hostileResolve(t *testing.T, w *arena) []*hostileEndpoint {
-	ini := w.initiate("bs-open")
-	used := w.initiate("bs-used")
+	ini := w.drive(w.n, w.op, w.token, "bs-open", "INITIATED").ini
+	used := w.drive(w.n, w.op, w.token, "bs-used", "INITIATED").ini
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode}, w.token, nil)
-	cancelled := w.initiate("bs-cancelled")
-	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", hostileCancel(t, w.n, "bs-cancelled", w.now()), "", nil)
+	cancelled := w.drive(w.n, w.op, w.token, "bs-cancelled", "INITIATED").ini
+	w.ok("POST", "/v1/bindings/bs-cancelled/cancel", w.n.cancelRequest(t, "bs-cancelled", w.n.did, w.now()), "", nil)
 	ep := &hostileEndpoint{name: "resolve", method: "POST", path: "/v1/bindings/resolve", bearer: w.token}
 	ep.valid = func() jsonTree { return toTree(t, api.ResolveRequest{ShortCode: ini.ShortCode}) }
 	ep.fields = []hostileField{
@@ -953,8 +954,8 @@ func hostileNextSymbol(c byte) string {
 
 func hostileAuthorize(t *testing.T, w *arena) []*hostileEndpoint {
 	op := w.op
-	view := w.resolved("bs-az")
-	w.initiate("bs-az-initiated")
+	view := w.drive(w.n, w.op, w.token, "bs-az", "PENDING_OPERATOR").view
+	w.drive(w.n, w.op, w.token, "bs-az-initiated", "INITIATED")
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
 	ep := &hostileEndpoint{name: "authorize", method: "POST", path: "/v1/bindings/authorize", bearer: w.token}
@@ -1016,7 +1017,7 @@ func hostileAuthorize(t *testing.T, w *arena) []*hostileEndpoint {
 }
 
 func hostileStatusEndpoint(t *testing.T, w *arena) []*hostileEndpoint {
-	w.initiate("bs-status")
+	w.drive(w.n, w.op, w.token, "bs-status", "INITIATED")
 	ep := &hostileEndpoint{name: "status", method: "GET", path: "/v1/bindings/bs-status/status"}
 	for what, p := range map[string]string{
 		"unknown": "/v1/bindings/bs-nope/status", "long-id": "/v1/bindings/" + strings.Repeat("b", 300) + "/status",
@@ -1033,24 +1034,19 @@ func hostileStatusEndpoint(t *testing.T, w *arena) []*hostileEndpoint {
 	return []*hostileEndpoint{ep}
 }
 
-// hostileCancel returns the node form of a cancel of session id, signed now.
-func hostileCancel(t *testing.T, n node, id string, now time.Time) api.NodeCancelRequest {
-	return api.NodeCancelRequest{NodeDID: n.did, TS: now.Unix(), Signature: sign(t, n.priv, canonical.Cancel{BindingSessionID: id, NodeDID: n.did, TS: now.Unix()})}
-}
-
 func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 	n := w.n
-	w.initiate("bs-cancel")
-	w.resolved("bs-cancel-op")
-	w.active("bs-cancel-active")
-	w.initiate("bs-cancel-done")
-	w.ok("POST", "/v1/bindings/bs-cancel-done/cancel", hostileCancel(t, n, "bs-cancel-done", w.now()), "", nil)
+	w.drive(w.n, w.op, w.token, "bs-cancel", "INITIATED")
+	w.drive(w.n, w.op, w.token, "bs-cancel-op", "PENDING_OPERATOR")
+	w.drive(w.n, w.op, w.token, "bs-cancel-active", "ACTIVE")
+	w.drive(w.n, w.op, w.token, "bs-cancel-done", "INITIATED")
+	w.ok("POST", "/v1/bindings/bs-cancel-done/cancel", n.cancelRequest(t, "bs-cancel-done", n.did, w.now()), "", nil)
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
 	stranger := newNode(t, "stranger")
 
 	byNode := &hostileEndpoint{name: "cancel-node", method: "POST", path: "/v1/bindings/bs-cancel/cancel"}
-	byNode.valid = func() jsonTree { return toTree(t, hostileCancel(t, n, "bs-cancel", w.now())) }
+	byNode.valid = func() jsonTree { return toTree(t, n.cancelRequest(t, "bs-cancel", n.did, w.now())) }
 	byNode.resign = func(b jsonTree, changed []string) {
 		hostileResign(t, b, "", "signature", changed, n.priv, func(req api.NodeCancelRequest) canonical.Message {
 			return canonical.Cancel{BindingSessionID: "bs-cancel", NodeDID: req.NodeDID, TS: req.TS}
@@ -1070,7 +1066,7 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 		"ts/min-int64":             {[]string{"ts"}, json.Number("-9223372036854775808"), refused.staleTS},
 		"signature/garbage":        {[]string{"signature"}, "0OIl", refused.badSignature},
 		"signature/by-another-key": {[]string{"signature"}, sign(t, stranger.priv, canonical.Cancel{BindingSessionID: "bs-cancel", NodeDID: n.did, TS: now}), refused.badSignature},
-		"signature/over-other-id":  {[]string{"signature"}, hostileCancel(t, n, "bs-cancel-op", w.now()).Signature, refused.badSignature},
+		"signature/over-other-id":  {[]string{"signature"}, n.cancelRequest(t, "bs-cancel-op", n.did, w.now()).Signature, refused.badSignature},
 	})
 	for what, c := range map[string]struct {
 		id   string
@@ -1078,7 +1074,7 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 	}{"unknown": {"bs-nope", refused.notFound}, "active": {"bs-cancel-active", refused.alreadyActive}, "cancelled": {"bs-cancel-done", refused.badState}} {
 		id := c.id
 		byNode.extra = append(byNode.extra, hostileCase{name: "session/" + what, path: "/v1/bindings/" + id + "/cancel", want: c.want,
-			body: func() []byte { return toTree(t, hostileCancel(t, n, id, w.now())).encode(t, "") }})
+			body: func() []byte { return toTree(t, n.cancelRequest(t, id, n.did, w.now())).encode(t, "") }})
 	}
 	byNode.succeed = func(t *testing.T) { w.ok("POST", "/v1/bindings/bs-cancel/cancel", byNode.valid(), "", nil) }
 
@@ -1099,10 +1095,10 @@ func hostileCancels(t *testing.T, w *arena) []*hostileEndpoint {
 }
 
 func hostileOperatorReject(t *testing.T, w *arena) []*hostileEndpoint {
-	w.resolved("bs-orej")
-	w.initiate("bs-orej-initiated")
-	w.authorized("bs-orej-pna")
-	w.active("bs-orej-active")
+	w.drive(w.n, w.op, w.token, "bs-orej", "PENDING_OPERATOR")
+	w.drive(w.n, w.op, w.token, "bs-orej-initiated", "INITIATED")
+	w.drive(w.n, w.op, w.token, "bs-orej-pna", "PENDING_NODE_ACCEPTANCE")
+	w.drive(w.n, w.op, w.token, "bs-orej-active", "ACTIVE")
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
 	ep := &hostileEndpoint{name: "operator-reject", method: "POST", path: "/v1/bindings/bs-orej/reject", bearer: w.token, extra: hostileBearerCases(w.token)}
@@ -1209,27 +1205,27 @@ func hostileAcceptance(t *testing.T, w *arena, name, id string, accepted bool, p
 
 func hostileAcceptStates(w *arena) {
 	if _, err := w.svc.SessionStatus(w.t.Context(), "bs-acc-initiated"); err != nil {
-		w.initiate("bs-acc-initiated")
-		w.active("bs-acc-active")
+		w.drive(w.n, w.op, w.token, "bs-acc-initiated", "INITIATED")
+		w.drive(w.n, w.op, w.token, "bs-acc-active", "ACTIVE")
 	}
 }
 
 func hostileAccept(t *testing.T, w *arena) []*hostileEndpoint {
 	hostileAcceptStates(w)
-	p := w.authorized("bs-accept")
+	p := w.drive(w.n, w.op, w.token, "bs-accept", "PENDING_NODE_ACCEPTANCE").pend
 	return []*hostileEndpoint{hostileAcceptance(t, w, "accept", "bs-accept", true, p)}
 }
 
 func hostileNodeReject(t *testing.T, w *arena) []*hostileEndpoint {
 	hostileAcceptStates(w)
-	p := w.authorized("bs-node-reject")
+	p := w.drive(w.n, w.op, w.token, "bs-node-reject", "PENDING_NODE_ACCEPTANCE").pend
 	return []*hostileEndpoint{hostileAcceptance(t, w, "node-reject", "bs-node-reject", false, p)}
 }
 
 // expiredBearerEndpoints: an hour after login, every bearer endpoint answers
 // SESSION_EXPIRED and changes nothing.
 func hostileExpiredBearer(t *testing.T, w *arena) []*hostileEndpoint {
-	view := w.resolved("bs-exp")
+	view := w.drive(w.n, w.op, w.token, "bs-exp", "PENDING_OPERATOR").view
 	w.clock.Advance(authn.SessionTTL)
 	ep := &hostileEndpoint{name: "expired-bearer", bearer: w.token}
 	for _, c := range []struct{ method, path string }{

@@ -94,8 +94,8 @@ var endpoints = []endpoint{
 	{"POST", "/v1/auth/logout", (*handler).logout},
 	{"POST", "/v1/auth/revoke", (*handler).revoke},
 	{"GET", "/v1/operator/me/nodes", (*handler).operatorNodes},
-	{"GET", "/v1/operator/me/credits", (*handler).credits},
-	{"GET", "/v1/operator/me/evidence", (*handler).evidence},
+	{"GET", "/v1/operator/me/credits", operatorView((*Service).CreditsView)},
+	{"GET", "/v1/operator/me/evidence", operatorView((*Service).EvidenceView)},
 	{"POST", "/v1/bindings/initiate", (*handler).initiate},
 	{"POST", "/v1/bindings/resolve", (*handler).resolve},
 	{"POST", "/v1/bindings/authorize", (*handler).authorize},
@@ -411,22 +411,17 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ call) 
 	serveSmall(w, r, append(b, '\n'))
 }
 
-func (h *handler) credits(w http.ResponseWriter, r *http.Request, _ call) {
-	op, err := h.operator(r)
-	if err != nil {
-		h.fail(w, err)
-		return
+// operatorView serves a view that asks nothing of a request but the operator its bearer
+// names.
+func operatorView[V any](view func(*Service, authn.Operator) V) func(*handler, http.ResponseWriter, *http.Request, call) {
+	return func(h *handler, w http.ResponseWriter, r *http.Request, _ call) {
+		op, err := h.operator(r)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		h.reply(w, view(h.s, op), nil)
 	}
-	h.reply(w, h.s.CreditsView(op), nil)
-}
-
-func (h *handler) evidence(w http.ResponseWriter, r *http.Request, _ call) {
-	op, err := h.operator(r)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	h.reply(w, h.s.EvidenceView(op), nil)
 }
 
 func (h *handler) initiate(w http.ResponseWriter, r *http.Request, c call) {

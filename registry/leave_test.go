@@ -117,10 +117,9 @@ func TestLoseADevice(t *testing.T) {
 	}
 	// Its login fails DC_REVOKED before the challenge is consumed: the same challenge then
 	// logs the kept device in.
-	var ch api.ChallengeResult
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	h.fails("POST", "/v1/auth/device-login", lost.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_REVOKED")
-	h.ok("POST", "/v1/auth/device-login", kept.loginRequest(t, ch.Challenge, h.now()), "", nil)
+	ch := h.challenge()
+	h.fails("POST", "/v1/auth/device-login", lost.loginRequest(t, ch, h.now()), "", 401, "DC_REVOKED")
+	h.ok("POST", "/v1/auth/device-login", kept.loginRequest(t, ch, h.now()), "", nil)
 
 	// The binding the lost device authorized is gone from the list; the other stays.
 	if got := h.boundIDs(keptToken); strings.Join(got, ",") != "bs-kept" {
@@ -146,8 +145,8 @@ func TestLoseADevice(t *testing.T) {
 
 	// The revocation is durable.
 	h = h.restart()
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	h.fails("POST", "/v1/auth/device-login", lost.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_REVOKED")
+	ch = h.challenge()
+	h.fails("POST", "/v1/auth/device-login", lost.loginRequest(t, ch, h.now()), "", 401, "DC_REVOKED")
 	h.wantUnbound("bs-lost", "revocation")
 }
 
@@ -193,23 +192,18 @@ func TestRevokeAuthorizationEndsItsBinding(t *testing.T) {
 }
 
 func TestRevocationChecks(t *testing.T) {
-	h := newHarness(t)
-	op := newOperator(t, "op", h.now(), "nodes.bind")
+	h, op, token := newLoggedIn(t)
 	stranger := newOperator(t, "stranger", h.now())
-	token := op.login(h)
 	n := newNode(t, "n")
 	h.drive(n, op, token, "bs-1", "ACTIVE")
 	valid := op.revocation(t, op.root, op.cred.RevocationID, h.now())
 
-	edit := func(f func(o map[string]any)) []byte {
-		raw, _ := json.Marshal(valid)
-		var o map[string]any
-		json.Unmarshal(raw, &o)
-		f(o)
-		b, _ := json.Marshal(o)
-		return b
+	edit := func(f func(b jsonTree)) []byte {
+		b := toTree(t, valid)
+		f(b)
+		return b.encode(t, "")
 	}
-	rev := func(o map[string]any) map[string]any { return o["revocation"].(map[string]any) }
+	rev := func(field string) []string { return []string{"revocation", field} }
 	wrongRoot := op.revocation(t, stranger.root, op.cred.RevocationID, h.now())
 	strangerOwn := stranger.revocation(t, stranger.root, op.cred.RevocationID, h.now())
 	hexKey := op.revocation(t, op.root, "rev-hex", h.now())
@@ -223,25 +217,25 @@ func TestRevocationChecks(t *testing.T) {
 		code   string
 	}{
 		{"not an object", `[]`, 400, "BAD_REQUEST"},
-		{"no revocation", edit(func(o map[string]any) { delete(o, "revocation") }), 400, "BAD_REQUEST"},
-		{"no signature", edit(func(o map[string]any) { delete(o, "signature") }), 400, "BAD_REQUEST"},
-		{"revocation_id a number", edit(func(o map[string]any) { rev(o)["revocation_id"] = 7 }), 400, "BAD_REQUEST"},
-		{"empty revocation_id", edit(func(o map[string]any) { rev(o)["revocation_id"] = "" }), 400, "BAD_REQUEST"},
-		{"revocation_id of 257 bytes", edit(func(o map[string]any) { rev(o)["revocation_id"] = strings.Repeat("r", 257) }), 400, "BAD_REQUEST"},
-		{"revocation_id with LF", edit(func(o map[string]any) { rev(o)["revocation_id"] = "a\nb" }), 400, "BAD_REQUEST"},
-		{"revoked_at with a fraction", edit(func(o map[string]any) { rev(o)["revoked_at"] = "2026-03-01T12:00:00.5Z" }), 400, "BAD_REQUEST"},
+		{"no revocation", edit(func(b jsonTree) { b.del([]string{"revocation"}) }), 400, "BAD_REQUEST"},
+		{"no signature", edit(func(b jsonTree) { b.del([]string{"signature"}) }), 400, "BAD_REQUEST"},
+		{"revocation_id a number", edit(func(b jsonTree) { b.set(rev("revocation_id"), 7) }), 400, "BAD_REQUEST"},
+		{"empty revocation_id", edit(func(b jsonTree) { b.set(rev("revocation_id"), "") }), 400, "BAD_REQUEST"},
+		{"revocation_id of 257 bytes", edit(func(b jsonTree) { b.set(rev("revocation_id"), strings.Repeat("r", 257)) }), 400, "BAD_REQUEST"},
+		{"revocation_id with LF", edit(func(b jsonTree) { b.set(rev("revocation_id"), "a\nb") }), 400, "BAD_REQUEST"},
+		{"revoked_at with a fraction", edit(func(b jsonTree) { b.set(rev("revoked_at"), "2026-03-01T12:00:00.5Z") }), 400, "BAD_REQUEST"},
 		{"revoked_at 6 s ahead", op.revocation(t, op.root, "r6", h.now().Add(6*time.Second)), 400, "BAD_REQUEST"},
 		// Shape comes before id-binding: a bad DID with a bad revoked_at is BAD_REQUEST.
-		{"shape before id-binding", edit(func(o map[string]any) { rev(o)["operator_did"] = "did:web:x"; rev(o)["revoked_at"] = "soon" }), 400, "BAD_REQUEST"},
-		{"operator_did of another key", edit(func(o map[string]any) { rev(o)["operator_did"] = stranger.did }), 401, "DC_ID_BINDING"},
-		{"operator_did not a DID", edit(func(o map[string]any) { rev(o)["operator_did"] = "root" }), 401, "DC_ID_BINDING"},
-		{"node DID", edit(func(o map[string]any) { rev(o)["operator_did"] = n.did }), 401, "DC_ID_BINDING"},
-		{"root key not 32 bytes", edit(func(o map[string]any) { rev(o)["operator_root_public_key"] = "abc" }), 401, "DC_ID_BINDING"},
+		{"shape before id-binding", edit(func(b jsonTree) { b.set(rev("operator_did"), "did:web:x"); b.set(rev("revoked_at"), "soon") }), 400, "BAD_REQUEST"},
+		{"operator_did of another key", edit(func(b jsonTree) { b.set(rev("operator_did"), stranger.did) }), 401, "DC_ID_BINDING"},
+		{"operator_did not a DID", edit(func(b jsonTree) { b.set(rev("operator_did"), "root") }), 401, "DC_ID_BINDING"},
+		{"node DID", edit(func(b jsonTree) { b.set(rev("operator_did"), n.did) }), 401, "DC_ID_BINDING"},
+		{"root key not 32 bytes", edit(func(b jsonTree) { b.set(rev("operator_root_public_key"), "abc") }), 401, "DC_ID_BINDING"},
 		// id-binding comes before the signature.
-		{"id-binding before signature", edit(func(o map[string]any) { rev(o)["operator_did"] = stranger.did; o["signature"] = "x" }), 401, "DC_ID_BINDING"},
+		{"id-binding before signature", edit(func(b jsonTree) { b.set(rev("operator_did"), stranger.did); b["signature"] = "x" }), 401, "DC_ID_BINDING"},
 		{"signed by another root", wrongRoot, 401, "DC_BAD_SIGNATURE"},
-		{"signature not base58", edit(func(o map[string]any) { o["signature"] = "0OIl" }), 401, "DC_BAD_SIGNATURE"},
-		{"signature over another id", edit(func(o map[string]any) { rev(o)["revocation_id"] = "rev-other" }), 401, "DC_BAD_SIGNATURE"},
+		{"signature not base58", edit(func(b jsonTree) { b["signature"] = "0OIl" }), 401, "DC_BAD_SIGNATURE"},
+		{"signature over another id", edit(func(b jsonTree) { b.set(rev("revocation_id"), "rev-other") }), 401, "DC_BAD_SIGNATURE"},
 		{"signature under another prefix", func() authn.SignedRevocation {
 			r := valid
 			r.Signature, _ = canonical.Sign(op.root, "libertynet", r.Revocation)
@@ -262,7 +256,7 @@ func TestRevocationChecks(t *testing.T) {
 
 	// A stranger's own root may revoke the stranger's credentials, never the operator's.
 	h.ok("POST", "/v1/auth/revoke", strangerOwn, "", nil)
-	h.fails("POST", "/v1/auth/revoke", edit(func(o map[string]any) { rev(o)["operator_root_public_key"] = stranger.cred.OperatorRootPublicKey }), "", 401, "DC_ID_BINDING")
+	h.fails("POST", "/v1/auth/revoke", edit(func(b jsonTree) { b.set(rev("operator_root_public_key"), stranger.cred.OperatorRootPublicKey) }), "", 401, "DC_ID_BINDING")
 	h.wantBound("bs-1")
 	// revoked_at 5 s ahead is within the skew; a hex root key is signed as given.
 	h.ok("POST", "/v1/auth/revoke", op.revocation(t, op.root, "r5", h.now().Add(5*time.Second)), "", nil)
@@ -310,10 +304,9 @@ func TestLogout(t *testing.T) {
 }
 
 func TestUnbindByOperator(t *testing.T) {
-	h := newHarness(t)
-	op := newOperator(t, "op", h.now(), "nodes.bind")
+	h, op, token := newLoggedIn(t)
 	rival := newOperator(t, "rival", h.now(), "nodes.bind")
-	token, rivalToken := op.login(h), rival.login(h)
+	rivalToken := rival.login(h)
 	n := newNode(t, "n")
 	h.drive(n, op, token, "bs-1", "ACTIVE")
 	h.drive(newNode(t, "p"), op, token, "bs-pending", "PENDING_NODE_ACCEPTANCE")
@@ -401,10 +394,9 @@ func TestUnbindByNode(t *testing.T) {
 }
 
 func TestSupersededStatus(t *testing.T) {
-	h := newHarness(t)
-	a := newOperator(t, "a", h.now(), "nodes.bind")
+	h, a, ta := newLoggedIn(t)
 	b := newOperator(t, "b", h.now(), "nodes.bind")
-	ta, tb := a.login(h), b.login(h)
+	tb := b.login(h)
 	n := newNode(t, "n")
 	h.drive(n, a, ta, "bs-a", "ACTIVE")
 	h.wantBound("bs-a")

@@ -17,14 +17,6 @@ import (
 	"github.com/svrp/svrp/registry/api"
 )
 
-// challenge fetches a fresh login challenge.
-func (h *harness) challenge() string {
-	h.t.Helper()
-	var ch api.ChallengeResult
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	return ch.Challenge
-}
-
 // withHeader sends a request with the given Authorization header, verbatim, and returns
 // the status and the error code ("" when the answer is not an error).
 func (h *harness) withHeader(method, path, authorization string) (int, string) {
@@ -144,18 +136,13 @@ func TestDeviceLoginCodes(t *testing.T) {
 		}
 	}
 	field := func(raw string, path ...string) func(authn.Login) any {
-		return func(l authn.Login) any { return overlayJSON(t, l, json.RawMessage(raw), path...) }
+		return func(l authn.Login) any { return toTree(t, l).withRaw(t, raw, path...) }
 	}
 	dropCred := func(name string) func(authn.Login) any {
 		return func(l authn.Login) any {
-			var o map[string]json.RawMessage
-			b, _ := json.Marshal(l)
-			json.Unmarshal(b, &o)
-			var dc map[string]json.RawMessage
-			json.Unmarshal(o["device_credential"], &dc)
-			delete(dc, name)
-			o["device_credential"] = encodeRaw(dc)
-			return encodeRaw(o)
+			body := toTree(t, l)
+			body.del([]string{"device_credential", name})
+			return body.encode(t, "")
 		}
 	}
 	unknownChallenge := base58.Encode(make([]byte, 24))
@@ -193,7 +180,7 @@ func TestDeviceLoginCodes(t *testing.T) {
 		// A shape error is reported before a bad credential: step 1 comes first.
 		{"shape error and wrong root", func(l authn.Login) any {
 			l.DeviceCredential.OperatorRootPublicKey = pub(other.root).Base58()
-			return overlayJSON(t, l, json.RawMessage("7"), "challenge")
+			return toTree(t, l).withRaw(t, "7", "challenge")
 		}, 400, "BAD_REQUEST", false},
 
 		// Step 2: id-binding of the credential.
@@ -353,7 +340,7 @@ func TestDeviceLoginRejects(t *testing.T) {
 		t.Run(c.ID, func(t *testing.T) {
 			h := h.in(t)
 			var issued string
-			if err := json.Unmarshal(rejectValue(t, c), &issued); err != nil || c.Field != "issued_at" {
+			if err := json.Unmarshal([]byte(rejectValue(t, c)), &issued); err != nil || c.Field != "issued_at" {
 				t.Fatalf("unexpected message-1 case %s", c.ID)
 			}
 			ch := h.challenge()
@@ -372,11 +359,11 @@ func TestDeviceLoginRejects(t *testing.T) {
 			h := h.in(t)
 			ch := h.challenge()
 			l := op.loginRequest(t, ch, h.now())
-			var body any = overlayJSON(t, l, rejectValue(t, c), "device_credential", c.Field)
+			var body any = toTree(t, l).withRaw(t, rejectValue(t, c), "device_credential", c.Field)
 			if c.Stage == "credential_validity" {
 				// Signed over the string as given, so DC_BAD_SIGNATURE cannot come first.
 				var s string
-				if err := json.Unmarshal(rejectValue(t, c), &s); err != nil {
+				if err := json.Unmarshal([]byte(rejectValue(t, c)), &s); err != nil {
 					t.Fatalf("%s: %v", c.ID, err)
 				}
 				cred := op.cred

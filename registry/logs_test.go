@@ -68,17 +68,16 @@ func logsJourney(t *testing.T, h *harness) map[string]string {
 	h.ok("POST", "/api/v1/register", n.registration(t, "203.0.113.7:7000"), "", nil)
 	h.ok("POST", "/api/v1/heartbeat", n.heartbeat(t, n.did, h.now()), "", nil)
 
-	var ch api.ChallengeResult
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	secrets["challenge"] = ch.Challenge
-	bad := op.loginRequest(t, ch.Challenge, h.now())
+	ch := h.challenge()
+	secrets["challenge"] = ch
+	bad := op.loginRequest(t, ch, h.now())
 	bad.Signature = bad.DeviceCredential.Signature
 	h.fails("POST", "/v1/auth/device-login", bad, "", http.StatusUnauthorized, "BAD_SIGNATURE")
-	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	secrets["second challenge"] = ch.Challenge
+	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", http.StatusUnauthorized, "BAD_CHALLENGE")
+	ch = h.challenge()
+	secrets["second challenge"] = ch
 	var login api.LoginResult
-	h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, h.now()), "", &login)
+	h.ok("POST", "/v1/auth/device-login", op.loginRequest(t, ch, h.now()), "", &login)
 	token := login.SessionToken
 	secrets["bearer token"] = token
 	h.ok("GET", "/v1/operator/me/credits", nil, token, nil)

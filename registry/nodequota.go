@@ -25,7 +25,7 @@ type nodeBlocks struct {
 	mu     sync.Mutex
 	loaded bool
 	blocks map[string]*nodeBlock
-	top    nodeBlockHeap
+	top    mostFirst[*nodeBlock]
 	// touched holds the keys added or removed since a count from the store began, which
 	// the count may have missed; nil when no count is under way.
 	touched map[didkey.PublicKey]bool
@@ -42,19 +42,8 @@ type nodeBlock struct {
 	at   int // index in top
 }
 
-// nodeBlockHeap orders blocks by the keys they hold, most first.
-type nodeBlockHeap []*nodeBlock
-
-func (h nodeBlockHeap) Len() int           { return len(h) }
-func (h nodeBlockHeap) Less(i, j int) bool { return len(h[i].keys) > len(h[j].keys) }
-func (h nodeBlockHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].at = i; h[j].at = j }
-func (h *nodeBlockHeap) Push(x any)        { b := x.(*nodeBlock); b.at = len(*h); *h = append(*h, b) }
-func (h *nodeBlockHeap) Pop() any {
-	old := *h
-	b := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return b
-}
+func (b *nodeBlock) held() int   { return len(b.keys) }
+func (b *nodeBlock) index() *int { return &b.at }
 
 // add records key as held by block. The caller holds mu.
 func (nb *nodeBlocks) add(key didkey.PublicKey, block string) {

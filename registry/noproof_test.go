@@ -1,7 +1,6 @@
 package registry_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"testing"
 )
@@ -36,6 +35,6 @@ func TestLiveClientBodies(t *testing.T) {
 	h.ok("POST", "/v1/auth/challenge", map[string]string{"operator_did": "did:svrp:o:00000000"}, "", nil)
 	n := newNode(t, "live")
 	req := n.registration(t, "203.0.113.9:7000")
-	body := overlayJSON(t, req, json.RawMessage(`"`+n.did+`"`), "short_did")
+	body := toTree(t, req).withRaw(t, `"`+n.did+`"`, "short_did")
 	h.ok("POST", "/api/v1/register", body, "", nil)
 }

@@ -361,10 +361,7 @@ func (s *Service) BoundNodes(ctx context.Context, op authn.Operator, f api.NodeF
 				NodeDID:          b.NodeDID,
 				BindingSessionID: b.SessionID,
 				Capabilities:     []string{},
-				Authorization: api.BoundTerms{
-					TaskTypes: nonNil(b.TaskTypes), SingleLimit: b.SingleLimit, DailyLimit: b.DailyLimit,
-					RevocationID: b.RevocationID, ActivatedAt: canonical.FormatTime(b.ActivatedAt),
-				},
+				Authorization:    boundTerms(b),
 			}
 			n, err := tx.Node(b.NodeKey)
 			switch {

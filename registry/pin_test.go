@@ -46,18 +46,17 @@ func TestOperatorPinning(t *testing.T) {
 	tokenA := a.login(h)
 
 	// B under A's short DID: DID_COLLISION, and the challenge it sent is still good.
-	var ch api.ChallengeResult
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	body := h.fails("POST", "/v1/auth/device-login", bShort.loginRequest(t, ch.Challenge, h.now()), "", 409, "DID_COLLISION")
+	ch := h.challenge()
+	body := h.fails("POST", "/v1/auth/device-login", bShort.loginRequest(t, ch, h.now()), "", 409, "DID_COLLISION")
 	if !strings.Contains(string(body), "10-hex") {
 		t.Errorf("DID_COLLISION answer %s does not point to the 10-hex form", body)
 	}
-	h.ok("POST", "/v1/auth/device-login", a.loginRequest(t, ch.Challenge, h.now()), "", nil)
+	h.ok("POST", "/v1/auth/device-login", a.loginRequest(t, ch, h.now()), "", nil)
 	// A bad root signature is still DC_BAD_SIGNATURE: the pin is decided after it.
 	forged := bShort
 	forged.cred.Signature = tamperSig(t, forged.cred.Signature)
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	h.fails("POST", "/v1/auth/device-login", forged.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_BAD_SIGNATURE")
+	ch = h.challenge()
+	h.fails("POST", "/v1/auth/device-login", forged.loginRequest(t, ch, h.now()), "", 401, "DC_BAD_SIGNATURE")
 
 	// A binds a node. B, with its 10-hex DID, logs in and shares none of it.
 	n := newNode(t, "node-a")
@@ -78,8 +77,8 @@ func TestOperatorPinning(t *testing.T) {
 		t.Errorf("A's nodes after B's revocation: %v", got)
 	}
 	a.login(h)
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	h.fails("POST", "/v1/auth/device-login", b.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_REVOKED")
+	ch = h.challenge()
+	h.fails("POST", "/v1/auth/device-login", b.loginRequest(t, ch, h.now()), "", 401, "DC_REVOKED")
 
 	// A revocation by B under A's short DID is DID_COLLISION and changes nothing.
 	h.fails("POST", "/v1/auth/revoke", bShort.revocation(t, rootB, "rev-other", h.now()), "", 409, "DID_COLLISION")
@@ -93,8 +92,8 @@ func TestOperatorPinning(t *testing.T) {
 	if res.EndedSessions != 4 || len(res.EndedBindings) != 1 {
 		t.Errorf("A's revocation under its 10-hex DID answered %+v; want A's four sessions and one binding ended", res)
 	}
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	h.fails("POST", "/v1/auth/device-login", a.loginRequest(t, ch.Challenge, h.now()), "", 401, "DC_REVOKED")
+	ch = h.challenge()
+	h.fails("POST", "/v1/auth/device-login", a.loginRequest(t, ch, h.now()), "", 401, "DC_REVOKED")
 }
 
 // TestOperatorPinByRevocation: a revocation pins the DID as a login does, so a colliding root
@@ -105,9 +104,8 @@ func TestOperatorPinByRevocation(t *testing.T) {
 	a := rootOperator(t, rootA, "a", didkey.FormShort, h.now())
 	bShort := rootOperator(t, rootB, "b-short", didkey.FormShort, h.now())
 	h.ok("POST", "/v1/auth/revoke", bShort.revocation(t, rootB, "rev-early", h.now()), "", nil)
-	var ch api.ChallengeResult
-	h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	h.fails("POST", "/v1/auth/device-login", a.loginRequest(t, ch.Challenge, h.now()), "", 409, "DID_COLLISION")
+	ch := h.challenge()
+	h.fails("POST", "/v1/auth/device-login", a.loginRequest(t, ch, h.now()), "", 409, "DID_COLLISION")
 	h.fails("POST", "/v1/auth/revoke", a.revocation(t, rootA, "rev-early", h.now()), "", 409, "DID_COLLISION")
 	aLong := rootOperator(t, rootA, "a-long", didkey.FormFallback, h.now())
 	aLong.login(h)

@@ -10,7 +10,6 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
-	"github.com/svrp/svrp/registry/api"
 )
 
 // TestEndpointsOnPostgres runs the endpoint tests again with the harness on PostgreSQL, as
@@ -91,9 +90,7 @@ func TestLoginBudgetsSharedOnPostgres(t *testing.T) {
 		}
 	}
 	for name, h := range map[string]*harness{"a": a, "b": b} {
-		var ch api.ChallengeResult
-		h.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-		status, raw := h.do("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, epoch), "")
+		status, raw := h.do("POST", "/v1/auth/device-login", op.loginRequest(t, h.challenge(), epoch), "")
 		if status != http.StatusTooManyRequests {
 			t.Errorf("login on %s after four failures over two registries: %d %s, want 429", name, status, raw)
 		}
@@ -140,9 +137,7 @@ func TestGlobalCapsSharedOnPostgres(t *testing.T) {
 	if err := b.svc.Recount(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var ch api.ChallengeResult
-	b.ok("POST", "/v1/auth/challenge", nil, "", &ch)
-	status, raw := b.do("POST", "/v1/auth/device-login", op.loginRequest(t, ch.Challenge, b.now()), "")
+	status, raw := b.do("POST", "/v1/auth/device-login", op.loginRequest(t, b.challenge(), b.now()), "")
 	if status != http.StatusTooManyRequests || !strings.Contains(string(raw), "RATE_LIMITED") {
 		t.Errorf("login on b with three bearer sessions made on a: %d %s, want 429 RATE_LIMITED", status, raw)
 	}

@@ -12,7 +12,7 @@ import (
 type groupHolds struct {
 	byID   map[string]*list.Element // of *heldID
 	groups map[string]*heldGroup
-	top    groupHeap
+	top    mostFirst[*heldGroup]
 }
 
 type heldID struct {
@@ -26,14 +26,24 @@ type heldGroup struct {
 	at   int       // index in top
 }
 
-// groupHeap orders groups by what they hold, most first.
-type groupHeap []*heldGroup
+func (g *heldGroup) held() int   { return g.lru.Len() }
+func (g *heldGroup) index() *int { return &g.at }
 
-func (h groupHeap) Len() int           { return len(h) }
-func (h groupHeap) Less(i, j int) bool { return h[i].lru.Len() > h[j].lru.Len() }
-func (h groupHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].at = i; h[j].at = j }
-func (h *groupHeap) Push(x any)        { g := x.(*heldGroup); g.at = len(*h); *h = append(*h, g) }
-func (h *groupHeap) Pop() any {
+// heldCount is a group in a mostFirst heap: how much it holds, and its place in the heap.
+type heldCount interface {
+	held() int
+	index() *int
+}
+
+// mostFirst is a heap of groups, the one holding the most on top. Each group keeps its place,
+// so that heap.Fix and heap.Remove can find it when what it holds changes.
+type mostFirst[G heldCount] []G
+
+func (h mostFirst[G]) Len() int           { return len(h) }
+func (h mostFirst[G]) Less(i, j int) bool { return h[i].held() > h[j].held() }
+func (h mostFirst[G]) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; *h[i].index() = i; *h[j].index() = j }
+func (h *mostFirst[G]) Push(x any)        { g := x.(G); *g.index() = len(*h); *h = append(*h, g) }
+func (h *mostFirst[G]) Pop() any {
 	old := *h
 	g := old[len(old)-1]
 	*h = old[:len(old)-1]

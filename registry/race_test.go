@@ -152,7 +152,7 @@ func TestRaceLoginOneChallenge(t *testing.T) {
 // one binding; the others see ALREADY_ACTIVE (or BAD_STATE while it is being verified).
 func TestRaceAcceptOnce(t *testing.T) {
 	w := newArena(t)
-	p := w.authorized("bs-race")
+	p := w.drive(w.n, w.op, w.token, "bs-race", "PENDING_NODE_ACCEPTANCE").pend
 	body := raceJSON(t, w.n.acceptance(t, p, true, w.now()))
 	reqs := make([]raceRequest, 32)
 	for i := range reqs {
@@ -181,7 +181,7 @@ func TestRaceResolveOnce(t *testing.T) {
 	w := newArena(t)
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
-	ini := w.initiate("bs-race")
+	ini := w.drive(w.n, w.op, w.token, "bs-race", "INITIATED").ini
 	body := raceJSON(t, api.ResolveRequest{ShortCode: ini.ShortCode})
 	reqs := make([]raceRequest, 32)
 	for i := range reqs {
@@ -305,7 +305,7 @@ func newGatedArena(t *testing.T) (*arena, *gateStore) {
 func TestRaceOpenSessionCap(t *testing.T) {
 	w, g := newGatedArena(t)
 	for i := range binding.MaxOpenSessionsPerNode - 1 {
-		w.initiate(fmt.Sprintf("bs-%02d", i))
+		w.drive(w.n, w.op, w.token, fmt.Sprintf("bs-%02d", i), "INITIATED")
 	}
 	g.arm(2)
 	rs := w.raceBurst([]raceRequest{
@@ -398,8 +398,8 @@ func TestRaceSupersede(t *testing.T) {
 	w := newArena(t)
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
-	pa := w.authorized("bs-a")
-	ini := w.initiate("bs-b")
+	pa := w.drive(w.n, w.op, w.token, "bs-a", "PENDING_NODE_ACCEPTANCE").pend
+	ini := w.drive(w.n, w.op, w.token, "bs-b", "INITIATED").ini
 	var view api.ResolveView
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: ini.ShortCode}, otherToken, &view)
 	w.ok("POST", "/v1/bindings/authorize", other.authorize(t, view, w.now(), num(5), num(50)), otherToken, nil)

@@ -71,8 +71,8 @@ func TestRegisterV2(t *testing.T) {
 		"same ts, other fields": {n.registrationV2(t, "203.0.113.8:7000", h.now().Add(-30*time.Second)), http.StatusUnauthorized, "STALE_TS"},
 		"v1 after v2, signed":   {n.registration(t, "203.0.113.8:7000"), http.StatusUnauthorized, "BAD_SIGNATURE"},
 		"v1 replay of nothing":  {n.registration(t, "203.0.113.7:7000"), http.StatusUnauthorized, "BAD_SIGNATURE"},
-		"ts a string":           {overlayJSON(t, n.registrationV2(t, "203.0.113.8:7000", h.now()), []byte(`"1"`), "ts"), http.StatusBadRequest, "BAD_REQUEST"},
-		"ts a fraction":         {overlayJSON(t, n.registrationV2(t, "203.0.113.8:7000", h.now()), []byte(`1.5`), "ts"), http.StatusBadRequest, "BAD_REQUEST"},
+		"ts a string":           {toTree(t, n.registrationV2(t, "203.0.113.8:7000", h.now())).withRaw(t, `"1"`, "ts"), http.StatusBadRequest, "BAD_REQUEST"},
+		"ts a fraction":         {toTree(t, n.registrationV2(t, "203.0.113.8:7000", h.now())).withRaw(t, `1.5`, "ts"), http.StatusBadRequest, "BAD_REQUEST"},
 	}
 	for name, c := range refused {
 		before := hostileSnapshot(t, h.st)

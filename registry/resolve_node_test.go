@@ -266,7 +266,7 @@ func TestResolveNamedAddressAndOperator(t *testing.T) {
 func TestResolveNamedSameStoreCalls(t *testing.T) {
 	rec := &recordingStore{}
 	w := newArenaOver(t, func(st store.Store) store.Store { rec.Store = st; return rec })
-	live, used := w.initiate("bs-live"), w.initiate("bs-used")
+	live, used := w.drive(w.n, w.op, w.token, "bs-live", "INITIATED").ini, w.drive(w.n, w.op, w.token, "bs-used", "INITIATED").ini
 	w.ok("POST", "/v1/bindings/resolve", api.ResolveRequest{ShortCode: used.ShortCode, NodeDID: w.n.did}, w.token, nil)
 	other := newNode(t, "other")
 

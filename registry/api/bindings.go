@@ -82,12 +82,9 @@ type AuthorizeRequest struct {
 }
 
 func decodeAuthorization(o object) (binding.AuthorizationCredential, error) {
-	r := reader{o: o}
 	var az binding.AuthorizationCredential
-	r.message(&az.Authorization)
-	az.Signature = r.str("signature")
-	if r.err != nil {
-		return binding.AuthorizationCredential{}, r.err
+	if err := readSigned(o, &az.Authorization, &az.Signature); err != nil {
+		return binding.AuthorizationCredential{}, err
 	}
 	return az, binding.CheckAuthorizationShape(az)
 }
@@ -96,12 +93,8 @@ func DecodeAuthorize(body []byte) (AuthorizeRequest, error) {
 	return decodeWith(body, func(r *reader) AuthorizeRequest {
 		req := AuthorizeRequest{BindingSessionID: r.str("binding_session_id")}
 		dco, azo := r.obj("device_credential"), r.obj("authorization_credential")
-		if r.err == nil {
-			req.DeviceCredential, r.err = decodeCredential(dco)
-		}
-		if r.err == nil {
-			req.AuthorizationCredential, r.err = decodeAuthorization(azo)
-		}
+		req.DeviceCredential = nested(r, dco, decodeCredential)
+		req.AuthorizationCredential = nested(r, azo, decodeAuthorization)
 		return req
 	})
 }
@@ -178,27 +171,23 @@ type AcceptanceRequest struct {
 
 func DecodeAcceptance(body []byte) (binding.Acceptance, error) {
 	return decodeWith(body, func(r *reader) binding.Acceptance {
-		a := reader{o: r.obj("acceptance"), err: r.err}
-		var acc binding.Acceptance
-		a.message(&acc.Acceptance)
-		acc.Signature = a.str("signature")
-		if a.err == nil {
-			a.err = binding.CheckAcceptanceShape(acc)
-		}
-		r.err = a.err
-		return acc
+		return nested(r, r.obj("acceptance"), decodeAcceptance)
 	})
+}
+
+func decodeAcceptance(o object) (binding.Acceptance, error) {
+	var acc binding.Acceptance
+	if err := readSigned(o, &acc.Acceptance, &acc.Signature); err != nil {
+		return binding.Acceptance{}, err
+	}
+	return acc, binding.CheckAcceptanceShape(acc)
 }
 
 // BindingView is an active binding as accept returns it.
 type BindingView struct {
-	NodeDID      string   `json:"node_did"`
-	OperatorDID  string   `json:"operator_did"`
-	TaskTypes    []string `json:"task_types"`
-	SingleLimit  *float64 `json:"single_limit"`
-	DailyLimit   *float64 `json:"daily_limit"`
-	RevocationID string   `json:"revocation_id"`
-	ActivatedAt  string   `json:"activated_at"`
+	NodeDID     string `json:"node_did"`
+	OperatorDID string `json:"operator_did"`
+	BoundTerms
 }
 
 // AcceptResult is the answer to an accept.

@@ -205,6 +205,27 @@ func readOpt[T any](r *reader, field string, get func(object, string) (T, bool, 
 	return v, ok
 }
 
+// nested decodes o, an object read from a field before, through decode, unless an earlier
+// read failed.
+func nested[T any](r *reader, o object, decode func(object) (T, error)) T {
+	if r.err != nil {
+		var zero T
+		return zero
+	}
+	v, err := decode(o)
+	r.err = err
+	return v
+}
+
+// readSigned reads o as a signed object: the fields of the message m points to, then its
+// signature into sig.
+func readSigned(o object, m any, sig *string) error {
+	r := reader{o: o}
+	r.message(m)
+	*sig = r.str("signature")
+	return r.err
+}
+
 func (r *reader) str(field string) string { return read(r, field, object.str) }
 
 func (r *reader) optStr(field string) string {

@@ -20,12 +20,9 @@ type LoginResult struct {
 // decodeCredential reads a DeviceCredential object: every field a required string but
 // permissions, an optional array of strings (docs/protocol.md §5.2 step 1).
 func decodeCredential(o object) (authn.DeviceCredential, error) {
-	r := reader{o: o}
 	var dc authn.DeviceCredential
-	r.message(&dc.DeviceCredential)
-	dc.Signature = r.str("signature")
-	if r.err != nil {
-		return authn.DeviceCredential{}, r.err
+	if err := readSigned(o, &dc.DeviceCredential, &dc.Signature); err != nil {
+		return authn.DeviceCredential{}, err
 	}
 	return dc, authn.CheckCredentialShape(dc)
 }
@@ -38,9 +35,7 @@ func DecodeLogin(body []byte) (authn.Login, error) {
 			IssuedAt:  r.str("issued_at"),
 			Signature: r.str("signature"),
 		}
-		if r.err == nil {
-			l.DeviceCredential, r.err = decodeCredential(dco)
-		}
+		l.DeviceCredential = nested(r, dco, decodeCredential)
 		return l
 	})
 }

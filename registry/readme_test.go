@@ -3,7 +3,6 @@ package registry_test
 import (
 	"encoding/json"
 	"go/format"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // The README's embedding recipe is a whole program: it must build as written, serve the API,
@@ -49,7 +50,7 @@ func TestREADMEEmbeddingRecipe(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	data := filepath.Join(dir, "data")
 	var stderr strings.Builder
 	cmd := exec.Command(bin, "-listen", addr, "-data", data)
@@ -119,16 +120,6 @@ func embeddingRecipe(t *testing.T) string {
 		t.Fatal("README's Embedding Go block does not end")
 	}
 	return code + "\n"
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // The README's package table names every package of the module, and no other.

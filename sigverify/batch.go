@@ -21,9 +21,11 @@ func VerifyBatch(entries []Entry, ok []bool) {
 	c.verify(entries, ok)
 }
 
-// idleAfter is how long after its last batch a Batcher counts as idle again. It is a few
-// verifications long: under load, batches follow each other closer than that.
-const idleAfter = time.Millisecond
+// idleAfter is how long after its last batch a Batcher counts as idle again. It is longer
+// than the moments a loaded machine's scheduler keeps the daemon off the CPU, so that under
+// load a caller does not take such a pause for idleness and pay a whole verification alone;
+// a caller that queues when it could have checked alone pays only the hand-over to the worker.
+const idleAfter = 10 * time.Millisecond
 
 // MaxBatch is the most signatures a [Batcher] checks in one batch: past it the cost per
 // signature falls little while a batch's wait and the price of one bad signature in it grow.
@@ -122,16 +124,17 @@ func (b *Batcher) release() {
 	}
 }
 
-// drain checks the queue in batches until it is empty, then gives up busy. Before it gives
-// up, it yields the CPU once: callers that are ready to run, but wait for the CPU this
-// goroutine held, then join the queue, instead of each finding the Batcher idle and
-// verifying alone at full price.
+// drain checks the queue in batches until it is empty, then gives up busy. Whenever the
+// queue holds less than a full batch, it first yields the CPU once: callers that are ready to
+// run, but wait for the CPU this goroutine held, then join the queue, so that the batch is
+// larger and cheaper per signature, and, once the queue is empty, they queue instead of each
+// finding the Batcher idle and verifying alone at full price.
 func (b *Batcher) drain() {
 	yielded := false
 	for {
 		b.mu.Lock()
 		n := min(len(b.pending), MaxBatch)
-		if n == 0 && !yielded {
+		if n < MaxBatch && !yielded {
 			b.mu.Unlock()
 			runtime.Gosched()
 			yielded = true

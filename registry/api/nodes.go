@@ -85,6 +85,14 @@ type HeartbeatResult struct {
 }
 
 func DecodeHeartbeat(body []byte) (HeartbeatRequest, error) {
+	if req, ok := decodePlainHeartbeat(body); ok {
+		return req, nil
+	}
+	return decodeHeartbeat(body)
+}
+
+// decodeHeartbeat is DecodeHeartbeat for any body, by the rules every request body is read by.
+func decodeHeartbeat(body []byte) (HeartbeatRequest, error) {
 	return decodeWith(body, func(r *reader) HeartbeatRequest {
 		return HeartbeatRequest{
 			DID:       r.str("did"),

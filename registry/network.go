@@ -130,8 +130,11 @@ type encodedSeries struct {
 }
 
 // from returns the values of the steps from the one t falls in to the end: at least the
-// last, at most all.
+// last, all when t is zero.
 func (e *encodedSeries) from(t time.Time) []byte {
+	if t.IsZero() {
+		return e.values
+	}
 	k := int(e.end.Sub(t.Truncate(e.step))/e.step) + 1
 	return e.values[e.starts[len(e.starts)-min(max(k, 1), len(e.starts))]:]
 }

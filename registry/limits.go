@@ -436,4 +436,17 @@ const (
 	// longest series (a week). Older steps are no longer shown, and the ring reuses their
 	// keys anyway, so the history takes a fixed number of counters in the store.
 	networkHistorySpan = 7 * 24 * time.Hour
+
+	// networkHistorySettle is how far before changed_since the series of a shorter answer
+	// begin. A step changes while samples fall in it, and a registry reads the samples of
+	// the others sharing its store at its own, once a minute: an answer built at t may lack
+	// a sample taken up to a minute before t. The second minute leaves room for the
+	// daemons' clocks to differ a little.
+	networkHistorySettle = 2 * time.Minute
+
+	// networkStatsVariants bounds the shorter answers (changed_since) kept with one answer,
+	// each with its gzip form once asked for. The pages polling ask for a few, those whose
+	// series begin a few minutes back; a client spelling ever new times gets each built
+	// for itself, holding none of the registry's memory.
+	networkStatsVariants = 16
 )

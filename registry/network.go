@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -31,9 +32,10 @@ import (
 // node counts.
 
 // series is one history: a value per step over slots steps, and how a sample merges with
-// what the step already holds.
+// what the step already holds; field names it in the answer.
 type series struct {
 	name  string
+	field string
 	step  time.Duration
 	slots int
 	merge func(stored, sample int) int
@@ -47,10 +49,10 @@ func highest(stored, sample int) int { return max(stored, sample) }
 
 // networkSeries are the histories kept, in the order of a sample's values.
 var networkSeries = []series{
-	{"online-1m", time.Minute, 24 * 60, highest},
-	{"online-10m", 10 * time.Minute, 7 * 24 * 6, highest},
-	{"heartbeats-1m", time.Minute, 24 * 60, sum},
-	{"registrations-1h", time.Hour, 7 * 24, highest},
+	{"online-1m", "online_24h", time.Minute, 24 * 60, highest},
+	{"online-10m", "online_7d", 10 * time.Minute, 7 * 24 * 6, highest},
+	{"heartbeats-1m", "heartbeats_24h", time.Minute, 24 * 60, sum},
+	{"registrations-1h", "registrations_7d", time.Hour, 7 * 24, highest},
 }
 
 // networkCounterPrefix begins the store counter of every step of every series.
@@ -88,15 +90,53 @@ type networkState struct {
 	answer  atomic.Pointer[networkAnswer]
 }
 
-// networkAnswer is GET /v1/network/stats as built at one moment: its bytes, their tag and,
-// once asked for, their gzip form.
+// networkAnswer is GET /v1/network/stats as built at one moment: the whole answer, and the
+// parts the shorter answers to changed_since are put together from.
 type networkAnswer struct {
 	at      time.Time
 	version uint64
-	body    []byte
-	tag     string
-	gzOnce  sync.Once
-	gz      []byte
+	counts  []byte // the answer up to its history: an object without its closing brace
+	history []encodedSeries
+	whole   *statsBody
+	mu      sync.Mutex
+	short   map[int64]*statsBody // by the minute their series begin in
+}
+
+// statsBody is one answer's bytes, their tag and, once asked for, their gzip form.
+type statsBody struct {
+	body   []byte
+	tag    string
+	gzOnce sync.Once
+	gz     []byte
+}
+
+func newStatsBody(body []byte) *statsBody {
+	return &statsBody{body: body, tag: etagOf(func(f func([]byte)) { f(body) })}
+}
+
+func (b *statsBody) gzipped() []byte {
+	b.gzOnce.Do(func() { b.gz = compress(func(f func([]byte)) { f(b.body) }) })
+	return b.gz
+}
+
+// encodedSeries is one series of an answer in JSON: its opening, and its values with where
+// each begins, so that its last steps can be sent alone.
+type encodedSeries struct {
+	head   []byte // "name":{"step":…,"end":"…","values":[
+	values []byte // every value, comma-separated
+	starts []int
+	end    time.Time
+	step   time.Duration
+}
+
+// from returns the values of the steps from the one t falls in to the end: at least the
+// last, all when t is zero.
+func (e *encodedSeries) from(t time.Time) []byte {
+	if t.IsZero() {
+		return e.values
+	}
+	k := int(e.end.Sub(t.Truncate(e.step))/e.step) + 1
+	return e.values[e.starts[len(e.starts)-min(max(k, 1), len(e.starts))]:]
 }
 
 // SampleNetwork records the network's state in the history: the nodes online and registered
@@ -263,7 +303,7 @@ func (s *Service) buildNetworkAnswer(ctx context.Context, now time.Time) (*netwo
 	if err != nil {
 		return nil, err
 	}
-	v := api.NetworkStats{
+	v := api.NetworkCounts{
 		At:           canonical.FormatTime(now),
 		Nodes:        c.nodes,
 		OnlineWindow: int(DefaultOnlineWindow / time.Second),
@@ -274,40 +314,110 @@ func (s *Service) buildNetworkAnswer(ctx context.Context, now time.Time) (*netwo
 	for i, w := range networkWindows {
 		v.Online = append(v.Online, api.OnlineCount{Window: w, Nodes: c.windows[i]})
 	}
+	a := &networkAnswer{at: now, history: make([]encodedSeries, len(networkSeries))}
 	n.mu.Lock()
-	version := n.version.Load()
-	hist := make([]api.Series, len(networkSeries))
+	a.version = n.version.Load()
 	for i, se := range networkSeries {
-		hist[i] = render(se, n.steps[i], now)
+		a.history[i] = render(se, n.steps[i], now)
 	}
-	n.mu.Unlock()
-	v.Online24h, v.Online7d, v.Heartbeats24h, v.Registrations7d = hist[0], hist[1], hist[2], hist[3]
 	// The minute sampled last: the current one, or the one before while this one has no
 	// sample yet.
-	if beats := hist[2].Values; len(beats) > 1 {
-		v.HeartbeatsPerMinute = cmp.Or(beats[len(beats)-1], beats[len(beats)-2])
+	beats := networkSeries[2]
+	_, minute := beats.slot(now)
+	for _, at := range []time.Time{minute, minute.Add(-beats.step)} {
+		if b, ok := beats.value(n.steps[2], at); ok {
+			v.HeartbeatsPerMinute = &b
+			break
+		}
 	}
-	body, err := json.Marshal(v)
+	n.mu.Unlock()
+	counts, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	body = append(body, '\n')
-	return &networkAnswer{at: now, version: version, body: body, tag: etagOf(func(f func([]byte)) { f(body) })}, nil
+	a.counts = counts[:len(counts)-1]
+	a.whole = newStatsBody(a.body(time.Time{}))
+	return a, nil
 }
 
-// render turns the stored steps of se into its series ending at the step now falls in; a
-// stored step belongs to it when its slot and beginning agree with a step of the span.
-func render(se series, steps []binding.Counter, now time.Time) api.Series {
+// value returns the stored value of the step of se that begins at at, if one was sampled: a
+// stored step is that one when its slot and beginning agree.
+func (se series) value(steps []binding.Counter, at time.Time) (int, bool) {
+	if slot := se.index(at); slot < len(steps) && steps[slot].Start.Equal(at) {
+		return steps[slot].Count, true
+	}
+	return 0, false
+}
+
+// render encodes the stored steps of se as its series ending at the step now falls in.
+func render(se series, steps []binding.Counter, now time.Time) encodedSeries {
 	_, end := se.slot(now)
-	out := api.Series{Step: int(se.step / time.Second), End: canonical.FormatTime(end), Values: make([]*int, se.slots)}
-	for i := range out.Values {
-		at := end.Add(-time.Duration(se.slots-1-i) * se.step)
-		if slot := se.index(at); slot < len(steps) && steps[slot].Start.Equal(at) {
-			v := steps[slot].Count
-			out.Values[i] = &v
+	e := encodedSeries{end: end, step: se.step, starts: make([]int, se.slots)}
+	e.head = fmt.Appendf(nil, `"%s":{"step":%d,"end":"%s","values":[`, se.field, int(se.step/time.Second), canonical.FormatTime(end))
+	for i := range se.slots {
+		if i > 0 {
+			e.values = append(e.values, ',')
+		}
+		e.starts[i] = len(e.values)
+		if v, ok := se.value(steps, end.Add(-time.Duration(se.slots-1-i)*se.step)); ok {
+			e.values = strconv.AppendInt(e.values, int64(v), 10)
+		} else {
+			e.values = append(e.values, "null"...)
 		}
 	}
-	return out
+	return e
+}
+
+// body puts the answer together: every series from the step t falls in, whole when t is
+// zero.
+func (a *networkAnswer) body(t time.Time) []byte {
+	size := len(a.counts) + 2
+	for _, e := range a.history {
+		size += 1 + len(e.head) + len(e.values) + 2
+	}
+	b := append(make([]byte, 0, size), a.counts...)
+	for _, e := range a.history {
+		b = append(b, ',')
+		b = append(b, e.head...)
+		b = append(b, e.from(t)...)
+		b = append(b, "]}"...)
+	}
+	return append(b, "}\n"...)
+}
+
+// since returns the answer to changed_since t: the counts, and each series from the step
+// that networkHistorySettle before t falls in, so that it holds every step that may have
+// changed since an answer built at t. It is built once per answer and first minute, for
+// at most networkStatsVariants of them.
+func (a *networkAnswer) since(t time.Time) *statsBody {
+	from := t.Add(-networkHistorySettle)
+	if from.After(a.at) {
+		from = a.at
+	}
+	from = from.Truncate(time.Minute)
+	if from.Before(a.at.Add(-networkHistorySpan)) {
+		return a.whole
+	}
+	key := from.Unix()
+	a.mu.Lock()
+	b := a.short[key]
+	a.mu.Unlock()
+	if b != nil {
+		return b
+	}
+	b = newStatsBody(a.body(from))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if kept := a.short[key]; kept != nil {
+		return kept
+	}
+	if len(a.short) < networkStatsVariants {
+		if a.short == nil {
+			a.short = map[int64]*statsBody{}
+		}
+		a.short[key] = b
+	}
+	return b
 }
 
 // breakdown orders groups by size and names the networkStatsGroups largest.
@@ -335,21 +445,29 @@ func breakdown(m map[string]*api.Group) api.Breakdown {
 }
 
 func (h *handler) networkStats(w http.ResponseWriter, r *http.Request, _ call) {
+	since, err := api.ParseChangedSince(r.URL.Query())
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
 	a, err := h.s.networkAnswer(r.Context())
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
+	b := a.whole
+	if !since.IsZero() {
+		b = a.since(since)
+	}
 	gz := acceptsGzip(r)
-	if conditional(w, r, a.tag, gz) {
+	if conditional(w, r, b.tag, gz) {
 		return
 	}
 	if gz {
-		a.gzOnce.Do(func() { a.gz = compress(func(f func([]byte)) { f(a.body) }) })
-		writeGzip(w, "application/json", a.gz)
+		writeGzip(w, "application/json", b.gzipped())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
-	w.Write(a.body)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b.body)))
+	w.Write(b.body)
 }

@@ -3,11 +3,15 @@ package registry_test
 // Tests of GET /v1/network/stats and its history (network.go).
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -248,4 +252,106 @@ func historyCounters(t *testing.T, st store.Store) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestNetworkStatsChangedSince: asked with changed_since the at of an answer held, the
+// registry answers the counts whole and each series from a few steps before; laid over the
+// answer held, as the console does, they give the whole answer of now, also across a sample
+// taken meanwhile, a minute boundary, and an hour's.
+func TestNetworkStatsChangedSince(t *testing.T) {
+	h := newHarness(t)
+	nodes := h.registerMany("c", 3)
+	// To two minutes before an hour begins.
+	h.clock.Advance((2*time.Hour - 2*time.Minute - h.now().Sub(h.now().Truncate(time.Hour))) % time.Hour)
+	for range 3 {
+		h.sample()
+		h.clock.Advance(time.Minute)
+	}
+	held := h.stats()
+	for range 3 {
+		h.ok("POST", "/api/v1/heartbeat", nodes[0].heartbeat(t, nodes[0].did, h.now()), "", nil)
+		h.clock.Advance(20 * time.Second)
+		h.sample()
+		var short api.NetworkStats
+		h.ok("GET", "/v1/network/stats?changed_since="+held.At, nil, "", &short)
+		whole := h.stats()
+		if !reflect.DeepEqual(short.NetworkCounts, whole.NetworkCounts) {
+			t.Fatalf("counts since %s: %+v, the whole answer's %+v", held.At, short.NetworkCounts, whole.NetworkCounts)
+		}
+		if n := len(short.Online24h.Values); n < 1 || n > 5 {
+			t.Errorf("the day's series since %s holds %d steps", held.At, n)
+		}
+		merged := held
+		merged.NetworkCounts = short.NetworkCounts
+		for _, s := range []struct{ held, short *api.Series }{
+			{&merged.Online24h, &short.Online24h}, {&merged.Online7d, &short.Online7d},
+			{&merged.Heartbeats24h, &short.Heartbeats24h}, {&merged.Registrations7d, &short.Registrations7d},
+		} {
+			*s.held = overlay(t, *s.held, *s.short)
+		}
+		if !sameHistory(merged, whole) {
+			t.Fatalf("the answer held with what changed since %s laid over it is not the whole answer", held.At)
+		}
+		held = whole
+	}
+
+	// Long ago: the whole answer. Later than the answer: each series's last step.
+	var long, later api.NetworkStats
+	h.ok("GET", "/v1/network/stats?changed_since="+stamp(h.now().Add(-30*24*time.Hour)), nil, "", &long)
+	if !sameHistory(long, h.stats()) || len(long.Online7d.Values) != 1008 {
+		t.Error("changed_since a month ago is not the whole answer")
+	}
+	h.ok("GET", "/v1/network/stats?changed_since="+stamp(h.now().Add(time.Hour)), nil, "", &later)
+	for _, v := range [][]*int{later.Online24h.Values, later.Online7d.Values, later.Heartbeats24h.Values, later.Registrations7d.Values} {
+		if len(v) != 1 {
+			t.Errorf("changed_since an hour ahead: %d steps, want the last", len(v))
+		}
+	}
+
+	// A shorter answer is tagged and compressed as the whole one.
+	path := "/v1/network/stats?changed_since=" + held.At
+	resp, body := h.rawGet(path)
+	if r, b := h.rawGet(path, "If-None-Match", resp.Header.Get("ETag")); r.StatusCode != http.StatusNotModified || len(b) != 0 {
+		t.Errorf("the shorter answer with its tag: %d", r.StatusCode)
+	}
+	if _, whole := h.rawGet("/v1/network/stats"); len(body)*4 > len(whole) {
+		t.Errorf("the shorter answer has %d bytes, the whole one %d", len(body), len(whole))
+	}
+	gz, zbody := h.rawGet(path, "Accept-Encoding", "gzip")
+	if gz.Header.Get("Content-Encoding") != "gzip" || gunzip(t, zbody) != string(body) {
+		t.Error("the gzip form of the shorter answer differs")
+	}
+
+	for _, bad := range []string{"yesterday", "1700000000", stamp(h.now()) + "&changed_since=" + stamp(h.now())} {
+		h.fails("GET", "/v1/network/stats?changed_since="+bad, nil, "", http.StatusBadRequest, "BAD_REQUEST")
+	}
+}
+
+// overlay lays short, a series answered to changed_since, over held, an earlier whole one, as
+// the console does: held moved to short's end, and short's steps over its last.
+func overlay(t *testing.T, held, short api.Series) api.Series {
+	t.Helper()
+	heldEnd, _ := time.Parse(time.RFC3339, held.End)
+	end, _ := time.Parse(time.RFC3339, short.End)
+	shift := int(end.Sub(heldEnd) / (time.Duration(held.Step) * time.Second))
+	n := len(held.Values)
+	if short.Step != held.Step || shift < 0 || len(short.Values) < n && shift >= len(short.Values) {
+		t.Fatalf("a series from %s to %s: steps between them are not in the answer (%d steps)", held.End, short.End, len(short.Values))
+	}
+	out := append(held.Values[min(shift, n):], make([]*int, min(shift, n))...)
+	copy(out[n-len(short.Values):], short.Values)
+	return api.Series{Step: short.Step, End: short.End, Values: out}
+}
+
+func gunzip(t *testing.T, b []byte) string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }

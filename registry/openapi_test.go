@@ -408,6 +408,8 @@ func TestOpenAPIExchanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.ok("GET", "/v1/network/stats", nil, "", nil)
+	h.ok("GET", "/v1/network/stats?changed_since="+canonical.FormatTime(h.now().Add(-time.Hour)), nil, "", nil)
+	h.fails("GET", "/v1/network/stats?changed_since=yesterday", nil, "", http.StatusBadRequest, "BAD_REQUEST")
 	h.ok("GET", "/nodes?limit=1&changed_since="+canonical.FormatTime(h.now().Add(-time.Hour)), nil, "", nil)
 	h.ok("GET", "/api/v1/peers?limit=1", nil, "", nil)
 

@@ -81,8 +81,12 @@ func TestScenarios(t *testing.T) {
 					t.Errorf("phases %d, heartbeats sent %v, failed %v", len(r.Phases), r.Figures["heartbeats_sent"], r.Figures["heartbeats_failed"])
 				}
 			case "stats":
-				if len(r.Phases) != 3 || r.Figures["bytes_stats_over_health"] <= 0 || r.Figures["bytes_stats_gzip_over_health"] <= 0 {
+				if len(r.Phases) != 4 || r.Figures["bytes_stats_over_health"] <= 0 || r.Figures["bytes_stats_gzip_over_health"] <= 0 {
 					t.Errorf("phases %d, figures %v", len(r.Phases), r.Figures)
+				}
+				// The console's polls carry the counts and a few steps, not the history.
+				if polls := r.Figures["bytes_stats_polls_over_health"]; polls <= 0 || polls*4 > r.Figures["bytes_stats_over_health"] {
+					t.Errorf("the polls receive %v times /health's bytes, the whole page %v", polls, r.Figures["bytes_stats_over_health"])
 				}
 			}
 		})

@@ -1,8 +1,13 @@
 package bench
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -238,9 +243,10 @@ func (b *bench) beat(ctx context.Context, t *target, nodes []*client.Node, perSe
 }
 
 // stats compares GET /v1/network/stats with GET /health over n nodes: what a request costs
-// the daemon and what it receives. The page is asked for plainly and then as a browser asks
-// for it, accepting gzip: its answer is mostly a history of mostly empty steps, so its cost
-// is mostly its size, which gzip cuts.
+// the daemon and what it receives. The whole answer is asked for plainly and then accepting
+// gzip, as a browser does; then as the console's Network view polls it: each client first
+// asks for the whole answer, then, again and again, for what changed since the at of the
+// last answer it read (changed_since), accepting gzip.
 func (b *bench) stats(ctx context.Context, t *target, clients, n int) (*result, error) {
 	if _, err := b.registerNodes(ctx, t, n); err != nil {
 		return nil, err
@@ -249,20 +255,21 @@ func (b *bench) stats(ctx context.Context, t *target, clients, n int) (*result, 
 	gzip := http.Header{"Accept-Encoding": {"gzip"}}
 	for _, ph := range []struct {
 		name string
-		req  request
+		op   op
 	}{
-		{"GET /health", request{method: http.MethodGet, path: "/health"}},
-		{"GET /v1/network/stats", request{method: http.MethodGet, path: "/v1/network/stats"}},
-		{"GET /v1/network/stats, gzip", request{method: http.MethodGet, path: "/v1/network/stats", header: gzip}},
+		{"GET /health", t.repeated(request{method: http.MethodGet, path: "/health"})},
+		{"GET /v1/network/stats", t.repeated(request{method: http.MethodGet, path: "/v1/network/stats"})},
+		{"GET /v1/network/stats, gzip", t.repeated(request{method: http.MethodGet, path: "/v1/network/stats", header: gzip})},
+		{"GET /v1/network/stats?changed_since=, gzip (the console's polls)", t.statsPolls(clients)},
 	} {
-		p, err := b.window(ctx, t, ph.name, clients, 0, t.repeated(ph.req))
+		p, err := b.window(ctx, t, ph.name, clients, 0, ph.op)
 		if err != nil {
 			return nil, err
 		}
 		res.Phases = append(res.Phases, p)
 	}
 	h := res.Phases[0]
-	for i, suffix := range []string{"", "_gzip"} {
+	for i, suffix := range []string{"", "_gzip", "_polls"} {
 		s := res.Phases[1+i]
 		if h.CPUUsPerOp != nil && s.CPUUsPerOp != nil {
 			res.setRatio("cpu_stats"+suffix+"_over_health", *s.CPUUsPerOp, *h.CPUUsPerOp)
@@ -270,6 +277,87 @@ func (b *bench) stats(ctx context.Context, t *target, clients, n int) (*result, 
 		res.setRatio("bytes_stats"+suffix+"_over_health", s.BytesPerOp, h.BytesPerOp)
 	}
 	return res, nil
+}
+
+// statsPolls is an op for clients that each poll GET /v1/network/stats as the console does:
+// the whole answer first, then changed_since the at of the last answer read, accepting gzip.
+// Each keeps its buffer and gzip reader, so that the generator, on the daemon's machine,
+// takes little more of it than for /health.
+func (t *target) statsPolls(clients int) op {
+	polls := make([]statsPoller, clients)
+	return func(ctx context.Context, w int) (outcome, bool) {
+		p := &polls[w]
+		path := "/v1/network/stats"
+		if p.last != "" {
+			path += "?changed_since=" + url.QueryEscape(p.last)
+		}
+		req, err := http.NewRequestWithContext(inFlight(ctx), http.MethodGet, t.base+path, nil)
+		if err != nil {
+			return outcome{failed: err.Error()}, true
+		}
+		req.Header.Set("Accept-Encoding", "gzip")
+		res, err := t.http.Do(req)
+		if err != nil {
+			return outcome{failed: transportKind(err)}, true
+		}
+		defer res.Body.Close()
+		p.body.Reset()
+		_, err = p.body.ReadFrom(res.Body)
+		o := outcome{bytes: headerBytes(res) + int64(p.body.Len())}
+		switch {
+		case err != nil:
+			o.failed = transportKind(err)
+		case res.StatusCode != http.StatusOK:
+			o.failed = strconv.Itoa(res.StatusCode)
+		case res.Header.Get("ETag") != p.tag:
+			// A new answer: its at is read. The same tag is the same answer, and the same at.
+			if p.last, err = p.answerAt(res.Header); err != nil {
+				o.failed = "the answer: " + err.Error()
+			}
+			p.tag = res.Header.Get("ETag")
+		}
+		return o, true
+	}
+}
+
+// statsPoller is one client of statsPolls: the at and tag of the last answer it read, and
+// what it reads the next with.
+type statsPoller struct {
+	last string
+	tag  string
+	body bytes.Buffer
+	zr   *gzip.Reader
+}
+
+// answerAt reads the at of the stats answer in p.body, gzip or not: its first member, so as
+// to decode no more than that.
+func (p *statsPoller) answerAt(h http.Header) (string, error) {
+	var r io.Reader = &p.body
+	if h.Get("Content-Encoding") == "gzip" {
+		if p.zr == nil {
+			zr, err := gzip.NewReader(r)
+			if err != nil {
+				return "", err
+			}
+			p.zr = zr
+		} else if err := p.zr.Reset(r); err != nil {
+			return "", err
+		}
+		r = p.zr
+	}
+	dec := json.NewDecoder(r)
+	var first []json.Token
+	for range 3 {
+		t, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		first = append(first, t)
+	}
+	if at, ok := first[2].(string); ok && first[1] == "at" {
+		return at, nil
+	}
+	return "", errors.New("it does not begin with at")
 }
 
 // sleep waits for d or until ctx ends.

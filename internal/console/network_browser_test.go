@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/svrp/svrp/internal/console"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
@@ -26,10 +29,34 @@ import (
 // markup is a region a node may register: the page must show it as these characters.
 const markup = `<img src=x onerror="document.body.dataset.owned='yes'"><b>bold</b>`
 
+// statsQueries keeps the query of every GET /v1/network/stats a server was asked.
+type statsQueries struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (q *statsQueries) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/network/stats" {
+			q.mu.Lock()
+			q.seen = append(q.seen, r.URL.RawQuery)
+			q.mu.Unlock()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (q *statsQueries) all() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.seen)
+}
+
 // networkRegistry serves the console and the API of a registry on a Badger store under a
 // clock the test moves, with nodes registered: 44 ordinary ones in two regions and one whose
-// region and capability are markup. It returns the base URL.
-func networkRegistry(t *testing.T) (string, *registry.Service, *testkit.Clock) {
+// region and capability are markup. It returns the base URL, and the queries the stats were
+// asked with.
+func networkRegistry(t *testing.T) (string, *registry.Service, *testkit.Clock, *statsQueries) {
 	t.Helper()
 	st, err := badger.Open(t.TempDir())
 	if err != nil {
@@ -44,7 +71,8 @@ func networkRegistry(t *testing.T) (string, *registry.Service, *testkit.Clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(console.Mount(registry.NewHandler(svc), "service"))
+	queries := &statsQueries{}
+	srv := httptest.NewServer(queries.wrap(console.Mount(registry.NewHandler(svc), "service")))
 	t.Cleanup(func() {
 		srv.Close()
 		cached.Close()
@@ -74,7 +102,7 @@ func networkRegistry(t *testing.T) (string, *registry.Service, *testkit.Clock) {
 			clock.Advance(time.Second)
 		}
 	}
-	return srv.URL, svc, clock
+	return srv.URL, svc, clock, queries
 }
 
 // listedCount is the count GET /nodes answers with query q.
@@ -96,7 +124,7 @@ func listedCount(t *testing.T, base, q string) int {
 // It pauses while the tab is hidden. Screenshots at desktop and phone sizes are kept.
 func TestConsoleNetworkView(t *testing.T) {
 	ctx, _ := browser(t)
-	base, svc, clock := networkRegistry(t)
+	base, svc, clock, queries := networkRegistry(t)
 	shots := shotsDir(t)
 	const sampled = 7
 	for range sampled {
@@ -137,6 +165,30 @@ func TestConsoleNetworkView(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, ctx, fmt.Sprintf(`document.querySelectorAll('#chart-online circle').length === %d`, sampled+1))
+	// After its first answer the view asks only for what changed since, and the history it
+	// puts together is the registry's whole one.
+	if q := queries.all(); len(q) < 2 || q[0] != "" || !strings.HasPrefix(q[len(q)-1], "changed_since=") {
+		t.Errorf("the stats were asked with the queries %q: want the whole answer first, then changed_since", q)
+	}
+	var whole api.NetworkStats
+	if _, body := testkit.Get(t, base+"/v1/network/stats"); json.Unmarshal(body, &whole) != nil {
+		t.Fatalf("the stats: %s", body)
+	}
+	for sel, s := range map[string]struct {
+		what   string
+		series api.Series
+	}{
+		"#chart-online svg":     {"Online nodes, 24 hours", whole.Online24h},
+		"#chart-heartbeats svg": {"Heartbeats per minute, 24 hours", whole.Heartbeats24h},
+	} {
+		var label string
+		if err := run(ctx, chromedp.AttributeValue(sel, "aria-label", &label, nil, chromedp.ByQuery)); err != nil {
+			t.Fatal(err)
+		}
+		if want := chartLabel(s.what, s.series); label != want {
+			t.Errorf("%s: %q, the registry's history gives %q", sel, label, want)
+		}
+	}
 	if n := count(t, ctx, "#bars-regions li"); n != 3 {
 		t.Errorf("%d region bars, want 3", n)
 	}
@@ -246,6 +298,20 @@ func TestConsoleNetworkView(t *testing.T) {
 		t.Fatal(err)
 	}
 	screenshots(t, ctx, shots, "network")
+}
+
+// chartLabel is the label the page gives the chart of series.
+func chartLabel(what string, series api.Series) string {
+	var present []int
+	for _, v := range series.Values {
+		if v != nil {
+			present = append(present, *v)
+		}
+	}
+	if len(present) == 0 {
+		return what + ": no samples yet"
+	}
+	return fmt.Sprintf("%s: %d samples, latest %d, highest %d", what, len(present), present[len(present)-1], max(1, slices.Max(present)))
 }
 
 // choose sets the value of a form control as a person would, with the event that follows.

@@ -1,8 +1,15 @@
 package api
 
 // NetworkStats is the answer to GET /v1/network/stats (docs/protocol.md §5.1): the network
-// now, and its history as the registry sampled it each minute.
+// now, and its history as the registry sampled it each minute. Asked for with
+// changed_since, each series holds only its last steps.
 type NetworkStats struct {
+	NetworkCounts
+	NetworkHistory
+}
+
+// NetworkCounts is the network now: the first part of [NetworkStats], whole in every answer.
+type NetworkCounts struct {
 	// At is when the figures were taken; they are at most a few seconds old.
 	At string `json:"at"`
 	// Nodes is the number of node records.
@@ -18,7 +25,10 @@ type NetworkStats struct {
 	Regions      Breakdown `json:"regions"`
 	Capabilities Breakdown `json:"capabilities"`
 	Reachability Breakdown `json:"reachability"`
-	// The history, sampled each minute.
+}
+
+// NetworkHistory is the history, sampled each minute: the last part of [NetworkStats].
+type NetworkHistory struct {
 	Online24h       Series `json:"online_24h"`
 	Online7d        Series `json:"online_7d"`
 	Heartbeats24h   Series `json:"heartbeats_24h"`
@@ -54,7 +64,8 @@ type OtherGroup struct {
 }
 
 // Series is one history: Values[i] is the value of the step that began Step×(len−1−i)
-// seconds before End, null when nothing was sampled in it.
+// seconds before End, null when nothing was sampled in it. A whole series holds a fixed
+// number of steps; one answered to changed_since holds its last few.
 type Series struct {
 	Step   int    `json:"step"`
 	End    string `json:"end"`

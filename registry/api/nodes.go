@@ -190,12 +190,22 @@ func ParsePage(q url.Values, maxLimit int) (Page, error) {
 		}
 		p.Cursor = v[0]
 	}
-	if v, ok := q["changed_since"]; ok {
-		t, err := canonical.ParseTime(v[0])
-		if err != nil || len(v) > 1 {
-			return Page{}, badRequest("changed_since must be one timestamp of the form 2025-01-15T10:30:00Z")
-		}
-		p.ChangedSince = t
+	var err error
+	if p.ChangedSince, err = ParseChangedSince(q); err != nil {
+		return Page{}, err
 	}
 	return p, nil
+}
+
+// ParseChangedSince reads changed_since from a query: zero when it is absent.
+func ParseChangedSince(q url.Values) (time.Time, error) {
+	v, ok := q["changed_since"]
+	if !ok {
+		return time.Time{}, nil
+	}
+	t, err := canonical.ParseTime(v[0])
+	if err != nil || len(v) > 1 {
+		return time.Time{}, badRequest("changed_since must be one timestamp of the form 2025-01-15T10:30:00Z")
+	}
+	return t, nil
 }

@@ -272,10 +272,41 @@ function restartTable() {
 
 // ---- refreshing ----
 
+const SERIES = ['online_24h', 'online_7d', 'heartbeats_24h', 'registrations_7d'];
+
+// overlay lays part, a series answered to changed_since, over held: held moved on to part's
+// end, and part's steps over its last. It is null when they do not fit: another step, an
+// earlier end, or steps between them that part does not hold.
+function overlay(held, part) {
+  const n = held.values.length;
+  const m = part.values.length;
+  const shift = (Date.parse(part.end) - Date.parse(held.end)) / (part.step * 1000);
+  if (part.step !== held.step || !Number.isInteger(shift) || shift < 0 || m > n || (m < n && shift >= m)) return null;
+  const k = Math.min(shift, n);
+  const values = held.values.slice(k).concat(new Array(k).fill(null));
+  values.splice(n - m, m, ...part.values);
+  return { step: part.step, end: part.end, values };
+}
+
+// fetchStats reads the whole answer once; after that, only what changed since the answer
+// held (changed_since its at): the counts, and the last few steps of each series, which
+// are laid over the series held. The history changes once a minute and the view refreshes
+// every few seconds, so a refresh reads a few hundred bytes of history, not all of it.
+async function fetchStats() {
+  if (!stats) return call('GET', '/v1/network/stats');
+  const part = await call('GET', '/v1/network/stats?changed_since=' + encodeURIComponent(stats.at));
+  const next = { ...part };
+  for (const name of SERIES) {
+    next[name] = overlay(stats[name], part[name]);
+    if (!next[name]) return call('GET', '/v1/network/stats');
+  }
+  return next;
+}
+
 async function refresh() {
   timer = 0;
   try {
-    stats = await call('GET', '/v1/network/stats');
+    stats = await fetchStats();
     renderStats();
     await loadTable();
     $('net-status').textContent = `Updated ${stats.at}; refreshes every ${REFRESH_MS / 1000} s while shown.`;

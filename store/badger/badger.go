@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	dgbadger "github.com/dgraph-io/badger/v4"
@@ -68,10 +69,17 @@ const (
 	pOpSession = "t/"
 	pCounter   = "c/"
 	pRevoked   = "r/"
-	pOpByOp    = "u/"
-	// kOpIndexed marks a database whose bearer sessions all have their u/ entries: one
-	// written before the index existed gets them at open (indexOperatorSessions).
-	kOpIndexed = "m/opsession-index"
+	// pOpSessions holds, per operator, one record of its bearer sessions' token hashes (32
+	// bytes each), read and written whole. A key per session would leave a deleted key behind
+	// at every login past the operator's quota, and Badger's scan of the operator's keys
+	// walks every such key until compaction: a login would cost more with each one before it.
+	pOpSessions = "v/"
+	// pOldOpSessions is where an older build kept a key per session (u/<did>/<hash>), and
+	// kOpIndexed the mark it set; kOpListed marks a database whose sessions are all in their
+	// operator's v/ record (listOperatorSessions).
+	pOldOpSessions = "u/did:"
+	kOpIndexed     = "m/opsession-index"
+	kOpListed      = "m/opsession-list"
 	// kRevokedCount holds the number of revocations, kept with each new one, so that the
 	// bound on the list is one Get rather than a scan of it.
 	kRevokedCount = "m/revocations"
@@ -188,7 +196,7 @@ func Open(dir string, opts ...Option) (s store.Store, err error) {
 		db.Close()
 		return nil, err
 	}
-	if err := indexOperatorSessions(db); err != nil {
+	if err := listOperatorSessions(db); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -286,50 +294,68 @@ func checkVersion(db *dgbadger.DB) error {
 	})
 }
 
-// indexOperatorSessions gives every bearer session of a database written before the u/
-// index existed its entry, in transactions of a bounded size, then marks the database.
-func indexOperatorSessions(db *dgbadger.DB) error {
+// listOperatorSessions writes, for a database of an older build, every operator's v/ record
+// from its bearer sessions, and deletes the older build's u/ entries, in transactions of a
+// bounded size; then it marks the database.
+func listOperatorSessions(db *dgbadger.DB) error {
 	if err := db.View(func(txn *dgbadger.Txn) error {
-		_, err := txn.Get([]byte(kOpIndexed))
+		_, err := txn.Get([]byte(kOpListed))
 		return err
 	}); err == nil {
 		return nil
 	} else if !errors.Is(err, dgbadger.ErrKeyNotFound) {
-		return fmt.Errorf("store: failed to read the session index mark: %w", err)
+		return fmt.Errorf("store: failed to read the session list mark: %w", err)
 	}
-	var entries [][]byte
+	lists := map[string][]byte{}
+	var old [][]byte
 	err := db.View(func(txn *dgbadger.Txn) error {
 		opts := dgbadger.DefaultIteratorOptions
 		opts.Prefix = []byte(pOpSession)
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			h := it.Item().Key()[len(pOpSession):]
+			h, ok := decodeKey(it.Item().Key()[len(pOpSession):])
+			if !ok {
+				return errors.New("store: corrupt bearer session key")
+			}
 			var s authn.BearerSession
 			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &s) }); err != nil {
 				return fmt.Errorf("store: failed to read a bearer session: %w", err)
 			}
-			entries = append(entries, key(pOpByOp, s.OperatorDID, string(h)))
+			// The scan is in key order, and so each list in byte order, as indexes keep it.
+			lists[s.OperatorDID] = append(lists[s.OperatorDID], h[:]...)
+		}
+		keys := txn.NewIterator(dgbadger.IteratorOptions{Prefix: []byte(pOldOpSessions)})
+		defer keys.Close()
+		for keys.Rewind(); keys.Valid(); keys.Next() {
+			old = append(old, keys.Item().KeyCopy(nil))
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	const chunk = 1000
-	for len(entries) > 0 {
-		n := min(chunk, len(entries))
+	writes := make([]func(*dgbadger.Txn) error, 0, len(lists)+len(old)+2)
+	for did, hashes := range lists {
+		writes = append(writes, func(txn *dgbadger.Txn) error { return txn.Set(key(pOpSessions, did), hashes) })
+	}
+	for _, k := range old {
+		writes = append(writes, func(txn *dgbadger.Txn) error { return txn.Delete(k) })
+	}
+	writes = append(writes,
+		func(txn *dgbadger.Txn) error { return txn.Delete([]byte(kOpIndexed)) },
+		func(txn *dgbadger.Txn) error { return txn.Set([]byte(kOpListed), []byte("1")) })
+	for chunk := range slices.Chunk(writes, 1000) {
 		if err := db.Update(func(txn *dgbadger.Txn) error {
-			for _, k := range entries[:n] {
-				if err := txn.Set(k, nil); err != nil {
+			for _, w := range chunk {
+				if err := w(txn); err != nil {
 					return err
 				}
 			}
 			return nil
 		}); err != nil {
-			return fmt.Errorf("store: failed to index bearer sessions: %w", err)
+			return fmt.Errorf("store: failed to list bearer sessions by operator: %w", err)
 		}
-		entries = entries[n:]
 	}
-	return db.Update(func(txn *dgbadger.Txn) error { return txn.Set([]byte(kOpIndexed), []byte("1")) })
+	return nil
 }

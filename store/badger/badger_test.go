@@ -2,12 +2,15 @@ package badger
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +19,6 @@ import (
 
 	dgbadger "github.com/dgraph-io/badger/v4"
 
-	"bytes"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
@@ -325,44 +327,40 @@ func BenchmarkBadgerPutNodeParallel(b *testing.B) {
 	})
 }
 
-// A database written before bearer sessions were indexed by operator gets the index when
-// it is opened.
-func TestBadgerIndexesOldSessions(t *testing.T) {
+// A database of an older build, with a key per bearer session under u/ and no v/ records,
+// gets each operator's record at open, and the older keys are gone.
+func TestBadgerListsOldSessions(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h1, h2 := storetest.Hash("t1"), storetest.Hash("t2")
-	op := "did:svrp:o:aaaaaaaa"
+	h1, h2, h3 := storetest.Hash("t1"), storetest.Hash("t2"), storetest.Hash("t3")
+	op, other := "did:svrp:o:aaaaaaaa", "did:svrp:o:bbbbbbbb"
 	storetest.Update(t, s, func(tx store.Tx) error {
-		return errors.Join(tx.PutBearerSession(h1, storetest.BearerSession(op)), tx.PutBearerSession(h2, storetest.BearerSession("did:svrp:o:bbbbbbbb")))
+		return errors.Join(tx.PutBearerSession(h1, storetest.BearerSession(op)),
+			tx.PutBearerSession(h2, storetest.BearerSession(other)), tx.PutBearerSession(h3, storetest.BearerSession(op)))
 	})
-	// Take the index away, as an older build would have left the database.
+	// Leave the database as the older build did: a u/ key per session, the older mark.
 	db := s.(*badgerStore).db
 	if err := db.Update(func(txn *dgbadger.Txn) error {
-		it := txn.NewIterator(dgbadger.IteratorOptions{Prefix: []byte(pOpByOp)})
-		var keys [][]byte
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
-		it.Close()
-		for _, k := range append(keys, []byte(kOpIndexed)) {
+		for _, k := range [][]byte{key(pOpSessions, op), key(pOpSessions, other), []byte(kOpListed)} {
 			if err := txn.Delete(k); err != nil {
 				return err
 			}
 		}
-		return nil
+		for _, e := range []struct {
+			did string
+			h   [32]byte
+		}{{op, h1}, {other, h2}, {op, h3}} {
+			if err := txn.Set(key("u/", e.did, hex.EncodeToString(e.h[:])), nil); err != nil {
+				return err
+			}
+		}
+		return txn.Set([]byte(kOpIndexed), []byte("1"))
 	}); err != nil {
 		t.Fatal(err)
 	}
-	storetest.View(t, s, func(tx store.Tx) error {
-		got, err := tx.BearerSessionsOf(op)
-		if len(got) != 0 {
-			t.Fatalf("index still present: %v", got)
-		}
-		return err
-	})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +371,60 @@ func TestBadgerIndexesOldSessions(t *testing.T) {
 	defer s.Close()
 	storetest.View(t, s, func(tx store.Tx) error {
 		got, err := tx.BearerSessionsOf(op)
-		storetest.Diff(t, "OperatorSessionsOf after reopening", [][32]byte{h1}, got)
+		want := [][32]byte{h1, h3}
+		slices.SortFunc(want, compareHash)
+		storetest.Diff(t, "BearerSessionsOf after reopening", want, got)
+		return err
+	})
+	if err := s.(*badgerStore).db.View(func(txn *dgbadger.Txn) error {
+		it := txn.NewIterator(dgbadger.IteratorOptions{Prefix: []byte(pOldOpSessions)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			t.Errorf("the older build's key %q is still there", it.Item().Key())
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An operator that logs in and out many times keeps one record: its sessions are read with
+// one Get, however many came and went before.
+func TestBadgerOperatorSessionsOneRecord(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	op := "did:svrp:o:aaaaaaaa"
+	for i := range 200 {
+		h := storetest.Hash(fmt.Sprint("t", i))
+		storetest.Update(t, s, func(tx store.Tx) error {
+			if err := tx.PutBearerSession(h, storetest.BearerSession(op)); err != nil {
+				return err
+			}
+			if i%2 == 1 {
+				return tx.DeleteBearerSession(h)
+			}
+			return nil
+		})
+	}
+	keys := 0
+	if err := s.(*badgerStore).db.View(func(txn *dgbadger.Txn) error {
+		it := txn.NewIterator(dgbadger.IteratorOptions{Prefix: []byte(pOpSessions)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	storetest.View(t, s, func(tx store.Tx) error {
+		got, err := tx.BearerSessionsOf(op)
+		if len(got) != 100 || keys != 1 {
+			t.Errorf("%d sessions in %d keys; want 100 in 1", len(got), keys)
+		}
 		return err
 	})
 }

@@ -1,8 +1,10 @@
 package badger
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
+	"slices"
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
@@ -76,11 +78,28 @@ func (x indexes) DropOperatorBinding(operatorDID string, node didkey.PublicKey) 
 }
 
 func (x indexes) AddOperatorSession(operatorDID string, tokenHash [32]byte) error {
-	return x.t.setRaw(key(pOpByOp, operatorDID, hex.EncodeToString(tokenHash[:])), nil)
+	list, err := x.t.operatorSessions(operatorDID)
+	if err != nil {
+		return err
+	}
+	// In byte order, the order in which the other stores list them.
+	i, found := slices.BinarySearchFunc(list, tokenHash, compareHash)
+	if found {
+		return nil
+	}
+	return x.t.setOperatorSessions(operatorDID, slices.Insert(list, i, tokenHash))
 }
 
 func (x indexes) DropOperatorSession(operatorDID string, tokenHash [32]byte) error {
-	return x.t.del(key(pOpByOp, operatorDID, hex.EncodeToString(tokenHash[:])))
+	list, err := x.t.operatorSessions(operatorDID)
+	if err != nil {
+		return err
+	}
+	i, found := slices.BinarySearchFunc(list, tokenHash, compareHash)
+	if !found {
+		return nil
+	}
+	return x.t.setOperatorSessions(operatorDID, slices.Delete(list, i, i+1))
 }
 
 func (x indexes) MarkSessionIDUsed(id string) error {
@@ -88,3 +107,5 @@ func (x indexes) MarkSessionIDUsed(id string) error {
 }
 
 var _ rules.Indexes = indexes{}
+
+func compareHash(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }

@@ -190,9 +190,39 @@ func eachValue[T any](t *badgerTx, p string, fn func(T) error) error {
 }
 
 func (t *badgerTx) BearerSessionsOf(operatorDID string) ([][32]byte, error) {
-	// Exactly one 64-hex hash after the prefix: a DID with '/' in it cannot reach another
-	// DID's entries.
-	return members(t, key(pOpByOp, operatorDID, ""), decodeKey)
+	return t.operatorSessions(operatorDID)
+}
+
+// operatorSessions reads the token hashes of operatorDID's v/ record; none when it has none.
+func (t *badgerTx) operatorSessions(operatorDID string) ([][32]byte, error) {
+	raw, err := t.getRaw(key(pOpSessions, operatorDID))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(raw)%32 != 0 {
+		return nil, errors.New("store: corrupt operator session list")
+	}
+	list := make([][32]byte, len(raw)/32)
+	for i := range list {
+		list[i] = [32]byte(raw[32*i:])
+	}
+	return list, nil
+}
+
+// setOperatorSessions writes operatorDID's v/ record, or deletes it when list is empty.
+func (t *badgerTx) setOperatorSessions(operatorDID string, list [][32]byte) error {
+	k := key(pOpSessions, operatorDID)
+	if len(list) == 0 {
+		return t.del(k)
+	}
+	raw := make([]byte, 0, 32*len(list))
+	for _, h := range list {
+		raw = append(raw, h[:]...)
+	}
+	return t.setRaw(k, raw)
 }
 
 func (t *badgerTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error {

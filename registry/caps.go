@@ -109,6 +109,14 @@ func (s *expirySet) hasRoom(group string, q quota, now time.Time) int {
 	return why
 }
 
+// end returns the end of id, when s holds it.
+func (s *expirySet) end(id string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	end, ok := s.m[id]
+	return end, ok
+}
+
 // use marks id as used, so that it is displaced after its group's other ids.
 func (s *expirySet) use(id string) {
 	s.mu.Lock()

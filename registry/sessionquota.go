@@ -61,7 +61,7 @@ func (s *Service) holdBearer(tx store.Tx, operatorDID, displaced string) error {
 		return err
 	}
 	if len(mine) >= s.limits.MaxBearerSessionsPerOperator {
-		oldest, err := oldestBearer(tx, mine)
+		oldest, err := s.oldestBearer(tx, mine)
 		if err != nil {
 			return err
 		}
@@ -80,21 +80,29 @@ func (s *Service) holdBearer(tx store.Tx, operatorDID, displaced string) error {
 	return tx.DeleteBearerSession(h)
 }
 
-// oldestBearer returns the one of hashes whose session was issued first.
-func oldestBearer(tx store.Tx, hashes [][32]byte) ([32]byte, error) {
+// oldestBearer returns the one of hashes whose session was issued first: the one that ends
+// first, since every session lasts authn.SessionTTL. The ends come from the bearer table,
+// which holds every session it counted from the store or reserved since; only a session it
+// does not hold (another daemon's, since the last count) is read, so an operator at its quota
+// logs in without its sessions being read one by one.
+func (s *Service) oldestBearer(tx store.Tx, hashes [][32]byte) ([32]byte, error) {
 	var oldest [32]byte
 	var first time.Time
 	found := false
 	for _, h := range hashes {
-		sess, err := tx.BearerSession(h)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
+		end, ok := s.bearers.end(hex.EncodeToString(h[:]))
+		if !ok {
+			sess, err := tx.BearerSession(h)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return oldest, err
+			}
+			end = sess.ExpiresAt
 		}
-		if err != nil {
-			return oldest, err
-		}
-		if !found || sess.IssuedAt.Before(first) {
-			oldest, first, found = h, sess.IssuedAt, true
+		if !found || end.Before(first) {
+			oldest, first, found = h, end, true
 		}
 	}
 	return oldest, nil

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -183,5 +184,58 @@ func TestBearerQuotaPerOperatorEndsOldest(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sessionReads counts the bearer sessions read through it.
+type sessionReads struct {
+	store.Tx
+	n *int
+}
+
+func (r sessionReads) BearerSession(h [32]byte) (authn.BearerSession, error) {
+	*r.n++
+	return r.Tx.BearerSession(h)
+}
+
+// TestOldestBearerReadsOnlyWhatMemoryLacks: the oldest of an operator's sessions is found
+// from the ends the bearer table holds; only a session it does not hold (another daemon's,
+// since the last count) is read from the store.
+func TestOldestBearerReadsOnlyWhatMemoryLacks(t *testing.T) {
+	s, now := quotaService(t, Limits{})
+	ctx := context.Background()
+	const op = "did:svrp:o:0a1b2c3d"
+	var hashes [][32]byte
+	for i := range 4 {
+		var h [32]byte
+		h[0] = byte(i + 1)
+		sess := authn.NewBearerSession(op, now.Add(time.Duration(i)*time.Minute))
+		if err := s.store.Update(ctx, func(tx store.Tx) error { return tx.PutBearerSession(h, sess) }); err != nil {
+			t.Fatal(err)
+		}
+		if i != 2 {
+			s.bearers.add(hex.EncodeToString(h[:]), sess.ExpiresAt, "192.0.2.0")
+		}
+		hashes = append(hashes, h)
+	}
+	for _, order := range [][]int{{3, 2, 1, 0}, {2, 0, 3, 1}} {
+		var in [][32]byte
+		for _, i := range order {
+			in = append(in, hashes[i])
+		}
+		reads := 0
+		err := s.store.View(ctx, func(tx store.Tx) error {
+			got, err := s.oldestBearer(sessionReads{Tx: tx, n: &reads}, in)
+			if got != hashes[0] {
+				t.Errorf("order %v: oldest is session %d; want 0", order, got[0]-1)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reads != 1 {
+			t.Errorf("order %v: %d sessions read from the store; want 1, the one the table does not hold", order, reads)
+		}
 	}
 }

@@ -35,10 +35,18 @@ func ClientGroup(addr string) string {
 // of addresses, an IPv6 customer a /48, which is 65,536 /64s. Anything else is its own block,
 // spelled so it is no client group.
 func AddressBlock(group string) string {
+	// Every request counts against its block, so the common spellings are parsed without
+	// building an error first: an IPv6 group has a prefix length, an IPv4 one has none.
 	var a netip.Addr
-	if p, err := netip.ParsePrefix(group); err == nil {
+	var err error
+	if strings.IndexByte(group, '/') >= 0 {
+		var p netip.Prefix
+		p, err = netip.ParsePrefix(group)
 		a = p.Addr()
-	} else if a, err = netip.ParseAddr(group); err != nil {
+	} else {
+		a, err = netip.ParseAddr(group)
+	}
+	if err != nil {
 		return group + "/*"
 	}
 	a = a.Unmap().WithZone("")
@@ -47,7 +55,8 @@ func AddressBlock(group string) string {
 		bits = 24
 	}
 	p, _ := a.Prefix(bits)
-	return p.String()
+	var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte
+	return string(p.AppendTo(buf[:0]))
 }
 
 // clientAddr is the client group of r (see limits.go): of the TCP peer, or, when the peer is

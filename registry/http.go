@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/svrp/svrp/authn"
@@ -262,15 +264,37 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	buf := answerBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledAnswer {
+			answerBuffers.Put(buf)
+		}
+	}()
+	buf.Reset()
+	// Encode ends the value with the newline every answer ends with.
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"code":"INTERNAL","error":"internal error"}`)
+		buf.Reset()
+		buf.WriteString(`{"code":"INTERNAL","error":"internal error"}` + "\n")
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = contentTypeJSON
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(buf.Bytes())
 }
+
+// answerBuffers hold JSON answers while they are written, so that the requests every node
+// sends (heartbeats) allocate no buffer of their own. A buffer grown past maxPooledAnswer by
+// a large answer is dropped, so that the pool does not keep the largest answer's memory.
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledAnswer = 16 << 10
+
+// The values of headers set on most answers, shared: net/http only reads a header's values,
+// and a shared slice saves an allocation on every answer.
+var (
+	contentTypeJSON = []string{"application/json"}
+	noSniff         = []string{"nosniff"}
+)
 
 // body reads a request body of at most MaxBodyBytes.
 func body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -522,11 +546,15 @@ func (h *handler) logged(next http.Handler) http.Handler {
 		start := time.Now()
 		// Every answer is JSON or plain text, never something a browser should guess at:
 		// an error echoing nothing of the request still must not be sniffed as HTML.
-		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header()["X-Content-Type-Options"] = noSniff
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)
-		h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", took)
+		// Checked first, since building the line's attributes costs allocations even when
+		// the level is off, as it is on a busy public registry.
+		if h.s.log.Enabled(r.Context(), slog.LevelDebug) {
+			h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", took)
+		}
 		h.outage.after(h.s)
 		if h.opts.observe != nil {
 			route := sw.route

@@ -338,11 +338,11 @@ func parseNodeDID(s string) (didkey.DID, error) {
 // its key; a shorter form names the record registered under exactly that DID or, failing
 // that, the one key it binds to among the records sharing its short body.
 func lookupNode(tx store.Tx, d didkey.DID) (store.Node, error) {
-	unknown := proto.New(proto.UnknownDID, "no node is registered under this DID")
+	unknown := func() error { return proto.New(proto.UnknownDID, "no node is registered under this DID") }
 	if k, ok := d.Key(); ok {
 		rec, err := tx.Node(k)
 		if errors.Is(err, store.ErrNotFound) {
-			return store.Node{}, unknown
+			return store.Node{}, unknown()
 		}
 		return rec, err
 	}
@@ -364,7 +364,7 @@ func lookupNode(tx store.Tx, d didkey.DID) (store.Node, error) {
 		}
 	}
 	if len(found) != 1 {
-		return store.Node{}, unknown
+		return store.Node{}, unknown()
 	}
 	return tx.Node(found[0])
 }

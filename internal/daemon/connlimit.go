@@ -254,7 +254,7 @@ func (l *limitListener) delivered(next http.Handler) http.Handler {
 		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 			l.markDelivered(lc)
 		} else {
-			r.Body = &bodyWatch{ReadCloser: r.Body, done: func() { l.markDelivered(lc) }}
+			r.Body = &bodyWatch{ReadCloser: r.Body, l: l, conn: lc}
 		}
 		defer l.markDelivered(lc)
 		if l.refusalDelay <= 0 {
@@ -299,17 +299,18 @@ func (w *refusalWatch) WriteHeader(status int) {
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *refusalWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// bodyWatch calls done once its body has been read to the end.
+// bodyWatch marks its connection delivered once its body has been read to the end (again
+// at each later read that finds the end: marking is idempotent).
 type bodyWatch struct {
 	io.ReadCloser
-	done func()
-	once sync.Once
+	l    *limitListener
+	conn *limitedConn
 }
 
 func (b *bodyWatch) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
-		b.once.Do(b.done)
+		b.l.markDelivered(b.conn)
 	}
 	return n, err
 }

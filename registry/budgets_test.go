@@ -1,7 +1,9 @@
 package registry_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
 
@@ -218,5 +221,111 @@ func TestMalformedBudget(t *testing.T) {
 	clock.Advance(time.Minute)
 	if w := send(bad, "GET", "/health", ""); w.Code != http.StatusOK {
 		t.Fatalf("after the window: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestHeartbeatReplayBudget: a heartbeat the mark answers without a verification (a repeat of
+// the accepted one, or an older ts) counts against its sender's address and block when it
+// comes from another address than the accepted heartbeat's. Within the budget a repeat is 200
+// with last_seen unchanged; beyond it the address, or a fresh address of its spent block, is
+// refused such heartbeats with the limit's name, and no one else is. The node's own retries
+// never count, and a heartbeat with a new ts from a refused address is verified and accepted.
+func TestHeartbeatReplayBudget(t *testing.T) {
+	svc, c := budgetService(t, registry.Config{Limits: registry.Limits{HeartbeatReplayAddressLimit: 3, AddressBlockFactor: 2}})
+	var limits []string
+	h := registry.NewHandler(svc, registry.WithObserver(func(e registry.Exchange) { limits = append(limits, e.Limit) }))
+	type answer struct {
+		code     int
+		errCode  string
+		limit    string
+		lastSeen string
+	}
+	send := func(from, path string, body any) answer {
+		t.Helper()
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("POST", path, bytes.NewReader(b))
+		r.RemoteAddr = from + ":40000"
+		w := httptest.NewRecorder()
+		limits = limits[:0]
+		h.ServeHTTP(w, r)
+		var res struct {
+			Code     string `json:"code"`
+			LastSeen string `json:"last_seen"`
+		}
+		json.Unmarshal(w.Body.Bytes(), &res)
+		a := answer{code: w.Code, errCode: res.Code, lastSeen: res.LastSeen}
+		if len(limits) > 0 {
+			a.limit = limits[0]
+		}
+		return a
+	}
+	const own = "192.0.2.7"
+	n := newNode(t, "replayed")
+	if a := send(own, "/api/v1/register", n.registration(t, "203.0.113.7:7000")); a.code != http.StatusOK {
+		t.Fatalf("register: %+v", a)
+	}
+	c.Advance(time.Second)
+	captured := n.heartbeat(t, n.did, c.Now())
+	first := send(own, "/api/v1/heartbeat", captured)
+	if first.code != http.StatusOK {
+		t.Fatalf("heartbeat: %+v", first)
+	}
+	older := n.heartbeat(t, n.did, c.Now().Add(-time.Second))
+	c.Advance(time.Second) // an accepted heartbeat would move last_seen now
+
+	ok := answer{code: http.StatusOK, lastSeen: first.lastSeen}
+	stale := answer{code: http.StatusUnauthorized, errCode: "STALE_TS"}
+	perAddress := answer{code: http.StatusTooManyRequests, errCode: "RATE_LIMITED", limit: registry.LimitHeartbeatReplaysPerAddress}
+	perBlock := answer{code: http.StatusTooManyRequests, errCode: "RATE_LIMITED", limit: registry.LimitHeartbeatReplaysPerBlock}
+	for i, step := range []struct {
+		what string
+		from string
+		body api.HeartbeatRequest
+		want answer
+	}{
+		{"the node's own retry", own, captured, ok},
+		{"the node's own retry", own, captured, ok},
+		{"the node's own retry", own, captured, ok},
+		{"the node's own retry", own, captured, ok},
+		{"the node's own older heartbeat", own, older, stale},
+		{"a replay within the budget", "198.51.100.1", captured, ok},
+		{"an older one within the budget", "198.51.100.1", older, stale},
+		{"a replay within the budget", "198.51.100.1", captured, ok},
+		{"a replay past the address's budget", "198.51.100.1", captured, perAddress},
+		{"an older one past the address's budget", "198.51.100.1", older, perAddress},
+		{"another address of the block", "198.51.100.2", captured, ok},
+		{"another address of the block", "198.51.100.2", captured, ok},
+		{"another address of the block", "198.51.100.2", captured, ok},
+		{"a fresh address of the spent block", "198.51.100.3", captured, perBlock},
+		{"an address of another block", "203.0.113.5", captured, ok},
+		{"the node's own retry meanwhile", own, captured, ok},
+	} {
+		if got := send(step.from, "/api/v1/heartbeat", step.body); got != step.want {
+			t.Fatalf("step %d, %s from %s: %+v, want %+v", i, step.what, step.from, got, step.want)
+		}
+	}
+
+	// The budget counts replays only: the node's next heartbeat, from a refused address, is
+	// verified and accepted; repeats of it from there are then the node's own.
+	next := n.heartbeat(t, n.did, c.Now())
+	if a := send("198.51.100.1", "/api/v1/heartbeat", next); a.code != http.StatusOK || a.lastSeen == first.lastSeen {
+		t.Fatalf("a new heartbeat from a refused address: %+v, want 200 with a new last_seen", a)
+	}
+	for range 5 {
+		if a := send("198.51.100.1", "/api/v1/heartbeat", next); a.code != http.StatusOK {
+			t.Fatalf("the node's own retry from its new address: %+v", a)
+		}
+	}
+	if a := send("198.51.100.3", "/api/v1/heartbeat", next); a != perBlock {
+		t.Fatalf("a replay of the new heartbeat from the spent block: %+v", a)
+	}
+
+	// The window ends.
+	c.Advance(time.Minute)
+	if a := send("198.51.100.3", "/api/v1/heartbeat", next); a.code != http.StatusOK {
+		t.Fatalf("a replay after the window: %+v", a)
 	}
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"crypto/sha256"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -16,13 +17,19 @@ import (
 type heartbeatMarks struct {
 	mu    sync.Mutex
 	marks map[didkey.PublicKey]heartbeatMark
+	seed  maphash.Seed // of the senders' hashes; set with marks
 }
 
 type heartbeatMark struct {
 	ts    int64
 	seen  int64          // unix seconds of the last_seen that ts set
 	proof heartbeatProof // of the heartbeat that set it
+	from  uint64         // the client address it came from, hashed so that a mark stays small
 }
+
+// sender is the hash of a client address that a mark keeps. The caller holds mu, and marks
+// exist.
+func (h *heartbeatMarks) sender(addr string) uint64 { return maphash.String(h.seed, addr) }
 
 // heartbeatProof identifies a verified heartbeat by its DID spelling and signature, which
 // with its ts are all that vary between heartbeats of one key: the first 16 bytes of their
@@ -42,26 +49,28 @@ func proofOf(did, sig string) heartbeatProof {
 // the ts window), and a repeat of the heartbeat that set the mark, within the window, is
 // answered with the last_seen it set. Anything else (done = false) is verified and then
 // advanced. A replayed heartbeat so costs the registry a lookup, not a verification.
-// inWindow says whether ts is within the ts window (authn.NodeChecker.Fresh).
-func (h *heartbeatMarks) answered(key didkey.PublicKey, ts int64, proof heartbeatProof, inWindow bool) (done bool, seen time.Time, err error) {
+// inWindow says whether ts is within the ts window (authn.NodeChecker.Fresh); elsewhere, for
+// a settled heartbeat, whether addr is another client address than the one the mark's
+// heartbeat came from: a replay by a third party rather than the node's own retry.
+func (h *heartbeatMarks) answered(key didkey.PublicKey, ts int64, proof heartbeatProof, inWindow bool, addr string) (done, elsewhere bool, seen time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, ok := h.marks[key]
 	switch {
 	case !ok:
-		return false, time.Time{}, nil
+		return false, false, time.Time{}, nil
 	case ts < m.ts:
-		return true, time.Time{}, proto.New(proto.StaleTS, "ts is older than the node's last heartbeat")
+		return true, h.sender(addr) != m.from, time.Time{}, proto.New(proto.StaleTS, "ts is older than the node's last heartbeat")
 	case ts == m.ts && proof == m.proof && inWindow:
-		return true, time.Unix(m.seen, 0).UTC(), nil
+		return true, h.sender(addr) != m.from, time.Unix(m.seen, 0).UTC(), nil
 	}
-	return false, time.Time{}, nil
+	return false, false, time.Time{}, nil
 }
 
-// advance records ts for key when it is newer than the last one. It returns fresh = true when
-// the heartbeat may move last_seen; an equal ts returns fresh = false with the last_seen the
-// first one set; an older ts is STALE_TS.
-func (h *heartbeatMarks) advance(key didkey.PublicKey, ts int64, proof heartbeatProof, now time.Time) (fresh bool, seen time.Time, err error) {
+// advance records ts for key, sent from addr, when it is newer than the last one. It returns
+// fresh = true when the heartbeat may move last_seen; an equal ts returns fresh = false with
+// the last_seen the first one set; an older ts is STALE_TS.
+func (h *heartbeatMarks) advance(key didkey.PublicKey, ts int64, proof heartbeatProof, now time.Time, addr string) (fresh bool, seen time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, ok := h.marks[key]
@@ -72,9 +81,9 @@ func (h *heartbeatMarks) advance(key didkey.PublicKey, ts int64, proof heartbeat
 		return false, time.Unix(m.seen, 0).UTC(), nil
 	}
 	if h.marks == nil {
-		h.marks = map[didkey.PublicKey]heartbeatMark{}
+		h.marks, h.seed = map[didkey.PublicKey]heartbeatMark{}, maphash.MakeSeed()
 	}
-	h.marks[key] = heartbeatMark{ts: ts, seen: now.Unix(), proof: proof}
+	h.marks[key] = heartbeatMark{ts: ts, seen: now.Unix(), proof: proof, from: h.sender(addr)}
 	return true, now, nil
 }
 

@@ -358,8 +358,10 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, c call) {
 	})
 }
 
-func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, _ call) {
-	handle(h, w, r, api.DecodeHeartbeat, h.s.Heartbeat)
+func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, c call) {
+	handle(h, w, r, api.DecodeHeartbeat, func(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResult, error) {
+		return h.s.Heartbeat(ctx, req, c.addr)
+	})
 }
 
 func (h *handler) challenge(w http.ResponseWriter, r *http.Request, _ call) {

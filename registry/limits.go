@@ -26,6 +26,10 @@ import "time"
 //     DID alone, so no stranger can spend a budget an operator's own logins need.
 //   - malformed requests (memory): 400s and 413s per address and per block per
 //     malformedWindow. Refuses that address or block, before reading its bodies.
+//   - heartbeat replays (memory): heartbeats a node key's mark answers without a
+//     verification (a repeat of the last accepted one, or an older ts) that come from
+//     another address than the accepted one, per address and per block per
+//     heartbeatReplayWindow. Refuses that address or block, for such heartbeats only.
 //   - register, initiate, failed resolve and revoke counters (store): per address and per
 //     block. Each refuses that address or block for that action only.
 //   - failed resolves per code, per operator and over all (store): the guessing bounds of
@@ -171,6 +175,20 @@ type Limits struct {
 	// otherwise take the cores honest clients need. It is a guard of each daemon's own CPU,
 	// so each daemon counts in memory what reaches it.
 	MalformedAddressLimit int
+	// HeartbeatReplayAddressLimit is the number of replayed heartbeats one client address
+	// may send per heartbeatReplayWindow: heartbeats a node key's mark answers without
+	// verifying them (docs/protocol.md §10.3) — a repeat of the heartbeat accepted last, or
+	// an older ts — from an address other than the one that heartbeat came from. Beyond it
+	// that address's replays are refused; its heartbeats with a new ts are verified and
+	// accepted as ever. Each replay is cheap, but a captured heartbeat sent back to back
+	// from many connections still takes the cores honest clients need; the refusal is held
+	// back by the daemon's refusal delay, which is what slows such a sender. A node's own
+	// retries of a heartbeat come from the address that sent it and are not counted, so
+	// the default only needs room for a node whose retry leaves from another address (its
+	// other address family, another address of a NAT's pool): a few retries of each
+	// heartbeat, of a few nodes behind one address, in a minute. It is a guard of each
+	// daemon's own CPU, so each daemon counts in memory what reaches it.
+	HeartbeatReplayAddressLimit int
 
 	// MaxRevocations bounds the credential revocation list (docs/protocol.md §10.5, §8.1), a
 	// table a stranger can grow: anyone can make a root key and sign revocations for it. It
@@ -217,15 +235,15 @@ type Limits struct {
 	// budget's edge at once. It refuses only the block that spent it.
 	AddressBlockFactor int
 	// MaxTrackedClients bounds the keys each in-memory budget table (login attempts, login
-	// failures per address and per address and DID, malformed requests) tracks at once, so a
-	// table's memory stays bounded however many keys strangers use. A key the table does not
-	// track counts as fresh: it is never charged with another key's events. When the table
-	// is full, a new key makes room by forgetting the least useful entry among the least
-	// recently used: one whose window ended, else the one with the fewest events. So a
-	// sender with more addresses than the table holds forgets its own counts first (and
-	// gains a fresh budget per address it cycles through, which the per-block budgets
-	// bound), while the entry of an address that keeps being refused stays. Being full
-	// refuses no one.
+	// failures per address and per address and DID, malformed requests, heartbeat replays)
+	// tracks at once, so a table's memory stays bounded however many keys strangers use. A
+	// key the table does not track counts as fresh: it is never charged with another key's
+	// events. When the table is full, a new key makes room by forgetting the least useful
+	// entry among the least recently used: one whose window ended, else the one with the
+	// fewest events. So a sender with more addresses than the table holds forgets its own
+	// counts first (and gains a fresh budget per address it cycles through, which the
+	// per-block budgets bound), while the entry of an address that keeps being refused
+	// stays. Being full refuses no one.
 	MaxTrackedClients int
 }
 
@@ -250,6 +268,7 @@ func DefaultLimits() Limits {
 		LoginFailureAddressLimit:       30,
 		LoginFailureOperatorLimit:      10,
 		MalformedAddressLimit:          60,
+		HeartbeatReplayAddressLimit:    10,
 		MaxRevocations:                 1_000_000,
 		RevokeAddressLimit:             60,
 		RevocationsPerRoot:             1_000,
@@ -283,6 +302,7 @@ func (l Limits) OrDefaults() Limits {
 		{&l.LoginFailureAddressLimit, &def.LoginFailureAddressLimit},
 		{&l.LoginFailureOperatorLimit, &def.LoginFailureOperatorLimit},
 		{&l.MalformedAddressLimit, &def.MalformedAddressLimit},
+		{&l.HeartbeatReplayAddressLimit, &def.HeartbeatReplayAddressLimit},
 		{&l.MaxRevocations, &def.MaxRevocations},
 		{&l.RevokeAddressLimit, &def.RevokeAddressLimit},
 		{&l.RevocationsPerRoot, &def.RevocationsPerRoot},
@@ -300,11 +320,12 @@ func (l Limits) OrDefaults() Limits {
 
 // The windows the limits count in, and the bounds no operator needs to change.
 const (
-	registerWindow  = time.Hour
-	initiateWindow  = 10 * time.Minute
-	loginWindow     = 10 * time.Minute
-	malformedWindow = time.Minute
-	revokeWindow    = time.Hour
+	registerWindow        = time.Hour
+	initiateWindow        = 10 * time.Minute
+	loginWindow           = 10 * time.Minute
+	malformedWindow       = time.Minute
+	heartbeatReplayWindow = time.Minute
+	revokeWindow          = time.Hour
 
 	revokeCounterPrefix = "revoke/"
 	// revokeHeldPrefix counts the revocations an address block holds. Its counters are no

@@ -260,11 +260,13 @@ func checkList(field string, items []string) error {
 	return nil
 }
 
-// Heartbeat refreshes a registered node's last_seen (docs/protocol.md §5.1, §10.3). The DID
-// is parsed once and bound once: the key is the one registered under it, so only freshness
-// and the signature are left to check, and a heartbeat the key's mark already settles (an
-// older ts, or a repeat) is answered without verifying it.
-func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResult, error) {
+// Heartbeat refreshes a registered node's last_seen (docs/protocol.md §5.1, §10.3); addr is
+// the client address (see limits.go). The DID is parsed once and bound once: the key is the
+// one registered under it, so only freshness and the signature are left to check, and a
+// heartbeat the key's mark already settles (an older ts, or a repeat) is answered without
+// verifying it — unless it is a replay from another address than the accepted heartbeat's
+// and that address or its block has spent its budget of replays, which refuses it.
+func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest, addr string) (api.HeartbeatResult, error) {
 	did, err := parseNodeDID(req.DID)
 	if err != nil {
 		return api.HeartbeatResult{}, err
@@ -285,7 +287,13 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.
 		return api.HeartbeatResult{}, err
 	}
 	proof := proofOf(req.DID, req.Signature)
-	if done, seen, err := s.heartbeats.answered(key, req.TS, proof, s.nodeChecker.Fresh(req.TS)); done {
+	if done, elsewhere, seen, err := s.heartbeats.answered(key, req.TS, proof, s.nodeChecker.Fresh(req.TS), addr); done {
+		if elsewhere {
+			if byAddr, byBlock := s.replays.take(addr, s.limits.HeartbeatReplayAddressLimit, now); byAddr || byBlock {
+				return api.HeartbeatResult{}, rateLimited(pick(byBlock, LimitHeartbeatReplaysPerBlock, LimitHeartbeatReplaysPerAddress),
+					"too many replayed heartbeats from this address; wait before sending more")
+			}
+		}
 		if err != nil {
 			return api.HeartbeatResult{}, err
 		}
@@ -295,7 +303,7 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.
 	if err := s.nodeChecker.CheckBound(key, msg, req.Signature); err != nil {
 		return api.HeartbeatResult{}, err
 	}
-	fresh, seen, err := s.heartbeats.advance(key, req.TS, proof, now)
+	fresh, seen, err := s.heartbeats.advance(key, req.TS, proof, now, addr)
 	if err != nil || !fresh {
 		return api.HeartbeatResult{OK: err == nil, LastSeen: canonical.FormatTime(seen)}, err
 	}

@@ -41,6 +41,12 @@ const (
 	LimitBearerSessionsPerBlock = "bearer_sessions_per_block" // live bearer sessions held by one address block
 	LimitOpenSessionsPerBlock   = "open_sessions_per_block"   // open binding sessions held by one address block
 	LimitNodesPerBlock          = "nodes_per_block"           // node records held by one address block
+
+	// Heartbeats the registry answers from a key's mark (a repeat of the last accepted one, or
+	// an older ts) sent from another address than the accepted one: per client address, and
+	// the aggregate over its address block.
+	LimitHeartbeatReplaysPerAddress = "heartbeat_replays_per_address"
+	LimitHeartbeatReplaysPerBlock   = "heartbeat_replays_per_block"
 )
 
 // RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
@@ -53,6 +59,7 @@ var RateLimits = []string{
 	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
 	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
 	LimitBearerSessionsPerBlock, LimitOpenSessionsPerBlock, LimitNodesPerBlock,
+	LimitHeartbeatReplaysPerAddress, LimitHeartbeatReplaysPerBlock,
 }
 
 // limitError is a RATE_LIMITED refusal that names the limit which made it, so that the

@@ -115,6 +115,7 @@ type Service struct {
 	loginFailAddr *addressCounts // per client address and block
 	loginFailPair *windowCounts  // per client address and operator DID
 	malformed     *addressCounts // malformed requests per client address and block
+	replays       *addressCounts // heartbeat replays per client address and block
 	resolveNodes  *nodeFailures  // failed resolves that name a node
 	warnSessions  rareWarning
 	warnBearers   rareWarning
@@ -168,6 +169,7 @@ func New(cfg Config) (*Service, error) {
 	s.loginFailAddr = newAddressCounts(loginWindow, tracked, block)
 	s.loginFailPair = newWindowCounts(loginWindow, tracked)
 	s.malformed = newAddressCounts(malformedWindow, tracked, block)
+	s.replays = newAddressCounts(heartbeatReplayWindow, tracked, block)
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix
 	}

@@ -1,42 +1,50 @@
 package abuse
 
 import (
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
 
 // replayers is how many source addresses send each replay.
 const replayers = 200
 
-// replayFromEverywhere sends body to path once from each of replayers addresses and returns
-// the answers, while the honest node heartbeats; every honest heartbeat must succeed.
-func replayFromEverywhere(t *testing.T, d *daemon, h *steady, path string, body any) []attack.Answer {
+// replayFromEverywhere sends body to path once from each of replayers addresses, from the
+// first-th attacker address on, and returns the answers, while the honest node heartbeats;
+// every honest heartbeat must succeed, and at least one is sent during the replays.
+func replayFromEverywhere(t *testing.T, d *daemon, h *steady, path string, body any, first int) []attack.Answer {
 	t.Helper()
 	answers := make([]attack.Answer, replayers)
-	var honestFailed atomic.Int32
+	var beat atomic.Int32
 	stop := make(chan struct{})
 	beats := make(chan struct{})
 	go func() {
 		defer close(beats)
 		for {
+			if _, err := h.node.Heartbeat(t.Context()); err != nil {
+				t.Errorf("an honest heartbeat during the replays: %v", err)
+			}
+			beat.Add(1)
 			select {
 			case <-stop:
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			if _, err := h.node.Heartbeat(t.Context()); err != nil {
-				t.Errorf("an honest heartbeat during the replays: %v", err)
-				honestFailed.Add(1)
-			}
 		}
 	}()
+	for beat.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	parallel(replayers, 16, func(i int) {
-		answers[i] = d.send(t, from(addr(i)), "POST", path, body)
+		answers[i] = d.send(t, from(addr(first+i)), "POST", path, body)
 	})
 	close(stop)
 	<-beats
@@ -58,7 +66,7 @@ func TestRow7RegistrationReplay(t *testing.T) {
 	before := d.node(t, legacy.key)
 	time.Sleep(1100 * time.Millisecond) // last_seen has one-second precision
 	copied := attack.Copied(before)
-	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", copied) {
+	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", copied, 0) {
 		if a.Status != http.StatusOK {
 			t.Fatalf("replay %d from %s: %s, want 200 with the stored record", i, addr(i), a)
 		}
@@ -79,18 +87,18 @@ func TestRow7RegistrationReplay(t *testing.T) {
 	}
 	moved := d.node(t, mover.key)
 	time.Sleep(1100 * time.Millisecond)
-	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", atA) {
+	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", atA, 0) {
 		if a.Status != http.StatusUnauthorized || a.Code != "STALE_TS" {
 			t.Fatalf("old registration replayed from %s: %s, want 401 STALE_TS", addr(i), a)
 		}
 	}
 	asV1 := mover.registration(t, "203.0.113.10:7000")
-	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", asV1) {
+	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", asV1, 0) {
 		if a.Status != http.StatusUnauthorized || a.Code != "BAD_SIGNATURE" {
 			t.Fatalf("v1 registration after v2 from %s: %s, want 401 BAD_SIGNATURE", addr(i), a)
 		}
 	}
-	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", atB) {
+	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/register", atB, 0) {
 		if a.Status != http.StatusOK {
 			t.Fatalf("the last registration replayed from %s: %s, want 200 with the stored record", addr(i), a)
 		}
@@ -101,7 +109,10 @@ func TestRow7RegistrationReplay(t *testing.T) {
 }
 
 // Row 8: a captured heartbeat replayed by a third party within the ±300 s window changes
-// nothing; an older one is refused.
+// nothing; an older one is refused. Replays from other addresses than the node's have a
+// budget per address and block: 200 addresses of one /24 each sending one get the block's
+// budget answered, the rest 429, while the node's own heartbeats, its own retries and its
+// next heartbeat sent from the spent block are all accepted.
 func TestRow8HeartbeatReplay(t *testing.T) {
 	d := start(t)
 	h := newSteady(t, d)
@@ -117,18 +128,81 @@ func TestRow8HeartbeatReplay(t *testing.T) {
 	}
 	before := d.node(t, n.key)
 	time.Sleep(1100 * time.Millisecond)
-	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/heartbeat", captured) {
-		if a.Status != http.StatusOK || !jsonHas(a.Body, "last_seen", before.LastSeen) {
-			t.Fatalf("replay from %s: %s, want 200 with last_seen %s", addr(i), a, before.LastSeen)
+
+	limits := registry.DefaultLimits()
+	blockBudget := limits.HeartbeatReplayAddressLimit * limits.AddressBlockFactor
+	refusedInAll := 0
+	for _, c := range []struct {
+		what  string
+		body  api.HeartbeatRequest
+		first int // the first attacker address: each case from a /24 of its own
+		ok    func(attack.Answer) bool
+		want  string
+	}{
+		{"a replay", captured, 0, func(a attack.Answer) bool {
+			return a.Status == http.StatusOK && jsonHas(a.Body, "last_seen", before.LastSeen)
+		}, "200 with last_seen " + before.LastSeen},
+		{"an older heartbeat", n.heartbeat(t, captured.TS-1), 250, func(a attack.Answer) bool {
+			return a.Status == http.StatusUnauthorized && a.Code == "STALE_TS"
+		}, "401 STALE_TS"},
+	} {
+		answered, refused := 0, 0
+		for i, a := range replayFromEverywhere(t, d, h, "/api/v1/heartbeat", c.body, c.first) {
+			switch {
+			case c.ok(a):
+				answered++
+			case a.Status == http.StatusTooManyRequests && a.Code == "RATE_LIMITED":
+				refused++
+			default:
+				t.Fatalf("%s from %s: %s, want %s or 429 RATE_LIMITED", c.what, addr(c.first+i), a, c.want)
+			}
 		}
+		// Replays in flight at once may pass the budget by as many.
+		if answered < blockBudget || refused == 0 {
+			t.Fatalf("%s from %d addresses of one /24: %d answered and %d refused, want the block's %d answered and the rest refused",
+				c.what, replayers, answered, refused, blockBudget)
+		}
+		refusedInAll += refused
 	}
-	older := n.heartbeat(t, captured.TS-1)
-	for i, a := range replayFromEverywhere(t, d, h, "/api/v1/heartbeat", older) {
-		if a.Status != http.StatusUnauthorized || a.Code != "STALE_TS" {
-			t.Fatalf("older heartbeat from %s: %s, want 401 STALE_TS", addr(i), a)
-		}
+	if got := refusals(t, d, registry.LimitHeartbeatReplaysPerBlock); got != refusedInAll {
+		t.Errorf("the daemon counts %d refusals by %s, want %d", got, registry.LimitHeartbeatReplaysPerBlock, refusedInAll)
 	}
 	if after := d.node(t, n.key); after.LastSeen != before.LastSeen {
 		t.Fatalf("replayed heartbeats moved last_seen from %s to %s", before.LastSeen, after.LastSeen)
 	}
+
+	// The node's own retry is no replay; its next heartbeat is accepted from anywhere, a
+	// refused block included.
+	if a := d.send(t, http.DefaultClient, "POST", "/api/v1/heartbeat", captured); a.Status != http.StatusOK || !jsonHas(a.Body, "last_seen", before.LastSeen) {
+		t.Fatalf("the node's own retry: %s", a)
+	}
+	if a := d.send(t, from(addr(0)), "POST", "/api/v1/heartbeat", n.heartbeat(t, time.Now().Unix())); a.Status != http.StatusOK || jsonHas(a.Body, "last_seen", before.LastSeen) {
+		t.Fatalf("the node's next heartbeat from a refused block: %s, want 200 with a new last_seen", a)
+	}
+}
+
+// refusals is the daemon's count of requests refused by limit.
+func refusals(t *testing.T, d *daemon, limit string) int {
+	t.Helper()
+	res, err := from("127.0.0.6").Get(d.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := `svrpd_rate_limit_refusals_total{limit="` + limit + `"} `
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("/metrics has no series %s", prefix)
+	return 0
 }

@@ -190,8 +190,9 @@ func limitFlags(l *registry.Limits) []limitFlag {
 		{"resolve-global-limit", &l.ResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429", false},
 		{"initiate-key-limit", &l.InitiateKeyLimit, "binding initiates per node key per 10 minutes before 429", false},
 		{"malformed-address-limit", &l.MalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read", false},
+		{"heartbeat-replay-address-limit", &l.HeartbeatReplayAddressLimit, "replayed heartbeats (a repeat of a node's accepted heartbeat, or an older ts, from another address than it came from) per client address per minute; beyond it the address's replays get 429, its new heartbeats are still accepted", true},
 		{"address-block-factor", &l.AddressBlockFactor, "addresses' worth of every per-address budget (connections included) one IPv4 /24 or IPv6 /48 may spend together", true},
-		{"max-tracked-clients", &l.MaxTrackedClients, "keys each in-memory budget table (logins, login failures, malformed requests) remembers; when full it forgets the least useful", true},
+		{"max-tracked-clients", &l.MaxTrackedClients, "keys each in-memory budget table (logins, login failures, malformed requests, heartbeat replays) remembers; when full it forgets the least useful", true},
 	}
 }
 

@@ -218,7 +218,7 @@ var Rows = []Row{
 		Attack: replay("/api/v1/register"),
 	},
 	{N: 8, What: "a captured heartbeat replayed by a third party",
-		Bound: "a replayed heartbeat changes nothing; an older one is refused",
+		Bound: "a replayed heartbeat changes nothing; an older one is refused; past their budget of replays the replaying addresses and blocks are refused, and only they",
 		Setup: func(ctx context.Context, t *Target) (any, error) {
 			n, err := FreshNode(t.Client(Addr(Attackers, 0)))
 			if err != nil {

@@ -78,20 +78,12 @@ func benchNodes(b *testing.B, h http.Handler, n int) [][]byte {
 		nd := newNode(b, fmt.Sprintf("bench-%d", i))
 		nd.did = nd.fullDID()
 		reg := nd.registration(b, fmt.Sprintf("203.0.113.%d:7000", i%250+1))
-		if w := benchPost(b, h, "/api/v1/register", benchJSON(b, reg)); w.Code != 200 {
+		if w := benchPost(b, h, "/api/v1/register", mustJSON(b, reg)); w.Code != 200 {
 			b.Fatalf("register: %d %s", w.Code, w.Body)
 		}
-		beats[i] = benchJSON(b, nd.heartbeat(b, nd.did, now))
+		beats[i] = mustJSON(b, nd.heartbeat(b, nd.did, now))
 	}
 	return beats
-}
-
-func benchJSON(b *testing.B, v any) []byte {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return raw
 }
 
 // benchEach runs a benchmark on each of benchStores: setup prepares a fresh service and
@@ -137,7 +129,7 @@ func BenchmarkLogin(b *testing.B) {
 		for i := range bodies {
 			var ch api.ChallengeResult
 			json.Unmarshal(benchPost(b, h, "/v1/auth/challenge", nil).Body.Bytes(), &ch)
-			bodies[i] = benchJSON(b, op.loginRequest(b, ch.Challenge, now))
+			bodies[i] = mustJSON(b, op.loginRequest(b, ch.Challenge, now))
 		}
 		var next atomic.Int64
 		return func() *httptest.ResponseRecorder {

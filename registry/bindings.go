@@ -421,10 +421,7 @@ func eitherForm[T, R any](ctx context.Context, s *Service, id, bearer string, bo
 		return asOperator(ctx, s, id, bearer, byOperator)
 	}
 	err := s.store.View(ctx, func(tx store.Tx) error {
-		_, err := tx.BindingSession(id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errSessionNotFound()
-		}
+		_, err := sessionOf(tx, id)
 		return err
 	})
 	if err != nil {
@@ -457,12 +454,8 @@ func (s *Service) rejectBy(ctx context.Context, id, bearer string) (api.StateRes
 // one View; the action reads the session again in its own transaction.
 func asOperator[R any](ctx context.Context, s *Service, id, bearer string, act func(context.Context, string, authn.Operator) (R, error)) (R, error) {
 	var op authn.Operator
-	err := s.store.View(ctx, func(tx store.Tx) error {
-		_, err := tx.BindingSession(id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errSessionNotFound()
-		}
-		if err != nil {
+	err := s.store.View(ctx, func(tx store.Tx) (err error) {
+		if _, err = sessionOf(tx, id); err != nil {
 			return err
 		}
 		op, err = s.authenticate(tx, bearer)

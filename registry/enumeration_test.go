@@ -91,7 +91,7 @@ func (w *arena) rawResolve(t *testing.T, req api.ResolveRequest, token string) s
 	body   []byte
 } {
 	t.Helper()
-	hr, err := http.NewRequest("POST", w.srv.URL+"/v1/bindings/resolve", bytes.NewReader(raceJSON(t, req)))
+	hr, err := http.NewRequest("POST", w.srv.URL+"/v1/bindings/resolve", bytes.NewReader(mustJSON(t, req)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestEnumerationSameStoreCalls(t *testing.T) {
 
 	resolve := func(req api.ResolveRequest) []string {
 		rec.take()
-		w.request("POST", "/v1/bindings/resolve", raceJSON(t, req), "Bearer "+w.token)
+		w.request("POST", "/v1/bindings/resolve", mustJSON(t, req), "Bearer "+w.token)
 		return rec.take()
 	}
 	never := "ZZZZZZZZ"

@@ -184,7 +184,7 @@ func TestExhaustionInitiateFloodConcurrent(t *testing.T) {
 	w := newArena(t)
 	reqs := make([]raceRequest, 64)
 	for i := range reqs {
-		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, w.n.initiate(t, fmt.Sprintf("bs-%02d", i), w.now(), nil, nil))}
+		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/initiate", body: mustJSON(t, w.n.initiate(t, fmt.Sprintf("bs-%02d", i), w.now(), nil, nil))}
 	}
 	got := raceTally(w.raceBurst(reqs))
 	if got["200"] != binding.MaxOpenSessionsPerNode || got["429 RATE_LIMITED"] != len(reqs)-binding.MaxOpenSessionsPerNode {

@@ -158,11 +158,7 @@ func (h *harness) request(method, path string, body any, auth string) (int, []by
 	case string:
 		sent = []byte(b)
 	default:
-		enc, err := json.Marshal(b)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		sent = enc
+		sent = mustJSON(h.t, b)
 	}
 	var r io.Reader
 	if body != nil {
@@ -512,6 +508,16 @@ func tamperSig(t *testing.T, sig string) string {
 	return base58.Encode(raw)
 }
 
+// mustJSON encodes v, failing the test if it cannot.
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // jsonTree is a request body as a generic JSON tree, so a test can remove a field, give it
 // another type or a hostile value, whatever the Go request types allow.
 type jsonTree map[string]any
@@ -520,11 +526,7 @@ type jsonTree map[string]any
 // back exactly as the value encoded them.
 func toTree(t testing.TB, v any) jsonTree {
 	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec := json.NewDecoder(bytes.NewReader(mustJSON(t, v)))
 	dec.UseNumber()
 	var b jsonTree
 	if err := dec.Decode(&b); err != nil {

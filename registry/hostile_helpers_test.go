@@ -76,7 +76,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 			if err != nil {
 				return err
 			}
-			d.BodyIndex[n.Key.ShortBody()] = hostileHexKeys(holders)
+			d.BodyIndex[n.Key.ShortBody()] = hostileSorted(holders, didkey.PublicKey.Hex)
 		}
 		if err := tx.EachBindingSession(func(s binding.BindingSession) error {
 			d.Sessions = append(d.Sessions, s)
@@ -101,12 +101,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 			if err != nil {
 				return err
 			}
-			var ids []string
-			for _, s := range mine {
-				ids = append(ids, s.ID)
-			}
-			sort.Strings(ids)
-			d.ByNode[k.Hex()] = ids
+			d.ByNode[k.Hex()] = hostileSorted(mine, func(s binding.BindingSession) string { return s.ID })
 			if b, err := tx.Binding(k); err == nil {
 				d.Bindings[k.Hex()] = b
 				operators[b.OperatorDID] = true
@@ -124,12 +119,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 			if err != nil {
 				return err
 			}
-			var nodes []string
-			for _, b := range bs {
-				nodes = append(nodes, b.NodeKey.Hex())
-			}
-			sort.Strings(nodes)
-			d.ByOperator[op] = nodes
+			d.ByOperator[op] = hostileSorted(bs, func(b binding.Binding) string { return b.NodeKey.Hex() })
 		}
 		pairs := map[[2]string]bool{}
 		for _, s := range d.Sessions {
@@ -164,10 +154,11 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 	return d
 }
 
-func hostileHexKeys(ks []didkey.PublicKey) []string {
-	out := make([]string, len(ks))
-	for i, k := range ks {
-		out[i] = k.Hex()
+// hostileSorted is the name of each item, in sorted order.
+func hostileSorted[T any](items []T, name func(T) string) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = name(it)
 	}
 	sort.Strings(out)
 	return out

@@ -240,12 +240,9 @@ func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbin
 func (s *Service) session(ctx context.Context, id string) (binding.BindingSession, error) {
 	var sess binding.BindingSession
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		sess, err = tx.BindingSession(id)
+		sess, err = sessionOf(tx, id)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return binding.BindingSession{}, errSessionNotFound()
-	}
 	return sess, err
 }
 
@@ -255,10 +252,7 @@ func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, a
 	var out api.UnbindResult
 	var nodeKey didkey.PublicKey
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		sess, err := tx.BindingSession(id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errSessionNotFound()
-		}
+		sess, err := sessionOf(tx, id)
 		if err != nil {
 			return err
 		}

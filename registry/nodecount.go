@@ -23,13 +23,19 @@ type nodeCount struct {
 
 // load counts the table once.
 func (c *nodeCount) load(ctx context.Context, st store.Store) error {
-	c.mu.Lock()
-	loaded := c.loaded
-	c.mu.Unlock()
-	if loaded {
+	return loadOnce(&c.mu, &c.loaded, func() error { return c.refresh(ctx, st) })
+}
+
+// loadOnce calls refresh unless loaded, read under mu, says that a count from the store is
+// in already; refresh sets loaded, under mu, with its count.
+func loadOnce(mu *sync.Mutex, loaded *bool, refresh func() error) error {
+	mu.Lock()
+	done := *loaded
+	mu.Unlock()
+	if done {
 		return nil
 	}
-	return c.refresh(ctx, st)
+	return refresh()
 }
 
 // refresh counts the table again, keeping the reservations in flight.

@@ -181,13 +181,7 @@ func (nb *nodeBlocks) candidates(block string, n int) []didkey.PublicKey {
 
 // load counts the blocks from the store once.
 func (nb *nodeBlocks) load(ctx context.Context, st store.Store) error {
-	nb.mu.Lock()
-	loaded := nb.loaded
-	nb.mu.Unlock()
-	if loaded {
-		return nil
-	}
-	return nb.refresh(ctx, st)
+	return loadOnce(&nb.mu, &nb.loaded, func() error { return nb.refresh(ctx, st) })
 }
 
 // refresh counts the blocks again from the store, keeping what memory changed meanwhile. It

@@ -39,6 +39,14 @@ func registerKey(s *Service, i int, addr string) error {
 	return err
 }
 
+// mustRegister is registerKey for a registration the test needs to succeed.
+func mustRegister(t *testing.T, s *Service, i int, addr string) {
+	t.Helper()
+	if err := registerKey(s, i, addr); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func hasNode(t *testing.T, s *Service, i int) bool {
 	t.Helper()
 	err := s.store.View(context.Background(), func(tx store.Tx) error {
@@ -67,9 +75,7 @@ func bind(t *testing.T, s *Service, i int) {
 func TestNodeQuotaPerBlock(t *testing.T) {
 	s, _ := quotaService(t, Limits{MaxNodes: 100, MaxNodesPerBlock: 3})
 	for i := range 3 {
-		if err := registerKey(s, i, fmt.Sprint("198.51.100.", i+1)); err != nil {
-			t.Fatal(err)
-		}
+		mustRegister(t, s, i, fmt.Sprint("198.51.100.", i+1))
 	}
 	if err := registerKey(s, 3, "198.51.100.9"); LimitOf(err) != LimitNodesPerBlock {
 		t.Fatalf("a fourth key from the /24: %v; want %s", err, LimitNodesPerBlock)
@@ -89,14 +95,10 @@ func TestNodeDisplacementOrder(t *testing.T) {
 	s, now := quotaService(t, Limits{MaxNodes: 6, MaxNodesPerBlock: 6})
 	// The attacker's /24 registers keys 0–4, one a minute; the honest /24 key 10.
 	for i := range 5 {
-		if err := registerKey(s, i, "192.0.2.7"); err != nil {
-			t.Fatal(err)
-		}
+		mustRegister(t, s, i, "192.0.2.7")
 		*now = now.Add(time.Minute)
 	}
-	if err := registerKey(s, 10, "198.51.100.1"); err != nil {
-		t.Fatal(err)
-	}
+	mustRegister(t, s, 10, "198.51.100.1")
 	bind(t, s, 0) // the oldest of the attacker's keys, bound: never displaced
 	// Key 1 seen again: 2, then 3, are now the least recently seen unbound keys.
 	if err := s.store.TouchNode(context.Background(), testKey(1), now.Add(time.Second)); err != nil {
@@ -131,9 +133,7 @@ func TestNodeDisplacementOrder(t *testing.T) {
 func TestNodeBoundNeverDisplaced(t *testing.T) {
 	s, _ := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3})
 	for i := range 3 {
-		if err := registerKey(s, i, "192.0.2.7"); err != nil {
-			t.Fatal(err)
-		}
+		mustRegister(t, s, i, "192.0.2.7")
 		bind(t, s, i)
 	}
 	if err := registerKey(s, 20, "203.0.113.5"); LimitOf(err) != LimitNodes {
@@ -151,9 +151,7 @@ func TestNodeBoundNeverDisplaced(t *testing.T) {
 func TestNodeExpiry(t *testing.T) {
 	s, now := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3, NodeExpiryHours: 2})
 	for i := range 3 {
-		if err := registerKey(s, i, "192.0.2.7"); err != nil {
-			t.Fatal(err)
-		}
+		mustRegister(t, s, i, "192.0.2.7")
 	}
 	bind(t, s, 0)
 	*now = now.Add(90 * time.Minute)
@@ -182,9 +180,7 @@ func TestNodeExpiry(t *testing.T) {
 func TestNodeBlocksRefresh(t *testing.T) {
 	s, now := quotaService(t, Limits{MaxNodes: 10, MaxNodesPerBlock: 10})
 	for i := range 3 {
-		if err := registerKey(s, i, "192.0.2.7"); err != nil {
-			t.Fatal(err)
-		}
+		mustRegister(t, s, i, "192.0.2.7")
 	}
 	err := s.store.Update(context.Background(), func(tx store.Tx) error {
 		if err := tx.DeleteNode(testKey(0)); err != nil {
@@ -207,9 +203,7 @@ func TestNodeBlocksRefresh(t *testing.T) {
 // An expiry given as a huge number of hours, to mean never, expires nothing.
 func TestNodeExpiryHuge(t *testing.T) {
 	s, now := quotaService(t, Limits{NodeExpiryHours: 1 << 30})
-	if err := registerKey(s, 0, "192.0.2.7"); err != nil {
-		t.Fatal(err)
-	}
+	mustRegister(t, s, 0, "192.0.2.7")
 	*now = now.Add(24 * time.Hour)
 	if err := s.Sweep(context.Background()); err != nil {
 		t.Fatal(err)

@@ -18,9 +18,7 @@ import (
 // Badger alone or of the in-memory used-set of challenges, which a PostgreSQL registry does
 // not use.
 func TestEndpointsOnPostgres(t *testing.T) {
-	pgtest.URL(t)
-	onPostgres = true
-	defer func() { onPostgres = false }()
+	servePostgres(t)
 	for _, tt := range []struct {
 		name string
 		fn   func(*testing.T)
@@ -71,17 +69,28 @@ func TestEndpointsOnPostgres(t *testing.T) {
 	}
 }
 
+// servePostgres makes the harnesses of the test serve on PostgreSQL, as svrpd does with
+// --postgres; without SVRPD_TEST_POSTGRES the test is skipped.
+func servePostgres(t *testing.T) {
+	pgtest.URL(t)
+	onPostgres = true
+	t.Cleanup(func() { onPostgres = false })
+}
+
+// sharedOnPostgres starts two registries with opts on one PostgreSQL database and one clock,
+// as two daemons serving one registry.
+func sharedOnPostgres(t *testing.T, opts ...harnessOption) (a, b *harness) {
+	t.Helper()
+	servePostgres(t)
+	dir := t.TempDir()
+	c := testkit.NewClock(epoch)
+	return startHarness(t, openStore(t, dir), dir, c, opts...), startHarness(t, openStore(t, dir), dir, c, opts...)
+}
+
 // TestLoginBudgetsSharedOnPostgres runs two registries on one database: failed logins made
 // through either count against one budget, so the limit does not double with the daemons.
 func TestLoginBudgetsSharedOnPostgres(t *testing.T) {
-	pgtest.URL(t)
-	onPostgres = true
-	defer func() { onPostgres = false }()
-	dir := t.TempDir()
-	c := testkit.NewClock(epoch)
-	limit := func(cfg *registry.Config) { cfg.Limits.LoginFailureAddressLimit = 4 }
-	a := startHarness(t, openStore(t, dir), dir, c, limit)
-	b := startHarness(t, openStore(t, dir), dir, c, limit)
+	a, b := sharedOnPostgres(t, func(cfg *registry.Config) { cfg.Limits.LoginFailureAddressLimit = 4 })
 	op := newOperator(t, "shared-budget", epoch)
 	for i, h := range []*harness{a, b, a, b} {
 		_, raw := h.do("POST", "/v1/auth/device-login", op.loginRequest(t, "not-a-challenge", epoch), "")
@@ -101,14 +110,7 @@ func TestLoginBudgetsSharedOnPostgres(t *testing.T) {
 // binding sessions and on bearer sessions count what the other added once it has swept (or
 // recounted), so a cap does not double with the daemons beyond what one sweep interval adds.
 func TestGlobalCapsSharedOnPostgres(t *testing.T) {
-	pgtest.URL(t)
-	onPostgres = true
-	defer func() { onPostgres = false }()
-	dir := t.TempDir()
-	c := testkit.NewClock(epoch)
-	caps := func(cfg *registry.Config) { cfg.Limits.MaxOpenBindingSessions = 3; cfg.Limits.MaxBearerSessions = 3 }
-	a := startHarness(t, openStore(t, dir), dir, c, caps)
-	b := startHarness(t, openStore(t, dir), dir, c, caps)
+	a, b := sharedOnPostgres(t, func(cfg *registry.Config) { cfg.Limits.MaxOpenBindingSessions = 3; cfg.Limits.MaxBearerSessions = 3 })
 	ctx := context.Background()
 	n := newNode(t, "n")
 	id := func(i int) string { return "bs-cap-" + string(rune('a'+i)) }
@@ -146,13 +148,7 @@ func TestGlobalCapsSharedOnPostgres(t *testing.T) {
 // TestNetworkHistorySharedOnPostgres runs two registries on one database: each samples the
 // heartbeats it took, and the history holds their sum, the same read through either.
 func TestNetworkHistorySharedOnPostgres(t *testing.T) {
-	pgtest.URL(t)
-	onPostgres = true
-	defer func() { onPostgres = false }()
-	dir := t.TempDir()
-	c := testkit.NewClock(epoch)
-	a := startHarness(t, openStore(t, dir), dir, c)
-	b := startHarness(t, openStore(t, dir), dir, c)
+	a, b := sharedOnPostgres(t)
 	nodes := a.registerMany("shared", 3)
 	a.ok("POST", "/api/v1/heartbeat", nodes[0].heartbeat(t, nodes[0].did, a.now()), "", nil)
 	b.ok("POST", "/api/v1/heartbeat", nodes[1].heartbeat(t, nodes[1].did, b.now()), "", nil)

@@ -122,22 +122,13 @@ func raceOneWins(t *testing.T, what string, rs []raceResult, allowed ...string) 
 	return -1
 }
 
-func raceJSON(t testing.TB, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestRaceLoginOneChallenge: 64 device-logins with one challenge at once open exactly one
 // bearer session; every other attempt is BAD_CHALLENGE.
 func TestRaceLoginOneChallenge(t *testing.T) {
 	w := newArena(t)
 	before := len(hostileSnapshot(t, w.st).OpSessions)
 	ch := w.challenge()
-	body := raceJSON(t, w.op.loginRequest(t, ch, w.now()))
+	body := mustJSON(t, w.op.loginRequest(t, ch, w.now()))
 	reqs := make([]raceRequest, 64)
 	for i := range reqs {
 		reqs[i] = raceRequest{method: "POST", path: "/v1/auth/device-login", body: body}
@@ -153,7 +144,7 @@ func TestRaceLoginOneChallenge(t *testing.T) {
 func TestRaceAcceptOnce(t *testing.T) {
 	w := newArena(t)
 	p := w.drive(w.n, w.op, w.token, "bs-race", "PENDING_NODE_ACCEPTANCE").pend
-	body := raceJSON(t, w.n.acceptance(t, p, true, w.now()))
+	body := mustJSON(t, w.n.acceptance(t, p, true, w.now()))
 	reqs := make([]raceRequest, 32)
 	for i := range reqs {
 		reqs[i] = raceRequest{method: "POST", path: "/v1/node/bindings/bs-race/accept", body: body}
@@ -182,7 +173,7 @@ func TestRaceResolveOnce(t *testing.T) {
 	other := newOperator(t, "other", w.now(), "nodes.bind")
 	otherToken := other.login(w.harness)
 	ini := w.drive(w.n, w.op, w.token, "bs-race", "INITIATED").ini
-	body := raceJSON(t, api.ResolveRequest{ShortCode: ini.ShortCode})
+	body := mustJSON(t, api.ResolveRequest{ShortCode: ini.ShortCode})
 	reqs := make([]raceRequest, 32)
 	for i := range reqs {
 		tok := w.token
@@ -211,7 +202,7 @@ func TestRaceInitiateOneID(t *testing.T) {
 	nodes := make([]node, len(reqs))
 	for i := range reqs {
 		nodes[i] = newNode(t, fmt.Sprintf("node-%d", i))
-		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, nodes[i].initiate(t, "bs-race", w.now(), nil, nil))}
+		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/initiate", body: mustJSON(t, nodes[i].initiate(t, "bs-race", w.now(), nil, nil))}
 	}
 	win := raceOneWins(t, "32 initiates, one id", w.raceBurst(reqs), "409 SESSION_EXISTS")
 	st := w.readStatus("bs-race")
@@ -309,8 +300,8 @@ func TestRaceOpenSessionCap(t *testing.T) {
 	}
 	g.arm(2)
 	rs := w.raceBurst([]raceRequest{
-		{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, w.n.initiate(t, "bs-a", w.now(), nil, nil))},
-		{method: "POST", path: "/v1/bindings/initiate", body: raceJSON(t, w.n.initiate(t, "bs-b", w.now(), nil, nil))},
+		{method: "POST", path: "/v1/bindings/initiate", body: mustJSON(t, w.n.initiate(t, "bs-a", w.now(), nil, nil))},
+		{method: "POST", path: "/v1/bindings/initiate", body: mustJSON(t, w.n.initiate(t, "bs-b", w.now(), nil, nil))},
 	})
 	g.gathered(t)
 	raceOneWins(t, "two initiates at the cap", rs, "429 RATE_LIMITED")
@@ -366,7 +357,7 @@ func TestRaceRegisterAddressLimit(t *testing.T) {
 	reqs := make([]raceRequest, 32)
 	for i := range reqs {
 		n := newNode(t, fmt.Sprintf("node-%d", i))
-		reqs[i] = raceRequest{method: "POST", path: "/api/v1/register", body: raceJSON(t, n.registration(t, "203.0.113.7:7000"))}
+		reqs[i] = raceRequest{method: "POST", path: "/api/v1/register", body: mustJSON(t, n.registration(t, "203.0.113.7:7000"))}
 	}
 	got := raceTally(h.raceBurst(reqs))
 	if got["200"] != 4 || got["429 RATE_LIMITED"] != 28 {
@@ -384,7 +375,7 @@ func TestRaceResolveAddressLimit(t *testing.T) {
 	reqs := make([]raceRequest, 24)
 	for i := range reqs {
 		code := fmt.Sprintf("ZZZZZZ%c%c", binding.ShortCodeAlphabet[i%31], binding.ShortCodeAlphabet[i/31])
-		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/resolve", body: raceJSON(t, api.ResolveRequest{ShortCode: code}), auth: "Bearer " + w.token}
+		reqs[i] = raceRequest{method: "POST", path: "/v1/bindings/resolve", body: mustJSON(t, api.ResolveRequest{ShortCode: code}), auth: "Bearer " + w.token}
 	}
 	got := raceTally(w.raceBurst(reqs))
 	if got["404 NOT_FOUND"] != 3 || got["429 RATE_LIMITED"] != 21 {
@@ -412,8 +403,8 @@ func TestRaceSupersede(t *testing.T) {
 		}
 	}
 	rs := w.raceBurst([]raceRequest{
-		{method: "POST", path: "/v1/node/bindings/bs-a/accept", body: raceJSON(t, w.n.acceptance(t, pa, true, w.now()))},
-		{method: "POST", path: "/v1/node/bindings/bs-b/accept", body: raceJSON(t, w.n.acceptance(t, pb, true, w.now()))},
+		{method: "POST", path: "/v1/node/bindings/bs-a/accept", body: mustJSON(t, w.n.acceptance(t, pa, true, w.now()))},
+		{method: "POST", path: "/v1/node/bindings/bs-b/accept", body: mustJSON(t, w.n.acceptance(t, pb, true, w.now()))},
 	})
 	if got := raceTally(rs); got["200"] != 2 {
 		t.Fatalf("answers %v, want both accepts to succeed", got)

@@ -97,21 +97,28 @@ func TestREADMEEmbeddingRecipe(t *testing.T) {
 	}
 }
 
-// embeddingRecipe returns the Go block of the README's Embedding section.
-func embeddingRecipe(t *testing.T) string {
+// readmeSection returns what follows the README's heading (such as "## Packages") up to the
+// next heading of level two, or to the end.
+func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n### Embedding\n")
+	_, section, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatal("README has no Embedding section")
+		t.Fatalf("README has no %s section", strings.TrimLeft(heading, "# "))
 	}
 	if end := strings.Index(section, "\n## "); end >= 0 {
 		section = section[:end]
 	}
-	_, code, ok := strings.Cut(section, "\n```go\n")
+	return section
+}
+
+// embeddingRecipe returns the Go block of the README's Embedding section.
+func embeddingRecipe(t *testing.T) string {
+	t.Helper()
+	_, code, ok := strings.Cut(readmeSection(t, "### Embedding"), "\n```go\n")
 	if !ok {
 		t.Fatal("README's Embedding section has no Go block")
 	}
@@ -124,26 +131,15 @@ func embeddingRecipe(t *testing.T) string {
 
 // The README's package table names every package of the module, and no other.
 func TestREADMEPackageTable(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## Packages\n")
-	if !ok {
-		t.Fatal("README has no Packages section")
-	}
-	if end := strings.Index(section, "\n## "); end >= 0 {
-		section = section[:end]
-	}
 	listed := map[string]bool{}
-	for _, line := range strings.Split(section, "\n") {
+	for _, line := range strings.Split(readmeSection(t, "## Packages"), "\n") {
 		if name, ok := strings.CutPrefix(line, "| `"); ok {
 			name, _, _ = strings.Cut(name, "`")
 			listed[name] = true
 		}
 	}
 	have := map[string]bool{}
-	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -77,12 +77,18 @@ func (s *Service) changeSession(ctx context.Context, id string, now time.Time, c
 	return binding.BindingSession{}, fmt.Errorf("binding session %s changed %d times while being verified", id, maxVerifyRounds)
 }
 
-// sessionAt reads session id with expiry applied at now; an unknown id is NOT_FOUND.
-func sessionAt(tx store.Tx, id string, now time.Time) (binding.BindingSession, error) {
+// sessionOf reads session id; an unknown id is NOT_FOUND.
+func sessionOf(tx store.Tx, id string) (binding.BindingSession, error) {
 	sess, err := tx.BindingSession(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return binding.BindingSession{}, errSessionNotFound()
 	}
+	return sess, err
+}
+
+// sessionAt reads session id with expiry applied at now; an unknown id is NOT_FOUND.
+func sessionAt(tx store.Tx, id string, now time.Time) (binding.BindingSession, error) {
+	sess, err := sessionOf(tx, id)
 	if err != nil {
 		return binding.BindingSession{}, err
 	}

@@ -195,11 +195,7 @@ func TestConsoleNetworkView(t *testing.T) {
 
 	// The table: pages of 20 through the listing's cursors, in listing order.
 	dids := func() []string {
-		var out []string
-		if err := run(ctx, chromedp.Evaluate(`[...document.querySelectorAll('#node-rows td.did')].map((td) => td.textContent)`, &out)); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return evaluate[[]string](t, ctx, `[...document.querySelectorAll('#node-rows td.did')].map((td) => td.textContent)`)
 	}
 	var listing struct {
 		Nodes []struct {
@@ -323,31 +319,29 @@ func choose(t *testing.T, ctx context.Context, sel, value string) {
 	}
 }
 
-func visible(t *testing.T, ctx context.Context, sel string) bool {
+// evaluate returns the value of the expression js in the page.
+func evaluate[T any](t *testing.T, ctx context.Context, js string) T {
 	t.Helper()
-	var v bool
-	if err := run(ctx, chromedp.Evaluate(fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && !e.closest('[hidden]'); })()`, sel), &v)); err != nil {
+	var v T
+	if err := run(ctx, chromedp.Evaluate(js, &v)); err != nil {
 		t.Fatal(err)
 	}
 	return v
+}
+
+func visible(t *testing.T, ctx context.Context, sel string) bool {
+	t.Helper()
+	return evaluate[bool](t, ctx, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && !e.closest('[hidden]'); })()`, sel))
 }
 
 func count(t *testing.T, ctx context.Context, sel string) int {
 	t.Helper()
-	var n int
-	if err := run(ctx, chromedp.Evaluate(fmt.Sprintf(`document.querySelectorAll(%q).length`, sel), &n)); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return evaluate[int](t, ctx, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel))
 }
 
 func disabledNow(t *testing.T, ctx context.Context, sel string) bool {
 	t.Helper()
-	var v bool
-	if err := run(ctx, chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%q).disabled`, sel), &v)); err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return evaluate[bool](t, ctx, fmt.Sprintf(`document.querySelector(%q).disabled`, sel))
 }
 
 // poll waits until the expression js is true in the page; the view refreshes every few

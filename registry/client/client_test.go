@@ -94,14 +94,9 @@ func TestOnlineWindow(t *testing.T) {
 	w := newWorld(t)
 	c := w.client()
 	ctx := t.Context()
-	old, fresh := w.node(c, "old"), w.node(c, "fresh")
-	if _, err := old.Register(ctx, "192.0.2.1:7000", nil, ""); err != nil {
-		t.Fatal(err)
-	}
+	old := w.registered(c, "old", "192.0.2.1:7000", nil, "")
 	w.clock.Advance(2 * time.Minute)
-	if _, err := fresh.Register(ctx, "192.0.2.2:7000", nil, ""); err != nil {
-		t.Fatal(err)
-	}
+	fresh := w.registered(c, "fresh", "192.0.2.2:7000", nil, "")
 	w.clock.Advance(9 * time.Minute) // old was seen 11 minutes ago, fresh 9
 
 	dids := func(ns []api.NodeView) []string {
@@ -231,13 +226,8 @@ func TestNodeFilterReachesTheRegistry(t *testing.T) {
 	w := newWorld(t)
 	c := w.client()
 	ctx := t.Context()
-	a, b := w.node(c, "a"), w.node(c, "b")
-	if _, err := a.Register(ctx, "192.0.2.1:7000", []string{"inference", "health:ready"}, "eu"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Register(ctx, "192.0.2.2:7000", []string{"storage"}, "us"); err != nil {
-		t.Fatal(err)
-	}
+	a := w.registered(c, "a", "192.0.2.1:7000", []string{"inference", "health:ready"}, "eu")
+	w.registered(c, "b", "192.0.2.2:7000", []string{"storage"}, "us")
 	got, err := c.Nodes(ctx, api.NodeFilter{Capabilities: []string{"inference"}, Region: "eu"})
 	if err != nil || len(got) != 1 || got[0].DID != a.DID {
 		t.Fatalf("filtered Nodes = %+v, %v; want only a", got, err)

@@ -130,6 +130,16 @@ func (w *world) node(c *client.Client, label string) *client.Node {
 	return n
 }
 
+// registered is the node of label, registered at endpoint with caps and region.
+func (w *world) registered(c *client.Client, label, endpoint string, caps []string, region string) *client.Node {
+	w.t.Helper()
+	n := w.node(c, label)
+	if _, err := n.Register(w.t.Context(), endpoint, caps, region); err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
 // operator issues a credential at the world's time and logs in.
 func (w *world) operator(c *client.Client, label string) *client.Operator {
 	w.t.Helper()

@@ -37,15 +37,8 @@ func (t *pgTx) EachOperatorPin(fn func(store.OperatorPin) error) error {
 }
 
 func (t *pgTx) PutOperatorPin(p store.OperatorPin) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	rec, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("store: encoding an operator pin: %w", err)
-	}
-	return t.exec(`INSERT INTO svrp_operator_pins (body, rec) VALUES ($1, $2)
-		ON CONFLICT (body) DO UPDATE SET rec = EXCLUDED.rec`, []byte(p.Body), rec)
+	return t.writeJSON("an operator pin", p, `INSERT INTO svrp_operator_pins (body, rec) VALUES ($1, $2)
+		ON CONFLICT (body) DO UPDATE SET rec = EXCLUDED.rec`, []byte(p.Body))
 }
 
 func (t *pgTx) DeleteRevocation(operatorDID, revocationID string) error {

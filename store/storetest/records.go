@@ -221,13 +221,18 @@ func testRevocations(t *testing.T, s store.Store) {
 		RootPublicKey: "E8gKx38u6QwwBBsuARXxMwYHiL11BqP8R7cLSnSbgLRo", Signature: "sig", RecordedAt: time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC),
 		Group: "192.0.2.0/24", Proven: true,
 	}
-	View(t, s, func(tx store.Tx) error {
-		_, err := tx.Revocation(r.OperatorDID, r.RevocationID)
-		wantNotFound(t, "store.Revocation before any", err)
-		n, err := tx.RevocationCount()
-		Diff(t, "RevocationCount of an empty store", 0, n)
-		return err
-	})
+	// absent checks that r is not recorded, and that the store counts n revocations.
+	absent := func(when string, r store.Revocation, n int) {
+		t.Helper()
+		View(t, s, func(tx store.Tx) error {
+			_, err := tx.Revocation(r.OperatorDID, r.RevocationID)
+			wantNotFound(t, "store.Revocation "+when, err)
+			got, err := tx.RevocationCount()
+			Diff(t, "RevocationCount "+when, n, got)
+			return err
+		})
+	}
+	absent("of an empty store", r, 0)
 	Update(t, s, func(tx store.Tx) error { return tx.PutRevocation(r) })
 	// Replacing a revocation does not count it twice; a pair that differs only where a '/'
 	// falls is another revocation.
@@ -251,13 +256,7 @@ func testRevocations(t *testing.T, s store.Store) {
 	third := r
 	third.RevocationID = "rev-3"
 	updateAborted(t, s, func(tx store.Tx) error { return tx.PutRevocation(third) })
-	View(t, s, func(tx store.Tx) error {
-		_, err := tx.Revocation(third.OperatorDID, third.RevocationID)
-		wantNotFound(t, "store.Revocation of a failed transaction", err)
-		n, err := tx.RevocationCount()
-		Diff(t, "RevocationCount after a failed transaction", 2, n)
-		return err
-	})
+	absent("after a failed transaction", third, 2)
 	if err := s.View(context.Background(), func(tx store.Tx) error { return tx.PutRevocation(third) }); err == nil {
 		t.Error("PutRevocation inside View succeeded")
 	}

@@ -85,20 +85,25 @@ func SecretHashes(s binding.BindingSession) [][32]byte {
 	return hs
 }
 
-// CounterReader is the part of a Tx that reads a counter.
+// CounterReader is the part of a Tx that reads a counter, with the state of its life.
 type CounterReader interface {
+	Readable() error
 	Counter(key string) (binding.Counter, error)
 }
 
-// CounterTx is the part of a Tx that reads and writes a counter.
+// CounterTx is the part of a Tx that reads and writes a counter, with the state of its life.
 type CounterTx interface {
 	CounterReader
+	Writable() error
 	PutCounter(key string, c binding.Counter) error
 }
 
 // CountEvent is CountEvent on a Tx whose Update runs alone, so that a read and a write in
-// one transaction are one step.
+// one transaction are one step. A Tx that may not write is refused before the read.
 func CountEvent(tx CounterTx, key string, now time.Time, window time.Duration) (binding.Counter, error) {
+	if err := tx.Writable(); err != nil {
+		return binding.Counter{}, err
+	}
 	c, err := tx.Counter(key)
 	if err != nil {
 		return binding.Counter{}, err
@@ -110,8 +115,12 @@ func CountEvent(tx CounterTx, key string, now time.Time, window time.Duration) (
 	return c, nil
 }
 
-// Counters is Counters made of one Counter per key.
+// Counters is Counters made of one Counter per key. A Tx past its function is refused even
+// for no keys.
 func Counters(tx CounterReader, keys []string) ([]binding.Counter, error) {
+	if err := tx.Readable(); err != nil {
+		return nil, err
+	}
 	out := make([]binding.Counter, len(keys))
 	for i, k := range keys {
 		c, err := tx.Counter(k)

@@ -318,11 +318,31 @@ func (t *Target) Nodes(ctx context.Context) int {
 	return h.Count
 }
 
-// registerNodes registers count fresh nodes, 500 keys per address: under the 600 an address
-// may register per hour.
+// The register budgets of svrpd serve's default limits (registry.DefaultLimits, to which the
+// abuse tests hold them): the new node keys one address may register per window, how many
+// addresses' worth of that one address block may spend, and how many nodes one block's keys
+// may hold. This package reaches a registry only over HTTP, so it keeps its own copy.
+const (
+	DefaultRegisterAddressLimit = 600
+	DefaultAddressBlockFactor   = 16
+	DefaultMaxNodesPerBlock     = 10_000
+)
+
+// blockBudget is how many new node keys one address block may register with the default
+// limits.
+func blockBudget() int {
+	return min(DefaultRegisterAddressLimit*DefaultAddressBlockFactor, DefaultMaxNodesPerBlock)
+}
+
+// registerNodes registers count fresh nodes as honest hosts would, spread over address
+// blocks, each address and each block using half its register budget, so that none is
+// refused and the reference daemon keeps the default limits the attacked one had: its memory
+// is compared with the attacked daemon's, so the two differ only in whose records they hold.
 func registerNodes(ctx context.Context, t *Target, count int) error {
+	perAddress, perBlock := DefaultRegisterAddressLimit/2, blockBudget()/2
 	return Spread(ctx, count, func(i int) error {
-		n, err := FreshNode(t.Client(Addr(Reference, i/500)))
+		block, j := (i-1)/perBlock, (i-1)%perBlock
+		n, err := FreshNode(t.Client(Addr(Reference, block*250+j/perAddress)))
 		if err == nil {
 			_, err = n.Register(ctx, "203.0.113.1:7000", []string{"inference"}, "")
 		}

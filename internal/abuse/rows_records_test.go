@@ -156,3 +156,21 @@ func TestRow9GlobalNodeCap(t *testing.T) {
 	rss, peak := d.memory(t)
 	t.Logf("%d registrations from %d addresses: %d accepted, %d refused with 429; daemon RSS %s, peak %s", addresses*perAddress, addresses, ok.Load(), limited.Load(), mib(rss), mib(peak))
 }
+
+// The load tool spreads row 9's attack and the reference registrations of rows 1 and 9 by
+// the default register budgets that package attack keeps a copy of: they are the daemon's.
+func TestRow9AttackKnowsTheDefaultRegisterBudgets(t *testing.T) {
+	def := registry.DefaultLimits()
+	for _, c := range []struct {
+		name           string
+		attack, daemon int
+	}{
+		{"RegisterAddressLimit", attack.DefaultRegisterAddressLimit, def.RegisterAddressLimit},
+		{"AddressBlockFactor", attack.DefaultAddressBlockFactor, def.AddressBlockFactor},
+		{"MaxNodesPerBlock", attack.DefaultMaxNodesPerBlock, def.MaxNodesPerBlock},
+	} {
+		if c.attack != c.daemon {
+			t.Errorf("package attack takes the default %s to be %d; it is %d", c.name, c.attack, c.daemon)
+		}
+	}
+}

@@ -138,7 +138,18 @@ func (t *Target) Send(ctx context.Context, hc *http.Client, method, path string,
 		}
 		rd = &buf
 	}
-	req, err := http.NewRequestWithContext(ctx, method, t.URL+path, rd)
+	return t.do(ctx, hc, method, path, rd, header)
+}
+
+// Post sends body, JSON encoded before, to path from hc: a request an attacker prepared
+// before sending it.
+func (t *Target) Post(ctx context.Context, hc *http.Client, path string, body []byte) Answer {
+	return t.do(ctx, hc, http.MethodPost, path, bytes.NewReader(body), nil)
+}
+
+// do makes one request with body (nil for none) as JSON and reads its answer.
+func (t *Target) do(ctx context.Context, hc *http.Client, method, path string, body io.Reader, header http.Header) Answer {
+	req, err := http.NewRequestWithContext(ctx, method, t.URL+path, body)
 	if err != nil {
 		return Answer{Code: err.Error()}
 	}
@@ -287,6 +298,14 @@ func Copied(v api.NodeView) api.RegisterRequest {
 		region = *v.Region
 	}
 	return api.RegisterRequest{DID: v.DID, PublicKey: v.PublicKey, Endpoint: v.Endpoint, Capabilities: v.Capabilities, Region: region, Signature: v.Signature}
+}
+
+// Registration is node's signed registration at ts (a v2 registration, as its client sends
+// it), built and signed before it is sent.
+func Registration(n *client.Node, prefix, endpoint string, capabilities []string, ts int64) (api.RegisterRequest, error) {
+	pub := n.PublicKey()
+	sig, err := canonical.Sign(n.Key, prefix, canonical.RegisterV2{DID: n.DID, PublicKey: pub.Base58(), Endpoint: endpoint, Capabilities: capabilities, TS: ts})
+	return api.RegisterRequest{DID: n.DID, PublicKey: pub.Hex(), Endpoint: endpoint, Capabilities: capabilities, TS: &ts, Signature: &sig}, err
 }
 
 // Heartbeat is node's signed heartbeat at ts, as a third party who captured it would replay it.

@@ -2,6 +2,7 @@ package attack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -233,13 +234,24 @@ var Rows = []Row{
 	},
 	{N: 9, What: "signed registrations of fresh keys spread over 400 addresses",
 		Bound: "the global node cap answers 429 and changes nothing, logged once; known nodes keep registering and heartbeating",
-		Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+		// The registrations are signed in setup, as an attacker signs on machines of its own:
+		// signed in the window, they would take from the cores the daemon is measured on.
+		// Setup signs as many as the addresses may register; once they are sent, every
+		// fresh key is refused (and answered late), so the few signed in the window then
+		// cost the attacker little.
+		Setup: func(ctx context.Context, t *Target) (any, error) {
+			return freshRegistrations(ctx, t, registerBudget(freshAddresses))
+		},
+		Attack: func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
+			prepared := state.([][]byte)
+			var next atomic.Int64
 			Flood(8, stop, func(w, i int) {
-				n, err := FreshNode(t.Client(Addr(Attackers, (w*50+i)%400)))
-				if err == nil {
-					_, err = n.Register(ctx, "203.0.113.1:7000", []string{"inference"}, "")
+				ip := Addr(Attackers, (w*50+i)%freshAddresses)
+				if k := next.Add(1) - 1; k < int64(len(prepared)) {
+					count(t.Post(ctx, t.HTTP(ip), "/api/v1/register", prepared[k]))
+					return
 				}
-				count(Of(err))
+				count(Of(registerFresh(ctx, t.Client(ip))))
 			})
 		},
 		Stored:    storedNodes,
@@ -318,14 +330,78 @@ func (t *Target) Nodes(ctx context.Context) int {
 	return h.Count
 }
 
-// registerNodes registers count fresh nodes, 500 keys per address: under the 600 an address
-// may register per hour.
+// freshAddresses are the addresses row 9 registers fresh keys from, and freshEndpoint the
+// endpoint each registers.
+const (
+	freshAddresses = 400
+	freshEndpoint  = "203.0.113.1:7000"
+)
+
+// The register budgets of svrpd serve's default limits (registry.DefaultLimits, to which the
+// abuse tests hold them): the new node keys one address may register per window, how many
+// addresses' worth of that one address block may spend, and how many nodes one block's keys
+// may hold. This package reaches a registry only over HTTP, so it keeps its own copy.
+const (
+	DefaultRegisterAddressLimit = 600
+	DefaultAddressBlockFactor   = 16
+	DefaultMaxNodesPerBlock     = 10_000
+)
+
+// blockBudget is how many new node keys one address block may register with the default
+// limits.
+func blockBudget() int {
+	return min(DefaultRegisterAddressLimit*DefaultAddressBlockFactor, DefaultMaxNodesPerBlock)
+}
+
+// registerNodes registers count fresh nodes as honest hosts would, spread over address
+// blocks, each address and each block using half its register budget, so that none is
+// refused and the reference daemon keeps the default limits the attacked one had: its memory
+// is compared with the attacked daemon's, so the two differ only in whose records they hold.
 func registerNodes(ctx context.Context, t *Target, count int) error {
-	return Spread(ctx, count, func(i int) error {
-		n, err := FreshNode(t.Client(Addr(Reference, i/500)))
+	return Spread(ctx, count, func(i int) error { return registerFresh(ctx, t.Client(referenceAddr(i-1))) })
+}
+
+// referenceAddr is the address registerNodes registers its i-th key from (from 0).
+func referenceAddr(i int) string {
+	perAddress, perBlock := DefaultRegisterAddressLimit/2, blockBudget()/2
+	block, j := i/perBlock, i%perBlock
+	return Addr(Reference, block*250+j/perAddress)
+}
+
+// registerFresh registers a fresh node key on c, signing as it sends.
+func registerFresh(ctx context.Context, c *client.Client) error {
+	n, err := FreshNode(c)
+	if err == nil {
+		_, err = n.Register(ctx, freshEndpoint, []string{"inference"}, "")
+	}
+	return err
+}
+
+// freshRegistrations signs count registrations of fresh node keys and returns them encoded.
+func freshRegistrations(ctx context.Context, t *Target, count int) ([][]byte, error) {
+	ts := time.Now().Unix()
+	c := t.Client(Addr(Attackers, 0))
+	out := make([][]byte, count)
+	return out, Spread(ctx, count, func(i int) error {
+		n, err := FreshNode(c)
+		if err != nil {
+			return err
+		}
+		r, err := Registration(n, t.Prefix, freshEndpoint, []string{"inference"}, ts)
 		if err == nil {
-			_, err = n.Register(ctx, "203.0.113.1:7000", []string{"inference"}, "")
+			out[i-1], err = json.Marshal(r)
 		}
 		return err
 	})
+}
+
+// registerBudget is how many new node keys the first n addresses of a group (Addr's 250 to a
+// block) may register in a window with the default limits: each address its own budget,
+// each block at most its block's.
+func registerBudget(n int) int {
+	total := 0
+	for first := 0; first < n; first += 250 {
+		total += min((min(first+250, n)-first)*DefaultRegisterAddressLimit, blockBudget())
+	}
+	return total
 }

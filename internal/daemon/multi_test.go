@@ -278,14 +278,16 @@ func TestMultiDaemon(t *testing.T) {
 	t.Run("KillOneMidLoad", func(t *testing.T) {
 		// Workers register nodes through every daemon; C is killed with SIGKILL while they
 		// run. Every registration acknowledged, by any daemon, must be listed afterwards,
-		// and A and B keep serving throughout.
+		// and A and B keep serving throughout. The nodes register under full DIDs: a short
+		// DID is 32 bits of a hash, and among the many random keys of a run two now and then
+		// share one, which the registry rightly refuses as DID_COLLISION.
 		var mu sync.Mutex
 		var acked []string
 		var afterKill atomic.Int32
 		var killed atomic.Bool
 		workers := testkit.StartWorkers(6, func(w int) bool {
 			d := w % 3
-			n, _ := client.NewNode(cs[d], testkit.RandomKey(), didkey.FormShort)
+			n, _ := client.NewNode(cs[d], testkit.RandomKey(), didkey.FormFull)
 			_, err := n.Register(ctx, "203.0.113.10:7000", nil, "")
 			if err != nil {
 				if d == 2 && killed.Load() {

@@ -219,8 +219,11 @@ func TestBackupWhileWriting(t *testing.T) {
 	}
 	var acked []ack
 	var failed atomic.Int64
+	// Full DIDs: a short DID is 32 bits of a hash, and among the thousands of random keys
+	// the writers register two now and then share one, which the registry rightly refuses
+	// as DID_COLLISION.
 	workers := testkit.StartWorkers(4, func(w int) bool {
-		n, err := client.NewNode(c, testkit.RandomKey(), didkey.FormShort)
+		n, err := client.NewNode(c, testkit.RandomKey(), didkey.FormFull)
 		if err != nil {
 			failed.Add(1)
 			return false

@@ -5,11 +5,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/pgtest"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/api"
 )
 
 // TestEndpointsOnPostgres runs the endpoint tests again with the harness on PostgreSQL, as
@@ -142,6 +145,43 @@ func TestGlobalCapsSharedOnPostgres(t *testing.T) {
 	status, raw := b.do("POST", "/v1/auth/device-login", op.loginRequest(t, b.challenge(), b.now()), "")
 	if status != http.StatusTooManyRequests || !strings.Contains(string(raw), "RATE_LIMITED") {
 		t.Errorf("login on b with three bearer sessions made on a: %d %s, want 429 RATE_LIMITED", status, raw)
+	}
+}
+
+// TestRegisterRetrySharedOnPostgres runs two registries on one database, as daemons behind one
+// address: a registration committed through a and sent again through b, as by a client whose
+// answer was lost with a's process, is answered with the stored record rather than refused as
+// a collision of its own short DID, and the key then registers through either under each of
+// its spellings. The short-body check compares keys read in the write's transaction, never a
+// daemon's memory or a DID's spelling.
+func TestRegisterRetrySharedOnPostgres(t *testing.T) {
+	a, b := sharedOnPostgres(t)
+	n := newNode(t, "retried")
+	first := n.registrationV2(t, "203.0.113.7:7000", a.now())
+	var stored, retried api.RegisterResult
+	a.ok("POST", "/api/v1/register", first, "", &stored)
+	a.clock.Advance(time.Second)
+	b.ok("POST", "/api/v1/register", first, "", &retried)
+	if retried.Data.LastSeen != stored.Data.LastSeen || retried.Data.Endpoint != stored.Data.Endpoint || retried.Data.DID != n.did {
+		t.Fatalf("the retry through b answered %+v, want the record stored through a, %+v", retried.Data, stored.Data)
+	}
+
+	fallback, _ := didkey.NodeDID(n.key, didkey.FormFallback)
+	for i, step := range []struct {
+		h   *harness
+		did string
+	}{{b, fallback.String()}, {a, n.fullDID()}, {b, n.did}, {a, n.did}} {
+		a.clock.Advance(time.Second)
+		spelled := n
+		spelled.did = step.did
+		var reg api.RegisterResult
+		step.h.ok("POST", "/api/v1/register", spelled.registrationV2(t, "203.0.113.8:7000", a.now()), "", &reg)
+		if reg.Data.DID != step.did || reg.Data.FirstSeen != stored.Data.FirstSeen {
+			t.Fatalf("registration %d, under %s: answered %+v", i+1, step.did, reg.Data)
+		}
+	}
+	if got := len(b.listedNodes()); got != 1 {
+		t.Errorf("b lists %d records of one key, want 1", got)
 	}
 }
 

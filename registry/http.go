@@ -292,8 +292,10 @@ const maxPooledAnswer = 16 << 10
 // The values of headers set on most answers, shared: net/http only reads a header's values,
 // and a shared slice saves an allocation on every answer.
 var (
-	contentTypeJSON = []string{"application/json"}
-	noSniff         = []string{"nosniff"}
+	contentTypeJSON     = []string{"application/json"}
+	contentEncodingGzip = []string{"gzip"}
+	varyAcceptEncoding  = []string{"Accept-Encoding"}
+	noSniff             = []string{"nosniff"}
 )
 
 // body reads a request body of at most MaxBodyBytes.

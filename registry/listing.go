@@ -24,16 +24,16 @@ import (
 
 // listingKind is what one of the three node listings writes around the records it picks.
 type listingKind struct {
-	contentType string
+	contentType []string // the Content-Type header's value, shared by every answer
 	head, tail  string
 	json        bool // JSON records joined by ','; else /peers lines
 	counted     bool // head is followed by the count and `,"nodes":[`
 }
 
 var (
-	nodesListing    = listingKind{contentType: "application/json", head: `{"count":`, tail: "]}\n", json: true, counted: true}
-	apiPeersListing = listingKind{contentType: "application/json", head: `{"ok":true,"data":[`, tail: `],"error":null}` + "\n", json: true}
-	peersListing    = listingKind{contentType: "text/plain; charset=utf-8"}
+	nodesListing    = listingKind{contentType: contentTypeJSON, head: `{"count":`, tail: "]}\n", json: true, counted: true}
+	apiPeersListing = listingKind{contentType: contentTypeJSON, head: `{"ok":true,"data":[`, tail: `],"error":null}` + "\n", json: true}
+	peersListing    = listingKind{contentType: []string{"text/plain; charset=utf-8"}}
 )
 
 // listing answers one of the three node listings from the current snapshot of the node
@@ -67,7 +67,7 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind)
 		w.Header().Set("Link", nextLink(r, sel.next))
 	}
 	gz := acceptsGzip(r)
-	if conditional(w, r, v.tag, gz) {
+	if conditional(w, r, v.tag, etagHeader(v.tag, gz)) {
 		return
 	}
 	if !h.s.listingSlot(r.Context()) {
@@ -77,8 +77,8 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind)
 		writeGzip(w, k.contentType, h.s.lists.gzipOf(&sel, v))
 		return
 	}
-	w.Header().Set("Content-Type", k.contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(sel.size()))
+	w.Header()["Content-Type"] = k.contentType
+	w.Header()["Content-Length"] = []string{strconv.Itoa(sel.size())}
 	sel.write(w)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,18 +105,27 @@ type networkAnswer struct {
 
 // statsBody is one answer's bytes, their tag and, once asked for, their gzip form.
 type statsBody struct {
-	body   []byte
-	tag    string
-	gzOnce sync.Once
-	gz     []byte
+	body []byte
+	tag  string
+	// The values of the answer's headers, made with it rather than for each request, since
+	// it is sent many times.
+	etag, gzipETag, length []string
+	gzOnce                 sync.Once
+	gz                     []byte
+	gzipLength             []string
 }
 
 func newStatsBody(body []byte) *statsBody {
-	return &statsBody{body: body, tag: etagOf(func(f func([]byte)) { f(body) })}
+	tag := etagOf(func(f func([]byte)) { f(body) })
+	return &statsBody{body: body, tag: tag,
+		etag: etagHeader(tag, false), gzipETag: etagHeader(tag, true), length: []string{strconv.Itoa(len(body))}}
 }
 
 func (b *statsBody) gzipped() []byte {
-	b.gzOnce.Do(func() { b.gz = compress(func(f func([]byte)) { f(b.body) }) })
+	b.gzOnce.Do(func() {
+		b.gz = compress(func(f func([]byte)) { f(b.body) })
+		b.gzipLength = []string{strconv.Itoa(len(b.gz))}
+	})
 	return b.gz
 }
 
@@ -445,7 +455,7 @@ func breakdown(m map[string]*api.Group) api.Breakdown {
 }
 
 func (h *handler) networkStats(w http.ResponseWriter, r *http.Request, _ call) {
-	since, err := api.ParseChangedSince(r.URL.Query())
+	since, err := changedSince(r.URL.RawQuery)
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -460,14 +470,37 @@ func (h *handler) networkStats(w http.ResponseWriter, r *http.Request, _ call) {
 		b = a.since(since)
 	}
 	gz := acceptsGzip(r)
-	if conditional(w, r, b.tag, gz) {
-		return
-	}
+	etag := b.etag
 	if gz {
-		writeGzip(w, "application/json", b.gzipped())
+		etag = b.gzipETag
+	}
+	if conditional(w, r, b.tag, etag) {
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b.body)))
+	head := w.Header()
+	head["Content-Type"] = contentTypeJSON
+	if gz {
+		gzipped := b.gzipped()
+		head["Content-Encoding"] = contentEncodingGzip
+		head["Content-Length"] = b.gzipLength
+		w.Write(gzipped)
+		return
+	}
+	head["Content-Length"] = b.length
 	w.Write(b.body)
+}
+
+// changedSince reads the network view's query. The console's polls send changed_since
+// alone and unescaped, which is read as it stands; any other query goes through url.Values,
+// with the same answer.
+func changedSince(query string) (time.Time, error) {
+	if query == "" {
+		return time.Time{}, nil
+	}
+	if v, ok := strings.CutPrefix(query, "changed_since="); ok && !strings.ContainsAny(v, "&;%+") {
+		return api.ChangedSince(v)
+	}
+	// As r.URL.Query, which reads what it can of a malformed query.
+	q, _ := url.ParseQuery(query)
+	return api.ParseChangedSince(q)
 }

@@ -99,10 +99,17 @@ func gzipTag(tag string) string { return strings.TrimSuffix(tag, `"`) + `-gzip"`
 // notModified reports whether the If-None-Match header of r names tag, in either of its
 // encodings (RFC 9110 §13.1.2: weak comparison).
 func notModified(r *http.Request, tag string) bool {
-	for _, line := range r.Header.Values("If-None-Match") {
-		for _, t := range strings.Split(line, ",") {
+	lines := r.Header.Values("If-None-Match")
+	if len(lines) == 0 {
+		return false
+	}
+	gzTag := gzipTag(tag)
+	for _, line := range lines {
+		for rest := line; rest != ""; {
+			var t string
+			t, rest, _ = strings.Cut(rest, ",")
 			t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
-			if t == "*" || t == tag || t == gzipTag(tag) {
+			if t == "*" || t == tag || t == gzTag {
 				return true
 			}
 		}
@@ -114,10 +121,12 @@ func notModified(r *http.Request, tag string) bool {
 // without q=0.
 func acceptsGzip(r *http.Request) bool {
 	for _, line := range r.Header.Values("Accept-Encoding") {
-		for _, item := range strings.Split(line, ",") {
+		for rest := line; rest != ""; {
+			var item string
+			item, rest, _ = strings.Cut(rest, ",")
 			name, params, _ := strings.Cut(item, ";")
-			name = strings.ToLower(strings.TrimSpace(name))
-			if name != "gzip" && name != "x-gzip" && name != "*" {
+			name = strings.TrimSpace(name)
+			if !strings.EqualFold(name, "gzip") && !strings.EqualFold(name, "x-gzip") && name != "*" {
 				continue
 			}
 			if q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok {
@@ -142,16 +151,13 @@ func compress(emit func(func([]byte))) []byte {
 	return buf.Bytes()
 }
 
-// conditional sets the ETag and Vary headers of an answer tagged tag, sent gzip when gz, and
-// answers 304 when r already holds it; it reports whether it did.
-func conditional(w http.ResponseWriter, r *http.Request, tag string, gz bool) bool {
+// conditional sets the ETag and Vary headers of an answer tagged tag (etag is the ETag
+// header's value for the form sent: see etagHeader), and answers 304 when r already holds
+// it; it reports whether it did.
+func conditional(w http.ResponseWriter, r *http.Request, tag string, etag []string) bool {
 	h := w.Header()
-	h.Add("Vary", "Accept-Encoding") // after the Vary: Origin of CORS, if any
-	if gz {
-		h.Set("ETag", gzipTag(tag))
-	} else {
-		h.Set("ETag", tag)
-	}
+	addVaryAcceptEncoding(h)
+	h["Etag"] = etag
 	if notModified(r, tag) {
 		w.WriteHeader(http.StatusNotModified)
 		return true
@@ -159,12 +165,30 @@ func conditional(w http.ResponseWriter, r *http.Request, tag string, gz bool) bo
 	return false
 }
 
+// etagHeader is the ETag header's value for the answer tagged tag, in its gzip form or not.
+func etagHeader(tag string, gz bool) []string {
+	if gz {
+		return []string{gzipTag(tag)}
+	}
+	return []string{tag}
+}
+
+// addVaryAcceptEncoding adds Accept-Encoding to h's Vary, after the Vary: Origin of CORS, if
+// any, without an allocation when it is the only one.
+func addVaryAcceptEncoding(h http.Header) {
+	if v := h["Vary"]; len(v) > 0 {
+		h["Vary"] = append(v[:len(v):len(v)], "Accept-Encoding")
+		return
+	}
+	h["Vary"] = varyAcceptEncoding
+}
+
 // writeGzip writes a gzip answer.
-func writeGzip(w http.ResponseWriter, contentType string, gz []byte) {
+func writeGzip(w http.ResponseWriter, contentType []string, gz []byte) {
 	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Encoding", "gzip")
-	h.Set("Content-Length", strconv.Itoa(len(gz)))
+	h["Content-Type"] = contentType
+	h["Content-Encoding"] = contentEncodingGzip
+	h["Content-Length"] = []string{strconv.Itoa(len(gz))}
 	w.Write(gz)
 }
 
@@ -173,14 +197,15 @@ func writeGzip(w http.ResponseWriter, contentType string, gz []byte) {
 func serveSmall(w http.ResponseWriter, r *http.Request, body []byte) {
 	emit := func(f func([]byte)) { f(body) }
 	gz := acceptsGzip(r)
-	if conditional(w, r, etagOf(emit), gz) {
+	tag := etagOf(emit)
+	if conditional(w, r, tag, etagHeader(tag, gz)) {
 		return
 	}
 	if gz {
-		writeGzip(w, "application/json", compress(emit))
+		writeGzip(w, contentTypeJSON, compress(emit))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = contentTypeJSON
 	w.Write(body)
 }
 

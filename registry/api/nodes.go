@@ -203,9 +203,21 @@ func ParseChangedSince(q url.Values) (time.Time, error) {
 	if !ok {
 		return time.Time{}, nil
 	}
-	t, err := canonical.ParseTime(v[0])
-	if err != nil || len(v) > 1 {
-		return time.Time{}, badRequest("changed_since must be one timestamp of the form 2025-01-15T10:30:00Z")
+	if len(v) > 1 {
+		return time.Time{}, errChangedSince()
+	}
+	return ChangedSince(v[0])
+}
+
+// ChangedSince parses one changed_since value, as [ParseChangedSince] reads it from a query.
+func ChangedSince(v string) (time.Time, error) {
+	t, err := canonical.ParseTime(v)
+	if err != nil {
+		return time.Time{}, errChangedSince()
 	}
 	return t, nil
+}
+
+func errChangedSince() error {
+	return badRequest("changed_since must be one timestamp of the form 2025-01-15T10:30:00Z")
 }

@@ -1,7 +1,6 @@
 package abuse
 
 import (
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -184,15 +184,11 @@ func TestRow8HeartbeatReplay(t *testing.T) {
 // refusals is the daemon's count of requests refused by limit.
 func refusals(t *testing.T, d *daemon, limit string) int {
 	t.Helper()
-	res, err := from("127.0.0.6").Get(d.URL + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, d.URL+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, body := testkit.Do(t, from("127.0.0.6"), req)
 	prefix := `svrpd_rate_limit_refusals_total{limit="` + limit + `"} `
 	for _, l := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(l, prefix); ok {

@@ -75,7 +75,7 @@ func VerifyAuthorization(s BindingSession, dc authn.DeviceCredential, az Authori
 	if dc.OperatorDID != s.OperatorDID {
 		return proto.New(proto.PermissionDenied, "the device credential is not for the operator that resolved the session")
 	}
-	dev, err := authn.VerifyCredential(dc, prefix, now)
+	dev, err := authn.VerifyCredential(dc, prefix, now, nil)
 	if err != nil {
 		return err
 	}

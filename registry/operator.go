@@ -55,7 +55,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	reached := false
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
 		reached = false
-		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, loginChecks(tx, l.DeviceCredential, &reached))
+		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, nil, loginChecks(tx, l.DeviceCredential, &reached))
 		return err
 	})
 	if err != nil {
@@ -138,7 +138,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	ch := &checkedChallenge{Challenges: s.challenges, checker: s.checker}
 	// Step 3 passes here and is made again in the write transaction, if it was reached.
 	step3 := false
-	dev, verr := authn.VerifyLoginWith(s.verifier, l, s.prefix, now, ch, authn.RevocationFunc(func(string, string) (bool, error) {
+	dev, verr := authn.VerifyLoginWith(s.verifier, l, s.prefix, now, ch, nil, authn.RevocationFunc(func(string, string) (bool, error) {
 		step3 = true
 		return false, nil
 	}))

@@ -63,6 +63,8 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"NetworkHistory", TestNetworkHistory}, {"NetworkHistoryBoundedAndKept", TestNetworkHistoryBoundedAndKept},
 		{"ListingPages", TestListingsChangedSince},
 		{"OperatorPinning", TestOperatorPinning}, {"OperatorPinByRevocation", TestOperatorPinByRevocation},
+		{"OperatorPinLoginOrder", TestOperatorPinLoginOrder},
+		{"LoginVerifiesOnce", TestLoginVerifiesOnce},
 		{"RevocationListFair", TestRevocationListFair},
 	} {
 		t.Run(tt.name, tt.fn)

@@ -247,6 +247,41 @@ func pinsOf(t *testing.T, h *harness, names map[didkey.PublicKey]string) map[str
 	return got
 }
 
+// TestOperatorPinAuthorize: authorize asks the pin of its DeviceCredential's DID as login
+// does (docs/protocol.md §10.8), after the credential's root signature and before its window,
+// and pins nothing: a credential of root key B under A's short DID, sent with A's bearer, is
+// DID_COLLISION and leaves the session as it was.
+func TestOperatorPinAuthorize(t *testing.T) {
+	h := newHarness(t)
+	rootA, rootB := testkit.CollisionRoots(t)
+	a := rootOperator(t, rootA, "a", didkey.FormShort, h.now())
+	b := rootOperator(t, rootB, "b", didkey.FormShort, h.now())
+	tokenA := a.login(h)
+	s := h.drive(newNode(t, "n"), a, tokenA, "bs-1", "PENDING_OPERATOR")
+	expired := b
+	expired.cred.IssuedAt = canonical.FormatTime(h.now().Add(-2 * time.Hour))
+	expired.cred.ExpiresAt = canonical.FormatTime(h.now().Add(-time.Hour))
+	expired.cred = expired.signCred(t, expired.cred)
+	forged := expired
+	forged.cred.Signature = tamperSig(t, forged.cred.Signature)
+	for _, tt := range []struct {
+		name   string
+		by     operator
+		status int
+		code   string
+	}{
+		{"pinned to another root key", b, 409, "DID_COLLISION"},
+		{"pin before window", expired, 409, "DID_COLLISION"},
+		{"root signature before pin", forged, 401, "DC_BAD_SIGNATURE"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h.in(t).fails("POST", "/v1/bindings/authorize", tt.by.authorize(t, s.view, h.now(), num(5), num(50)), tokenA, tt.status, tt.code)
+		})
+	}
+	h.wantState(s.id, "PENDING_OPERATOR")
+	h.ok("POST", "/v1/bindings/authorize", a.authorize(t, s.view, h.now(), num(5), num(50)), tokenA, nil)
+}
+
 // countingVerifier counts the signatures verified through it.
 type countingVerifier struct{ n atomic.Int64 }
 

@@ -17,7 +17,8 @@ import (
 // however the login then ends, or a revocation whose signature verified — and a credential
 // or revocation naming that body with another root key is DID_COLLISION, decided after the
 // root signature: at login before the credential's window and any challenge (authn.Pins
-// says where the checks ask), at revoke before the revocation's bounds.
+// says where the checks ask), at authorize before the credential's window, at revoke before
+// the revocation's bounds. Authorize asks and never pins: its bearer's login pinned already.
 //
 // Bearer sessions, resolved binding sessions and bindings are keyed by the operator DID
 // string, which a pin makes one root key's; revocations are looked up by root key (see

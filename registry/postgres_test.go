@@ -63,7 +63,7 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"NetworkHistory", TestNetworkHistory}, {"NetworkHistoryBoundedAndKept", TestNetworkHistoryBoundedAndKept},
 		{"ListingPages", TestListingsChangedSince},
 		{"OperatorPinning", TestOperatorPinning}, {"OperatorPinByRevocation", TestOperatorPinByRevocation},
-		{"OperatorPinLoginOrder", TestOperatorPinLoginOrder},
+		{"OperatorPinLoginOrder", TestOperatorPinLoginOrder}, {"OperatorPinAuthorize", TestOperatorPinAuthorize},
 		{"LoginVerifiesOnce", TestLoginVerifiesOnce},
 		{"RevocationListFair", TestRevocationListFair},
 	} {

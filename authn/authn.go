@@ -5,12 +5,14 @@
 // # What it does
 //
 //   - [VerifyCredential] checks a DeviceCredential: the root key derives the o-tagged operator
-//     DID (DC_ID_BINDING), the root key signed message 2 (DC_BAD_SIGNATURE), and the
-//     registry's clock lies in the credential's window with 5 s of skew (DC_EXPIRED).
-//   - [VerifyLogin] runs the six checks of POST /v1/auth/device-login in the protocol's order
-//     and stops at the first failure, so the code returned is always that of the earliest
-//     failing step. The challenge is consumed at step 5, before the login signature is
-//     checked, so a failed attempt burns it.
+//     DID (DC_ID_BINDING), the root key signed message 2 (DC_BAD_SIGNATURE), the DID is not
+//     pinned to another root key ([Pins], DID_COLLISION), and the registry's clock lies in
+//     the credential's window with 5 s of skew (DC_EXPIRED).
+//   - [VerifyLogin] runs the six checks of POST /v1/auth/device-login and the registry's two
+//     (the pin, the revocation list) in the protocol's order and stops at the first failure,
+//     so the code returned is always that of the earliest failing step. The challenge is
+//     consumed at step 5, before the login signature is checked, so a failed attempt burns
+//     it.
 //   - [VerifyRevocation] checks a credential revocation signed by the root key, and
 //     [CheckCredentialRevoked] refuses a credential on a revocation list passed in
 //     (DC_REVOKED); [SignRevocation] makes one offline (docs/protocol.md §10.5).
@@ -23,12 +25,14 @@
 //
 // # What it leaves to others
 //
-// The package is pure logic. It stores nothing (sessions are values the caller keeps under
-// [HashToken] of the token; the only state is a [Challenger]'s used-set), speaks no HTTP (the
-// JSON shape of a request — fields present, of the right JSON type — is the HTTP layer's
-// check), and has no clock or randomness of its own: every function that needs the time takes
-// now, and everything that draws random bytes takes an io.Reader. Time comparisons truncate
-// now to whole seconds, as the protocol asks.
+// The package is pure logic. What the registry's state decides — the pins of operator DIDs,
+// the revocation list, the used challenges — is asked of values the caller passes in
+// ([Pins], [Revocations], [Challenges]) at fixed points of the order. It stores nothing
+// (sessions are values the caller keeps under [HashToken] of the token; the only state is a
+// [Challenger]'s used-set), speaks no HTTP (the JSON shape of a request — fields present, of
+// the right JSON type — is the HTTP layer's check), and has no clock or randomness of its
+// own: every function that needs the time takes now, and everything that draws random bytes
+// takes an io.Reader. Time comparisons truncate now to whole seconds, as the protocol asks.
 //
 // # Errors
 //
@@ -60,6 +64,10 @@ var (
 	// ErrDCRevoked: the credential's (operator_did, revocation_id) was revoked by the
 	// operator's root key (DC_REVOKED, docs/protocol.md §10.5).
 	ErrDCRevoked = proto.New(proto.DCRevoked, "device credential revoked")
+	// ErrDIDCollision: the credential's or revocation's operator DID body is pinned to
+	// another root key (DID_COLLISION, docs/protocol.md §10.8). Its text is the answer the
+	// protocol gives, so it is returned as it is.
+	ErrDIDCollision = proto.New(proto.DIDCollision, "this operator DID belongs to another root key; use the 10-hex form")
 	// ErrBadChallenge: the login challenge was not issued here, has expired, was already
 	// used, or cannot be recorded as used (BAD_CHALLENGE).
 	ErrBadChallenge = proto.New(proto.BadChallenge, "challenge unknown, expired or already used")

@@ -20,7 +20,7 @@ func BenchmarkVerifyLogin(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := authn.VerifyLogin(logins[i], prefix, testNow, ch, nil); err != nil {
+		if _, err := authn.VerifyLogin(logins[i], prefix, testNow, ch, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

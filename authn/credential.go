@@ -58,8 +58,8 @@ func CheckCredentialShape(dc DeviceCredential) error {
 	return nil
 }
 
-// VerifyCredential applies login steps 2–4 (docs/protocol.md §5.2) to a DeviceCredential, in order,
-// stopping at the first failure:
+// VerifyCredential applies login steps 2–4 (docs/protocol.md §5.2) to a DeviceCredential, with
+// the operator's pin between steps 3 and 4 (§10.8), in order, stopping at the first failure:
 //
 //  2. operator_root_public_key decodes to a 32-byte key that derives operator_did, which is
 //     an o-tagged DID, and neither it nor device_public_key is a key the verification rule
@@ -67,6 +67,8 @@ func CheckCredentialShape(dc DeviceCredential) error {
 //  3. signature is the root key's signature over message 2, built from the fields exactly as
 //     given (key strings in whatever encoding the credential carries); a malformed or
 //     failing signature is DC_BAD_SIGNATURE;
+//     then pins: the DID's body must not be pinned to another root key (DID_COLLISION, see
+//     [Pins]); a nil pins pins nothing;
 //  4. issued_at − 5 s ≤ now ≤ expires_at + 5 s, with now truncated to the second; a
 //     timestamp that is not in the 20-character form is DC_EXPIRED.
 //
@@ -75,11 +77,11 @@ func CheckCredentialShape(dc DeviceCredential) error {
 // BAD_REQUEST error of package canonical rather than with a signature code: its bytes are
 // undefined, so no signature can be said to fail over them. The device key is not judged
 // here; see [Device.DeviceKey].
-func VerifyCredential(dc DeviceCredential, prefix string, now time.Time) (Device, error) {
-	return verifyCredential(sigverify.Single{}, dc, prefix, now)
+func VerifyCredential(dc DeviceCredential, prefix string, now time.Time, pins Pins) (Device, error) {
+	return verifyCredential(sigverify.Single{}, dc, prefix, now, pins)
 }
 
-func verifyCredential(v sigverify.Verifier, dc DeviceCredential, prefix string, now time.Time) (Device, error) {
+func verifyCredential(v sigverify.Verifier, dc DeviceCredential, prefix string, now time.Time, pins Pins) (Device, error) {
 	did, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
 	if err != nil {
 		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential: %w", err)
@@ -99,6 +101,9 @@ func verifyCredential(v sigverify.Verifier, dc DeviceCredential, prefix string, 
 			return Device{}, err
 		}
 		return Device{}, proto.New(proto.DCBadSignature, "device credential is not signed by its root key")
+	}
+	if err := CheckPin(pins, did, root); err != nil {
+		return Device{}, err
 	}
 	if err := checkWindow(dc.IssuedAt, dc.ExpiresAt, now); err != nil {
 		return Device{}, err

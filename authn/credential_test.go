@@ -123,7 +123,7 @@ func TestVerifyCredentialSteps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dev, err := authn.VerifyCredential(tt.dc(), prefix, testNow)
+			dev, err := authn.VerifyCredential(tt.dc(), prefix, testNow, nil)
 			wantCode(t, err, tt.want)
 			if err == nil && dev.OperatorDID.String() != tt.dc().OperatorDID {
 				t.Errorf("Device.OperatorDID = %s", dev.OperatorDID)
@@ -166,7 +166,7 @@ func TestCredentialWindow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := authn.VerifyCredential(dc, prefix, tt.now)
+			_, err := authn.VerifyCredential(dc, prefix, tt.now, nil)
 			wantCode(t, err, tt.want)
 		})
 	}
@@ -185,7 +185,7 @@ func TestDeviceKey(t *testing.T) {
 	// docs/protocol.md §5.2: VerifyCredential already refuses such a key, at step 2.
 	f := w.credentialFields()
 	f.DevicePublicKey = "0x1234"
-	_, err = authn.VerifyCredential(w.signCredential(f), prefix, testNow)
+	_, err = authn.VerifyCredential(w.signCredential(f), prefix, testNow, nil)
 	wantCode(t, err, proto.DCIDBinding)
 }
 

@@ -57,7 +57,7 @@ func Example() {
 	login := authn.Login{DeviceCredential: dc, Challenge: challenge, IssuedAt: issuedAt, Signature: sig}
 
 	// Registry: verify, then open a session stored under the token's hash.
-	dev, err := authn.VerifyLogin(login, prefix, now, challenges, nil)
+	dev, err := authn.VerifyLogin(login, prefix, now, challenges, nil, nil)
 	if err != nil {
 		fmt.Println("login refused:", err)
 		return
@@ -71,7 +71,7 @@ func Example() {
 	fmt.Println("expired after an hour:", errors.Is(session.Check(now.Add(authn.SessionTTL)), authn.ErrSessionExpired))
 
 	// The challenge was single-use: replaying the same login fails at step 5.
-	_, err = authn.VerifyLogin(login, prefix, now, challenges, nil)
+	_, err = authn.VerifyLogin(login, prefix, now, challenges, nil, nil)
 	fmt.Println("replay refused:", errors.Is(err, authn.ErrBadChallenge))
 	// Output:
 	// operator: did:svrp:o:34750f98

@@ -9,21 +9,33 @@ import (
 	"github.com/svrp/svrp/sigverify"
 )
 
-// VerifyLogin applies the checks of POST /v1/auth/device-login (docs/protocol.md §5.2) in order and
-// stops at the first failure, so the error carries the code of the earliest failing step:
+// VerifyLogin applies the checks of POST /v1/auth/device-login (docs/protocol.md §5.2, with
+// §10.8 and §10.5) in order and stops at the first failure, so the error carries the code of
+// the earliest failing check:
 //
 //  1. [CheckCredentialShape] (BAD_REQUEST);
-//  2. to 4. [VerifyCredential] (DC_ID_BINDING, DC_BAD_SIGNATURE, DC_EXPIRED);
-//     then the credential's (operator_did, revocation_id) must not be on rl (DC_REVOKED,
-//     docs/protocol.md §10.5), checked before the challenge so that a revoked device cannot
-//     burn one;
+//  2. the credential's id-binding (DC_ID_BINDING);
+//  3. the credential's root signature over message 2 (DC_BAD_SIGNATURE);
+//     then pins: the operator DID must not be pinned to another root key (DID_COLLISION,
+//     §10.8);
+//  4. the credential's window (DC_EXPIRED) — steps 2 to 4 and the pin are [VerifyCredential];
+//     then rl: the credential's (operator_did, revocation_id) must not be revoked
+//     (DC_REVOKED, §10.5);
 //  5. ch.Consume(challenge): the challenge is consumed here, before step 6, so an attempt that
-//     fails at step 6 burns it (BAD_CHALLENGE); a failure at steps 1–4 leaves it usable;
+//     fails at step 6 burns it (BAD_CHALLENGE); a failure before step 5 leaves it usable;
 //  6. the login signature by device_public_key over message 1 {operator_did,
 //     device_public_key exactly as the credential carries it, challenge, issued_at}
 //     (BAD_SIGNATURE). An issued_at that is not exactly the 20-character form fails here
 //     too, with BAD_SIGNATURE; a device_public_key that does not decode never gets here
 //     (step 2, DC_ID_BINDING).
+//
+// pins and rl are the registry's state, asked only of a credential its root key signed; nil
+// pins or rl passes. §10.8 pins the operator DID of every login that passed step 3, whatever
+// comes after: a caller that pins learns that a login got that far from pins being asked
+// and answering nil — every failure after that (DC_EXPIRED, DC_REVOKED, BAD_CHALLENGE,
+// BAD_SIGNATURE) comes from a login that passed step 3, and every failure before it from
+// one that did not. An error of pins, rl or ch that is not a refusal reaches the caller
+// unchanged.
 //
 // The login's challenge and issued_at are not judged at step 1: the challenge can only pass
 // step 5 if this registry issued it, and issued_at belongs to step 6 (description 5.2:
@@ -34,17 +46,17 @@ import (
 // ChallengeTTL after issue.
 //
 // On success it returns the verified Device; on failure the zero Device.
-func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges, rl Revocations) (Device, error) {
-	return VerifyLoginWith(sigverify.Single{}, l, prefix, now, ch, rl)
+func VerifyLogin(l Login, prefix string, now time.Time, ch Challenges, pins Pins, rl Revocations) (Device, error) {
+	return VerifyLoginWith(sigverify.Single{}, l, prefix, now, ch, pins, rl)
 }
 
 // VerifyLoginWith is [VerifyLogin] with both signatures checked by v, a sigverify.Batcher
 // for instance, which judges by the same rule.
-func VerifyLoginWith(v sigverify.Verifier, l Login, prefix string, now time.Time, ch Challenges, rl Revocations) (Device, error) {
+func VerifyLoginWith(v sigverify.Verifier, l Login, prefix string, now time.Time, ch Challenges, pins Pins, rl Revocations) (Device, error) {
 	if err := CheckCredentialShape(l.DeviceCredential); err != nil {
 		return Device{}, err
 	}
-	dev, err := verifyCredential(v, l.DeviceCredential, prefix, now)
+	dev, err := verifyCredential(v, l.DeviceCredential, prefix, now, pins)
 	if err != nil {
 		return Device{}, err
 	}

@@ -15,37 +15,41 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
-// stepCode is the code of each step of device-login (docs/protocol.md §5.2), with the revocation
-// check of docs/protocol.md §10.5 as step 5, between the credential's window and the challenge. The
-// steps below keep that numbering: 6 is the challenge, 7 the login signature.
-var stepCode = [8]proto.Code{
+// stepCode is the code of each check of device-login (docs/protocol.md §5.2), with the pin of
+// §10.8 as check 4, between the root signature and the credential's window, and the revocation
+// of §10.5 as check 6, between the window and the challenge. The checks below keep that
+// numbering: 5 is the window, 7 the challenge, 8 the login signature.
+var stepCode = [9]proto.Code{
 	1: proto.BadRequest,
 	2: proto.DCIDBinding,
 	3: proto.DCBadSignature,
-	4: proto.DCExpired,
-	5: proto.DCRevoked,
-	6: proto.BadChallenge,
-	7: proto.BadSignature,
+	4: proto.DIDCollision,
+	5: proto.DCExpired,
+	6: proto.DCRevoked,
+	7: proto.BadChallenge,
+	8: proto.BadSignature,
 }
 
-// lastStep is the number of the last step; a login broken nowhere "fails" at lastStep+1.
-const lastStep = 7
+// lastStep is the number of the last check; a login broken nowhere "fails" at lastStep+1.
+const lastStep = 8
 
 // breakers names, for each step, the ways a test breaks that step alone. Each touches
 // fields that no breaker of another step touches, so any combination breaks exactly the
 // steps chosen.
-var breakers = [8][]string{
+var breakers = [9][]string{
 	1: {"device_id-257-bytes", "empty-credential_id", "revocation_id-DEL", "permission-with-comma", "65-permissions", "permission-65-bytes", "permission-empty"},
 	2: {"did-of-other-root", "node-tagged-did", "root-key-0x-hex", "did-web", "full-form-did", "root-key-31-bytes", "device-key-0x-hex", "device-key-31-bytes"},
 	3: {"signed-by-device", "not-base58", "other-prefix", "empty", "over-other-fields", "63-bytes"},
-	4: {"expired", "not-yet-valid", "expires_at-fraction", "issued_at-feb-30", "issued_at-offset"},
-	5: {"revoked", "revoked-by-list-func"},
-	6: {"never-issued", "already-used", "expired", "control-char", "other-key", "tampered", "empty"},
-	7: {"signed-by-root", "issued_at-fraction", "issued_at-trailing-LF", "over-other-challenge", "issued_at-empty"},
+	4: {"pinned-to-other-root", "pinned-by-pin-func"},
+	5: {"expired", "not-yet-valid", "expires_at-fraction", "issued_at-feb-30", "issued_at-offset"},
+	6: {"revoked", "revoked-by-list-func"},
+	7: {"never-issued", "already-used", "expired", "control-char", "other-key", "tampered", "empty"},
+	8: {"signed-by-root", "issued_at-fraction", "issued_at-trailing-LF", "over-other-challenge", "issued_at-empty"},
 }
 
 // attempt is one login ready to verify, with the Challenger it must be verified against.
@@ -53,6 +57,7 @@ type attempt struct {
 	login     authn.Login
 	ch        *authn.Challenger
 	challenge string
+	pins      authn.Pins
 	revoked   authn.Revocations
 }
 
@@ -103,8 +108,8 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 			f.DevicePublicKey = base58.Encode(pubKey(w.device).Ed25519()[:31])
 		}
 	}
-	if v, ok := br[4]; ok {
-		switch breakers[4][v] {
+	if v, ok := br[5]; ok {
+		switch breakers[5][v] {
 		case "expired":
 			f.ExpiresAt = "2025-05-01T00:00:00Z"
 		case "not-yet-valid":
@@ -144,8 +149,8 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 	ch := authn.NewChallenger(challengeKey, bytes.NewReader(bytes.Repeat([]byte{7}, 1024)), 0)
 	var challenge string
 	var err error
-	if v, ok := br[6]; ok {
-		switch breakers[6][v] {
+	if v, ok := br[7]; ok {
+		switch breakers[7][v] {
 		case "never-issued":
 			raw := sha256.Sum256([]byte("never issued"))
 			challenge = base58.Encode(raw[:24])
@@ -179,8 +184,8 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 	}
 
 	signer, signed, issuedAt := w.device, challenge, loginIssuedAt
-	if v, ok := br[7]; ok {
-		switch breakers[7][v] {
+	if v, ok := br[8]; ok {
+		switch breakers[8][v] {
 		case "signed-by-root":
 			signer = w.root
 		case "issued_at-fraction":
@@ -199,17 +204,30 @@ func build(w world, other ed25519.PrivateKey, br map[int]int) (attempt, error) {
 	// consulted but does not hold this credential's pair lets the login through.
 	list := authn.RevocationSet{{OperatorDID: dc.OperatorDID, RevocationID: dc.RevocationID + "-other"}: true}
 	var revoked authn.Revocations = list
-	if v, ok := br[5]; ok {
+	if v, ok := br[6]; ok {
 		list[authn.RevocationKey{OperatorDID: dc.OperatorDID, RevocationID: dc.RevocationID}] = true
-		if breakers[5][v] == "revoked-by-list-func" {
+		if breakers[6][v] == "revoked-by-list-func" {
 			revoked = authn.RevocationFunc(list.Revoked)
 		}
 	}
-	return attempt{login: l, ch: ch, challenge: challenge, revoked: revoked}, nil
+	// The credential's DID body is always pinned, to its own root key unless step 4 is
+	// broken, so a set that is consulted and agrees lets the login through.
+	var pins authn.Pins
+	if did, err := didkey.Parse(dc.OperatorDID); err == nil && did.IsOperator() {
+		set := authn.PinSet{did.Body(): pubKey(w.root)}
+		pins = set
+		if v, ok := br[4]; ok {
+			set[did.Body()] = pubKey(other)
+			if breakers[4][v] == "pinned-by-pin-func" {
+				pins = authn.PinFunc(set.CheckPin)
+			}
+		}
+	}
+	return attempt{login: l, ch: ch, challenge: challenge, pins: pins, revoked: revoked}, nil
 }
 
 // checkAttempt verifies a login broken at the steps in br and checks that the earliest of
-// them decided the code, and that the challenge was consumed exactly when step 6 passed.
+// them decided the code, and that the challenge was consumed exactly when check 7 passed.
 func checkAttempt(w world, other ed25519.PrivateKey, br map[int]int) error {
 	a, err := build(w, other, br)
 	if err != nil {
@@ -220,7 +238,7 @@ func checkAttempt(w world, other ed25519.PrivateKey, br map[int]int) error {
 		first = min(first, s)
 	}
 	c := &counting{Challenges: a.ch}
-	dev, err := authn.VerifyLogin(a.login, prefix, testNow, c, a.revoked)
+	dev, err := authn.VerifyLogin(a.login, prefix, testNow, c, a.pins, a.revoked)
 	if first == lastStep+1 {
 		if err != nil {
 			return fmt.Errorf("valid login refused: %v (%s)", err, proto.CodeOf(err))
@@ -237,19 +255,19 @@ func checkAttempt(w world, other ed25519.PrivateKey, br map[int]int) error {
 		}
 	}
 	wantConsumed := 0
-	if first >= 7 {
+	if first >= 8 {
 		wantConsumed = 1
 	}
 	if c.ok != wantConsumed {
 		return fmt.Errorf("challenge consumed %d times, want %d", c.ok, wantConsumed)
 	}
-	if _, broken6 := br[6]; !broken6 {
+	if _, broken7 := br[7]; !broken7 {
 		again := a.ch.Consume(a.challenge, testNow)
-		if first < 6 && again != nil {
-			return fmt.Errorf("challenge burnt by a login that failed at step %d: %v", first, again)
+		if first < 7 && again != nil {
+			return fmt.Errorf("challenge burnt by a login that failed at check %d: %v", first, again)
 		}
-		if first >= 6 && again == nil {
-			return fmt.Errorf("challenge still usable after a login that reached step 7")
+		if first >= 7 && again == nil {
+			return fmt.Errorf("challenge still usable after a login that reached check 8")
 		}
 	}
 	return nil
@@ -271,6 +289,63 @@ func TestLoginBytesMatchCanonical(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("loginBytes = %q, canonical = %q (%v)", got, want, err)
 	}
+}
+
+// TestLoginPinsAskedPastStep3: pins is asked exactly when the credential passed step 3, with
+// the credential's own DID and root key, so that a registry pinning every login that got that
+// far (docs/protocol.md §10.8) learns it from the question; and an error of pins that is not a
+// refusal reaches the caller unchanged, with the challenge untouched.
+func TestLoginPinsAskedPastStep3(t *testing.T) {
+	w := newWorld(t)
+	other := testkit.LabelKey(t, "other")
+	for _, tt := range []struct {
+		name   string
+		br     map[int]int
+		asked  bool
+		answer proto.Code
+	}{
+		{"valid", nil, true, ""},
+		{"1-shape", map[int]int{1: 0}, false, proto.BadRequest},
+		{"2-id-binding", map[int]int{2: 0}, false, proto.DCIDBinding},
+		{"3-root-signature", map[int]int{3: 0}, false, proto.DCBadSignature},
+		{"3-root-signature+5-expired", map[int]int{3: 0, 5: 0}, false, proto.DCBadSignature},
+		{"5-expired", map[int]int{5: 0}, true, proto.DCExpired},
+		{"6-revoked", map[int]int{6: 0}, true, proto.DCRevoked},
+		{"7-challenge", map[int]int{7: 0}, true, proto.BadChallenge},
+		{"8-login-signature", map[int]int{8: 0}, true, proto.BadSignature},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := build(w, other, tt.br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			asked := 0
+			pins := authn.PinFunc(func(did didkey.DID, root didkey.PublicKey) error {
+				asked++
+				if did.String() != w.operatorDID() || root != pubKey(w.root) {
+					t.Errorf("pins asked about %s with %s, want the credential's %s with its root key", did, root, w.operatorDID())
+				}
+				return nil
+			})
+			_, err = authn.VerifyLogin(a.login, prefix, testNow, a.ch, pins, a.revoked)
+			wantCode(t, err, tt.answer)
+			if (asked == 1) != tt.asked || asked > 1 {
+				t.Errorf("pins asked %d times, want asked %v", asked, tt.asked)
+			}
+		})
+	}
+	t.Run("failing-pins", func(t *testing.T) {
+		a, err := build(w, other, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		boom := proto.New(proto.Internal, "pins down")
+		c := &counting{Challenges: a.ch}
+		_, err = authn.VerifyLogin(a.login, prefix, testNow, c, authn.PinFunc(func(didkey.DID, didkey.PublicKey) error { return boom }), a.revoked)
+		if err != boom || c.ok != 0 {
+			t.Fatalf("VerifyLogin with failing pins = %v, consumed %d; want the pins' error and no challenge consumed", err, c.ok)
+		}
+	})
 }
 
 // TestLoginEachStep breaks one step at a time, every way the tests know.
@@ -348,7 +423,7 @@ func TestLoginValidProperty(t *testing.T) {
 			rt.Fatal(err)
 		}
 		l := w.signLogin(w.signCredential(f), c, loginIssuedAt)
-		dev, err := authn.VerifyLogin(l, prefix, testNow, ch, nil)
+		dev, err := authn.VerifyLogin(l, prefix, testNow, ch, nil, nil)
 		if err != nil {
 			rt.Fatalf("valid login refused: %v", err)
 		}
@@ -372,7 +447,7 @@ func TestLoginValidProperty(t *testing.T) {
 func TestLoginNilChallenges(t *testing.T) {
 	w := newWorld(t)
 	l := w.signLogin(w.credential(), "x", loginIssuedAt)
-	_, err := authn.VerifyLogin(l, prefix, testNow, nil, nil)
+	_, err := authn.VerifyLogin(l, prefix, testNow, nil, nil, nil)
 	wantCode(t, err, proto.Internal)
 }
 
@@ -382,7 +457,7 @@ func TestLoginChallengeStoreError(t *testing.T) {
 	w := newWorld(t)
 	l := w.signLogin(w.credential(), "x", loginIssuedAt)
 	boom := proto.New(proto.Internal, "store down")
-	_, err := authn.VerifyLogin(l, prefix, testNow, failing{boom}, nil)
+	_, err := authn.VerifyLogin(l, prefix, testNow, failing{boom}, nil, nil)
 	if err != boom {
 		t.Fatalf("got %v, want the store's error", err)
 	}
@@ -403,7 +478,7 @@ func TestLoginIssuedAtNotClocked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = authn.VerifyLogin(w.signLogin(w.credential(), c, ia), prefix, testNow, ch, nil)
+		_, err = authn.VerifyLogin(w.signLogin(w.credential(), c, ia), prefix, testNow, ch, nil, nil)
 		wantCode(t, err, "")
 	}
 }
@@ -417,6 +492,6 @@ func TestLoginPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := w.signLogin(w.credential(), c, loginIssuedAt)
-	_, err = authn.VerifyLogin(l, "libertynet", testNow, ch, nil)
+	_, err = authn.VerifyLogin(l, "libertynet", testNow, ch, nil, nil)
 	wantCode(t, err, proto.DCBadSignature)
 }

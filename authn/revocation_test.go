@@ -145,7 +145,7 @@ func TestCheckCredentialRevoked(t *testing.T) {
 	// A failing list stops a login before the challenge is consumed.
 	l := w.signLogin(dc, "chal", loginIssuedAt)
 	c := &counting{Challenges: &acceptAll{}}
-	if _, err := authn.VerifyLogin(l, prefix, testNow, c, authn.RevocationFunc(func(string, string) (bool, error) { return false, boom })); !errors.Is(err, boom) || c.ok != 0 {
+	if _, err := authn.VerifyLogin(l, prefix, testNow, c, nil, authn.RevocationFunc(func(string, string) (bool, error) { return false, boom })); !errors.Is(err, boom) || c.ok != 0 {
 		t.Fatalf("VerifyLogin with a failing list = %v, consumed %d", err, c.ok)
 	}
 }

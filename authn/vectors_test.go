@@ -37,7 +37,7 @@ func TestCanonicalVectors(t *testing.T) {
 				t.Fatalf("signing with the vector's seed gives %q, %v; vector has %q", sig, err, c.SignatureB58)
 			}
 			wantCode(t, authn.CheckCredentialShape(dc), "")
-			dev, err := authn.VerifyCredential(dc, c.Prefix, now)
+			dev, err := authn.VerifyCredential(dc, c.Prefix, now, nil)
 			wantCode(t, err, "")
 			if dev.OperatorDID.String() != dc.OperatorDID || dev.RootKey.Hex() != v.Signers[c.Signer].PublicKeyHex {
 				t.Fatalf("Device = %s %s", dev.OperatorDID, dev.RootKey)
@@ -46,7 +46,7 @@ func TestCanonicalVectors(t *testing.T) {
 			if c.Prefix == other {
 				other = "libertynet"
 			}
-			_, err = authn.VerifyCredential(dc, other, now)
+			_, err = authn.VerifyCredential(dc, other, now, nil)
 			wantCode(t, err, proto.DCBadSignature)
 		})
 		creds = append(creds, dc)
@@ -72,7 +72,7 @@ func TestCanonicalVectors(t *testing.T) {
 			l := authn.Login{DeviceCredential: dc, Challenge: m.Challenge, IssuedAt: m.IssuedAt, Signature: c.SignatureB58}
 			t.Run(c.ID, func(t *testing.T) {
 				ch := &acceptAll{}
-				dev, err := authn.VerifyLogin(l, c.Prefix, now, ch, nil)
+				dev, err := authn.VerifyLogin(l, c.Prefix, now, ch, nil, nil)
 				wantCode(t, err, "")
 				if dev.OperatorDID.String() != m.OperatorDID {
 					t.Fatalf("Device.OperatorDID = %s", dev.OperatorDID)
@@ -83,7 +83,7 @@ func TestCanonicalVectors(t *testing.T) {
 				bad := l
 				bad.Signature = flipB58(l.Signature)
 				ch = &acceptAll{}
-				_, err = authn.VerifyLogin(bad, c.Prefix, now, ch, nil)
+				_, err = authn.VerifyLogin(bad, c.Prefix, now, ch, nil, nil)
 				wantCode(t, err, proto.BadSignature)
 				wantCode(t, ch.Consume(m.Challenge, now), proto.BadChallenge)
 			})
@@ -160,7 +160,7 @@ func TestRejectVectors(t *testing.T) {
 				}
 				l = w.signLogin(w.signCredential(f), challenge, loginIssuedAt)
 			}
-			_, err := authn.VerifyLogin(l, prefix, testNow, ch, nil)
+			_, err := authn.VerifyLogin(l, prefix, testNow, ch, nil, nil)
 			wantCode(t, err, want)
 			consumed := ch.Consume(challenge, testNow) != nil
 			wantConsumed := c.Expected.Consumed()
@@ -208,11 +208,11 @@ func TestDIDVectors(t *testing.T) {
 				t.Fatalf("operator negative expects %+v", c.Expected)
 			}
 			dc := credential(c)
-			_, err := authn.VerifyCredential(dc, prefix, testNow)
+			_, err := authn.VerifyCredential(dc, prefix, testNow, nil)
 			wantCode(t, err, proto.DCIDBinding)
 			ch := seededChallenger(t, 0)
 			challenge := issue(t, ch, testNow)
-			_, err = authn.VerifyLogin(w.signLogin(dc, challenge, loginIssuedAt), prefix, testNow, ch, nil)
+			_, err = authn.VerifyLogin(w.signLogin(dc, challenge, loginIssuedAt), prefix, testNow, ch, nil, nil)
 			wantCode(t, err, proto.DCIDBinding)
 			wantCode(t, ch.Consume(challenge, testNow), "")
 		})
@@ -223,7 +223,7 @@ func TestDIDVectors(t *testing.T) {
 		}
 		pos++
 		t.Run(c.ID, func(t *testing.T) {
-			dev, err := authn.VerifyCredential(credential(c), prefix, testNow)
+			dev, err := authn.VerifyCredential(credential(c), prefix, testNow, nil)
 			wantCode(t, err, "")
 			if dev.OperatorDID.String() != c.DID {
 				t.Fatalf("Device.OperatorDID = %s", dev.OperatorDID)

@@ -47,8 +47,10 @@ func authorizationShape(m canonical.Authorization) (issued, expires time.Time, e
 //  2. the session, expired if due, is PENDING_OPERATOR (BAD_STATE);
 //  3. the credential is for the operator that resolved the session, s.OperatorDID
 //     (PERMISSION_DENIED; the registry has checked that the caller is that operator);
-//  4. the credential: id-binding, root signature, validity window
-//     (DC_ID_BINDING → DC_BAD_SIGNATURE → DC_EXPIRED, see [authn.VerifyCredential]);
+//  4. the credential: id-binding, root signature, its operator DID not pinned to another
+//     root key on pins, validity window (DC_ID_BINDING → DC_BAD_SIGNATURE → DID_COLLISION →
+//     DC_EXPIRED, see [authn.VerifyCredential]; docs/protocol.md §10.8 puts the pin after the
+//     root signature);
 //  5. the credential grants nodes.bind (PERMISSION_DENIED);
 //  6. the authorization names this session, a node DID (any spelling) of the session's node
 //     key, and the credential's operator (BAD_REQUEST);
@@ -62,8 +64,9 @@ func authorizationShape(m canonical.Authorization) (issued, expires time.Time, e
 //  10. the grant stays within the request ([CheckScope], SCOPE_EXCEEDED).
 //
 // Success means Apply(s, Authorize, now) may follow, with dc and az stored on the session.
-// rl is read once per credential; a nil rl revokes nothing.
-func VerifyAuthorization(s BindingSession, dc authn.DeviceCredential, az AuthorizationCredential, prefix string, now time.Time, rl authn.Revocations) error {
+// pins is asked once, rl once per credential; a nil pins pins nothing, a nil rl revokes
+// nothing.
+func VerifyAuthorization(s BindingSession, dc authn.DeviceCredential, az AuthorizationCredential, prefix string, now time.Time, pins authn.Pins, rl authn.Revocations) error {
 	now = clock(now)
 	issued, expires, err := authorizationShape(az.Authorization)
 	if err != nil {
@@ -75,7 +78,7 @@ func VerifyAuthorization(s BindingSession, dc authn.DeviceCredential, az Authori
 	if dc.OperatorDID != s.OperatorDID {
 		return proto.New(proto.PermissionDenied, "the device credential is not for the operator that resolved the session")
 	}
-	dev, err := authn.VerifyCredential(dc, prefix, now)
+	dev, err := authn.VerifyCredential(dc, prefix, now, pins)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
@@ -27,6 +28,7 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 		after  func(f *fixture, r request) // changes the signed request
 		now    time.Time                   // zero means tAuthz
 		revoke string                      // "dc", "az", "both" or "other": what the revocation list holds
+		pin    string                      // "own" or "other": the root key the credential's DID body is pinned to
 		want   proto.Code
 	}{
 		{name: "valid"},
@@ -78,6 +80,15 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 			after: func(f *fixture, r request) { r.dc.Signature = tamper(t, r.dc.Signature) }, want: proto.DCIDBinding},
 		{name: "credential signature before expiry", before: func(f *fixture) { f.dc.ExpiresAt = "2025-01-15T10:00:00Z" },
 			after: func(f *fixture, r request) { r.dc.Signature = tamper(t, r.dc.Signature) }, want: proto.DCBadSignature},
+
+		// The pin (docs/protocol.md §10.8): after the root signature, before the window.
+		{name: "DID pinned to its own root key", pin: "own"},
+		{name: "DID pinned to another root key", pin: "other", want: proto.DIDCollision},
+		{name: "resolver before pin", before: func(f *fixture) { f.resolver = operator2DID }, pin: "other", want: proto.PermissionDenied},
+		{name: "id-binding before pin", before: func(f *fixture) { f.dc.OperatorRootPublicKey = pub(root2).Base58() }, pin: "other", want: proto.DCIDBinding},
+		{name: "credential signature before pin", after: func(f *fixture, r request) { r.dc.Signature = tamper(t, r.dc.Signature) }, pin: "other", want: proto.DCBadSignature},
+		{name: "pin before credential expiry", before: func(f *fixture) { f.dc.ExpiresAt = "2025-01-15T10:00:00Z" }, pin: "other", want: proto.DIDCollision},
+		{name: "pin before revocation", pin: "other", revoke: "both", want: proto.DIDCollision},
 
 		// nodes.bind.
 		{name: "credential without nodes.bind", before: func(f *fixture) { f.dc.Permissions = []string{"nodes.read"} }, want: proto.PermissionDenied},
@@ -159,7 +170,16 @@ func TestVerifyAuthorizationOrder(t *testing.T) {
 			if tc.revoke == "az" || tc.revoke == "both" {
 				list[authn.RevocationKey{OperatorDID: az.OperatorDID, RevocationID: az.RevocationID}] = true
 			}
-			err := binding.VerifyAuthorization(s, dc, az, prefix, now, list)
+			pins := authn.PinSet{}
+			if did, err := didkey.Parse(dc.OperatorDID); err == nil {
+				switch tc.pin {
+				case "own":
+					pins[did.Body()] = pub(f.root)
+				case "other":
+					pins[did.Body()] = pub(root2)
+				}
+			}
+			err := binding.VerifyAuthorization(s, dc, az, prefix, now, pins, list)
 			if err != nil && (!hasCode(err) || errorCode(err) == proto.Internal) {
 				t.Fatalf("error without a protocol code of its own: %v", err)
 			}

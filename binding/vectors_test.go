@@ -118,7 +118,7 @@ func TestVectorChain(t *testing.T) {
 	s, err = binding.Apply(s, binding.Resolve, tInitiate)
 	wantCode(t, err, "")
 	s.OperatorDID = dc.OperatorDID
-	wantCode(t, binding.VerifyAuthorization(s, dc, az, prefix, tAuthz, nil), "")
+	wantCode(t, binding.VerifyAuthorization(s, dc, az, prefix, tAuthz, nil, nil), "")
 	s, err = binding.Apply(s, binding.Authorize, tAuthz)
 	wantCode(t, err, "")
 	s.DeviceCredential, s.Authorization = &dc, &az

@@ -137,7 +137,7 @@ func FuzzVerifyCredential(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, prefix string, unix int64) {
 		dc, now, dev, ok, err := verifyTwice(t, data, unix, credentialCodes, func(dc authn.DeviceCredential, now time.Time) (authn.Device, error) {
-			return authn.VerifyCredential(dc, prefix, now)
+			return authn.VerifyCredential(dc, prefix, now, nil)
 		})
 		if !ok {
 			return
@@ -199,7 +199,7 @@ func FuzzVerifyLogin(f *testing.F) {
 			if json.Unmarshal(s.loginJSON(), &l) != nil {
 				f.Fatal("seed login does not round-trip through JSON")
 			}
-			if _, err := authn.VerifyLogin(l, s.prefix, time.Unix(authnNow, 0), &recordingChallenges{}, nil); err != nil {
+			if _, err := authn.VerifyLogin(l, s.prefix, time.Unix(authnNow, 0), &recordingChallenges{}, nil, nil); err != nil {
 				f.Fatalf("vector login refused: %v", err)
 			}
 		}
@@ -212,7 +212,7 @@ func FuzzVerifyLogin(f *testing.F) {
 		}
 		now := time.Unix(unix, 0).UTC()
 		ch := &recordingChallenges{}
-		dev, err := authn.VerifyLogin(l, prefix, now, ch, nil)
+		dev, err := authn.VerifyLogin(l, prefix, now, ch, nil, nil)
 		code := proto.CodeOf(err)
 		step := 7
 		if err != nil {
@@ -229,7 +229,7 @@ func FuzzVerifyLogin(f *testing.F) {
 		}
 
 		shape := authn.CheckCredentialShape(l.DeviceCredential)
-		_, cerr := authn.VerifyCredential(l.DeviceCredential, prefix, now)
+		_, cerr := authn.VerifyCredential(l.DeviceCredential, prefix, now, nil)
 		switch {
 		case shape != nil:
 			if step != 1 {
@@ -258,7 +258,7 @@ func FuzzVerifyLogin(f *testing.F) {
 			}
 		}
 
-		_, err2 := authn.VerifyLogin(l, prefix, now, &recordingChallenges{}, nil)
+		_, err2 := authn.VerifyLogin(l, prefix, now, &recordingChallenges{}, nil, nil)
 		if proto.CodeOf(err2) != code || (err == nil) != (err2 == nil) {
 			t.Fatalf("two runs disagree: %v / %v", err, err2)
 		}

@@ -288,14 +288,19 @@ func resolveView(s binding.BindingSession) api.ResolveView {
 }
 
 // Authorize records an operator's signed grant (docs/protocol.md §5.4): PENDING_OPERATOR →
-// PENDING_NODE_ACCEPTANCE.
+// PENDING_NODE_ACCEPTANCE. The device credential's operator DID must not be pinned to another
+// root key (DID_COLLISION, §10.8); authorize asks the pin and never writes one.
 func (s *Service) Authorize(ctx context.Context, op authn.Operator, req api.AuthorizeRequest) (api.StateResult, error) {
 	now := s.now()
 	dc, az := req.DeviceCredential, req.AuthorizationCredential
 	var revoked revocationsRead
+	var pin pinRead
 	return s.transition(ctx, req.BindingSessionID, now, sessionChange{
 		read: func(tx store.Tx, _ binding.BindingSession) (err error) {
-			revoked, err = readRevocations(tx, [2]string{dc.OperatorDID, dc.RevocationID}, [2]string{az.OperatorDID, az.RevocationID})
+			if revoked, err = readRevocations(tx, [2]string{dc.OperatorDID, dc.RevocationID}, [2]string{az.OperatorDID, az.RevocationID}); err != nil {
+				return err
+			}
+			pin, err = readPin(tx, dc.OperatorDID)
 			return err
 		},
 		verify: func(sess binding.BindingSession) (binding.BindingSession, error) {
@@ -306,14 +311,17 @@ func (s *Service) Authorize(ctx context.Context, op authn.Operator, req api.Auth
 			if sess.OperatorDID != op.DID || dc.OperatorDID != op.DID {
 				return sess, proto.New(proto.PermissionDenied, "only the operator that resolved this session may authorize it, with its own credential")
 			}
-			if err := binding.VerifyAuthorization(sess, dc, az, s.prefix, now, revoked); err != nil {
+			if err := binding.VerifyAuthorization(sess, dc, az, s.prefix, now, pin, revoked); err != nil {
 				return sess, err
 			}
 			next.DeviceCredential, next.Authorization = &dc, &az
 			return next, nil
 		},
-		// A revocation recorded since the read still stops the authorization.
+		// A pin or a revocation recorded since the read still stops the authorization.
 		write: func(tx store.Tx, _ binding.BindingSession) error {
+			if err := pin.recheck(tx, dc); err != nil {
+				return err
+			}
 			return binding.CheckRevoked(dc, az, revocations(tx))
 		},
 	})

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
 )
 
@@ -30,8 +32,10 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 // the client address: failed logins are counted per address and per address and operator
 // DID, never per DID alone, so failures only refuse the address that made them; and the
 // attempts of one address per challenge lifetime are bounded, so that no one party can fill
-// the used-challenge set (limits.go). The operator DID is pinned to the credential's root key
-// (DID_COLLISION when pinned to another, docs/protocol.md §10.8), and a successful login
+// the used-challenge set (limits.go). The checks and their order are authn.VerifyLogin's; the
+// registry answers its questions from the store: the operator DID's pin (DID_COLLISION when
+// pinned to another root key, §10.8) and the revocation list. A login that got past the pin
+// pins the operator DID to the credential's root key however it ends, and a successful one
 // records on the pin that the root key logged in.
 func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.LoginResult, error) {
 	now := s.now()
@@ -52,10 +56,10 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginsPerBlock, LimitLoginsPerAddress), "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device
-	reached := false
+	var pin loginPin
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		reached = false
-		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, loginChecks(tx, l.DeviceCredential, &reached))
+		pin = loginPin{tx: tx}
+		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, &pin, &pin)
 		return err
 	})
 	if err != nil {
@@ -63,10 +67,10 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 			s.loginFailAddr.add(addr, now)
 			s.loginFailPair.add(pair, now)
 		}
-		if reached && failedAfterPin(err) {
+		if pin.pinsOnFailure(err) {
 			// The login failed whatever the pin does: a pin that cannot be written now is
 			// written by the operator's next login that gets this far.
-			if perr := s.pinFailedLogin(ctx, l.DeviceCredential, now); perr != nil && proto.CodeOf(perr) != proto.DIDCollision {
+			if perr := s.store.Update(ctx, func(tx store.Tx) error { return pin.pin(tx, now) }); perr != nil && !errors.Is(perr, authn.ErrDIDCollision) {
 				s.log.Warn("pinning the operator DID of a failed login", "err", perr)
 			}
 		}
@@ -109,18 +113,20 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 // in the store, and the login budgets are store counters, so that neither a challenge nor a
 // budget multiplies by the number of daemons.
 //
-// The budgets are one read before any verification; the signatures are then verified with
-// no transaction open. Every attempt that passes the budgets ends with one write
-// transaction: the login's own when it succeeds, one that records the failure (and consumes
-// a challenge that passed step 5, which is spent whatever came after) when it does not. That
-// transaction counts the attempt and checks its budget in one step, so that budget holds
-// however many logins run at once; the failure budgets are read before verifying and not
-// again, as the in-memory ones are, so concurrent failures of one address may pass them by
-// the attempts in flight. The checks after step 4, the operator DID's pin and the
-// revocation, are made in the write transaction, where the session and the pin are written,
-// so that the session cannot outlive a revocation that lands meanwhile; a colliding root key
-// or a revoked credential still fails there before its challenge is looked at, and
-// a second use of a challenge is BAD_CHALLENGE whatever else is wrong, as in Login.
+// The budgets are one read before any verification. The login's checks then run twice,
+// both times as authn.VerifyLoginWith orders them: first with no transaction open and every
+// answer of the store passing (no pin, no revocation, the challenge only checked), which
+// verifies the signatures; then in one write transaction with the store's answers — the
+// pin, the revocation list, the challenge consumed — and the signatures' verdicts of the
+// first run, so that the answer is the protocol's and no Ed25519 work is done in the
+// transaction. That transaction ends every attempt that passes the budgets: it writes the
+// session when the login succeeds, and otherwise records the failure, the pin of a login
+// that got past it and the consumption of a challenge that passed step 5, which are kept
+// whatever came after. It counts the attempt and checks its budget in one step, so that
+// budget holds however many logins run at once; the failure budgets are read before
+// verifying and not again, as the in-memory ones are, so concurrent failures of one address
+// may pass them by the attempts in flight. The session cannot outlive a revocation that
+// lands meanwhile, as the revocation is read where the session is written.
 func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, now time.Time) (api.LoginResult, error) {
 	dc := l.DeviceCredential
 	block := AddressBlock(addr)
@@ -135,13 +141,8 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	if err := s.loginBudgets(ctx, keys, now); err != nil {
 		return api.LoginResult{}, err
 	}
-	ch := &checkedChallenge{Challenges: s.challenges, checker: s.checker}
-	// Step 3 passes here and is made again in the write transaction, if it was reached.
-	step3 := false
-	dev, verr := authn.VerifyLoginWith(s.verifier, l, s.prefix, now, ch, authn.RevocationFunc(func(string, string) (bool, error) {
-		step3 = true
-		return false, nil
-	}))
+	sigs := &memoVerifier{v: s.verifier}
+	dev, verr := authn.VerifyLoginWith(sigs, l, s.prefix, now, storedChallenges{Challenges: s.challenges, checker: s.checker}, nil, nil)
 	var token string
 	var hash [32]byte
 	var sess authn.BearerSession
@@ -161,7 +162,6 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	}
 	var failed error // why the login failed, when the transaction records a failure
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		failed = verr
 		attempts, err := tx.CountEvent(keys.attempts, now, authn.ChallengeTTL)
 		if err != nil {
 			return err
@@ -177,18 +177,11 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		if inBlock.Count > blockLimit(s.limits.LoginAddressLimit, s.limits.AddressBlockFactor) {
 			return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
 		}
-		var revoked error
-		if step3 {
-			revoked = authn.CheckCredentialRevoked(dc, loginChecks(tx, dc, new(bool)))
-		}
-		if revoked != nil {
-			failed = revoked
-		} else if err := consume(tx, ch); err != nil {
-			if proto.CodeOf(err) != proto.BadChallenge {
-				return err
-			}
-			failed = err
-		}
+		pin := loginPin{tx: tx}
+		ch := storedChallenges{Challenges: s.challenges, checker: s.checker, tx: tx}
+		// A login that failed above fails here too, at the same check or an earlier one:
+		// every answer here is the first run's or stricter.
+		_, failed = authn.VerifyLoginWith(sigs, l, s.prefix, now, ch, &pin, &pin)
 		if failed != nil {
 			if proto.CodeOf(failed) == proto.Internal {
 				return failed
@@ -198,12 +191,12 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 					return err
 				}
 			}
-			if step3 && revoked == nil && failedAfterPin(failed) {
-				return pinCredential(tx, dc, now, false)
+			if pin.pinsOnFailure(failed) {
+				return pin.pin(tx, now)
 			}
 			return nil
 		}
-		if err := pinCredential(tx, dc, now, true); err != nil {
+		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true); err != nil {
 			return err
 		}
 		if err := s.holdBearer(tx, sess.OperatorDID, displaced); err != nil {
@@ -265,13 +258,23 @@ func (s *Service) loginBudgets(ctx context.Context, k loginKeys, now time.Time) 
 	return nil
 }
 
-// consume records a challenge checked at login step 5 as used, in tx, when challenges are
-// consumed in the store; a second use is BAD_CHALLENGE.
-func consume(tx store.Tx, ch *checkedChallenge) error {
-	if ch == nil || ch.id == nil {
-		return nil
+// storedChallenges are the login challenges of a registry that consumes them in its store:
+// the checker judges a challenge (issued here, unexpired), and Consume records it used in tx,
+// where a second use is BAD_CHALLENGE. With no tx, Consume only checks, for the run of the
+// checks made before the transaction.
+type storedChallenges struct {
+	authn.Challenges
+	checker authn.ChallengeChecker
+	tx      store.Tx
+}
+
+// Consume implements [authn.Challenges].
+func (c storedChallenges) Consume(challenge string, now time.Time) error {
+	id, expires, err := c.checker.Check(challenge, now)
+	if err != nil || c.tx == nil {
+		return err
 	}
-	if err := tx.ConsumeChallenge(ch.id, ch.expires); errors.Is(err, store.ErrChallengeUsed) {
+	if err := c.tx.ConsumeChallenge(id, expires); errors.Is(err, store.ErrChallengeUsed) {
 		return proto.New(proto.BadChallenge, "challenge was already used")
 	} else if err != nil {
 		return err
@@ -279,22 +282,30 @@ func consume(tx store.Tx, ch *checkedChallenge) error {
 	return nil
 }
 
-// checkedChallenge stands for the Challenges during one login whose challenge is consumed in
-// the store: Consume only checks, and keeps what the store must record.
-type checkedChallenge struct {
-	authn.Challenges
-	checker authn.ChallengeChecker
-	id      []byte
-	expires time.Time
+// memoVerifier verifies signatures with v and remembers each verdict, so that the checks of
+// one login, run again inside a transaction, get the same verdicts without verifying again.
+// A login verifies at most two signatures, so a list is all it needs. It serves one login,
+// from one goroutine at a time.
+type memoVerifier struct {
+	v    sigverify.Verifier
+	seen []verdict
 }
 
-func (c *checkedChallenge) Consume(challenge string, now time.Time) error {
-	id, exp, err := c.checker.Check(challenge, now)
-	if err != nil {
-		return err
+type verdict struct {
+	pub, msg, sig []byte
+	ok            bool
+}
+
+// Verify implements [sigverify.Verifier].
+func (m *memoVerifier) Verify(pub, msg, sig []byte) bool {
+	for _, d := range m.seen {
+		if bytes.Equal(d.pub, pub) && bytes.Equal(d.msg, msg) && bytes.Equal(d.sig, sig) {
+			return d.ok
+		}
 	}
-	c.id, c.expires = id, exp
-	return nil
+	ok := m.v.Verify(pub, msg, sig)
+	m.seen = append(m.seen, verdict{bytes.Clone(pub), bytes.Clone(msg), bytes.Clone(sig), ok})
+	return ok
 }
 
 func (s *Service) loggedIn(sess authn.BearerSession, token string) api.LoginResult {

@@ -1,8 +1,11 @@
 package registry_test
 
 import (
+	"context"
 	"crypto/ed25519"
+	"maps"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,7 +13,10 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
+	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/sigverify"
+	"github.com/svrp/svrp/store"
 )
 
 // rootOperator is an operator of a given root key, under the DID form given.
@@ -109,4 +115,214 @@ func TestOperatorPinByRevocation(t *testing.T) {
 	h.fails("POST", "/v1/auth/revoke", a.revocation(t, rootA, "rev-early", h.now()), "", 409, "DID_COLLISION")
 	aLong := rootOperator(t, rootA, "a-long", didkey.FormFallback, h.now())
 	aLong.login(h)
+}
+
+// TestOperatorPinLoginOrder: the place of the pin in a login (docs/protocol.md §10.8), by a
+// root key B whose short DID is also root key A's. The pin is decided after the root
+// signature (step 3 of §5.2) and before the credential's window (step 4), the revocation and
+// the challenge; a login that passed step 3 pins the DID to its root key however it ends,
+// and one that failed at steps 1–3 pins nothing.
+func TestOperatorPinLoginOrder(t *testing.T) {
+	rootA, rootB := testkit.CollisionRoots(t)
+	type login struct {
+		h    *harness
+		b    operator // B under the short DID, the one that logs in
+		cred authn.DeviceCredential
+		ch   string
+	}
+	expire := func(l *login) {
+		l.cred.IssuedAt = canonical.FormatTime(l.h.now().Add(-2 * time.Hour))
+		l.cred.ExpiresAt = canonical.FormatTime(l.h.now().Add(-time.Hour))
+		l.cred = l.b.signCred(t, l.cred)
+	}
+	for _, tt := range []struct {
+		name   string
+		pinA   bool         // A has logged in under the short DID first
+		revoke bool         // B's credential is on the revocation list, under a DID not pinned
+		edit   func(*login) // how B's login is broken
+		status int          // what B's login gets
+		code   string       // "" for success
+		pinned string       // whose root key the short DID is pinned to afterwards ("A", "B"), "+login" when it logged in
+		burnt  bool         // the challenge B sent is used up
+	}{
+		{name: "1-shape", edit: func(l *login) {
+			l.cred.CredentialID = ""
+			l.cred = l.b.signCred(t, l.cred)
+		}, status: 400, code: "BAD_REQUEST"},
+		{name: "2-id-binding", edit: func(l *login) {
+			l.cred.OperatorDID = rootOperator(t, rootA, "a-long", didkey.FormFallback, l.h.now()).did
+			l.cred = l.b.signCred(t, l.cred)
+		}, status: 401, code: "DC_ID_BINDING"},
+		{name: "3-root-signature", edit: func(l *login) { l.cred.Signature = tamperSig(t, l.cred.Signature) }, status: 401, code: "DC_BAD_SIGNATURE"},
+		{name: "3-root-signature-before-pin", pinA: true, edit: func(l *login) { l.cred.Signature = tamperSig(t, l.cred.Signature) },
+			status: 401, code: "DC_BAD_SIGNATURE", pinned: "A+login"},
+		{name: "3-root-signature-of-expired", edit: func(l *login) {
+			expire(l)
+			l.cred.Signature = tamperSig(t, l.cred.Signature)
+		}, status: 401, code: "DC_BAD_SIGNATURE"},
+		{name: "pin", pinA: true, status: 409, code: "DID_COLLISION", pinned: "A+login"},
+		{name: "pin-before-window", pinA: true, edit: expire, status: 409, code: "DID_COLLISION", pinned: "A+login"},
+		{name: "pin-before-revocation", pinA: true, revoke: true, status: 409, code: "DID_COLLISION", pinned: "A+login"},
+		{name: "4-expired-pins", edit: expire, status: 401, code: "DC_EXPIRED", pinned: "B"},
+		{name: "4-not-yet-valid-pins", edit: func(l *login) {
+			l.cred.IssuedAt = canonical.FormatTime(l.h.now().Add(time.Hour))
+			l.cred = l.b.signCred(t, l.cred)
+		}, status: 401, code: "DC_EXPIRED", pinned: "B"},
+		{name: "4-window-before-revocation", revoke: true, edit: expire, status: 401, code: "DC_EXPIRED", pinned: "B"},
+		{name: "revoked-pins", revoke: true, status: 401, code: "DC_REVOKED", pinned: "B"},
+		{name: "5-challenge-pins", edit: func(l *login) { l.ch = "not-a-challenge" }, status: 401, code: "BAD_CHALLENGE", pinned: "B"},
+		{name: "6-login-signature-pins", edit: func(l *login) { l.b.device = testkit.LabelKey(t, "stranger") }, status: 401, code: "BAD_SIGNATURE", pinned: "B", burnt: true},
+		{name: "success-pins", status: 200, pinned: "B+login", burnt: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			a := rootOperator(t, rootA, "a", didkey.FormShort, h.now())
+			b := rootOperator(t, rootB, "b", didkey.FormShort, h.now())
+			if tt.pinA {
+				a.login(h)
+			}
+			if tt.revoke {
+				// A revocation under a DID no root key holds yet: one recorded before the
+				// registry pinned, as its store may hold.
+				rv := b.revocation(t, rootB, b.cred.RevocationID, h.now())
+				if err := h.st.Update(context.Background(), func(tx store.Tx) error {
+					return tx.PutRevocation(store.Revocation{
+						OperatorDID: b.did, RevocationID: b.cred.RevocationID, RevokedAt: h.now(),
+						RootPublicKey: b.cred.OperatorRootPublicKey, Signature: rv.Signature, RecordedAt: h.now(),
+					})
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l := login{h: h, b: b, cred: b.cred, ch: h.challenge()}
+			if tt.edit != nil {
+				tt.edit(&l)
+			}
+			req := l.b.loginWith(t, l.cred, l.ch, h.now())
+			if tt.code == "" {
+				h.ok("POST", "/v1/auth/device-login", req, "", nil)
+			} else {
+				h.fails("POST", "/v1/auth/device-login", req, "", tt.status, tt.code)
+			}
+
+			want := map[string]string{}
+			if tt.pinned != "" {
+				want[pub(rootA).ShortBody()] = tt.pinned
+			}
+			if got := pinsOf(t, h, map[didkey.PublicKey]string{pub(rootA): "A", pub(rootB): "B"}); !maps.Equal(got, want) {
+				t.Errorf("pins after the login: %v, want %v", got, want)
+			}
+			if tt.code != "BAD_CHALLENGE" {
+				// Another operator may still use the challenge unless the login burnt it.
+				other := newOperator(t, "other", h.now())
+				h.challengeLogin(other, l.ch, tt.burnt)
+			}
+			// What the pin now decides: A under the short DID.
+			if strings.HasPrefix(tt.pinned, "B") {
+				h.fails("POST", "/v1/auth/device-login", a.loginRequest(t, h.challenge(), h.now()), "", 409, "DID_COLLISION")
+			} else {
+				a.login(h)
+			}
+		})
+	}
+}
+
+// pinsOf returns the operator pins of h's store: for each pinned DID body, the name in names
+// of its root key, with "+login" when the pin records that the root key logged in.
+func pinsOf(t *testing.T, h *harness, names map[didkey.PublicKey]string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	err := h.st.View(context.Background(), func(tx store.Tx) error {
+		return tx.EachOperatorPin(func(p store.OperatorPin) error {
+			got[p.Body] = names[p.RootKey]
+			if p.LoggedIn() {
+				got[p.Body] += "+login"
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestOperatorPinAuthorize: authorize asks the pin of its DeviceCredential's DID as login
+// does (docs/protocol.md §10.8), after the credential's root signature and before its window,
+// and pins nothing: a credential of root key B under A's short DID, sent with A's bearer, is
+// DID_COLLISION and leaves the session as it was.
+func TestOperatorPinAuthorize(t *testing.T) {
+	h := newHarness(t)
+	rootA, rootB := testkit.CollisionRoots(t)
+	a := rootOperator(t, rootA, "a", didkey.FormShort, h.now())
+	b := rootOperator(t, rootB, "b", didkey.FormShort, h.now())
+	tokenA := a.login(h)
+	s := h.drive(newNode(t, "n"), a, tokenA, "bs-1", "PENDING_OPERATOR")
+	expired := b
+	expired.cred.IssuedAt = canonical.FormatTime(h.now().Add(-2 * time.Hour))
+	expired.cred.ExpiresAt = canonical.FormatTime(h.now().Add(-time.Hour))
+	expired.cred = expired.signCred(t, expired.cred)
+	forged := expired
+	forged.cred.Signature = tamperSig(t, forged.cred.Signature)
+	for _, tt := range []struct {
+		name   string
+		by     operator
+		status int
+		code   string
+	}{
+		{"pinned to another root key", b, 409, "DID_COLLISION"},
+		{"pin before window", expired, 409, "DID_COLLISION"},
+		{"root signature before pin", forged, 401, "DC_BAD_SIGNATURE"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h.in(t).fails("POST", "/v1/bindings/authorize", tt.by.authorize(t, s.view, h.now(), num(5), num(50)), tokenA, tt.status, tt.code)
+		})
+	}
+	h.wantState(s.id, "PENDING_OPERATOR")
+	h.ok("POST", "/v1/bindings/authorize", a.authorize(t, s.view, h.now(), num(5), num(50)), tokenA, nil)
+}
+
+// countingVerifier counts the signatures verified through it.
+type countingVerifier struct{ n atomic.Int64 }
+
+func (c *countingVerifier) Verify(pub, msg, sig []byte) bool {
+	c.n.Add(1)
+	return sigverify.Verify(pub, msg, sig)
+}
+
+// TestLoginVerifiesOnce: a login verifies each of its signatures once, however often its
+// checks run — a registry on a shared store runs them twice, the second time in its write
+// transaction, with the first run's verdicts.
+func TestLoginVerifiesOnce(t *testing.T) {
+	v := &countingVerifier{}
+	h := newHarness(t, func(c *registry.Config) { c.Verifier = v })
+	op := newOperator(t, "op", h.now())
+	expired := op.cred
+	expired.ExpiresAt = canonical.FormatTime(h.now().Add(-time.Hour))
+	expired = op.signCred(t, expired)
+	stranger := op
+	stranger.device = testkit.LabelKey(t, "stranger")
+	for _, tt := range []struct {
+		name   string
+		req    authn.Login
+		status int
+		code   string
+		want   int64
+	}{
+		{"success", op.loginRequest(t, h.challenge(), h.now()), 200, "", 2},
+		{"expired credential", op.loginWith(t, expired, h.challenge(), h.now()), 401, "DC_EXPIRED", 1},
+		{"bad login signature", stranger.loginRequest(t, h.challenge(), h.now()), 401, "BAD_SIGNATURE", 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := v.n.Load()
+			if tt.code == "" {
+				h.ok("POST", "/v1/auth/device-login", tt.req, "", nil)
+			} else {
+				h.fails("POST", "/v1/auth/device-login", tt.req, "", tt.status, tt.code)
+			}
+			if got := v.n.Load() - before; got != tt.want {
+				t.Errorf("%d signatures verified, want %d", got, tt.want)
+			}
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -14,18 +13,17 @@ import (
 // Operators are their root keys (docs/protocol.md §10.8). An operator DID body is 8 or 10 hex
 // characters of a hash of the root key, so another root key with the same short body is
 // some 2^32 key generations away. Each body is pinned to the first root key the registry
-// accepts under it — a login whose credential passed the root signature, or a revocation
-// whose signature verified — and a credential or revocation naming that body with another
-// root key is DID_COLLISION, before any challenge is consumed.
+// accepts under it — a login whose credential passed the root signature (step 3 of §5.2),
+// however the login then ends, or a revocation whose signature verified — and a credential
+// or revocation naming that body with another root key is DID_COLLISION, decided after the
+// root signature: at login before the credential's window and any challenge (authn.Pins
+// says where the checks ask), at authorize before the credential's window, at revoke before
+// the revocation's bounds. Authorize asks and never pins: its bearer's login pinned already.
 //
 // Bearer sessions, resolved binding sessions and bindings are keyed by the operator DID
 // string, which a pin makes one root key's; revocations are looked up by root key (see
-// [revocations]), so one made under either spelling of a root's DID revokes the
+// [revocations]), so one made under either spelling of a root key's DID revokes the
 // credentials of both, and none made under another root key ever counts.
-
-func errDIDCollision() error {
-	return proto.New(proto.DIDCollision, "this operator DID belongs to another root key; use the 10-hex form")
-}
 
 // checkPin returns the pin of did's body, found or not, and DID_COLLISION when the body is
 // pinned to a root key other than root.
@@ -38,7 +36,7 @@ func checkPin(tx store.Tx, did didkey.DID, root didkey.PublicKey) (store.Operato
 		return store.OperatorPin{}, false, err
 	}
 	if pin.RootKey != root {
-		return store.OperatorPin{}, true, errDIDCollision()
+		return store.OperatorPin{}, true, authn.ErrDIDCollision
 	}
 	return pin, true, nil
 }
@@ -64,38 +62,56 @@ func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Ti
 	return pin, tx.PutOperatorPin(pin)
 }
 
-// credentialOperator is the operator DID and root key of a credential that passed the
-// credential checks (docs/protocol.md §5.2 steps 1–4), which parsed both already.
-func credentialOperator(dc authn.DeviceCredential) (didkey.DID, didkey.PublicKey, error) {
-	did, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
-	if err != nil {
-		return didkey.DID{}, didkey.PublicKey{}, proto.Errorf(proto.DCIDBinding, "device credential: %w", err)
-	}
-	return did, root, nil
+// loginPin is the store's pins and revocation list as a login asks them, in tx. It remembers
+// the operator DID and root key the pin let pass: that credential passed the root signature,
+// so its DID is pinned to that root key however the login ends (docs/protocol.md §10.8).
+type loginPin struct {
+	tx     store.Tx
+	passed bool
+	pinned bool // the DID's body was pinned already (to root)
+	did    didkey.DID
+	root   didkey.PublicKey
 }
 
-// loginChecks is what a login checks in the store after the credential's own checks and
-// before its challenge: the pin of its operator DID (DID_COLLISION), then its revocation
-// (DC_REVOKED). It is passed to authn.VerifyLogin as its revocation list, which asks it at
-// exactly that point; *reached tells whether it was asked and passed the pin.
-func loginChecks(tx store.Tx, dc authn.DeviceCredential, reached *bool) authn.Revocations {
-	return authn.RevocationFunc(func(operatorDID, revocationID string) (bool, error) {
-		did, root, err := credentialOperator(dc)
-		if err != nil {
-			return false, err
-		}
-		_, pinned, err := checkPin(tx, did, root)
-		if err != nil {
-			return false, err
-		}
-		*reached = true
-		if !pinned {
-			_, found, err := lookupRevocation(tx, operatorDID, revocationID, nil)
-			return found, err
-		}
-		_, found, err := revocationByRoot(tx, root, revocationID)
-		return found, err
-	})
+// CheckPin implements [authn.Pins].
+func (p *loginPin) CheckPin(did didkey.DID, root didkey.PublicKey) error {
+	_, pinned, err := checkPin(p.tx, did, root)
+	if err != nil {
+		return err
+	}
+	p.passed, p.pinned, p.did, p.root = true, pinned, did, root
+	return nil
+}
+
+// Revoked implements [authn.Revocations] as [revocations] does. authn asks it after the pin,
+// so the pin read there serves and is not read again.
+func (p *loginPin) Revoked(operatorDID, revocationID string) (bool, error) {
+	var found bool
+	var err error
+	switch {
+	case !p.passed || p.did.String() != operatorDID:
+		_, found, err = revocationOf(p.tx, operatorDID, revocationID)
+	case p.pinned:
+		_, found, err = revocationByRoot(p.tx, p.root, revocationID)
+	default:
+		_, found, err = lookupRevocation(p.tx, operatorDID, revocationID, nil)
+	}
+	return found, err
+}
+
+// pinsOnFailure reports whether a login that failed with err pins its operator DID: when the
+// pin let it pass. authn asks the pins right after the root signature, so every failure after
+// that question (DC_EXPIRED, DC_REVOKED, BAD_CHALLENGE, BAD_SIGNATURE) comes from a login
+// that passed step 3, and every failure before it (steps 1–3: bad input) pins nothing. Nor
+// does a failure of the registry itself (INTERNAL), which changes nothing else.
+func (p *loginPin) pinsOnFailure(err error) bool {
+	return p.passed && proto.CodeOf(err) != proto.Internal
+}
+
+// pin pins, in tx, the operator DID that the pin let pass to its root key, as [pinOperator].
+func (p *loginPin) pin(tx store.Tx, now time.Time) error {
+	_, err := pinOperator(tx, p.did, p.root, now, false)
+	return err
 }
 
 // revocations is the revocation list as the pure checks of authn and binding read it: the
@@ -166,30 +182,6 @@ func operatorSpellings(root didkey.PublicKey) []string {
 		}
 	}
 	return out
-}
-
-// pinCredential pins the operator of a credential that passed the credential checks, as
-// [pinOperator].
-func pinCredential(tx store.Tx, dc authn.DeviceCredential, now time.Time, loggedIn bool) error {
-	did, root, err := credentialOperator(dc)
-	if err != nil {
-		return err
-	}
-	_, err = pinOperator(tx, did, root, now, loggedIn)
-	return err
-}
-
-// failedAfterPin reports whether a login error comes from a step after the pin was checked
-// (the challenge or the login signature): such a login passed the root signature, so its
-// operator DID is pinned although it failed.
-func failedAfterPin(err error) bool {
-	c := proto.CodeOf(err)
-	return c == proto.BadChallenge || c == proto.BadSignature
-}
-
-// pinFailedLogin pins the operator of a login that passed the pin check and then failed.
-func (s *Service) pinFailedLogin(ctx context.Context, dc authn.DeviceCredential, now time.Time) error {
-	return s.store.Update(ctx, func(tx store.Tx) error { return pinCredential(tx, dc, now, false) })
 }
 
 // pinnedSpellings returns the operator DIDs of root whose bodies are pinned to it: those

@@ -66,6 +66,8 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"NetworkHistory", TestNetworkHistory}, {"NetworkHistoryBoundedAndKept", TestNetworkHistoryBoundedAndKept},
 		{"ListingPages", TestListingsChangedSince},
 		{"OperatorPinning", TestOperatorPinning}, {"OperatorPinByRevocation", TestOperatorPinByRevocation},
+		{"OperatorPinLoginOrder", TestOperatorPinLoginOrder}, {"OperatorPinAuthorize", TestOperatorPinAuthorize},
+		{"LoginVerifiesOnce", TestLoginVerifiesOnce},
 		{"RevocationListFair", TestRevocationListFair},
 	} {
 		t.Run(tt.name, tt.fn)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/store"
 )
 
@@ -133,3 +135,56 @@ func (r revocationsRead) Revoked(operatorDID, revocationID string) (bool, error)
 }
 
 var _ authn.Revocations = revocationsRead(nil)
+
+// pinRead is what a View found of the pin of the operator DID a request names, for a check
+// that runs outside any transaction ([authn.Pins]). It answers only for that DID's body.
+type pinRead struct {
+	body  string
+	root  didkey.PublicKey
+	found bool
+}
+
+// readPin reads the pin of operatorDID's body. A string that is not an operator DID has none:
+// the credential checks refuse it (DC_ID_BINDING) before they ask.
+func readPin(tx store.Tx, operatorDID string) (pinRead, error) {
+	did, err := didkey.Parse(operatorDID)
+	if err != nil || !did.IsOperator() {
+		return pinRead{}, nil
+	}
+	p, err := tx.OperatorPin(did.Body())
+	if errors.Is(err, store.ErrNotFound) {
+		return pinRead{body: did.Body()}, nil
+	}
+	if err != nil {
+		return pinRead{}, err
+	}
+	return pinRead{body: did.Body(), root: p.RootKey, found: true}, nil
+}
+
+// CheckPin implements [authn.Pins].
+func (p pinRead) CheckPin(did didkey.DID, root didkey.PublicKey) error {
+	if p.body == "" || did.Body() != p.body {
+		return errors.New("registry: a pin was asked that the read did not read")
+	}
+	if p.found && p.root != root {
+		return authn.ErrDIDCollision
+	}
+	return nil
+}
+
+// recheck asks the pins again in tx, for a credential that passed the checks against p: a
+// pin never changes once written, so only a body that was not pinned at the read is read
+// again.
+func (p pinRead) recheck(tx store.Tx, dc authn.DeviceCredential) error {
+	if p.found {
+		return nil
+	}
+	did, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
+	if err != nil {
+		return proto.Errorf(proto.DCIDBinding, "device credential: %w", err)
+	}
+	_, _, err = checkPin(tx, did, root)
+	return err
+}
+
+var _ authn.Pins = pinRead{}

@@ -491,14 +491,17 @@ func (h *handler) networkStats(w http.ResponseWriter, r *http.Request, _ call) {
 }
 
 // changedSince reads the network view's query. The console's polls send changed_since
-// alone and unescaped, which is read as it stands; any other query goes through url.Values,
+// alone, which is read without building url.Values; any other query goes through them,
 // with the same answer.
 func changedSince(query string) (time.Time, error) {
 	if query == "" {
 		return time.Time{}, nil
 	}
-	if v, ok := strings.CutPrefix(query, "changed_since="); ok && !strings.ContainsAny(v, "&;%+") {
-		return api.ChangedSince(v)
+	if v, ok := strings.CutPrefix(query, "changed_since="); ok && !strings.ContainsAny(v, "&;") {
+		unescaped, err := url.QueryUnescape(v)
+		if err == nil {
+			return api.ChangedSince(unescaped)
+		}
 	}
 	// As r.URL.Query, which reads what it can of a malformed query.
 	q, _ := url.ParseQuery(query)

@@ -38,6 +38,8 @@ func TestChangedSinceAsQuery(t *testing.T) {
 		"x=1",
 		"changed_since=2025-01-15+10:30:00Z",
 		"%zz&changed_since=2025-01-15T10:30:00Z",
+		"changed_since=%zz",
+		"changed_since=2025-01-15T10%3a30%3a00Z",
 	} {
 		check(t, query)
 	}

@@ -162,13 +162,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	}
-	if e := exactRoutes[routeKey{r.Method, r.URL.Path}]; e != nil {
-		if sw != nil {
-			sw.route = e.path
-		}
-		e.serve(h, w, r, call{addr: addr})
-		return
-	}
 	known := false
 	for i := range endpoints {
 		e := &endpoints[i]
@@ -192,27 +185,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", allowOf(r.URL.Path))
 	h.fail(w, proto.New(proto.MethodNotAllowed, "method not allowed on this endpoint"))
 }
-
-// exactRoutes holds, for the method and path of each endpoint without an {id}, the entry
-// that ServeHTTP's scan of endpoints serves that request with, so that such a request finds
-// it in one lookup; every other request is scanned.
-var exactRoutes = func() map[routeKey]*endpoint {
-	m := map[routeKey]*endpoint{}
-	for _, e := range endpoints {
-		if strings.Contains(e.path, "{") {
-			continue
-		}
-		for i := range endpoints {
-			if _, ok := matchTemplate(endpoints[i].path, e.path); ok && endpoints[i].method == e.method {
-				m[routeKey{e.method, e.path}] = &endpoints[i]
-				break
-			}
-		}
-	}
-	return m
-}()
-
-type routeKey struct{ method, path string }
 
 // knownPath reports whether path is an endpoint of the API, whatever the method.
 func knownPath(path string) bool { return routeOf(path) != "" }

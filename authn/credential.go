@@ -102,7 +102,7 @@ func verifyCredential(v sigverify.Verifier, dc DeviceCredential, prefix string, 
 		}
 		return Device{}, proto.New(proto.DCBadSignature, "device credential is not signed by its root key")
 	}
-	if err := CheckPin(pins, did, root); err != nil {
+	if err := checkPin(pins, did, root); err != nil {
 		return Device{}, err
 	}
 	if err := checkWindow(dc.IssuedAt, dc.ExpiresAt, now); err != nil {

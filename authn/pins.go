@@ -24,8 +24,8 @@ type Pins interface {
 	CheckPin(operator didkey.DID, root didkey.PublicKey) error
 }
 
-// CheckPin asks pins about (operator, root); a nil pins pins nothing.
-func CheckPin(pins Pins, operator didkey.DID, root didkey.PublicKey) error {
+// checkPin asks pins about (operator, root); a nil pins pins nothing.
+func checkPin(pins Pins, operator didkey.DID, root didkey.PublicKey) error {
 	if pins == nil {
 		return nil
 	}
@@ -38,8 +38,8 @@ type PinFunc func(operator didkey.DID, root didkey.PublicKey) error
 // CheckPin implements [Pins].
 func (f PinFunc) CheckPin(operator didkey.DID, root didkey.PublicKey) error { return f(operator, root) }
 
-// PinSet is a fixed set of pins, the root key of each pinned DID body; for tests and for
-// callers that hold the pins in memory.
+// PinSet is a fixed set of pins, the root key of each pinned DID body: the pins a caller read
+// before the checks, or holds in memory.
 type PinSet map[string]didkey.PublicKey
 
 // CheckPin implements [Pins].

@@ -294,7 +294,7 @@ func (s *Service) Authorize(ctx context.Context, op authn.Operator, req api.Auth
 	now := s.now()
 	dc, az := req.DeviceCredential, req.AuthorizationCredential
 	var revoked revocationsRead
-	var pin pinRead
+	var pin authn.PinSet
 	return s.transition(ctx, req.BindingSessionID, now, sessionChange{
 		read: func(tx store.Tx, _ binding.BindingSession) (err error) {
 			if revoked, err = readRevocations(tx, [2]string{dc.OperatorDID, dc.RevocationID}, [2]string{az.OperatorDID, az.RevocationID}); err != nil {
@@ -319,7 +319,7 @@ func (s *Service) Authorize(ctx context.Context, op authn.Operator, req api.Auth
 		},
 		// A pin or a revocation recorded since the read still stops the authorization.
 		write: func(tx store.Tx, _ binding.BindingSession) error {
-			if err := pin.recheck(tx, dc); err != nil {
+			if err := recheckPin(tx, pin, dc); err != nil {
 				return err
 			}
 			return binding.CheckRevoked(dc, az, revocations(tx))

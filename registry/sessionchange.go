@@ -136,47 +136,29 @@ func (r revocationsRead) Revoked(operatorDID, revocationID string) (bool, error)
 
 var _ authn.Revocations = revocationsRead(nil)
 
-// pinRead is what a View found of the pin of the operator DID a request names, for a check
-// that runs outside any transaction ([authn.Pins]). It answers only for that DID's body.
-type pinRead struct {
-	body  string
-	root  didkey.PublicKey
-	found bool
-}
-
-// readPin reads the pin of operatorDID's body. A string that is not an operator DID has none:
-// the credential checks refuse it (DC_ID_BINDING) before they ask.
-func readPin(tx store.Tx, operatorDID string) (pinRead, error) {
+// readPin reads the pin of operatorDID's body, for checks that run outside any transaction:
+// the set holds it when the body is pinned, and is empty otherwise. A string that is not an
+// operator DID has none: the credential checks refuse it (DC_ID_BINDING) before they ask.
+func readPin(tx store.Tx, operatorDID string) (authn.PinSet, error) {
 	did, err := didkey.Parse(operatorDID)
 	if err != nil || !did.IsOperator() {
-		return pinRead{}, nil
+		return nil, nil
 	}
 	p, err := tx.OperatorPin(did.Body())
 	if errors.Is(err, store.ErrNotFound) {
-		return pinRead{body: did.Body()}, nil
+		return nil, nil
 	}
 	if err != nil {
-		return pinRead{}, err
+		return nil, err
 	}
-	return pinRead{body: did.Body(), root: p.RootKey, found: true}, nil
+	return authn.PinSet{did.Body(): p.RootKey}, nil
 }
 
-// CheckPin implements [authn.Pins].
-func (p pinRead) CheckPin(did didkey.DID, root didkey.PublicKey) error {
-	if p.body == "" || did.Body() != p.body {
-		return errors.New("registry: a pin was asked that the read did not read")
-	}
-	if p.found && p.root != root {
-		return authn.ErrDIDCollision
-	}
-	return nil
-}
-
-// recheck asks the pins again in tx, for a credential that passed the checks against p: a
-// pin never changes once written, so only a body that was not pinned at the read is read
+// recheckPin asks the pins again in tx, for a credential that passed the checks against read:
+// a pin never changes once written, so only a body that was not pinned at the read is read
 // again.
-func (p pinRead) recheck(tx store.Tx, dc authn.DeviceCredential) error {
-	if p.found {
+func recheckPin(tx store.Tx, read authn.PinSet, dc authn.DeviceCredential) error {
+	if len(read) > 0 {
 		return nil
 	}
 	did, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
@@ -186,5 +168,3 @@ func (p pinRead) recheck(tx store.Tx, dc authn.DeviceCredential) error {
 	_, _, err = checkPin(tx, did, root)
 	return err
 }
-
-var _ authn.Pins = pinRead{}

@@ -82,9 +82,20 @@ func (n *Node) identity() (string, didkey.PublicKey, error) {
 // Node must not run concurrently. A retry after a lost answer resends the same request,
 // which the registry answers with the stored record.
 func (n *Node) Register(ctx context.Context, endpoint string, capabilities []string, region string) (api.RegisterResult, error) {
-	did, pub, err := n.identity()
+	req, err := n.SignRegistration(endpoint, capabilities, region)
 	if err != nil {
 		return api.RegisterResult{}, err
+	}
+	return n.Client.Register(ctx, req)
+}
+
+// SignRegistration returns the request Register sends, signed and not sent, for a caller
+// that sends it some other way or later (within 300 s of signing, for a v2 registration).
+// Like Register, each call signs a ts newer than the last one's.
+func (n *Node) SignRegistration(endpoint string, capabilities []string, region string) (api.RegisterRequest, error) {
+	did, pub, err := n.identity()
+	if err != nil {
+		return api.RegisterRequest{}, err
 	}
 	caps := slices.Clone(capabilities)
 	if caps == nil {
@@ -99,13 +110,13 @@ func (n *Node) Register(ctx context.Context, endpoint string, capabilities []str
 	}
 	sig, err := canonical.Sign(n.Key, n.Client.prefix, msg)
 	if err != nil {
-		return api.RegisterResult{}, err
+		return api.RegisterRequest{}, err
 	}
 	req.Signature = &sig
 	if req.TS != nil {
 		n.lastRegisterTS = *req.TS
 	}
-	return n.Client.Register(ctx, req)
+	return req, nil
 }
 
 // Heartbeat refreshes the node's last_seen (POST /api/v1/heartbeat). The node must have

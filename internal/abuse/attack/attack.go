@@ -300,14 +300,6 @@ func Copied(v api.NodeView) api.RegisterRequest {
 	return api.RegisterRequest{DID: v.DID, PublicKey: v.PublicKey, Endpoint: v.Endpoint, Capabilities: v.Capabilities, Region: region, Signature: v.Signature}
 }
 
-// Registration is node's signed registration at ts (a v2 registration, as its client sends
-// it), built and signed before it is sent.
-func Registration(n *client.Node, prefix, endpoint string, capabilities []string, ts int64) (api.RegisterRequest, error) {
-	pub := n.PublicKey()
-	sig, err := canonical.Sign(n.Key, prefix, canonical.RegisterV2{DID: n.DID, PublicKey: pub.Base58(), Endpoint: endpoint, Capabilities: capabilities, TS: ts})
-	return api.RegisterRequest{DID: n.DID, PublicKey: pub.Hex(), Endpoint: endpoint, Capabilities: capabilities, TS: &ts, Signature: &sig}, err
-}
-
 // Heartbeat is node's signed heartbeat at ts, as a third party who captured it would replay it.
 func Heartbeat(n *client.Node, prefix string, ts int64) (api.HeartbeatRequest, error) {
 	sig, err := canonical.Sign(n.Key, prefix, canonical.Heartbeat{DID: n.DID, TS: ts})

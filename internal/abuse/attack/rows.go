@@ -379,7 +379,6 @@ func registerFresh(ctx context.Context, c *client.Client) error {
 
 // freshRegistrations signs count registrations of fresh node keys and returns them encoded.
 func freshRegistrations(ctx context.Context, t *Target, count int) ([][]byte, error) {
-	ts := time.Now().Unix()
 	c := t.Client(Addr(Attackers, 0))
 	out := make([][]byte, count)
 	return out, Spread(ctx, count, func(i int) error {
@@ -387,7 +386,7 @@ func freshRegistrations(ctx context.Context, t *Target, count int) ([][]byte, er
 		if err != nil {
 			return err
 		}
-		r, err := Registration(n, t.Prefix, freshEndpoint, []string{"inference"}, ts)
+		r, err := n.SignRegistration(freshEndpoint, []string{"inference"}, "")
 		if err == nil {
 			out[i-1], err = json.Marshal(r)
 		}

@@ -378,8 +378,9 @@ Scenarios. What a window sends is signed before it begins:
   stats      (only when named) registers --nodes nodes (default 100,000), then GET /health,
              GET /v1/network/stats, the page again accepting gzip as a browser does, and the
              console's polls (the whole page once per client, then ?changed_since= the at of
-             the last answer, gzip), in turn: CPU and bytes per request, and their ratios to
-             /health's
+             the last answer, gzip), interleaved in 5 rounds of --duration/5 each, each round
+             beginning one later: CPU and bytes per request, their ratios to /health's, and
+             the lowest and highest ratio of a single round (_low, _high)
   abuse      (only when named) for each row of the abuse suite (--abuse-rows 1,3 for some),
              spawns svrpd serve with its default limits and the row's flags, and measures
              honest logins and heartbeats (4 clients in a process of their own, from 127.2.x.y)

@@ -84,6 +84,11 @@ func TestScenarios(t *testing.T) {
 				if len(r.Phases) != 4 || r.Figures["bytes_stats_over_health"] <= 0 || r.Figures["bytes_stats_gzip_over_health"] <= 0 {
 					t.Errorf("phases %d, figures %v", len(r.Phases), r.Figures)
 				}
+				for _, f := range []string{"cpu_stats_over_health", "cpu_stats_gzip_over_health", "cpu_stats_polls_over_health"} {
+					if low, high := r.Figures[f+"_low"], r.Figures[f+"_high"]; low > high {
+						t.Errorf("%s: the rounds' lowest ratio %v is above their highest %v", f, low, high)
+					}
+				}
 				// The console's polls carry the counts and a few steps, not the history.
 				if polls := r.Figures["bytes_stats_polls_over_health"]; polls <= 0 || polls*4 > r.Figures["bytes_stats_over_health"] {
 					t.Errorf("the polls receive %v times /health's bytes, the whole page %v", polls, r.Figures["bytes_stats_over_health"])

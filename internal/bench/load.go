@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -142,7 +143,56 @@ func inFlight(ctx context.Context) context.Context { return context.WithoutCance
 // fn has nothing left, and measures it: latency, failures, bytes and, for a spawned daemon,
 // its CPU per operation. verifies is the Ed25519 verifications an operation costs.
 func (b *bench) window(ctx context.Context, t *target, name string, clients, verifies int, fn op) (phase, error) {
-	p := phase{Name: name, Verifies: verifies, Failed: map[string]int64{}}
+	s, err := b.sample(ctx, t, clients, b.cfg.duration, fn)
+	if err != nil {
+		return phase{Name: name}, err
+	}
+	return b.summary(name, verifies, s), nil
+}
+
+// sample is what one timed run of an op measured, before it is summed up as a phase.
+type sample struct {
+	lat     latencies
+	bytes   int64
+	failed  map[string]int64
+	cpu     *time.Duration // the daemon's, when bench spawned it
+	elapsed time.Duration
+	stopped string
+}
+
+// add sums o into s: the samples of one phase taken in several rounds.
+func (s *sample) add(o sample) {
+	s.lat = append(s.lat, o.lat...)
+	s.bytes += o.bytes
+	if s.failed == nil {
+		s.failed = map[string]int64{}
+	}
+	for k, v := range o.failed {
+		s.failed[k] += v
+	}
+	if o.cpu != nil {
+		sum := *o.cpu
+		if s.cpu != nil {
+			sum += *s.cpu
+		}
+		s.cpu = &sum
+	}
+	s.elapsed += o.elapsed
+	s.stopped = cmp.Or(s.stopped, o.stopped)
+}
+
+// cpuPerOp is the daemon's CPU per operation of s in µs, when it is known.
+func (s *sample) cpuPerOp() (float64, bool) {
+	if s.cpu == nil || len(s.lat) == 0 {
+		return 0, false
+	}
+	return float64(*s.cpu) / float64(time.Microsecond) / float64(len(s.lat)), true
+}
+
+// sample runs fn from clients workers for d, or until --requests operations or fn has
+// nothing left, taking the daemon's profile of it when asked.
+func (b *bench) sample(ctx context.Context, t *target, clients int, d time.Duration, fn op) (sample, error) {
+	s := sample{failed: map[string]int64{}}
 	stopProfile := func() error { return nil }
 	if b.cfg.cpuProfile != "" && t.d != nil {
 		path := b.cfg.cpuProfile
@@ -150,25 +200,22 @@ func (b *bench) window(ctx context.Context, t *target, name string, clients, ver
 			path = fmt.Sprintf("%s.%d", path, b.profiles)
 		}
 		var err error
-		if stopProfile, err = t.d.profile(ctx, path, b.cfg.duration); err != nil {
-			return p, err
+		if stopProfile, err = t.d.profile(ctx, path, d); err != nil {
+			return s, err
 		}
 	}
 	var cpu0 time.Duration
 	if t.d != nil {
 		var err error
 		if cpu0, err = processCPU(t.d.pid); err != nil {
-			return p, err
+			return s, err
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, b.cfg.duration)
+	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var (
 		tickets atomic.Int64
 		mu      sync.Mutex
-		lat     latencies
-		bytes   int64
-		stopped string
 	)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -205,51 +252,77 @@ func (b *bench) window(ctx context.Context, t *target, name string, clients, ver
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			lat = append(lat, mine...)
-			bytes += got
+			s.lat = append(s.lat, mine...)
+			s.bytes += got
 			for k, v := range failed {
-				p.Failed[k] += v
+				s.failed[k] += v
 			}
 			if why != "" {
-				stopped = why
+				s.stopped = why
 			}
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	s.elapsed = time.Since(start)
 	if t.d != nil {
 		cpu1, err := processCPU(t.d.pid)
 		if err != nil {
-			return p, err
+			return s, err
 		}
-		if n := len(lat); n > 0 {
-			us := round(float64(cpu1-cpu0)/float64(time.Microsecond)/float64(n), 1)
-			p.CPUUsPerOp = &us
-			if verifies > 0 && b.verifyUs > 0 {
-				r := round(us/(float64(verifies)*b.verifyUs), 2)
-				p.CPUVsVerify = &r
-			}
-		}
+		used := cpu1 - cpu0
+		s.cpu = &used
 	}
 	if err := stopProfile(); err != nil {
-		return p, err
+		return s, err
 	}
-	if err := ctx.Err(); err != nil {
-		return p, err
+	return s, ctx.Err()
+}
+
+// summary sums s up as the phase name; verifies is the Ed25519 verifications an operation
+// costs.
+func (b *bench) summary(name string, verifies int, s sample) phase {
+	p := phase{Name: name, Verifies: verifies, Failed: s.failed}
+	if us, ok := s.cpuPerOp(); ok {
+		us = round(us, 1)
+		p.CPUUsPerOp = &us
+		if verifies > 0 && b.verifyUs > 0 {
+			r := round(us/(float64(verifies)*b.verifyUs), 2)
+			p.CPUVsVerify = &r
+		}
 	}
-	slices.Sort(lat)
-	p.Ops = int64(len(lat)) - p.failures()
-	p.DurationS = round(elapsed.Seconds(), 3)
-	p.OpsPerS = round(float64(p.Ops)/elapsed.Seconds(), 1)
-	p.P50ms, p.P99ms = ms(lat.quantile(0.5)), ms(lat.quantile(0.99))
-	if len(lat) > 0 {
-		p.BytesPerOp = round(float64(bytes)/float64(len(lat)), 1)
+	slices.Sort(s.lat)
+	p.Ops = int64(len(s.lat)) - p.failures()
+	p.DurationS = round(s.elapsed.Seconds(), 3)
+	p.OpsPerS = round(float64(p.Ops)/s.elapsed.Seconds(), 1)
+	p.P50ms, p.P99ms = ms(s.lat.quantile(0.5)), ms(s.lat.quantile(0.99))
+	if len(s.lat) > 0 {
+		p.BytesPerOp = round(float64(s.bytes)/float64(len(s.lat)), 1)
 	}
-	p.Stopped = stopped
+	p.Stopped = s.stopped
 	if len(p.Failed) == 0 {
 		p.Failed = nil
 	}
-	return p, nil
+	return p
+}
+
+// interleaved measures ops against each other in rounds of --duration / rounds each, every
+// op once a round, beginning each round one op later: the daemon's background work (a
+// store's compactions after setup, a collection) and the machine's drift then fall on every
+// op alike instead of on whichever ran first. It returns each op's rounds, in round order.
+func (b *bench) interleaved(ctx context.Context, t *target, clients, rounds int, ops []op) ([][]sample, error) {
+	out := make([][]sample, len(ops))
+	d := b.cfg.duration / time.Duration(rounds)
+	for r := range rounds {
+		for j := range ops {
+			k := (j + r) % len(ops)
+			s, err := b.sample(ctx, t, clients, d, ops[k])
+			if err != nil {
+				return nil, err
+			}
+			out[k] = append(out[k], s)
+		}
+	}
+	return out, nil
 }
 
 // prepared is an op that sends reqs once each, in order, over all workers.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,38 +247,61 @@ func (b *bench) beat(ctx context.Context, t *target, nodes []*client.Node, perSe
 // the daemon and what it receives. The whole answer is asked for plainly and then accepting
 // gzip, as a browser does; then as the console's Network view polls it: each client first
 // asks for the whole answer, then, again and again, for what changed since the at of the
-// last answer it read (changed_since), accepting gzip.
+// last answer it read (changed_since), accepting gzip. The four are measured in
+// statsRounds interleaved rounds (see interleaved); each ratio is that of the rounds'
+// sums, and its _low and _high the lowest and highest of the rounds' own ratios, which show
+// how far one window's figure can be trusted.
 func (b *bench) stats(ctx context.Context, t *target, clients, n int) (*result, error) {
 	if _, err := b.registerNodes(ctx, t, n); err != nil {
 		return nil, err
 	}
-	res := &result{Figures: map[string]float64{}}
 	gzip := http.Header{"Accept-Encoding": {"gzip"}}
-	for _, ph := range []struct {
-		name string
-		op   op
-	}{
-		{"GET /health", t.repeated(request{method: http.MethodGet, path: "/health"})},
-		{"GET /v1/network/stats", t.repeated(request{method: http.MethodGet, path: "/v1/network/stats"})},
-		{"GET /v1/network/stats, gzip", t.repeated(request{method: http.MethodGet, path: "/v1/network/stats", header: gzip})},
-		{"GET /v1/network/stats?changed_since=, gzip (the console's polls)", t.statsPolls(clients)},
-	} {
-		p, err := b.window(ctx, t, ph.name, clients, 0, ph.op)
-		if err != nil {
-			return nil, err
-		}
-		res.Phases = append(res.Phases, p)
+	names := []string{"GET /health", "GET /v1/network/stats", "GET /v1/network/stats, gzip",
+		"GET /v1/network/stats?changed_since=, gzip (the console's polls)"}
+	rounds, err := b.interleaved(ctx, t, clients, statsRounds, []op{
+		t.repeated(request{method: http.MethodGet, path: "/health"}),
+		t.repeated(request{method: http.MethodGet, path: "/v1/network/stats"}),
+		t.repeated(request{method: http.MethodGet, path: "/v1/network/stats", header: gzip}),
+		t.statsPolls(clients),
+	})
+	if err != nil {
+		return nil, err
 	}
-	h := res.Phases[0]
-	for i, suffix := range []string{"", "_gzip", "_polls"} {
-		s := res.Phases[1+i]
-		if h.CPUUsPerOp != nil && s.CPUUsPerOp != nil {
-			res.setRatio("cpu_stats"+suffix+"_over_health", *s.CPUUsPerOp, *h.CPUUsPerOp)
+	res := &result{Figures: map[string]float64{}}
+	sums := make([]sample, len(rounds))
+	for i, rs := range rounds {
+		for _, s := range rs {
+			sums[i].add(s)
 		}
-		res.setRatio("bytes_stats"+suffix+"_over_health", s.BytesPerOp, h.BytesPerOp)
+		res.Phases = append(res.Phases, b.summary(names[i], 0, sums[i]))
+	}
+	for i, suffix := range []string{"", "_gzip", "_polls"} {
+		name := "cpu_stats" + suffix + "_over_health"
+		if cpu, ok := sums[1+i].cpuPerOp(); ok {
+			health, _ := sums[0].cpuPerOp()
+			res.setRatio(name, cpu, health)
+			var each []float64
+			for r := range rounds[0] {
+				cpu, _ := rounds[1+i][r].cpuPerOp()
+				health, _ := rounds[0][r].cpuPerOp()
+				if health > 0 {
+					each = append(each, cpu/health)
+				}
+			}
+			if len(each) > 0 {
+				res.Figures[name+"_low"] = round(slices.Min(each), 2)
+				res.Figures[name+"_high"] = round(slices.Max(each), 2)
+			}
+		}
+		res.setRatio("bytes_stats"+suffix+"_over_health", res.Phases[1+i].BytesPerOp, res.Phases[0].BytesPerOp)
 	}
 	return res, nil
 }
+
+// statsRounds is how many interleaved rounds the stats scenario splits its windows into:
+// enough that drift falls on every request alike, few enough that each window is long
+// against the 10 ms the daemon's CPU is read to.
+const statsRounds = 5
 
 // statsPolls is an op for clients that each poll GET /v1/network/stats as the console does:
 // the whole answer first, then changed_since the at of the last answer read, accepting gzip.

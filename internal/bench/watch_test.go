@@ -2,10 +2,12 @@ package bench
 
 import (
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,5 +90,38 @@ func TestWatcherPollsConditionally(t *testing.T) {
 	}
 	if res.Figures["heartbeats_sent"] == 0 || res.Figures["heartbeats_failed"] != 0 {
 		t.Errorf("heartbeats %v", res.Figures)
+	}
+}
+
+// Interleaved rounds give every op one window a round, each round beginning one op later, and
+// keep each op's windows apart in round order.
+func TestInterleaved(t *testing.T) {
+	b := &bench{cfg: config{duration: 60 * time.Millisecond, requests: 1 << 40}}
+	var order []int
+	opOf := func(k int) op {
+		return func(context.Context, int) (outcome, bool) {
+			if len(order) == 0 || order[len(order)-1] != k {
+				order = append(order, k)
+			}
+			time.Sleep(time.Millisecond)
+			return outcome{bytes: int64(k)}, true
+		}
+	}
+	rounds, err := b.interleaved(t.Context(), &target{}, 1, 3, []op{opOf(0), opOf(1), opOf(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 1, 2, 1, 2, 0, 2, 0, 1}; !slices.Equal(order, want) {
+		t.Errorf("windows in the order %v, want %v", order, want)
+	}
+	for k, rs := range rounds {
+		if len(rs) != 3 {
+			t.Fatalf("op %d: %d windows, want one a round", k, len(rs))
+		}
+		for _, s := range rs {
+			if len(s.lat) == 0 || s.bytes != int64(k*len(s.lat)) || s.cpu != nil {
+				t.Errorf("op %d: a window of %d ops and %d bytes, CPU %v", k, len(s.lat), s.bytes, s.cpu)
+			}
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -354,4 +355,41 @@ func gunzip(t *testing.T, b []byte) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// TestNetworkStatsLength: over a real server, every form of the answer comes with its length
+// and whole, not in chunks, whether the handler sets the length or net/http counts it.
+func TestNetworkStatsLength(t *testing.T) {
+	h := newHarness(t)
+	h.registerMany("n", 3)
+	h.sample()
+	srv := httptest.NewServer(registry.NewHandler(h.svc))
+	defer srv.Close()
+	plain := &http.Transport{DisableCompression: true}
+	defer plain.CloseIdleConnections()
+	at := h.stats().At
+	for _, c := range []struct{ path, encoding string }{
+		{"/v1/network/stats", ""},
+		{"/v1/network/stats", "gzip"},
+		{"/v1/network/stats?changed_since=" + at, "gzip"},
+		{"/v1/network/stats?changed_since=" + url.QueryEscape(at), ""},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+c.path, nil)
+		if c.encoding != "" {
+			req.Header.Set("Accept-Encoding", c.encoding)
+		}
+		resp, err := plain.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) > 0 {
+			t.Errorf("%s (%q): %d, Content-Length %d for %d bytes, Transfer-Encoding %q",
+				c.path, c.encoding, resp.StatusCode, resp.ContentLength, len(body), resp.TransferEncoding)
+		}
+	}
 }

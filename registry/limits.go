@@ -448,6 +448,15 @@ const (
 	// enough for a picture of the network.
 	networkStatsMaxAge = 5 * time.Second
 
+	// networkStatsPassShare caps the time the passes that rebuild the answer take, as a
+	// share of the time between them: an answer whose pass took longer than
+	// networkStatsMaxAge / networkStatsPassShare lives networkStatsPassShare times its pass
+	// instead, up to the minute between samples (answerLife). Anyone may ask for the page,
+	// and the table grows with registrations, so without it a stranger asking every few
+	// seconds would hold a share of a core that grows with the network; with it the counts
+	// of a large table are older instead.
+	networkStatsPassShare = 100
+
 	// networkStatsGroups is how many regions and capabilities a breakdown names; the rest
 	// are counted together. Both are strings strangers choose, as many as they like: without
 	// a bound one answer would carry them all.

@@ -95,6 +95,7 @@ type networkState struct {
 // parts the shorter answers to changed_since are put together from.
 type networkAnswer struct {
 	at      time.Time
+	life    time.Duration // how long it is served before a request rebuilds it
 	version uint64
 	counts  []byte // the answer up to its history: an object without its closing brace
 	history []encodedSeries
@@ -267,14 +268,14 @@ func (s *Service) countNodes(ctx context.Context, now time.Time) (nodeCounts, er
 }
 
 // networkAnswer returns the current answer of GET /v1/network/stats. It is rebuilt — one
-// pass over the node table — when it is networkStatsMaxAge old or a sample came since; a
-// request meanwhile reads it as built. While one is being rebuilt, others get the one
+// pass over the node table — when it has lived its life (answerLife) or a sample came
+// since; a request meanwhile reads it as built. While one is being rebuilt, others get the one
 // before.
 func (s *Service) networkAnswer(ctx context.Context) (*networkAnswer, error) {
 	n := &s.network
 	now := s.now()
 	fresh := func(a *networkAnswer) bool {
-		return a != nil && a.version == n.version.Load() && now.Sub(a.at) < networkStatsMaxAge
+		return a != nil && a.version == n.version.Load() && now.Sub(a.at) < a.life
 	}
 	a := n.answer.Load()
 	if fresh(a) {
@@ -309,10 +310,14 @@ func (s *Service) networkAnswer(ctx context.Context) (*networkAnswer, error) {
 // buildNetworkAnswer counts the node table and renders the history as it stands at now.
 func (s *Service) buildNetworkAnswer(ctx context.Context, now time.Time) (*networkAnswer, error) {
 	n := &s.network
+	// Timed by the service's clock untruncated (time.Now and its monotonic reading,
+	// unless the embedder gives another).
+	start := s.clock()
 	c, err := s.countNodes(ctx, now)
 	if err != nil {
 		return nil, err
 	}
+	life := answerLife(s.clock().Sub(start))
 	v := api.NetworkCounts{
 		At:           canonical.FormatTime(now),
 		Nodes:        c.nodes,
@@ -324,7 +329,7 @@ func (s *Service) buildNetworkAnswer(ctx context.Context, now time.Time) (*netwo
 	for i, w := range networkWindows {
 		v.Online = append(v.Online, api.OnlineCount{Window: w, Nodes: c.windows[i]})
 	}
-	a := &networkAnswer{at: now, history: make([]encodedSeries, len(networkSeries))}
+	a := &networkAnswer{at: now, life: life, history: make([]encodedSeries, len(networkSeries))}
 	n.mu.Lock()
 	a.version = n.version.Load()
 	for i, se := range networkSeries {
@@ -348,6 +353,15 @@ func (s *Service) buildNetworkAnswer(ctx context.Context, now time.Time) (*netwo
 	a.counts = counts[:len(counts)-1]
 	a.whole = newStatsBody(a.body(time.Time{}))
 	return a, nil
+}
+
+// answerLife is how long an answer whose pass over the node table took pass is served:
+// networkStatsMaxAge, or networkStatsPassShare times the pass when that is longer, and a
+// minute at the most. A minute is the pace of the samples, each of which rebuilds the
+// answer anyway; the cap keeps a clock that jumped during a pass from holding an answer for
+// long where no one samples.
+func answerLife(pass time.Duration) time.Duration {
+	return min(max(networkStatsMaxAge, networkStatsPassShare*pass), time.Minute)
 }
 
 // value returns the stored value of the step of se that begins at at, if one was sampled: a

@@ -82,12 +82,12 @@ func (se series) keys() []string {
 // networkState is the history in memory, read from the store after each sample, and the
 // answer built from it and the node table.
 type networkState struct {
-	mu      sync.Mutex // one sample or load at a time
+	mu      sync.Mutex // the history: one sample's write or one load at a time
 	steps   [][]binding.Counter
 	loaded  atomic.Bool
 	version atomic.Uint64 // loads so far, so that an answer built before one is rebuilt
 	sampled uint64        // touches counted into the history so far
-	build   sync.Mutex    // one answer built at a time
+	build   sync.Mutex    // one answer built, or one sample taken, at a time; taken before mu
 	answer  atomic.Pointer[networkAnswer]
 }
 
@@ -152,20 +152,39 @@ func (e *encodedSeries) from(t time.Time) []byte {
 
 // SampleNetwork records the network's state in the history: the nodes online and registered
 // this hour, and the heartbeats this daemon accepted since its last sample. [Service.Run]
-// calls it every minute, on every registry of a shared store.
+// calls it every minute, on every registry of a shared store. The answer of GET
+// /v1/network/stats is built again from the same count, so that a sample costs the page no
+// pass of its own.
 func (s *Service) SampleNetwork(ctx context.Context) error {
 	n := &s.network
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.build.Lock()
+	defer n.build.Unlock()
 	now := s.now()
-	c, err := s.countNodes(ctx, now)
+	c, pass, err := s.timedCount(ctx, now)
 	if err != nil {
 		return err
 	}
+	if err := s.recordSample(ctx, now, c); err != nil {
+		return err
+	}
+	a, err := s.buildNetworkAnswer(c, pass, now)
+	if err != nil {
+		return err
+	}
+	n.answer.Store(a)
+	return nil
+}
+
+// recordSample merges the sample c, taken at now, into the history, and reads the history
+// again.
+func (s *Service) recordSample(ctx context.Context, now time.Time, c nodeCounts) error {
+	n := &s.network
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	touches := s.touches.Load()
 	beats := int(touches - n.sampled)
 	values := []int{c.online, c.online, beats, c.registeredThisHour}
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.store.Update(ctx, func(tx store.Tx) error {
 		for i, se := range networkSeries {
 			key, at := se.slot(now)
 			stored, err := tx.Counter(key)
@@ -299,7 +318,11 @@ func (s *Service) networkAnswer(ctx context.Context) (*networkAnswer, error) {
 			return nil, err
 		}
 	}
-	a, err := s.buildNetworkAnswer(ctx, now)
+	c, pass, err := s.timedCount(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	a, err = s.buildNetworkAnswer(c, pass, now)
 	if err != nil {
 		return nil, err
 	}
@@ -307,17 +330,20 @@ func (s *Service) networkAnswer(ctx context.Context) (*networkAnswer, error) {
 	return a, nil
 }
 
-// buildNetworkAnswer counts the node table and renders the history as it stands at now.
-func (s *Service) buildNetworkAnswer(ctx context.Context, now time.Time) (*networkAnswer, error) {
-	n := &s.network
-	// Timed by the service's clock untruncated (time.Now and its monotonic reading,
-	// unless the embedder gives another).
+// timedCount counts the node table at now, and says how long the pass took by the
+// service's clock untruncated (time.Now with its monotonic reading, unless the embedder
+// gives another).
+func (s *Service) timedCount(ctx context.Context, now time.Time) (nodeCounts, time.Duration, error) {
 	start := s.clock()
 	c, err := s.countNodes(ctx, now)
-	if err != nil {
-		return nil, err
-	}
-	life := answerLife(s.clock().Sub(start))
+	return c, s.clock().Sub(start), err
+}
+
+// buildNetworkAnswer renders the count c, taken at now in a pass that took pass, and the
+// history as it stands. n.build is held, and n.mu is not.
+func (s *Service) buildNetworkAnswer(c nodeCounts, pass time.Duration, now time.Time) (*networkAnswer, error) {
+	n := &s.network
+	life := answerLife(pass)
 	v := api.NetworkCounts{
 		At:           canonical.FormatTime(now),
 		Nodes:        c.nodes,

@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -394,15 +395,20 @@ func TestNetworkStatsLength(t *testing.T) {
 	}
 }
 
-// slowScan is a store whose passes over the node table take pass on clock.
+// slowScan is a store whose passes over the node table take pass on clock, counted in
+// scans when it is not nil.
 type slowScan struct {
 	store.Store
 	clock *testkit.Clock
 	pass  time.Duration
+	scans *atomic.Int64
 }
 
 func (s slowScan) ScanNodes(ctx context.Context, fn func(*store.Node) error) error {
 	s.clock.Advance(s.pass)
+	if s.scans != nil {
+		s.scans.Add(1)
+	}
 	return s.Store.ScanNodes(ctx, fn)
 }
 
@@ -434,5 +440,26 @@ func TestNetworkStatsSlowPass(t *testing.T) {
 		if n := h.stats().Nodes; n != 2 {
 			t.Errorf("pass %v: %d nodes after %v, want the answer rebuilt with 2", c.pass, n, c.stale+c.fresh+time.Second)
 		}
+	}
+}
+
+// TestNetworkSampleBuildsAnswer: a sample passes over the node table once, and the answer
+// read after it is the one built from that count, nodes registered since the last answer
+// included, with no pass of its own.
+func TestNetworkSampleBuildsAnswer(t *testing.T) {
+	dir := t.TempDir()
+	clock := testkit.NewClock(epoch)
+	var scans atomic.Int64
+	h := startHarness(t, slowScan{Store: openStore(t, dir), clock: clock, scans: &scans}, dir, clock)
+	h.registerMany("a", 1)
+	h.stats()
+	h.registerMany("b", 2)
+	before := scans.Load()
+	h.sample()
+	if n := h.stats().Nodes; n != 3 {
+		t.Errorf("after a sample the answer counts %d nodes, want 3", n)
+	}
+	if got := scans.Load() - before; got != 1 {
+		t.Errorf("a sample and a read after it passed over the table %d times, want once", got)
 	}
 }

@@ -106,27 +106,18 @@ type networkAnswer struct {
 
 // statsBody is one answer's bytes, their tag and, once asked for, their gzip form.
 type statsBody struct {
-	body []byte
-	tag  string
-	// The values of the answer's headers, made with it rather than for each request, since
-	// it is sent many times.
-	etag, gzipETag, length []string
-	gzOnce                 sync.Once
-	gz                     []byte
-	gzipLength             []string
+	body   []byte
+	tag    string
+	gzOnce sync.Once
+	gz     []byte
 }
 
 func newStatsBody(body []byte) *statsBody {
-	tag := etagOf(func(f func([]byte)) { f(body) })
-	return &statsBody{body: body, tag: tag,
-		etag: etagHeader(tag, false), gzipETag: etagHeader(tag, true), length: []string{strconv.Itoa(len(body))}}
+	return &statsBody{body: body, tag: etagOf(func(f func([]byte)) { f(body) })}
 }
 
 func (b *statsBody) gzipped() []byte {
-	b.gzOnce.Do(func() {
-		b.gz = compress(func(f func([]byte)) { f(b.body) })
-		b.gzipLength = []string{strconv.Itoa(len(b.gz))}
-	})
+	b.gzOnce.Do(func() { b.gz = compress(func(f func([]byte)) { f(b.body) }) })
 	return b.gz
 }
 
@@ -510,23 +501,15 @@ func (h *handler) networkStats(w http.ResponseWriter, r *http.Request, _ call) {
 		b = a.since(since)
 	}
 	gz := acceptsGzip(r)
-	etag := b.etag
-	if gz {
-		etag = b.gzipETag
-	}
-	if conditional(w, r, b.tag, etag) {
+	if conditional(w, r, b.tag, etagHeader(b.tag, gz)) {
 		return
 	}
-	head := w.Header()
-	head["Content-Type"] = contentTypeJSON
 	if gz {
-		gzipped := b.gzipped()
-		head["Content-Encoding"] = contentEncodingGzip
-		head["Content-Length"] = b.gzipLength
-		w.Write(gzipped)
+		writeGzip(w, contentTypeJSON, b.gzipped())
 		return
 	}
-	head["Content-Length"] = b.length
+	w.Header()["Content-Type"] = contentTypeJSON
+	w.Header()["Content-Length"] = []string{strconv.Itoa(len(b.body))}
 	w.Write(b.body)
 }
 

@@ -56,10 +56,10 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginsPerBlock, LimitLoginsPerAddress), "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device
-	var pin loginPin
+	var state loginState
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		pin = loginPin{tx: tx}
-		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, &pin, &pin)
+		state = loginState{tx: tx}
+		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, &state, &state)
 		return err
 	})
 	if err != nil {
@@ -67,10 +67,10 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 			s.loginFailAddr.add(addr, now)
 			s.loginFailPair.add(pair, now)
 		}
-		if pin.pinsOnFailure(err) {
+		if state.pinsOnFailure(err) {
 			// The login failed whatever the pin does: a pin that cannot be written now is
 			// written by the operator's next login that gets this far.
-			if perr := s.store.Update(ctx, func(tx store.Tx) error { return pin.pin(tx, now) }); perr != nil && !errors.Is(perr, authn.ErrDIDCollision) {
+			if perr := s.store.Update(ctx, func(tx store.Tx) error { return state.pin(tx, now) }); perr != nil && !errors.Is(perr, authn.ErrDIDCollision) {
 				s.log.Warn("pinning the operator DID of a failed login", "err", perr)
 			}
 		}
@@ -177,11 +177,11 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		if inBlock.Count > blockLimit(s.limits.LoginAddressLimit, s.limits.AddressBlockFactor) {
 			return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
 		}
-		pin := loginPin{tx: tx}
+		state := loginState{tx: tx}
 		ch := storedChallenges{Challenges: s.challenges, checker: s.checker, tx: tx}
 		// A login that failed above fails here too, at the same check or an earlier one:
 		// every answer here is the first run's or stricter.
-		_, failed = authn.VerifyLoginWith(sigs, l, s.prefix, now, ch, &pin, &pin)
+		_, failed = authn.VerifyLoginWith(sigs, l, s.prefix, now, ch, &state, &state)
 		if failed != nil {
 			if proto.CodeOf(failed) == proto.Internal {
 				return failed
@@ -191,8 +191,8 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 					return err
 				}
 			}
-			if pin.pinsOnFailure(failed) {
-				return pin.pin(tx, now)
+			if state.pinsOnFailure(failed) {
+				return state.pin(tx, now)
 			}
 			return nil
 		}

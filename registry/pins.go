@@ -62,10 +62,11 @@ func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Ti
 	return pin, tx.PutOperatorPin(pin)
 }
 
-// loginPin is the store's pins and revocation list as a login asks them, in tx. It remembers
-// the operator DID and root key the pin let pass: that credential passed the root signature,
-// so its DID is pinned to that root key however the login ends (docs/protocol.md §10.8).
-type loginPin struct {
+// loginState is the store's state as a login asks it in tx: the pins and the revocation
+// list. It remembers the operator DID and root key the pin let pass: that credential passed
+// the root signature, so its DID is pinned to that root key however the login ends
+// (docs/protocol.md §10.8).
+type loginState struct {
 	tx     store.Tx
 	passed bool
 	pinned bool // the DID's body was pinned already (to root)
@@ -74,7 +75,7 @@ type loginPin struct {
 }
 
 // CheckPin implements [authn.Pins].
-func (p *loginPin) CheckPin(did didkey.DID, root didkey.PublicKey) error {
+func (p *loginState) CheckPin(did didkey.DID, root didkey.PublicKey) error {
 	_, pinned, err := checkPin(p.tx, did, root)
 	if err != nil {
 		return err
@@ -85,7 +86,7 @@ func (p *loginPin) CheckPin(did didkey.DID, root didkey.PublicKey) error {
 
 // Revoked implements [authn.Revocations] as [revocations] does. authn asks it after the pin,
 // so the pin read there serves and is not read again.
-func (p *loginPin) Revoked(operatorDID, revocationID string) (bool, error) {
+func (p *loginState) Revoked(operatorDID, revocationID string) (bool, error) {
 	var found bool
 	var err error
 	switch {
@@ -104,12 +105,12 @@ func (p *loginPin) Revoked(operatorDID, revocationID string) (bool, error) {
 // that question (DC_EXPIRED, DC_REVOKED, BAD_CHALLENGE, BAD_SIGNATURE) comes from a login
 // that passed step 3, and every failure before it (steps 1–3: bad input) pins nothing. Nor
 // does a failure of the registry itself (INTERNAL), which changes nothing else.
-func (p *loginPin) pinsOnFailure(err error) bool {
+func (p *loginState) pinsOnFailure(err error) bool {
 	return p.passed && proto.CodeOf(err) != proto.Internal
 }
 
 // pin pins, in tx, the operator DID that the pin let pass to its root key, as [pinOperator].
-func (p *loginPin) pin(tx store.Tx, now time.Time) error {
+func (p *loginState) pin(tx store.Tx, now time.Time) error {
 	_, err := pinOperator(tx, p.did, p.root, now, false)
 	return err
 }

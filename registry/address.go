@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/svrp/svrp/registry/netblock"
 )
 
 // The client address headers a trusted proxy may write (Config.ClientAddressHeader).
@@ -12,52 +14,6 @@ const (
 	HeaderXForwardedFor = "X-Forwarded-For"
 	HeaderForwarded     = "Forwarded"
 )
-
-// ClientGroup is the key per-address budgets count against: an IPv4 address as itself, an
-// IPv6 address as its /64 ("2001:db8:1:2::/64"), and an IPv4-mapped IPv6 address as the IPv4
-// address. Anything unparsable is returned as is.
-func ClientGroup(addr string) string {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return addr
-	}
-	a = a.Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	p, _ := a.WithZone("").Prefix(64)
-	return p.String()
-}
-
-// AddressBlock is the key the per-block budgets count a client group (as ClientGroup
-// returns it) against: an IPv4 address's /24 ("192.0.2.0/24"), an IPv6 /64's /48
-// ("2001:db8:1::/48"). One party commonly holds a whole block: a cloud account a /24's worth
-// of addresses, an IPv6 customer a /48, which is 65,536 /64s. Anything else is its own block,
-// spelled so it is no client group.
-func AddressBlock(group string) string {
-	// Every request counts against its block, so the common spellings are parsed without
-	// building an error first: an IPv6 group has a prefix length, an IPv4 one has none.
-	var a netip.Addr
-	var err error
-	if strings.IndexByte(group, '/') >= 0 {
-		var p netip.Prefix
-		p, err = netip.ParsePrefix(group)
-		a = p.Addr()
-	} else {
-		a, err = netip.ParseAddr(group)
-	}
-	if err != nil {
-		return group + "/*"
-	}
-	a = a.Unmap().WithZone("")
-	bits := 48
-	if a.Is4() {
-		bits = 24
-	}
-	p, _ := a.Prefix(bits)
-	var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte
-	return string(p.AppendTo(buf[:0]))
-}
 
 // clientAddr is the client group of r (see limits.go): of the TCP peer, or, when the peer is
 // one of the trusted proxies, of the nearest address that the proxies report in the header
@@ -71,7 +27,7 @@ func (s *Service) clientAddr(r *http.Request) string {
 	}
 	peer, err := netip.ParseAddr(host)
 	if err != nil || !s.trusted(peer) {
-		return ClientGroup(host)
+		return netblock.ClientOf(host)
 	}
 	hops := forwardedFor(r.Header, s.addressHeader)
 	for i := len(hops) - 1; i >= 0; i-- {
@@ -82,11 +38,11 @@ func (s *Service) clientAddr(r *http.Request) string {
 			break
 		}
 		if !s.trusted(a) {
-			return ClientGroup(a.String())
+			return netblock.ClientOf(a.String())
 		}
 		peer = a
 	}
-	return ClientGroup(peer.String())
+	return netblock.ClientOf(peer.String())
 }
 
 func (s *Service) trusted(a netip.Addr) bool {

@@ -8,56 +8,6 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-func TestClientGroup(t *testing.T) {
-	for in, want := range map[string]string{
-		"192.0.2.7":             "192.0.2.7",
-		"::ffff:192.0.2.7":      "192.0.2.7",
-		"2001:db8:1:2:3:4:5:6":  "2001:db8:1:2::/64",
-		"2001:db8:1:2::9":       "2001:db8:1:2::/64",
-		"fe80::1%eth0":          "fe80::/64",
-		"::1":                   "::/64",
-		"not an address":        "not an address",
-		"2001:db8:1:3:ffff::ff": "2001:db8:1:3::/64",
-	} {
-		if got := ClientGroup(in); got != want {
-			t.Errorf("ClientGroup(%q) = %q; want %q", in, got, want)
-		}
-	}
-}
-
-// TestAddressBlock: every client group of one IPv4 /24 or IPv6 /48 has one block, and
-// groups of different blocks have different ones.
-func TestAddressBlock(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"192.0.2.7", "192.0.2.0/24"},
-		{"192.0.2.255", "192.0.2.0/24"},
-		{"192.0.3.1", "192.0.3.0/24"},
-		{"2001:db8:1:2::/64", "2001:db8:1::/48"},
-		{"2001:db8:1:ffff::/64", "2001:db8:1::/48"},
-		{"2001:db8:2::/64", "2001:db8:2::/48"},
-		{"::/64", "::/48"},
-		{"not an address", "not an address/*"},
-	} {
-		if got := AddressBlock(c.in); got != c.want {
-			t.Errorf("AddressBlock(%q) = %q; want %q", c.in, got, c.want)
-		}
-	}
-	// The 65,536 /64s of one /48 are one block; a block is never itself a client group.
-	seen := map[string]bool{}
-	for i := range 1 << 16 {
-		a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 7, byte(i >> 8), byte(i), 1})
-		seen[AddressBlock(ClientGroup(a.String()))] = true
-	}
-	if len(seen) != 1 || !seen["2001:db8:7::/48"] {
-		t.Fatalf("one /48's /64s fall in blocks %v", seen)
-	}
-	for _, g := range []string{"192.0.2.7", "2001:db8:1:2::/64", "odd"} {
-		if AddressBlock(g) == g {
-			t.Errorf("block of %q is the group itself", g)
-		}
-	}
-}
-
 func TestParseHop(t *testing.T) {
 	for _, c := range []struct {
 		in   string

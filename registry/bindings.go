@@ -13,6 +13,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/store"
 )
 
@@ -32,7 +33,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	if err != nil {
 		return api.InitiateResult{}, err
 	}
-	budgets := initiateKeys{addr: "initiate-addr/" + addr, block: "initiate-addr/" + AddressBlock(addr), key: "initiate-key/" + key.Hex()}
+	budgets := initiateKeys{addr: "initiate-addr/" + addr, block: "initiate-addr/" + netblock.BlockOf(addr), key: "initiate-key/" + key.Hex()}
 	if err := s.initiateBudgets(ctx, budgets, now); err != nil {
 		return api.InitiateResult{}, err
 	}
@@ -48,7 +49,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		return api.InitiateResult{}, err
 	}
 	sess := binding.NewBindingSession(req, key, binding.HashSecret(code), binding.HashSecret(token), now)
-	sess.AddressBlock = AddressBlock(addr)
+	sess.AddressBlock = netblock.BlockOf(addr)
 	// The global cap is held in memory: a slot is taken before the write and given back if
 	// the write does not happen, so concurrent initiates cannot overshoot it.
 	displaced, err := s.reserveOpenSession(sess.ID, sess.ExpiresAt, addr, now)
@@ -251,7 +252,7 @@ func resolveBudgets(codeHash, addr, operator string, l Limits, global bool) []re
 	b := []resolveBudget{
 		{"resolve-code/" + codeHash, binding.ResolveFailureLimit, LimitResolvePerCode},
 		{"resolve-addr/" + addr, l.ResolveAddressLimit, LimitResolvePerAddress},
-		{"resolve-addr/" + AddressBlock(addr), blockLimit(l.ResolveAddressLimit, l.AddressBlockFactor), LimitResolvePerBlock},
+		{"resolve-addr/" + netblock.BlockOf(addr), blockLimit(l.ResolveAddressLimit, l.AddressBlockFactor), LimitResolvePerBlock},
 		{"resolve-op/" + operator, l.ResolveOperatorLimit, LimitResolvePerOperator},
 	}
 	if global {

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/svrp/svrp/registry/netblock"
 )
 
 // windowCounts counts events per key in fixed windows that start at a key's first event, in
@@ -141,13 +143,13 @@ func (a *addressCounts) spent(addr string, limit int, now time.Time) (byAddr, by
 	if a.addr.count(addr, now) >= limit {
 		return true, false
 	}
-	return false, a.block.count(AddressBlock(addr), now) >= blockLimit(limit, a.factor)
+	return false, a.block.count(netblock.BlockOf(addr), now) >= blockLimit(limit, a.factor)
 }
 
 // add counts one event of addr.
 func (a *addressCounts) add(addr string, now time.Time) {
 	a.addr.add(addr, now)
-	a.block.add(AddressBlock(addr), now)
+	a.block.add(netblock.BlockOf(addr), now)
 }
 
 // take counts one event of addr unless either budget is spent, which it reports. Concurrent

@@ -12,6 +12,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/store"
 )
 
@@ -95,7 +96,7 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 		if err := tx.PutRevocation(store.Revocation{
 			OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID, RevokedAt: rv.RevokedAt,
 			RootPublicKey: r.Revocation.OperatorRootPublicKey, Signature: r.Signature, RecordedAt: now,
-			Group: AddressBlock(addr), Proven: pin.LoggedIn(),
+			Group: netblock.BlockOf(addr), Proven: pin.LoggedIn(),
 		}); err != nil {
 			return err
 		}

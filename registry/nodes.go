@@ -19,6 +19,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
 )
@@ -67,7 +68,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 	var rec store.Node
 	var changed, reserved, held, added bool
 	var displaced *store.Node
-	block := AddressBlock(addr)
+	block := netblock.BlockOf(addr)
 	defer func() {
 		if reserved {
 			s.nodes.settle(changed)

@@ -15,6 +15,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
 )
@@ -82,7 +83,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	}
 	sess := authn.NewBearerSession(dev.OperatorDID.String(), now)
 	sess.RevocationID = dev.Credential.RevocationID
-	sess.AddressBlock = AddressBlock(addr)
+	sess.AddressBlock = netblock.BlockOf(addr)
 	id := hex.EncodeToString(hash[:])
 	displaced, err := s.reserveBearer(id, sess.ExpiresAt, addr, now)
 	if err != nil {
@@ -129,7 +130,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 // lands meanwhile, as the revocation is read where the session is written.
 func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, now time.Time) (api.LoginResult, error) {
 	dc := l.DeviceCredential
-	block := AddressBlock(addr)
+	block := netblock.BlockOf(addr)
 	keys := loginKeys{
 		attempts: "login-addr/" + addr, attemptsBlock: "login-addr/" + block,
 		failAddr: "login-fail-addr/" + addr, failBlock: "login-fail-addr/" + block,

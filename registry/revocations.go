@@ -11,6 +11,7 @@ import (
 
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/store"
 )
 
@@ -35,7 +36,7 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, addr strin
 	if pin.Revocations >= s.limits.RevocationsPerRoot {
 		return rateLimited(LimitRevocationsPerRoot, "this root key holds too many revocations")
 	}
-	group := AddressBlock(addr)
+	group := netblock.BlockOf(addr)
 	addrKey, blockKey, heldKey := revokeCounterPrefix+addr, revokeCounterPrefix+group, revokeHeldPrefix+group
 	c, err := tx.Counters(addrKey, blockKey, heldKey)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/store"
 )
 
@@ -37,7 +38,7 @@ func (s *Service) bearerRefusal(why int) error {
 // bearerRoom checks, before a login's signatures are verified, that a session from addr
 // would find a place.
 func (s *Service) bearerRoom(addr string, now time.Time) error {
-	return s.bearerRefusal(s.bearers.hasRoom(AddressBlock(addr), s.bearerQuota(), now))
+	return s.bearerRefusal(s.bearers.hasRoom(netblock.BlockOf(addr), s.bearerQuota(), now))
 }
 
 // reserveBearer takes a place for the session of token hash id from addr, and returns the
@@ -46,7 +47,7 @@ func (s *Service) bearerRoom(addr string, now time.Time) error {
 // until the next count from the store, so until then the cap may be passed by one session
 // per such login.
 func (s *Service) reserveBearer(id string, end time.Time, addr string, now time.Time) (string, error) {
-	displaced, why := s.bearers.reserve(id, end, AddressBlock(addr), s.bearerQuota(), now)
+	displaced, why := s.bearers.reserve(id, end, netblock.BlockOf(addr), s.bearerQuota(), now)
 	return displaced, s.bearerRefusal(why)
 }
 
@@ -112,7 +113,7 @@ func (s *Service) oldestBearer(tx store.Tx, hashes [][32]byte) ([32]byte, error)
 // returns the open session it displaces ("" for none), which the initiate's transaction
 // deletes.
 func (s *Service) reserveOpenSession(id string, end time.Time, addr string, now time.Time) (string, error) {
-	displaced, why := s.openSessions.reserve(id, end, AddressBlock(addr), s.openSessionQuota(), now)
+	displaced, why := s.openSessions.reserve(id, end, netblock.BlockOf(addr), s.openSessionQuota(), now)
 	switch why {
 	case placeGroup:
 		return "", rateLimited(LimitOpenSessionsPerBlock, "this address block holds too many open binding sessions; cancel one or let it expire")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/netblock"
 )
 
 // Connection bounds (see registry/limits.go for the registry's own). Every open connection
@@ -90,7 +91,7 @@ func (l *limitListener) group(a net.Addr) string {
 			return "" // a trusted proxy: no per-address cap
 		}
 	}
-	return registry.ClientGroup(ip.String())
+	return netblock.ClientOf(ip.String())
 }
 
 // admit counts c in, or returns nil when it must be refused.
@@ -98,7 +99,7 @@ func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
 	now := l.now()
 	block := ""
 	if group != "" {
-		block = registry.AddressBlock(group)
+		block = netblock.BlockOf(group)
 	}
 	l.mu.Lock()
 	if group != "" && l.byAddr[group] >= l.perAddr {

@@ -22,8 +22,10 @@ type BearerSession struct {
 	RevocationID string    `json:"revocation_id,omitempty"`
 	IssuedAt     time.Time `json:"issued_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
-	// AddressBlock is the address block (an IPv4 /24, an IPv6 /48) the login came from,
-	// which the registry's quotas per block count the session against; empty for sessions
-	// stored before it was kept, which count together as one block.
-	AddressBlock string `json:"address_block,omitempty"`
+	// Origin is the client group (an IPv4 address, an IPv6 /64) the login came from, which the
+	// registry's quotas count it against at every level of the address hierarchy (package
+	// registry/netblock). Records stored by earlier releases hold the IPv4 /24 or IPv6 /48
+	// instead, which counts as the narrowest group known; empty for the oldest, which count
+	// together. It is stored under its earlier name, address_block.
+	Origin string `json:"address_block,omitempty"`
 }

@@ -123,10 +123,12 @@ type BindingSession struct {
 	// (docs/protocol.md §10.6): when, and why. The state stays ACTIVE.
 	UnboundAt time.Time `json:"unbound_at,omitzero"`
 	UnboundBy UnboundBy `json:"unbound_by,omitempty"`
-	// AddressBlock is the address block (an IPv4 /24, an IPv6 /48) the initiate came from,
-	// which the registry's quotas per block count the session against; empty for sessions
-	// stored before it was kept, which count together as one block.
-	AddressBlock string `json:"address_block,omitempty"`
+	// Origin is the client group (an IPv4 address, an IPv6 /64) the initiate came from, which the
+	// registry's quotas count it against at every level of the address hierarchy (package
+	// registry/netblock). Records stored by earlier releases hold the IPv4 /24 or IPv6 /48
+	// instead, which counts as the narrowest group known; empty for the oldest, which count
+	// together. It is stored under its earlier name, address_block.
+	Origin string `json:"address_block,omitempty"`
 }
 
 // UnboundBy says why a binding ended (docs/protocol.md §10.6).

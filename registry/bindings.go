@@ -49,10 +49,10 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		return api.InitiateResult{}, err
 	}
 	sess := binding.NewBindingSession(req, key, binding.HashSecret(code), binding.HashSecret(token), now)
-	sess.AddressBlock = netblock.BlockOf(addr)
-	// The global cap is held in memory: a slot is taken before the write and given back if
-	// the write does not happen, so concurrent initiates cannot overshoot it.
-	displaced, err := s.reserveOpenSession(sess.ID, sess.ExpiresAt, addr, now)
+	sess.Origin = addr
+	// The table is held in memory: a place is taken before the write and given back if the
+	// write does not happen, so concurrent initiates cannot overshoot it.
+	place, err := s.reserveOpenSession(addr, now)
 	if err != nil {
 		return api.InitiateResult{}, err
 	}
@@ -99,17 +99,13 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		if err := tx.PutCounter(budgets.block, c[2].Fail(now, initiateWindow)); err != nil {
 			return err
 		}
-		if displaced != "" {
-			if err := tx.DeleteBindingSession(displaced); err != nil {
-				return err
-			}
-		}
 		return tx.PutBindingSession(sess)
 	})
 	if err != nil {
-		s.openSessions.remove(sess.ID)
+		place.Cancel()
 		return api.InitiateResult{}, err
 	}
+	place.Commit(sess.ID, now, sess.ExpiresAt)
 	s.log.Debug("binding initiated", "binding_session_id", sess.ID, "node_did", req.NodeDID)
 	return api.InitiateResult{
 		BindingSessionID: sess.ID, ShortCode: code, BindingToken: token,
@@ -336,7 +332,7 @@ func (s *Service) transition(ctx context.Context, id string, now time.Time, c se
 		return api.StateResult{}, err
 	}
 	if next.State.Terminal() {
-		s.openSessions.remove(next.ID)
+		s.tables.sessions.Remove(next.ID)
 	}
 	s.log.Debug("binding moved", "binding_session_id", next.ID, "state", next.State.String())
 	return api.StateResult{BindingSessionID: next.ID, State: next.State.String()}, nil
@@ -582,7 +578,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 	if err != nil {
 		return api.AcceptResult{}, err
 	}
-	s.openSessions.remove(id)
+	s.tables.sessions.Remove(id)
 	s.log.Debug("binding active", "binding_session_id", id, "node_did", out.Binding.NodeDID, "operator_did", out.Binding.OperatorDID)
 	return out, nil
 }
@@ -627,7 +623,7 @@ func (s *Service) RejectByNode(ctx context.Context, id string, acc binding.Accep
 	if err != nil {
 		return api.StateResult{}, err
 	}
-	s.openSessions.remove(id)
+	s.tables.sessions.Remove(id)
 	s.log.Debug("binding rejected by node", "binding_session_id", id)
 	return api.StateResult{BindingSessionID: next.ID, State: next.State.String()}, nil
 }

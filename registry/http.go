@@ -257,6 +257,9 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 		h.outage.refusedWrite()
 		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
+	if wait := retryAfterOf(err); wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	}
 	if sw, ok := w.(*statusWriter); ok {
 		sw.code, sw.limit = code, LimitOf(err)
 	}

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"time"
 
@@ -48,7 +47,7 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 	if err != nil {
 		return api.OKResult{}, err
 	}
-	s.bearers.remove(hex.EncodeToString(h[:]))
+	s.tables.bearers.Remove(h)
 	s.log.Debug("operator logged out", "operator_did", op)
 	return api.OKResult{OK: true}, nil
 }
@@ -126,7 +125,7 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 		return api.RevokeResult{}, err
 	}
 	for _, h := range endedTokens {
-		s.bearers.remove(hex.EncodeToString(h[:]))
+		s.tables.bearers.Remove(h)
 	}
 	s.log.Debug("credential revoked", "operator_did", out.OperatorDID, "revocation_id", out.RevocationID,
 		"ended_sessions", out.EndedSessions, "ended_bindings", len(out.EndedBindings))
@@ -281,6 +280,7 @@ func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, a
 	if err != nil {
 		return api.UnbindResult{}, err
 	}
+	s.tables.nodes.Keep(nodeKey, false)
 	s.log.Debug("binding ended", "binding_session_id", id, "node_key", nodeKey.Hex(), "unbound_by", out.UnboundBy)
 	return out, nil
 }

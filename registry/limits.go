@@ -1,6 +1,11 @@
 package registry
 
-import "time"
+import (
+	"time"
+
+	"github.com/svrp/svrp/registry/admission"
+	"github.com/svrp/svrp/registry/netblock"
+)
 
 // Every bound the registry applies to what strangers send, with the reason it has the value
 // it has and who it can refuse. The bounds an operator may change are the fields of [Limits]
@@ -56,21 +61,24 @@ type Limits struct {
 	// per registerWindow. Registering is free, so without it one address could fill the
 	// node table up to MaxNodes; a host running many nodes registers each key once.
 	RegisterAddressLimit int
-	// MaxNodes caps the node records the registry holds: new keys beyond it are refused,
-	// from any address. Registering is free and the per-address limit only slows one
-	// address, so without a global cap enough addresses grow the table, its memory and every
-	// listing without end: each record costs memory in the node table and bytes in every
-	// listing.
+	// MaxNodes caps the node records the registry holds. Registering is free and the
+	// per-address limit only slows one address, so without a cap enough addresses grow the
+	// table, its memory and every listing without end. A full table gives a newcomer the
+	// place of a stale record — one not seen within DefaultOnlineWindow and not bound — never
+	// of a node in use; when none is stale the newcomer is refused (429, Retry-After) until
+	// one is (package registry/admission). It refuses only newcomers: known keys still
+	// re-register and heartbeat.
 	MaxNodes int
-	// MaxNodesPerBlock is how many node records the keys first registered from one address
-	// block (an IPv4 /24, an IPv6 /48) may hold at once; a new key from it is refused until
-	// one of its nodes expires. Node keys are free and the per-address limit only slows a
-	// block, so without it one /48 fills MaxNodes in hours; with it filling the table takes
-	// MaxNodes / this many blocks. When the table is full anyway, a new key from a block
-	// holding fewer displaces a node of the block holding the most: the least recently seen
-	// of a sample that is not bound. A bound node is never displaced. It refuses only the
-	// block that holds its quota; known keys still re-register and heartbeat.
-	MaxNodesPerBlock int
+	// MaxNodesPerClient, MaxNodesPerBlock and MaxNodesPerNetwork are how many node records
+	// the keys first registered from one client (an IPv4 address, an IPv6 /64), one block
+	// (an IPv4 /24, an IPv6 /48) and one network (an IPv4 /16, an IPv6 /32) may hold. Zero
+	// is a share of MaxNodes (tableShares), so that a smaller table keeps its proportions.
+	// Node keys are free, so without them one party fills MaxNodes from one network; with
+	// them filling the table takes MaxNodes / MaxNodesPerNetwork networks at least. A group
+	// at its quota gives its newcomer the place of its own stalest record, or refuses it:
+	// each refuses only the group that holds its quota. The network share leaves room for
+	// a cloud region's /16 holding tens of thousands of honest nodes.
+	MaxNodesPerClient, MaxNodesPerBlock, MaxNodesPerNetwork int
 	// NodeExpiryHours is how long a node that is not bound may go unseen (no registration
 	// or heartbeat) before the sweep removes its record. Anyone can register a key and walk
 	// away; a node that runs heartbeats every few minutes, and an operator's bound node is
@@ -91,19 +99,20 @@ type Limits struct {
 	// before the signature is verified, so an initiate over either costs a counter read.
 	InitiateKeyLimit int
 	// MaxOpenBindingSessions caps the binding sessions open at once over all keys and
-	// addresses; the next initiate, from anyone, is refused. A session lives at most
-	// binding.MaxSessionTTL, so the default is far above what honest binding traffic
-	// reaches, and it bounds the open sessions' share of the store.
+	// addresses. A session lives at most binding.MaxSessionTTL and moves through its states
+	// within it, so every open session is in use: a full table displaces none and refuses
+	// the next initiate (429, Retry-After until the first open session ends). The default is
+	// far above what honest binding traffic reaches, and it bounds the open sessions' share
+	// of the store.
 	MaxOpenBindingSessions int
-	// MaxOpenBindingSessionsPerBlock is how many open binding sessions the initiates of one
-	// address block (an IPv4 /24, an IPv6 /48) may hold at once; its next initiate is
-	// refused until one ends. Node keys are free, so the per-key bound alone lets one block
-	// hold any number of sessions; this one makes filling MaxOpenBindingSessions take
-	// MaxOpenBindingSessions / this many blocks. When the table is full anyway, an initiate
-	// from a block holding fewer displaces the least recently changed open session of the
-	// block holding the most, so a new block is never shut out. It refuses only the block
-	// that holds its quota; a host binding its nodes holds a few sessions for minutes.
-	MaxOpenBindingSessionsPerBlock int
+	// MaxOpenBindingSessionsPerClient, PerBlock and PerNetwork are how many open binding
+	// sessions the initiates of one client, block and network (as for MaxNodesPerClient) may
+	// hold at once; zero is a share of MaxOpenBindingSessions. Node keys are free, so the
+	// per-key bound alone lets one party hold any number of sessions; with these, filling
+	// the table takes MaxOpenBindingSessions / MaxOpenBindingSessionsPerNetwork networks. Each
+	// refuses only the group that holds its quota; a host binding its nodes holds a few
+	// sessions for minutes.
+	MaxOpenBindingSessionsPerClient, MaxOpenBindingSessionsPerBlock, MaxOpenBindingSessionsPerNetwork int
 
 	// ResolveAddressLimit is the number of failed resolves one client address may make per
 	// binding.ResolveWindow; then every resolve from it is refused until its window ends,
@@ -121,24 +130,28 @@ type Limits struct {
 	ResolveGlobalLimit int
 
 	// MaxBearerSessions caps the operator bearer sessions alive at once (each lives an
-	// hour); the next login, by any operator, is refused. A session is a few hundred bytes.
+	// hour). A full table gives a login the place of a session not presented within
+	// bearerIdle, the least recently presented first, never of one in use; when every session
+	// is in use the login is refused (429, Retry-After) until one is idle or ends. A session
+	// is a few hundred bytes.
 	//
 	// Both session caps are counted in memory, checked before the write at no cost of a
 	// query, and counted again from the store at every sweep interval (Sweep, or Recount on
 	// the daemons another is sweeping for). On a store shared by N daemons each sees the
 	// others' new and ended sessions at its next count, so the caps may be exceeded by what
 	// the other N−1 daemons add within one sweep interval (and by the few writes in flight
-	// while a count reads), not multiplied by N.
+	// while a count reads), not multiplied by N. A session's use is known to the daemon it
+	// was presented to.
 	MaxBearerSessions int
-	// MaxBearerSessionsPerBlock is how many live bearer sessions the logins from one address
-	// block (an IPv4 /24, an IPv6 /48) may hold at once; the next login from it is refused
-	// until one ends (logout, revocation or expiry). Root keys are free, so a per-operator
-	// bound alone lets one block hold any number of sessions; this one makes filling
-	// MaxBearerSessions take MaxBearerSessions / this many blocks. When the table is full
-	// anyway, a login from a block holding fewer displaces the least recently used session
-	// of the block holding the most, so a new block is never shut out. It refuses only the
-	// block that holds its quota: an office behind one /24 holds one session per device.
-	MaxBearerSessionsPerBlock int
+	// MaxBearerSessionsPerClient, PerBlock and PerNetwork are how many live bearer sessions
+	// the logins from one client, block and network (as for MaxNodesPerClient) may hold at
+	// once; zero is a share of MaxBearerSessions. Root keys are free, so a per-operator bound
+	// alone lets one party hold any number of sessions; with these, filling the table takes
+	// MaxBearerSessions / MaxBearerSessionsPerNetwork networks. A group at its quota gives its
+	// login the place of its own least recently presented idle session, or refuses it (until
+	// one ends, idles or logs out): each refuses only the group that holds its quota. An
+	// office behind one address holds one session per device.
+	MaxBearerSessionsPerClient, MaxBearerSessionsPerBlock, MaxBearerSessionsPerNetwork int
 	// MaxBearerSessionsPerOperator is how many live bearer sessions one operator may hold
 	// at once; a login beyond it ends the operator's oldest session. Only the operator's own
 	// devices can spend it (a login is signed), so it refuses no one: it bounds what one
@@ -247,56 +260,57 @@ type Limits struct {
 	MaxTrackedClients int
 }
 
-// DefaultLimits returns the limits svrpd serves with unless told otherwise.
+// DefaultLimits returns the limits svrpd serves with unless told otherwise; each table's
+// quota per group is its share of the table's cap (tableShares).
 func DefaultLimits() Limits {
+	return Limits{}.OrDefaults()
+}
+
+// defaultLimits are the values of the fields that are no share.
+func defaultLimits() Limits {
 	return Limits{
-		RegisterAddressLimit:           600,
-		MaxNodes:                       1_000_000,
-		MaxNodesPerBlock:               10_000,
-		NodeExpiryHours:                7 * 24,
-		InitiateAddressLimit:           120,
-		InitiateKeyLimit:               60,
-		MaxOpenBindingSessions:         50_000,
-		MaxOpenBindingSessionsPerBlock: 512,
-		ResolveAddressLimit:            30,
-		ResolveOperatorLimit:           30,
-		ResolveGlobalLimit:             5_000,
-		MaxBearerSessions:              100_000,
-		MaxBearerSessionsPerBlock:      1_024,
-		MaxBearerSessionsPerOperator:   64,
-		LoginAddressLimit:              256,
-		LoginFailureAddressLimit:       30,
-		LoginFailureOperatorLimit:      10,
-		MalformedAddressLimit:          60,
-		HeartbeatReplayAddressLimit:    10,
-		MaxRevocations:                 1_000_000,
-		RevokeAddressLimit:             60,
-		RevocationsPerRoot:             1_000,
-		RevocationsPerBlock:            10_000,
-		RevocationTTLHours:             30 * 24,
-		AddressBlockFactor:             16,
-		MaxTrackedClients:              1 << 16,
+		RegisterAddressLimit:         600,
+		MaxNodes:                     1_000_000,
+		NodeExpiryHours:              7 * 24,
+		InitiateAddressLimit:         120,
+		InitiateKeyLimit:             60,
+		MaxOpenBindingSessions:       50_000,
+		ResolveAddressLimit:          30,
+		ResolveOperatorLimit:         30,
+		ResolveGlobalLimit:           5_000,
+		MaxBearerSessions:            100_000,
+		MaxBearerSessionsPerOperator: 64,
+		LoginAddressLimit:            256,
+		LoginFailureAddressLimit:     30,
+		LoginFailureOperatorLimit:    10,
+		MalformedAddressLimit:        60,
+		HeartbeatReplayAddressLimit:  10,
+		MaxRevocations:               1_000_000,
+		RevokeAddressLimit:           60,
+		RevocationsPerRoot:           1_000,
+		RevocationsPerBlock:          10_000,
+		RevocationTTLHours:           30 * 24,
+		AddressBlockFactor:           16,
+		MaxTrackedClients:            1 << 16,
 	}
 }
 
 // OrDefaults returns l with every field that is zero or less set to its value in
-// [DefaultLimits].
+// [DefaultLimits], and each table's quota per group to its share of the table's cap as l
+// sets it.
 func (l Limits) OrDefaults() Limits {
-	def := DefaultLimits()
+	def := defaultLimits()
 	for _, f := range []struct{ v, def *int }{
 		{&l.RegisterAddressLimit, &def.RegisterAddressLimit},
 		{&l.MaxNodes, &def.MaxNodes},
-		{&l.MaxNodesPerBlock, &def.MaxNodesPerBlock},
 		{&l.NodeExpiryHours, &def.NodeExpiryHours},
 		{&l.InitiateAddressLimit, &def.InitiateAddressLimit},
 		{&l.InitiateKeyLimit, &def.InitiateKeyLimit},
 		{&l.MaxOpenBindingSessions, &def.MaxOpenBindingSessions},
-		{&l.MaxOpenBindingSessionsPerBlock, &def.MaxOpenBindingSessionsPerBlock},
 		{&l.ResolveAddressLimit, &def.ResolveAddressLimit},
 		{&l.ResolveOperatorLimit, &def.ResolveOperatorLimit},
 		{&l.ResolveGlobalLimit, &def.ResolveGlobalLimit},
 		{&l.MaxBearerSessions, &def.MaxBearerSessions},
-		{&l.MaxBearerSessionsPerBlock, &def.MaxBearerSessionsPerBlock},
 		{&l.MaxBearerSessionsPerOperator, &def.MaxBearerSessionsPerOperator},
 		{&l.LoginAddressLimit, &def.LoginAddressLimit},
 		{&l.LoginFailureAddressLimit, &def.LoginFailureAddressLimit},
@@ -315,7 +329,56 @@ func (l Limits) OrDefaults() Limits {
 			*f.v = *f.def
 		}
 	}
+	for _, t := range l.tables() {
+		for lv, v := range t.perGroup {
+			if *v <= 0 {
+				*v = max(min(*t.cap, minGroupQuota), (*t.cap*tableShares[lv]+9_999)/10_000)
+			}
+		}
+	}
 	return l
+}
+
+// tableShares is each level's default quota in a capped table, in ten-thousandths of the
+// table's cap: a client (an IPv4 address, an IPv6 /64) 0.5 %, a block (/24, /48) 1 %, a
+// network (/16, /32) 5 %. Filling a table then takes entries from at least 20 networks,
+// 100 blocks and 200 clients, each kept in use; and a cloud region's /16 holding tens of
+// thousands of honest nodes, or an office's or a carrier's NAT holding a few thousand
+// sessions, stays within its share of the default caps.
+var tableShares = [netblock.Levels]int{50, 100, 500}
+
+// minGroupQuota is the least default quota of a group, or the whole cap when it is smaller:
+// a registry made small (a hobbyist's, a test's) still lets one host run a few nodes and one
+// office log a few devices in, where its shares would round to one.
+const minGroupQuota = 16
+
+// table is a capped table's cap and its quota per group at each level, as fields of Limits.
+type table struct {
+	name     string
+	cap      *int
+	perGroup [netblock.Levels]*int
+	limits   [netblock.Levels + 1]string // the refusals' limit names: per level, then the cap
+}
+
+// tables lists the capped tables of l (package registry/admission).
+func (l *Limits) tables() []table {
+	return []table{
+		{"nodes", &l.MaxNodes, [3]*int{&l.MaxNodesPerClient, &l.MaxNodesPerBlock, &l.MaxNodesPerNetwork},
+			[4]string{LimitNodesPerClient, LimitNodesPerBlock, LimitNodesPerNetwork, LimitNodes}},
+		{"bearer sessions", &l.MaxBearerSessions, [3]*int{&l.MaxBearerSessionsPerClient, &l.MaxBearerSessionsPerBlock, &l.MaxBearerSessionsPerNetwork},
+			[4]string{LimitBearerSessionsPerClient, LimitBearerSessionsPerBlock, LimitBearerSessionsPerNetwork, LimitBearerSessions}},
+		{"open binding sessions", &l.MaxOpenBindingSessions, [3]*int{&l.MaxOpenBindingSessionsPerClient, &l.MaxOpenBindingSessionsPerBlock, &l.MaxOpenBindingSessionsPerNetwork},
+			[4]string{LimitOpenSessionsPerClient, LimitOpenSessionsPerBlock, LimitOpenSessionsPerNetwork, LimitOpenSessions}},
+	}
+}
+
+// quota is t's admission.Quota.
+func (t table) quota() admission.Quota {
+	q := admission.Quota{Cap: *t.cap}
+	for lv, v := range t.perGroup {
+		q.PerGroup[lv] = *v
+	}
+	return q
 }
 
 // The windows the limits count in, and the bounds no operator needs to change.
@@ -357,6 +420,19 @@ const (
 	// flush. An entry is some two hundred bytes: both tables stay under some 40 MiB.
 	maxResolveNodes     = 1 << 16
 	maxResolveNodePairs = 1 << 17
+
+	// bearerIdle is how long a bearer session stays in use after it was last presented (or
+	// issued). A client in use presents its session every few minutes (the console polls
+	// every few seconds); a session idle longer is one a client logged in for and left, and
+	// a full table gives its place to a login. It is still valid until it ends, until then.
+	bearerIdle = 15 * time.Minute
+
+	// maxVictimChecks bounds the records one registration reads to find a stale one for a
+	// full table. The table offers the stalest first, as of its last count, so a record it
+	// offers is in use only when it was seen since; each such record is offered once per
+	// count, so a registration past this bound finds the next ones at once when it tries
+	// again (it is asked to, in a second), and no registration holds its transaction long.
+	maxVictimChecks = 1024
 
 	// capWarnEvery is how often reaching a global cap is logged: once per interval at warn
 	// level, not once per refused request, so a flood cannot flood the log too.

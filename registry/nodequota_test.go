@@ -11,6 +11,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/store"
 )
 
@@ -88,24 +89,27 @@ func TestNodeQuotaPerBlock(t *testing.T) {
 	}
 }
 
-// A full table displaces, for a newcomer, the least recently seen unbound node of the block
-// holding the most; never a bound node, never a node of a block that does not hold the
-// most, and not for a newcomer whose block holds within one of the most.
+// A full table gives a newcomer the place of the least recently seen record that is stale
+// (unseen for the online window) and not bound, whatever its block; a node in use is never
+// displaced, and when none is stale the newcomer is refused with a Retry-After.
 func TestNodeDisplacementOrder(t *testing.T) {
-	s, now := quotaService(t, Limits{MaxNodes: 6, MaxNodesPerBlock: 6})
-	// The attacker's /24 registers keys 0–4, one a minute; the honest /24 key 10.
+	s, now := quotaService(t, Limits{MaxNodes: 6})
+	// Keys 0–4 from one /24, a minute apart; key 10 from another.
 	for i := range 5 {
 		mustRegister(t, s, i, "192.0.2.7")
 		*now = now.Add(time.Minute)
 	}
 	mustRegister(t, s, 10, "198.51.100.1")
-	bind(t, s, 0) // the oldest of the attacker's keys, bound: never displaced
-	// Key 1 seen again: 2, then 3, are now the least recently seen unbound keys.
-	if err := s.store.TouchNode(context.Background(), testKey(1), now.Add(time.Second)); err != nil {
-		t.Fatal(err)
+	*now = now.Add(time.Hour)
+	bind(t, s, 0) // the stalest, bound: never displaced
+	// Keys 1 and 10 heartbeat: in use. Keys 2, then 3, are the stalest unbound records.
+	for _, i := range []int{1, 10} {
+		if err := s.store.TouchNode(context.Background(), testKey(i), *now); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, i := range []int{11, 12} {
-		if err := registerKey(s, i, "198.51.100.2"); err != nil {
+		if err := registerKey(s, i, "203.0.113.2"); err != nil {
 			t.Fatalf("newcomer %d while full: %v", i, err)
 		}
 	}
@@ -115,34 +119,44 @@ func TestNodeDisplacementOrder(t *testing.T) {
 	if got, want := have(), "0:true 1:true 2:false 3:false 4:true 10:true"; got != want {
 		t.Fatalf("after two displacements: %s; want %s", got, want)
 	}
-	// Attacker 3, honest 3: no block holds two more than the honest one.
-	if err := registerKey(s, 13, "198.51.100.3"); LimitOf(err) != LimitNodes {
-		t.Fatalf("a newcomer at an even share: %v; want %s", err, LimitNodes)
+	mustRegister(t, s, 13, "203.0.113.3") // takes key 4, the last stale one
+	// Every record now is in use or bound: the next newcomer waits.
+	err := registerKey(s, 14, "203.0.113.4")
+	if LimitOf(err) != LimitNodes || retryAfterOf(err) <= 0 || retryAfterOf(err) > DefaultOnlineWindow {
+		t.Fatalf("a newcomer when every record is in use: %v (retry after %v); want %s", err, retryAfterOf(err), LimitNodes)
 	}
-	// A new block still gets in: it holds none.
-	if err := registerKey(s, 20, "203.0.113.5"); err != nil {
-		t.Fatalf("a new block while full: %v", err)
-	}
-	if !hasNode(t, s, 0) {
-		t.Fatal("a bound node was displaced")
+	if !hasNode(t, s, 0) || !hasNode(t, s, 1) || !hasNode(t, s, 10) {
+		t.Fatal("a node in use or bound was displaced")
 	}
 }
 
-// When every sampled node of the block holding the most is bound, a full table refuses
-// the newcomer and displaces nothing.
-func TestNodeBoundNeverDisplaced(t *testing.T) {
-	s, _ := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3})
-	for i := range 3 {
-		mustRegister(t, s, i, "192.0.2.7")
-		bind(t, s, i)
+// A block at its quota gives its newcomer the place of its own stalest record, never another
+// block's; a network's quota holds however many blocks the newcomers spread over.
+func TestNodeQuotaLevels(t *testing.T) {
+	s, now := quotaService(t, Limits{MaxNodes: 100, MaxNodesPerBlock: 2, MaxNodesPerNetwork: 3})
+	mustRegister(t, s, 0, "192.0.2.1")
+	mustRegister(t, s, 1, "198.51.100.1")
+	*now = now.Add(time.Minute)
+	mustRegister(t, s, 2, "192.0.2.2")
+	*now = now.Add(time.Hour)
+	if err := registerKey(s, 3, "192.0.2.3"); err != nil {
+		t.Fatalf("a newcomer of a full /24 with a stale record: %v", err)
 	}
-	if err := registerKey(s, 20, "203.0.113.5"); LimitOf(err) != LimitNodes {
-		t.Fatalf("a newcomer when the table is full of bound nodes: %v; want %s", err, LimitNodes)
+	if hasNode(t, s, 0) || !hasNode(t, s, 1) || !hasNode(t, s, 2) {
+		t.Fatal("the full /24's newcomer did not take its own block's stalest record")
 	}
-	for i := range 3 {
-		if !hasNode(t, s, i) {
-			t.Fatalf("bound node %d was displaced", i)
+	// 192.0.0.0/16 holds 2 (keys 2, 3); one more block of it fills the network.
+	mustRegister(t, s, 4, "192.0.7.1")
+	for _, i := range []int{2, 3} {
+		if err := s.store.TouchNode(context.Background(), testKey(i), *now); err != nil {
+			t.Fatal(err)
 		}
+	}
+	if err := registerKey(s, 5, "192.0.9.1"); LimitOf(err) != LimitNodesPerNetwork {
+		t.Fatalf("a third block of a full /16: %v; want %s", err, LimitNodesPerNetwork)
+	}
+	if err := registerKey(s, 6, "203.0.113.1"); err != nil {
+		t.Fatalf("another network: %v", err)
 	}
 }
 
@@ -165,7 +179,7 @@ func TestNodeExpiry(t *testing.T) {
 	if !hasNode(t, s, 0) || !hasNode(t, s, 1) || hasNode(t, s, 2) {
 		t.Fatalf("after the sweep: 0:%v 1:%v 2:%v; want 2 (unbound, unseen 121 min) gone", hasNode(t, s, 0), hasNode(t, s, 1), hasNode(t, s, 2))
 	}
-	if n := s.nodeBlocks.count("192.0.2.0/24"); n != 2 {
+	if n := s.tables.nodes.Held("192.0.2.7", netblock.Block, *now); n != 2 {
 		t.Fatalf("the block holds %d after the sweep; want 2", n)
 	}
 	// The place is free again, for the same block.
@@ -187,15 +201,15 @@ func TestNodeBlocksRefresh(t *testing.T) {
 			return err
 		}
 		d, _ := didkey.NodeDID(testKey(9), didkey.FormShort)
-		return tx.PutNode(store.Node{Key: testKey(9), DID: d.String(), Endpoint: "x:1", FirstSeen: *now, LastSeen: *now, AddressBlock: "198.51.100.0/24"})
+		return tx.PutNode(store.Node{Key: testKey(9), DID: d.String(), Endpoint: "x:1", FirstSeen: *now, LastSeen: *now, Origin: "198.51.100.0/24"})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.nodeBlocks.refresh(context.Background(), s.store); err != nil {
+	if err := s.countNodeTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if a, b := s.nodeBlocks.count("192.0.2.0/24"), s.nodeBlocks.count("198.51.100.0/24"); a != 2 || b != 1 {
+	if a, b := s.tables.nodes.Held("192.0.2.7", netblock.Block, *now), s.tables.nodes.Held("198.51.100.9", netblock.Block, *now); a != 2 || b != 1 {
 		t.Fatalf("after a refresh: %d and %d; want 2 and 1", a, b)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/admission"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/sigverify"
@@ -59,22 +60,22 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 	} else {
 		verified = req.Signature != nil && canonical.VerifyWith(s.verifier, key, s.prefix, v1msg, *req.Signature) == nil
 	}
-	if err := s.nodes.load(ctx, s.store); err != nil {
-		return api.RegisterResult{}, err
-	}
-	if err := s.nodeBlocks.load(ctx, s.store); err != nil {
+	if err := s.loadNodes(ctx); err != nil {
 		return api.RegisterResult{}, err
 	}
 	var rec store.Node
-	var changed, reserved, held, added bool
+	var changed, added bool
 	var displaced *store.Node
-	block := netblock.BlockOf(addr)
+	// A new key's place in the node table, taken once however often the transaction runs,
+	// and settled after it.
+	var place *admission.Reservation[didkey.PublicKey]
 	defer func() {
-		if reserved {
-			s.nodes.settle(changed)
-		}
-		if held && !added {
-			s.nodeBlocks.release(block)
+		switch {
+		case place == nil:
+		case added:
+			place.Commit(key, now, time.Time{})
+		default:
+			place.Cancel()
 		}
 	}()
 	err = s.store.Update(ctx, func(tx store.Tx) error {
@@ -120,6 +121,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		if !verified && (s.strict || (exists && old.SignatureVerified)) {
 			return proto.New(proto.BadSignature, "registration signature does not verify")
 		}
+		block := netblock.BlockOf(addr)
 		counterKey, blockKey := "register/"+addr, "register/"+block
 		var c, cb binding.Counter
 		if !exists {
@@ -135,7 +137,10 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 			if cb.Blocked(now, blockLimit(s.limits.RegisterAddressLimit, s.limits.AddressBlockFactor), registerWindow) {
 				return rateLimited(LimitRegisterPerBlock, "too many new node keys from this address block; try again later")
 			}
-			if displaced, err = s.placeNode(tx, block, &held, &reserved); err != nil {
+			if place == nil {
+				place = s.tables.nodes.Reserve(addr, now)
+			}
+			if displaced, err = s.placeNode(tx, place, now); err != nil {
 				return err
 			}
 		}
@@ -143,14 +148,14 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 			Key: key, DID: req.DID, Endpoint: req.Endpoint,
 			Capabilities: slices.Clone(req.Capabilities), Region: req.Region,
 			Signature: req.Signature, SignatureVerified: verified,
-			FirstSeen: now, LastSeen: now, AddressBlock: block,
+			FirstSeen: now, LastSeen: now, Origin: addr,
 		}
 		if req.TS != nil {
 			ts := *req.TS
 			rec.RegistrationTS = &ts
 		}
 		if exists {
-			rec.FirstSeen, rec.AddressBlock = old.FirstSeen, old.AddressBlock
+			rec.FirstSeen, rec.Origin = old.FirstSeen, old.Origin
 		} else if err := tx.PutCounter(counterKey, c.Fail(now, registerWindow)); err != nil {
 			return err
 		} else if err := tx.PutCounter(blockKey, cb.Fail(now, registerWindow)); err != nil {
@@ -163,11 +168,8 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		changed, added = false, false
 		return api.RegisterResult{}, err
 	}
-	if added {
-		s.nodeBlocks.written(key, block, displaced)
-		if displaced != nil {
-			s.log.Info("node displaced", "did", displaced.DID, "address_block", displaced.AddressBlock, "by_block", block)
-		}
+	if displaced != nil {
+		s.log.Info("stale node displaced", "did", displaced.DID, "last_seen", displaced.LastSeen, "by_block", netblock.BlockOf(addr))
 	}
 	if changed {
 		s.nodesChanged()

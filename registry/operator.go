@@ -14,6 +14,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/admission"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/sigverify"
@@ -83,9 +84,8 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	}
 	sess := authn.NewBearerSession(dev.OperatorDID.String(), now)
 	sess.RevocationID = dev.Credential.RevocationID
-	sess.AddressBlock = netblock.BlockOf(addr)
-	id := hex.EncodeToString(hash[:])
-	displaced, err := s.reserveBearer(id, sess.ExpiresAt, addr, now)
+	sess.Origin = addr
+	place, displaced, err := s.reserveBearer(addr, now)
 	if err != nil {
 		return api.LoginResult{}, err
 	}
@@ -104,9 +104,10 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return tx.PutBearerSession(hash, sess)
 	})
 	if err != nil {
-		s.bearers.remove(id)
+		place.Cancel()
 		return api.LoginResult{}, err
 	}
+	place.Commit(hash, now, sess.ExpiresAt)
 	return s.loggedIn(sess, token), nil
 }
 
@@ -147,7 +148,8 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	var token string
 	var hash [32]byte
 	var sess authn.BearerSession
-	id, displaced := "", ""
+	var place *admission.Reservation[[32]byte]
+	var displaced *[32]byte
 	if verr == nil {
 		var err error
 		if token, hash, err = authn.NewToken(s.rand); err != nil {
@@ -155,9 +157,8 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		}
 		sess = authn.NewBearerSession(dev.OperatorDID.String(), now)
 		sess.RevocationID = dev.Credential.RevocationID
-		sess.AddressBlock = block
-		id = hex.EncodeToString(hash[:])
-		if displaced, err = s.reserveBearer(id, sess.ExpiresAt, addr, now); err != nil {
+		sess.Origin = addr
+		if place, displaced, err = s.reserveBearer(addr, now); err != nil {
 			return api.LoginResult{}, err
 		}
 	}
@@ -209,11 +210,12 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		err = failed
 	}
 	if err != nil {
-		if id != "" {
-			s.bearers.remove(id)
+		if place != nil {
+			place.Cancel()
 		}
 		return api.LoginResult{}, err
 	}
+	place.Commit(hash, now, sess.ExpiresAt)
 	return s.loggedIn(sess, token), nil
 }
 
@@ -339,9 +341,10 @@ func (s *Service) authenticate(tx store.Tx, header string) (authn.Operator, erro
 	if err != nil {
 		return authn.Operator{}, err
 	}
-	op, err := sess.Operator(s.now())
+	now := s.now()
+	op, err := sess.Operator(now)
 	if err == nil {
-		s.bearers.use(hex.EncodeToString(h[:]))
+		s.tables.bearers.Use(h, now)
 	}
 	return op, err
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"time"
 
 	"github.com/svrp/svrp/proto"
 )
@@ -38,9 +39,17 @@ const (
 	LimitRevokePerBlock        = "revoke_per_block"
 	LimitMalformedPerBlock     = "malformed_per_block"
 
-	LimitBearerSessionsPerBlock = "bearer_sessions_per_block" // live bearer sessions held by one address block
-	LimitOpenSessionsPerBlock   = "open_sessions_per_block"   // open binding sessions held by one address block
-	LimitNodesPerBlock          = "nodes_per_block"           // node records held by one address block
+	// What one group of the address hierarchy (registry/netblock) holds of a capped table:
+	// one client (IPv4 address, IPv6 /64), one block (/24, /48), one network (/16, /32).
+	LimitBearerSessionsPerClient  = "bearer_sessions_per_client"
+	LimitBearerSessionsPerBlock   = "bearer_sessions_per_block"
+	LimitBearerSessionsPerNetwork = "bearer_sessions_per_network"
+	LimitOpenSessionsPerClient    = "open_sessions_per_client"
+	LimitOpenSessionsPerBlock     = "open_sessions_per_block"
+	LimitOpenSessionsPerNetwork   = "open_sessions_per_network"
+	LimitNodesPerClient           = "nodes_per_client"
+	LimitNodesPerBlock            = "nodes_per_block"
+	LimitNodesPerNetwork          = "nodes_per_network"
 
 	// Heartbeats the registry answers from a key's mark (a repeat of the last accepted one, or
 	// an older ts) sent from another address than the accepted one: per client address, and
@@ -58,7 +67,9 @@ var RateLimits = []string{
 	LimitMalformedPerAddress, LimitRevocationsPerRoot, LimitRevocationsPerBlock,
 	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
 	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
-	LimitBearerSessionsPerBlock, LimitOpenSessionsPerBlock, LimitNodesPerBlock,
+	LimitBearerSessionsPerClient, LimitBearerSessionsPerBlock, LimitBearerSessionsPerNetwork,
+	LimitOpenSessionsPerClient, LimitOpenSessionsPerBlock, LimitOpenSessionsPerNetwork,
+	LimitNodesPerClient, LimitNodesPerBlock, LimitNodesPerNetwork,
 	LimitHeartbeatReplaysPerAddress, LimitHeartbeatReplaysPerBlock,
 }
 
@@ -67,6 +78,9 @@ var RateLimits = []string{
 type limitError struct {
 	limit string
 	err   *proto.Error
+	// retryAfter, when not zero, is when the refused request may succeed: sent as the
+	// answer's Retry-After.
+	retryAfter time.Duration
 }
 
 func (e limitError) Error() string { return e.err.Error() }
@@ -77,6 +91,15 @@ func (e limitError) Limit() string { return e.limit }
 // rateLimited returns a RATE_LIMITED error from limit.
 func rateLimited(limit, msg string) error {
 	return limitError{limit: limit, err: proto.New(proto.RateLimited, msg)}
+}
+
+// retryAfterOf returns the wait a refusal asks for, or zero.
+func retryAfterOf(err error) time.Duration {
+	var le limitError
+	if errors.As(err, &le) {
+		return le.retryAfter
+	}
+	return 0
 }
 
 // LimitOf returns the name of the rate limit that refused with err, or "".

@@ -109,26 +109,20 @@ type Service struct {
 
 	// In-memory state of the global caps and login budgets (limits.go). The open binding
 	// sessions are loaded by RepairAtStart; bearer sessions likewise.
-	openSessions  *expirySet
-	bearers       *expirySet
+	tables        tables
 	loginAttempts *addressCounts // per client address and block, per challenge lifetime
 	loginFailAddr *addressCounts // per client address and block
 	loginFailPair *windowCounts  // per client address and operator DID
 	malformed     *addressCounts // malformed requests per client address and block
 	replays       *addressCounts // heartbeat replays per client address and block
 	resolveNodes  *nodeFailures  // failed resolves that name a node
-	warnSessions  rareWarning
-	warnBearers   rareWarning
 
 	// The revocation list's displacement candidates and its cap's warning (revocations.go).
 	revokeVictims   revokeVictims
 	warnRevocations rareWarning
 
 	// Replays and the node table (limits.go).
-	nodes        nodeCount
-	nodeBlocks   nodeBlocks
 	heartbeats   heartbeatMarks
-	warnNodes    rareWarning
 	listingTurns listingSlots
 
 	// registrations and touches count the node table's changes, so that a cached listing is
@@ -155,8 +149,6 @@ func New(cfg Config) (*Service, error) {
 		listingTurns:   make(listingSlots, listingSlotCount),
 		limits:         cfg.Limits.OrDefaults(),
 		trustedProxies: slices.Clone(cfg.TrustedProxies),
-		openSessions:   newExpirySet(),
-		bearers:        newExpirySet(),
 		resolveNodes:   newNodeFailures(maxResolveNodes, maxResolveNodePairs),
 		upkeep: upkeep{
 			flushEvery:   cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
@@ -164,6 +156,7 @@ func New(cfg Config) (*Service, error) {
 			observeFlush: cfg.FlushObserver,
 		},
 	}
+	s.tables = newTables(&s.limits)
 	tracked, block := s.limits.MaxTrackedClients, s.limits.AddressBlockFactor
 	s.loginAttempts = newAddressCounts(authn.ChallengeTTL, tracked, block)
 	s.loginFailAddr = newAddressCounts(loginWindow, tracked, block)

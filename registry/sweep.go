@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"math"
 	"slices"
@@ -30,22 +29,16 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if err := s.expireNodes(ctx, now); err != nil {
 		return err
 	}
-	if err := s.nodes.refresh(ctx, s.store); err != nil {
+	// The count finds the others' records on a shared store, and the stale ones on any.
+	if err := s.countNodeTable(ctx); err != nil {
 		return err
-	}
-	// Alone on its store, this process made every change the blocks count; on a shared one
-	// the others' are counted here.
-	if s.store.NodeFeed() != nil {
-		if err := s.nodeBlocks.refresh(ctx, s.store); err != nil {
-			return err
-		}
 	}
 	var expired []binding.BindingSession
 	var retired []string
 	var deadTokens [][32]byte
 	var deadCounters []string
 	held := newTopHeld(revokeVictimGroups) // the address blocks holding most revocations
-	live := s.beginCount()
+	live := s.beginSessionCount()
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		live.reset()
 		if err := tx.EachBindingSession(func(sess binding.BindingSession) error {
@@ -85,7 +78,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return nil
 		})
 	})
-	s.endCount(live, err, now)
+	live.end(err, now)
 	if err != nil {
 		return err
 	}
@@ -182,10 +175,10 @@ func (s *Service) Sweep(ctx context.Context) error {
 // that it too knows which revocations may give way to a newcomer on a full list.
 func (s *Service) Recount(ctx context.Context) error {
 	now := s.now()
-	if err := s.nodes.refresh(ctx, s.store); err != nil {
+	if err := s.countNodeTable(ctx); err != nil {
 		return err
 	}
-	live := s.beginCount()
+	live := s.beginSessionCount()
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		live.reset()
 		if err := tx.EachBindingSession(func(sess binding.BindingSession) error {
@@ -199,48 +192,11 @@ func (s *Service) Recount(ctx context.Context) error {
 			return nil
 		})
 	})
-	s.endCount(live, err, now)
+	live.end(err, now)
 	if err != nil {
 		return err
 	}
 	return s.recountRevocations(ctx, now)
-}
-
-// liveCount is what one read of the store finds alive for the global caps.
-type liveCount struct{ open, bearers map[string]held }
-
-func (s *Service) beginCount() *liveCount {
-	s.openSessions.begin()
-	s.bearers.begin()
-	return &liveCount{}
-}
-
-// reset empties the count, for a transaction that runs again.
-func (l *liveCount) reset() {
-	l.open, l.bearers = make(map[string]held), make(map[string]held)
-}
-
-func (l *liveCount) session(sess binding.BindingSession, now time.Time) {
-	if !binding.ExpireIfDue(sess, now).State.Terminal() {
-		l.open[sess.ID] = held{end: sess.ExpiresAt, group: sess.AddressBlock}
-	}
-}
-
-func (l *liveCount) bearer(h [32]byte, sess authn.BearerSession, now time.Time) {
-	if sess.Check(now) == nil {
-		l.bearers[hex.EncodeToString(h[:])] = held{end: sess.ExpiresAt, group: sess.AddressBlock}
-	}
-}
-
-// endCount sets the caps' counts to what the read found, or leaves them when it failed.
-func (s *Service) endCount(l *liveCount, err error, now time.Time) {
-	if err != nil {
-		s.openSessions.abort()
-		s.bearers.abort()
-		return
-	}
-	s.openSessions.replace(l.open, now)
-	s.bearers.replace(l.bearers, now)
 }
 
 // retirable reports whether a session may be deleted: it has been terminal for
@@ -301,7 +257,7 @@ func (s *Service) RepairAtStart(ctx context.Context) (int, error) {
 				stuck = append(stuck, sess.ID)
 			}
 			if !binding.ExpireIfDue(sess, now).State.Terminal() {
-				s.openSessions.add(sess.ID, sess.ExpiresAt, sess.AddressBlock)
+				s.tables.sessions.Add(sess.ID, sess.Origin, sess.UpdatedAt, sess.ExpiresAt)
 			}
 			return nil
 		}); err != nil {
@@ -309,7 +265,7 @@ func (s *Service) RepairAtStart(ctx context.Context) (int, error) {
 		}
 		return tx.EachBearerSession(func(h [32]byte, sess authn.BearerSession) error {
 			if sess.Check(now) == nil {
-				s.bearers.add(hex.EncodeToString(h[:]), sess.ExpiresAt, sess.AddressBlock)
+				s.tables.bearers.Add(h, sess.Origin, sess.IssuedAt, sess.ExpiresAt)
 			}
 			return nil
 		})

@@ -202,10 +202,12 @@ type Node struct {
 	// RegistrationTS is the signed ts of the v2 registration the record came from (docs/protocol.md
 	// §10.1), nil for a v1 registration and for records stored before v2 existed.
 	RegistrationTS *int64 `json:"registration_ts,omitempty"`
-	// AddressBlock is the address block (an IPv4 /24, an IPv6 /48) the key was first
-	// registered from, which the registry's quota per block counts the node against; empty
-	// for records stored before it was kept.
-	AddressBlock string `json:"address_block,omitempty"`
+	// Origin is the client group (an IPv4 address, an IPv6 /64) the key was first registered from, which the
+	// registry's quotas count it against at every level of the address hierarchy (package
+	// registry/netblock). Records stored by earlier releases hold the IPv4 /24 or IPv6 /48
+	// instead, which counts as the narrowest group known; empty for the oldest, which count
+	// together. It is stored under its earlier name, address_block.
+	Origin string `json:"address_block,omitempty"`
 }
 
 // Revocation is a credential revocation as verified and recorded (docs/protocol.md §10.5): the pair

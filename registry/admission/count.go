@@ -24,12 +24,8 @@ func (t *Table[K]) touch(id K) {
 func (t *Table[K]) BeginCount() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var gen uint32 = 1
-	if t.count != nil {
-		gen = t.count.gen + 1
-	}
-	t.count = &counting[K]{gen: gen, touched: map[K]bool{}}
-	t.lastGen = gen
+	t.lastGen++
+	t.count = &counting[K]{gen: t.lastGen, touched: map[K]bool{}}
 }
 
 // Counted records an entry the store holds: id from origin, last used at lastUse (the
@@ -53,7 +49,8 @@ func (t *Table[K]) Counted(id K, origin string, lastUse, end time.Time) {
 
 // EndCount ends the count: when complete, the entries it did not find, and that this process
 // did not add meanwhile, are forgotten; when not (the read failed), what it found is kept
-// and nothing is forgotten. Either way the stale entries are found again at now.
+// and nothing is forgotten. Either way the stale entries are found again at now, and no entry
+// is known as kept until the caller says so again ([Table.Keep], [Reservation.Pass]).
 func (t *Table[K]) EndCount(complete bool, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -62,12 +59,14 @@ func (t *Table[K]) EndCount(complete bool, now time.Time) {
 		return
 	}
 	t.count = nil
-	if complete {
-		for id, e := range t.entries {
-			if e.gen != c.gen && !c.touched[id] {
-				t.drop(id)
-			}
+	for id, e := range t.entries {
+		if complete && e.gen != c.gen && !c.touched[id] {
+			t.drop(id)
+			continue
 		}
+		// What keeps an entry (a binding) may have ended elsewhere, which a count does not
+		// read: each kept entry is checked again when it is next offered.
+		e.kept = false
 	}
 	t.forget(now.Unix())
 	t.rebuild(now.Unix())

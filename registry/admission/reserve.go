@@ -48,7 +48,8 @@ func (t *Table[K]) Reserve(origin string, now time.Time) *Reservation[K] {
 // (or -1), and whether only the table's cap is. The caller holds mu.
 func (t *Table[K]) need(groups [netblock.Levels]*group[K]) (netblock.Level, bool) {
 	for l, g := range groups {
-		if g.held >= t.quota.PerGroup[l] {
+		// A quota as large as the cap is the cap's: its group is full only when the table is.
+		if g.held >= t.quota.PerGroup[l] && t.quota.PerGroup[l] < t.quota.Cap {
 			return netblock.Level(l), false
 		}
 	}

@@ -109,7 +109,7 @@ func Node(k didkey.PublicKey) store.Node {
 		SignatureVerified: true,
 		FirstSeen:         Time(1),
 		LastSeen:          Time(2),
-		AddressBlock:      "198.51.100.0/24",
+		Origin:            "198.51.100.0/24",
 	}
 }
 
@@ -178,9 +178,9 @@ func Session(id string, k didkey.PublicKey) binding.BindingSession {
 			},
 			Signature: "4Ef",
 		},
-		ActivatedAt:  Time(5),
-		UpdatedAt:    Time(6),
-		AddressBlock: "2001:db8:1::/48",
+		ActivatedAt: Time(5),
+		UpdatedAt:   Time(6),
+		Origin:      "2001:db8:1::/48",
 	}
 }
 
@@ -201,7 +201,7 @@ func Binding(k didkey.PublicKey, operator string) binding.Binding {
 
 // BearerSession is a bearer session of operator.
 func BearerSession(operator string) authn.BearerSession {
-	return authn.BearerSession{OperatorDID: operator, IssuedAt: Time(8), ExpiresAt: Time(9), AddressBlock: "192.0.2.0/24"}
+	return authn.BearerSession{OperatorDID: operator, IssuedAt: Time(8), ExpiresAt: Time(9), Origin: "192.0.2.0/24"}
 }
 
 // Helpers that fail the test on a transaction error.

@@ -36,7 +36,7 @@ import (
 // for v1 registrations.
 //
 // Flag 8 marks a record that carries the address block it was registered from
-// (store.Node.AddressBlock): one string after everything above. A record without one has
+// (store.Node.Origin): one string after everything above. A record without one has
 // the flag clear and no string, so records written before it existed read back unchanged.
 const (
 	nodeCodecVersion   = 2
@@ -71,7 +71,7 @@ func Append(b []byte, n store.Node) []byte {
 	if n.Capabilities != nil {
 		flags |= nodeFlagCaps
 	}
-	if n.AddressBlock != "" {
+	if n.Origin != "" {
 		flags |= nodeFlagBlock
 	}
 	b = append(b, flags)
@@ -90,8 +90,8 @@ func Append(b []byte, n store.Node) []byte {
 	if n.RegistrationTS != nil {
 		b = binary.AppendVarint(b, *n.RegistrationTS)
 	}
-	if n.AddressBlock != "" {
-		b = appendCodecString(b, n.AddressBlock)
+	if n.Origin != "" {
+		b = appendCodecString(b, n.Origin)
 	}
 	return b
 }
@@ -144,7 +144,7 @@ func Decode(b []byte) (store.Node, error) {
 		n.RegistrationTS = &ts
 	}
 	if flags&nodeFlagBlock != 0 {
-		if n.AddressBlock = d.string(); n.AddressBlock == "" {
+		if n.Origin = d.string(); n.Origin == "" {
 			return store.Node{}, errBadNodeRecord
 		}
 	}

@@ -31,7 +31,7 @@ func TestNodeCodecRoundTrip(t *testing.T) {
 		}
 		n.SignatureVerified = rapid.Bool().Draw(t, "verified")
 		if rapid.Bool().Draw(t, "block") {
-			n.AddressBlock = rapid.StringN(1, -1, -1).Draw(t, "address_block")
+			n.Origin = rapid.StringN(1, -1, -1).Draw(t, "address_block")
 		}
 		if rapid.Bool().Draw(t, "v2") {
 			ts := rapid.Int64().Draw(t, "registration_ts")

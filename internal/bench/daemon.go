@@ -43,8 +43,10 @@ func unboundedLimits() []string {
 		"register-address-limit", "resolve-address-limit", "initiate-address-limit", "initiate-key-limit",
 		"max-nodes", "max-binding-sessions", "max-bearer-sessions", "login-address-limit",
 		"login-failure-address-limit", "login-failure-operator-limit", "resolve-operator-limit",
-		"resolve-global-limit", "malformed-address-limit", "max-nodes-per-block",
-		"max-binding-sessions-per-block", "max-bearer-sessions-per-block",
+		"resolve-global-limit", "malformed-address-limit",
+		"max-nodes-per-client", "max-nodes-per-block", "max-nodes-per-network",
+		"max-binding-sessions-per-client", "max-binding-sessions-per-block", "max-binding-sessions-per-network",
+		"max-bearer-sessions-per-client", "max-bearer-sessions-per-block", "max-bearer-sessions-per-network",
 	} {
 		args = append(args, "--"+f, "1073741824")
 	}

@@ -163,7 +163,8 @@ func crashStart(t *testing.T, data string, log *svrpdtest.Log, extra ...string) 
 		where = []string{"--postgres", data}
 	}
 	args := append(where, "--log-level", "debug", "--register-address-limit", "1000000",
-		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000")
+		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000",
+		"--max-nodes-per-client", "1000000", "--max-nodes-per-block", "1000000", "--max-nodes-per-network", "1000000")
 	return svrpdtest.Start(t, log, append(args, extra...)...)
 }
 

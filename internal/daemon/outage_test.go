@@ -132,6 +132,7 @@ func runOutage(t *testing.T, url string, down, up func() error) {
 	c := serveConfig(t)
 	c.DataDir, c.Postgres, c.MetricsListen = "", url, ""
 	c.Limits.RegisterAddressLimit = 1_000_000
+	c.Limits.MaxNodesPerClient, c.Limits.MaxNodesPerBlock, c.Limits.MaxNodesPerNetwork = 1_000_000, 1_000_000, 1_000_000
 	var logs testkit.Buffer
 	base := serveLogged(t, c, NewLogger(&logs, c.LogLevel, c.LogFormat))
 

@@ -23,6 +23,7 @@ func TestQuietByDefault(t *testing.T) {
 	var logs testkit.Buffer
 	c := serveConfig(t)
 	c.Limits.RegisterAddressLimit = nodes
+	c.Limits.MaxNodesPerClient, c.Limits.MaxNodesPerBlock, c.Limits.MaxNodesPerNetwork = nodes, nodes, nodes
 	c.MetricsListen = ""
 	if c.LogLevel != "info" {
 		t.Fatalf("serveConfig's level is %q, not the flag's default", c.LogLevel)

@@ -34,7 +34,8 @@ func serve(t *testing.T, where string, extra ...string) *svrpdtest.Daemon {
 		args = []string{"--postgres", where}
 	}
 	args = append(args, "--log-level", "info", "--register-address-limit", "1000000",
-		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000")
+		"--initiate-address-limit", "1000000", "--login-address-limit", "1000000",
+		"--max-nodes-per-client", "1000000", "--max-nodes-per-block", "1000000", "--max-nodes-per-network", "1000000")
 	return svrpdtest.Start(t, nil, append(args, extra...)...)
 }
 

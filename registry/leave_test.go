@@ -421,21 +421,27 @@ func TestSupersededStatus(t *testing.T) {
 }
 
 // TestEndedSessionsFreeTheBearerCap: sessions that a logout or a revocation ends no longer
-// count against the global cap of bearer sessions.
+// count against the global cap of bearer sessions; while every session is in use, another
+// operator's login waits, and the operator who holds them logs in again by ending its own
+// least recently used one.
 func TestEndedSessionsFreeTheBearerCap(t *testing.T) {
 	h := newHarness(t, func(c *registry.Config) { c.Limits.MaxBearerSessions = 2 })
 	op := newOperator(t, "op", h.now(), "nodes.bind")
+	other := newOperator(t, "other", h.now(), "nodes.bind")
 	phone := op.newDevice(t, "phone", "rev-phone")
 	first := op.login(h)
 	phone.login(h)
-	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, h.challenge(), h.now()), "", http.StatusTooManyRequests, "RATE_LIMITED")
+	h.fails("POST", "/v1/auth/device-login", other.loginRequest(t, h.challenge(), h.now()), "", http.StatusTooManyRequests, "RATE_LIMITED")
 
 	h.ok("POST", "/v1/auth/logout", nil, first, nil)
-	second := op.login(h)
+	second := other.login(h)
 	h.ok("POST", "/v1/auth/revoke", op.revocation(t, op.root, "rev-phone", h.now()), "", nil)
+	third := op.login(h)
+	h.fails("POST", "/v1/auth/device-login", newOperator(t, "third", h.now(), "nodes.bind").loginRequest(t, h.challenge(), h.now()), "", http.StatusTooManyRequests, "RATE_LIMITED")
+	// op logs in again: its own session, not other's, gives up its place.
 	op.login(h)
-	h.fails("POST", "/v1/auth/device-login", op.loginRequest(t, h.challenge(), h.now()), "", http.StatusTooManyRequests, "RATE_LIMITED")
 	h.ok("GET", "/v1/operator/me/credits", nil, second, nil)
+	h.fails("GET", "/v1/operator/me/credits", nil, third, http.StatusUnauthorized, "NO_SESSION")
 }
 
 // BenchmarkRevoke times one new revocation on Badger while the registry holds many bearer

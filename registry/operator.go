@@ -51,7 +51,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	if s.loginFailPair.count(pair, now) >= s.limits.LoginFailureOperatorLimit {
 		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	}
-	if err := s.bearerRoom(addr, now); err != nil {
+	if err := s.bearerRoom(ctx, addr, l.DeviceCredential.OperatorDID, now); err != nil {
 		return api.LoginResult{}, err
 	}
 	if byAddr, byBlock := s.loginAttempts.take(addr, s.limits.LoginAddressLimit, now); byAddr || byBlock {
@@ -85,7 +85,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	sess := authn.NewBearerSession(dev.OperatorDID.String(), now)
 	sess.RevocationID = dev.Credential.RevocationID
 	sess.Origin = addr
-	place, displaced, err := s.reserveBearer(addr, now)
+	place, displaced, err := s.reserveBearer(ctx, addr, sess.OperatorDID, now)
 	if err != nil {
 		return api.LoginResult{}, err
 	}
@@ -137,7 +137,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		failAddr: "login-fail-addr/" + addr, failBlock: "login-fail-addr/" + block,
 		failPair: "login-fail-pair/" + failurePair(addr, dc.OperatorDID),
 	}
-	if err := s.bearerRoom(addr, now); err != nil {
+	if err := s.bearerRoom(ctx, addr, l.DeviceCredential.OperatorDID, now); err != nil {
 		return api.LoginResult{}, err
 	}
 	if err := s.loginBudgets(ctx, keys, now); err != nil {
@@ -158,7 +158,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		sess = authn.NewBearerSession(dev.OperatorDID.String(), now)
 		sess.RevocationID = dev.Credential.RevocationID
 		sess.Origin = addr
-		if place, displaced, err = s.reserveBearer(addr, now); err != nil {
+		if place, displaced, err = s.reserveBearer(ctx, addr, sess.OperatorDID, now); err != nil {
 			return api.LoginResult{}, err
 		}
 	}

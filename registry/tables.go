@@ -145,31 +145,53 @@ func deleted(tx store.Tx, n store.Node, gone bool, err error) (*store.Node, erro
 	return &n, nil
 }
 
-// reserveBearer takes a place for a login's session from addr. When the place has to come
-// from an idle session, that session's hash is returned for the login's transaction to
-// delete (holdBearer). The caller settles the reservation.
-func (s *Service) reserveBearer(addr string, now time.Time) (*admission.Reservation[[32]byte], *[32]byte, error) {
+// reserveBearer takes a place for the session of a login of operatorDID from addr. When the
+// place has to come from another session — an idle one, or else one of the operator's own,
+// which only its devices can have spent — that session's hash is returned for the login's
+// transaction to delete (holdBearer). The caller settles the reservation.
+func (s *Service) reserveBearer(ctx context.Context, addr, operatorDID string, now time.Time) (*admission.Reservation[[32]byte], *[32]byte, error) {
 	r := s.tables.bearers.Reserve(addr, now)
 	if !r.NeedsVictim() {
 		return r, nil, nil
 	}
 	// A session's use is known to this table (Use), so the first candidate is idle.
-	h, ok := r.Next()
-	if !ok {
-		r.Cancel()
-		return nil, nil, s.refused(1, r.Refusal())
+	if h, ok := r.Next(); ok {
+		r.Take(h)
+		return r, &h, nil
 	}
-	r.Take(h)
-	return r, &h, nil
+	mine, err := s.bearersOf(ctx, operatorDID)
+	if err != nil {
+		r.Cancel()
+		return nil, nil, err
+	}
+	if h, ok := r.Own(mine); ok {
+		return r, &h, nil
+	}
+	r.Cancel()
+	return nil, nil, s.refused(1, r.Refusal())
+}
+
+// bearersOf reads the hashes of operatorDID's sessions.
+func (s *Service) bearersOf(ctx context.Context, operatorDID string) (mine [][32]byte, err error) {
+	err = s.store.View(ctx, func(tx store.Tx) error {
+		mine, err = tx.BearerSessionsOf(operatorDID)
+		return err
+	})
+	return mine, err
 }
 
 // bearerRoom checks, before a login's signatures are verified, that a session from addr
-// would find a place.
-func (s *Service) bearerRoom(addr string, now time.Time) error {
-	if err := s.tables.bearers.Room(addr, now); err != nil {
-		return s.refused(1, err)
+// would find a place: an idle one, or one of the sessions the operator the login names
+// holds already (which reserveBearer checks again once the login is verified).
+func (s *Service) bearerRoom(ctx context.Context, addr, operatorDID string, now time.Time) error {
+	err := s.tables.bearers.Room(addr, now)
+	if err == nil {
+		return nil
 	}
-	return nil
+	if mine, rerr := s.bearersOf(ctx, operatorDID); rerr != nil || len(mine) > 0 {
+		return rerr
+	}
+	return s.refused(1, err)
 }
 
 // holdBearer applies, in a login's transaction, the quota of the operator, and ends the

@@ -341,3 +341,31 @@ func keys(m map[string]time.Time) []string {
 	}
 	return out
 }
+
+// TestOwn: when every entry is in use, a newcomer may give up one of its own owner's entries
+// — the least recently used that makes its place — and never another's.
+func TestOwn(t *testing.T) {
+	tab := admission.New[string]("sessions", quota(3, 3, 2, 3), time.Hour)
+	for i, from := range []string{"192.0.2.1", "192.0.2.2", "198.51.100.1"} {
+		r := tab.Reserve(from, t0.Add(time.Duration(i)*time.Second))
+		r.Commit(fmt.Sprint("s", i), t0.Add(time.Duration(i)*time.Second), time.Time{})
+	}
+	// The /24 192.0.2.0 is at its quota of 2; its newcomer owns s2 (another block) and s1.
+	r := tab.Reserve("192.0.2.3", t0.Add(time.Minute))
+	if !r.NeedsVictim() {
+		t.Fatal("a full block's newcomer needs no victim")
+	}
+	if _, ok := r.Next(); ok {
+		t.Fatal("an entry in use was offered")
+	}
+	if id, ok := r.Own([]string{"s2"}); ok {
+		t.Fatalf("own entry %s of another block offered for a full block", id)
+	}
+	if id, ok := r.Own([]string{"s2", "s1"}); !ok || id != "s1" {
+		t.Fatalf("own entries s2, s1: offered %q, %v; want s1", id, ok)
+	}
+	r.Commit("s3", t0.Add(time.Minute), time.Time{})
+	if tab.Has("s1", t0.Add(time.Minute)) || !tab.Has("s0", t0.Add(time.Minute)) || tab.Len(t0.Add(time.Minute)) != 3 {
+		t.Fatal("the own entry taken was not the one removed")
+	}
+}

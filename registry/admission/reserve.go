@@ -129,6 +129,34 @@ func (r *Reservation[K]) peek(claim bool) (K, bool) {
 	return zero, false
 }
 
+// Own offers, when Next found no candidate, one of ids — entries held by the newcomer's own
+// owner (an operator's sessions), which only it could have spent — to give up its place:
+// the least recently used of those whose removal makes the place (in the newcomer's narrowest
+// full group, or any when only the cap is reached), in use or not. It is taken as if by Take.
+func (r *Reservation[K]) Own(ids []K) (K, bool) {
+	t := r.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var best K
+	var at int64
+	found := false
+	for _, id := range ids {
+		e, ok := t.entries[id]
+		if !ok || t.claimed[id] || (r.full >= 0 && e.groups[r.full] != r.groups[r.full]) {
+			continue
+		}
+		if !found || e.lastUse < at {
+			best, at, found = id, e.lastUse, true
+		}
+	}
+	if found {
+		t.claimed[best] = true
+		r.claims = append(r.claims, best)
+		r.victim, r.has = best, true
+	}
+	return best, found
+}
+
 // Take records that the caller removed id, a candidate Next offered, to make the place.
 func (r *Reservation[K]) Take(id K) {
 	r.victim, r.has = id, true

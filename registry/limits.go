@@ -18,7 +18,7 @@ import (
 // [Config.ClientAddressHeader]). IPv4 addresses count one by one; IPv6 addresses count by
 // their /64, since one IPv6 client commonly holds a whole /64 and could otherwise be millions
 // of clients. Every per-address budget also has an aggregate per address block (an IPv4 /24,
-// an IPv6 /48; see [AddressBlock]) of [Limits.AddressBlockFactor] times its limit.
+// an IPv6 /48; see package registry/netblock) of [Limits.AddressBlockFactor] times its limit.
 //
 // The budget tables, what each counts and whom it can refuse (docs/protocol.md, "Budgets"):
 //
@@ -44,11 +44,11 @@ import (
 //     pin): refuse that block or root key. The list's total refuses only revocations by root
 //     keys that never logged in, and makes room by displacing one of the block holding most
 //     (revocations.go).
-//   - entries held per block of the node table, the bearer sessions and the open binding
-//     sessions (memory, counted from the block stored with each entry at start and every
-//     sweep; quota.go, nodequota.go): refuses that block's new entries only. A full table
-//     refuses no newcomer whose block holds two fewer than the block holding the most: it
-//     displaces that block's least recently used entry, never a bound node.
+//   - the capped tables — node records, bearer sessions, open binding sessions (tables.go,
+//     package registry/admission): what one client, block and network may hold of each, a
+//     share of its cap. Each refuses only that group's newcomers; a full table or group
+//     gives a newcomer only the place of a stale entry, never of one in use, and otherwise
+//     refuses it with a Retry-After.
 //
 // The memory tables each track at most [Limits.MaxTrackedClients] keys; what they do when
 // full is said there.

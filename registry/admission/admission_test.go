@@ -3,6 +3,7 @@ package admission_test
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -367,5 +368,41 @@ func TestOwn(t *testing.T) {
 	r.Commit("s3", t0.Add(time.Minute), time.Time{})
 	if tab.Has("s1", t0.Add(time.Minute)) || !tab.Has("s0", t0.Add(time.Minute)) || tab.Len(t0.Add(time.Minute)) != 3 {
 		t.Fatal("the own entry taken was not the one removed")
+	}
+}
+
+// TestConcurrentNewcomers: newcomers admitted at once, some of whose writes fail, never pass
+// the cap or a quota together, and each place taken is settled once.
+func TestConcurrentNewcomers(t *testing.T) {
+	tab := admission.New[string]("things", quota(50, 50, 20, 50), idle)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	held := map[string]bool{}
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				r := tab.Reserve(fmt.Sprintf("192.0.%d.%d", i%4, w+1), t0)
+				if r.NeedsVictim() || i%5 == 0 {
+					r.Cancel() // refused, or its write failed
+					continue
+				}
+				r.Commit(id, t0, time.Time{})
+				mu.Lock()
+				held[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if got := tab.Len(t0); got != len(held) || got > 50 {
+		t.Fatalf("table holds %d, committed %d, cap 50", got, len(held))
+	}
+	for b := range 4 {
+		if got := tab.Held(fmt.Sprintf("192.0.%d.9", b), netblock.Block, t0); got > 20 {
+			t.Fatalf("block %d holds %d, quota 20", b, got)
+		}
 	}
 }

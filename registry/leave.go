@@ -89,7 +89,7 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 			out.RevokedAt, out.AlreadyRevoked = canonical.FormatTime(old.RevokedAt), true
 			return nil
 		}
-		if err := s.admitRevocation(tx, pin, addr, now); err != nil {
+		if err := s.admitRevocation(tx, pin, rv.OperatorDID, rv.RevocationID, addr, now); err != nil {
 			return err
 		}
 		if err := tx.PutRevocation(store.Revocation{

@@ -204,14 +204,12 @@ type Limits struct {
 	HeartbeatReplayAddressLimit int
 
 	// MaxRevocations bounds the credential revocation list (docs/protocol.md §10.5, §8.1), a
-	// table a stranger can grow: anyone can make a root key and sign revocations for it. It
-	// refuses only revocations by root keys that never logged in here ("unproven"); a
-	// revocation by a pinned root key that logged in is never refused by it, since a
-	// credential that never logged in here needs no revocation here yet, and one that did
-	// made its root key proven. When the list is full, an unproven newcomer from an address
-	// block holding fewer revocations than the block holding most displaces that block's
-	// oldest unproven revocation; only when no such block is known is it refused (429). A
-	// record is a few hundred bytes.
+	// table a stranger can grow: anyone can make a root key and sign revocations for it. When
+	// the list is full, a newcomer takes the place of the oldest revocation by a root key that
+	// never logged in here ("unproven") over the whole list, whatever its block; when none is
+	// left it is refused (429) — unless it is needed: a revocation of a credential that a live
+	// bearer session of its operator logged in with always gets in, whatever the list holds,
+	// since that is the stolen credential it exists to stop. A record is a few hundred bytes.
 	MaxRevocations int
 	// RevokeAddressLimit is the number of new revocations one client address may record per
 	// revokeWindow. An operator revokes a handful of devices on a bad day; this keeps one
@@ -225,13 +223,14 @@ type Limits struct {
 	// thousand is a large fleet's lifetime. It refuses only that root key, and bounds what
 	// one proven root key (which nothing displaces or expires) can make the list hold.
 	RevocationsPerRoot int
-	// RevocationsPerBlock is the number of revocations one address block (an IPv4 /24, an
-	// IPv6 /48) may hold. It refuses new revocations from that block only, proven ones
-	// included: it is what bounds, per block, the revocations that never expire. Filling the
-	// list takes MaxRevocations / RevocationsPerBlock blocks at least, and a block holding
-	// little always displaces one holding most. An operator revokes a handful of devices, so
-	// only a block whose own clients made thousands of revocations reaches it.
-	RevocationsPerBlock int
+	// RevocationsPerBlock and RevocationsPerNetwork are the number of revocations one address
+	// block (an IPv4 /24, an IPv6 /48) and one network (an IPv4 /16, an IPv6 /32) may hold,
+	// proven ones included: they bound, per group, the revocations that never expire, and
+	// make filling the list take MaxRevocations / RevocationsPerNetwork networks. Each refuses
+	// new revocations from that group only, and never a needed one (MaxRevocations). Zero
+	// RevocationsPerNetwork is 5 % of MaxRevocations. An operator revokes a handful of
+	// devices, so only a group whose own clients made thousands of revocations reaches them.
+	RevocationsPerBlock, RevocationsPerNetwork int
 	// RevocationTTLHours is how long an unproven revocation is kept, in hours. The sweep
 	// removes it afterwards unless its root key has logged in meanwhile. The registry cannot
 	// know the expiry of the credentials a revocation names (it carries only their
@@ -329,6 +328,9 @@ func (l Limits) OrDefaults() Limits {
 			*f.v = *f.def
 		}
 	}
+	if l.RevocationsPerNetwork <= 0 {
+		l.RevocationsPerNetwork = max(min(l.MaxRevocations, minGroupQuota), (l.MaxRevocations*tableShares[netblock.Network]+9_999)/10_000)
+	}
 	for _, t := range l.tables() {
 		for lv, v := range t.perGroup {
 			if *v <= 0 {
@@ -391,16 +393,16 @@ const (
 	revokeWindow          = time.Hour
 
 	revokeCounterPrefix = "revoke/"
-	// revokeHeldPrefix counts the revocations an address block holds. Its counters are no
-	// window's: the sweep never removes them, and a revocation's removal counts it down.
+	// revokeHeldPrefix counts the revocations an address block or network holds. Its
+	// counters are no window's: the sweep never removes them, and a revocation's removal
+	// counts it down.
 	revokeHeldPrefix = "revoke-held/"
 
-	// revokeVictimGroups and revokeVictimsPerGroup bound the displacement candidates a sweep
-	// keeps in memory: the oldest unproven revocations of the blocks holding most. Between
-	// sweeps a full list admits as many newcomers as that; beyond them a newcomer is refused
-	// until the next sweep finds more. Each candidate is a pair of at most 512 bytes.
-	revokeVictimGroups    = 16
-	revokeVictimsPerGroup = 512
+	// revokeVictims bounds the displacement candidates a sweep keeps in memory: the oldest
+	// unproven revocations of the whole list. Between sweeps a full list admits as many
+	// newcomers as that; beyond them a newcomer is refused until the next sweep finds more.
+	// Each candidate is a pair of at most 512 bytes.
+	revokeVictimCount = 8192
 	// revokeExpiryPerSweep bounds the expired revocations one sweep removes, so that a sweep
 	// after a long stop does not hold the store for long; the rest go at the next.
 	revokeExpiryPerSweep = 20_000

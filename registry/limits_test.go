@@ -39,6 +39,7 @@ var groupQuotas = map[string][]string{
 	"MaxNodes":               {"MaxNodesPerClient", "MaxNodesPerBlock", "MaxNodesPerNetwork"},
 	"MaxBearerSessions":      {"MaxBearerSessionsPerClient", "MaxBearerSessionsPerBlock", "MaxBearerSessionsPerNetwork"},
 	"MaxOpenBindingSessions": {"MaxOpenBindingSessionsPerClient", "MaxOpenBindingSessionsPerBlock", "MaxOpenBindingSessionsPerNetwork"},
+	"MaxRevocations":         {"RevocationsPerNetwork"},
 }
 
 // A table's quotas per group keep their proportions to a cap the operator changes: 0.5 %,

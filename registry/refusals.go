@@ -9,26 +9,27 @@ import (
 
 // The rate limits a request can be refused by, as a refusal names them (Exchange.Limit).
 const (
-	LimitResolvePerCode           = "resolve_per_code"            // failed resolves of one code
-	LimitResolvePerAddress        = "resolve_per_address"         // failed resolves from one client address
-	LimitResolvePerOperator       = "resolve_per_operator"        // failed resolves by one operator
-	LimitResolveGlobal            = "resolve_global"              // failed resolves of all clients
-	LimitResolvePerNode           = "resolve_per_node"            // failed resolves naming one node key, from an address that failed on it
-	LimitRegisterPerAddress       = "register_per_address"        // new node keys from one client address
-	LimitInitiatePerAddress       = "initiate_per_address"        // binding initiates from one client address
-	LimitInitiatePerKey           = "initiate_per_key"            // binding initiates of one node key
-	LimitOpenSessionsPerNode      = "open_sessions_per_node"      // open binding sessions of one node key
-	LimitOpenSessions             = "open_sessions"               // open binding sessions in all
-	LimitLoginsPerAddress         = "logins_per_address"          // logins from one client address
-	LimitLoginFailuresPerAddress  = "login_failures_per_address"  // failed logins from one client address
-	LimitLoginFailuresPerOperator = "login_failures_per_operator" // failed logins for one operator from one client address
-	LimitBearerSessions           = "bearer_sessions"             // bearer sessions in all
-	LimitRevokePerAddress         = "revoke_per_address"          // new revocations from one client address
-	LimitRevocationList           = "revocation_list"             // revocations the registry keeps in all
-	LimitRevocationsPerRoot       = "revocations_per_root"        // revocations one root key holds
-	LimitRevocationsPerBlock      = "revocations_held_per_block"  // revocations one address block holds
-	LimitNodes                    = "nodes"                       // node records the registry keeps in all
-	LimitMalformedPerAddress      = "malformed_per_address"       // malformed requests from one client address
+	LimitResolvePerCode           = "resolve_per_code"             // failed resolves of one code
+	LimitResolvePerAddress        = "resolve_per_address"          // failed resolves from one client address
+	LimitResolvePerOperator       = "resolve_per_operator"         // failed resolves by one operator
+	LimitResolveGlobal            = "resolve_global"               // failed resolves of all clients
+	LimitResolvePerNode           = "resolve_per_node"             // failed resolves naming one node key, from an address that failed on it
+	LimitRegisterPerAddress       = "register_per_address"         // new node keys from one client address
+	LimitInitiatePerAddress       = "initiate_per_address"         // binding initiates from one client address
+	LimitInitiatePerKey           = "initiate_per_key"             // binding initiates of one node key
+	LimitOpenSessionsPerNode      = "open_sessions_per_node"       // open binding sessions of one node key
+	LimitOpenSessions             = "open_sessions"                // open binding sessions in all
+	LimitLoginsPerAddress         = "logins_per_address"           // logins from one client address
+	LimitLoginFailuresPerAddress  = "login_failures_per_address"   // failed logins from one client address
+	LimitLoginFailuresPerOperator = "login_failures_per_operator"  // failed logins for one operator from one client address
+	LimitBearerSessions           = "bearer_sessions"              // bearer sessions in all
+	LimitRevokePerAddress         = "revoke_per_address"           // new revocations from one client address
+	LimitRevocationList           = "revocation_list"              // revocations the registry keeps in all
+	LimitRevocationsPerRoot       = "revocations_per_root"         // revocations one root key holds
+	LimitRevocationsPerBlock      = "revocations_held_per_block"   // revocations one address block holds
+	LimitRevocationsPerNetwork    = "revocations_held_per_network" // revocations one network holds
+	LimitNodes                    = "nodes"                        // node records the registry keeps in all
+	LimitMalformedPerAddress      = "malformed_per_address"        // malformed requests from one client address
 
 	// The aggregates of the per-address limits over one address block (IPv4 /24, IPv6 /48).
 	LimitResolvePerBlock       = "resolve_per_block"
@@ -64,7 +65,7 @@ var RateLimits = []string{
 	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitInitiatePerKey, LimitOpenSessionsPerNode, LimitOpenSessions,
 	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
 	LimitBearerSessions, LimitRevokePerAddress, LimitRevocationList, LimitNodes,
-	LimitMalformedPerAddress, LimitRevocationsPerRoot, LimitRevocationsPerBlock,
+	LimitMalformedPerAddress, LimitRevocationsPerRoot, LimitRevocationsPerBlock, LimitRevocationsPerNetwork,
 	LimitResolvePerBlock, LimitRegisterPerBlock, LimitInitiatePerBlock, LimitLoginsPerBlock,
 	LimitLoginFailuresPerBlock, LimitRevokePerBlock, LimitMalformedPerBlock,
 	LimitBearerSessionsPerClient, LimitBearerSessionsPerBlock, LimitBearerSessionsPerNetwork,

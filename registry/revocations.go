@@ -2,10 +2,10 @@ package registry
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,78 +19,125 @@ import (
 // revocations with it, so the list is a table strangers grow; an operator's revocation of a
 // stolen credential must still get in. A revocation is "proven" when its root key is pinned
 // and has logged in here: only such a root key has credentials that a revocation here
-// protects against, and proving costs a login, which the login budgets meter.
+// protects against, and proving costs a login, which the login budgets meter. It is "needed"
+// when a live bearer session of its operator logged in with the credential it revokes.
 //
-//   - A proven revocation is refused only by what its own address, block and root key hold
-//     or spent: its address's rate, its block's holdings (RevocationsPerBlock) and its root
-//     key's (RevocationsPerRoot). It never expires and is never displaced.
-//   - An unproven one is refused, besides, by its address block's rate; and when the list is
-//     full (MaxRevocations) it takes the place of the oldest unproven revocation of the
-//     block holding most, if its own block holds less. It expires after RevocationTTLHours
-//     unless its root key proves itself first.
+//   - Every new revocation is refused by its own address's rate.
+//   - It is refused by what its root key (RevocationsPerRoot), its block and its network hold
+//     (RevocationsPerBlock, RevocationsPerNetwork), proven or not, unless it is needed.
+//   - An unproven one is refused, besides, by its address block's rate.
+//   - When the list is full (MaxRevocations) a newcomer takes the place of the oldest
+//     unproven revocation of the whole list, whatever its block; when there is none it is
+//     refused, unless it is needed. Unproven revocations expire after RevocationTTLHours
+//     unless their root key proves itself first; proven ones are kept for good.
+//
+// So what the list holds beyond MaxRevocations is needed revocations only, at most one per
+// live bearer session; and a proven revocation's holders are bounded per root key and per
+// network.
 
-// admitRevocation decides whether a new revocation by pin's root key from addr may be
-// recorded, charges its budgets, and makes room for it when the list is full.
-func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, addr string, now time.Time) error {
+// admitRevocation decides whether a new revocation by pin's root key of (did, id) from addr
+// may be recorded, charges its budgets, and makes room for it when the list is full.
+func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, did, id, addr string, now time.Time) error {
 	proven := pin.LoggedIn()
-	if pin.Revocations >= s.limits.RevocationsPerRoot {
-		return rateLimited(LimitRevocationsPerRoot, "this root key holds too many revocations")
-	}
-	group := netblock.BlockOf(addr)
-	addrKey, blockKey, heldKey := revokeCounterPrefix+addr, revokeCounterPrefix+group, revokeHeldPrefix+group
-	c, err := tx.Counters(addrKey, blockKey, heldKey)
+	block := netblock.BlockOf(addr)
+	network := netblock.Of(block, netblock.Network)
+	addrKey, blockKey := revokeCounterPrefix+addr, revokeCounterPrefix+block
+	heldBlock, heldNetwork := revokeHeldPrefix+block, revokeHeldPrefix+network
+	c, err := tx.Counters(addrKey, blockKey, heldBlock, heldNetwork)
 	if err != nil {
 		return err
 	}
 	if c[0].Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
 		return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
 	}
-	if c[2].Count >= s.limits.RevocationsPerBlock {
-		return rateLimited(LimitRevocationsPerBlock, "this address block holds too many revocations")
+	var needed *bool // found out once, when a bound would refuse
+	isNeeded := func() (bool, error) {
+		if needed == nil {
+			n, err := revocationNeeded(tx, did, id)
+			if err != nil {
+				return false, err
+			}
+			needed = &n
+		}
+		return *needed, nil
+	}
+	for _, b := range []struct {
+		over        bool
+		limit, what string
+	}{
+		{pin.Revocations >= s.limits.RevocationsPerRoot, LimitRevocationsPerRoot, "this root key holds too many revocations"},
+		{c[2].Count >= s.limits.RevocationsPerBlock, LimitRevocationsPerBlock, "this address block holds too many revocations"},
+		// A quota as large as the list is the list's: full only when the list is.
+		{c[3].Count >= s.limits.RevocationsPerNetwork && s.limits.RevocationsPerNetwork < s.limits.MaxRevocations, LimitRevocationsPerNetwork, "this network holds too many revocations"},
+	} {
+		if !b.over {
+			continue
+		}
+		if ok, err := isNeeded(); err != nil || !ok {
+			return cmp.Or(err, rateLimited(b.limit, b.what))
+		}
 	}
 	if !proven {
 		if c[1].Blocked(now, blockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), revokeWindow) {
 			return rateLimited(LimitRevokePerBlock, "too many new revocations from this address block; wait and try again")
 		}
-		n, err := tx.RevocationCount()
-		if err != nil {
+		if err := tx.PutCounter(blockKey, c[1].Fail(now, revokeWindow)); err != nil {
 			return err
 		}
-		if n >= s.limits.MaxRevocations {
-			if err := s.displaceRevocation(tx, group, c[2].Count); err != nil {
-				return err
-			}
-		}
-		if err := tx.PutCounter(blockKey, c[1].Fail(now, revokeWindow)); err != nil {
+	}
+	n, err := tx.RevocationCount()
+	if err != nil {
+		return err
+	}
+	if n >= s.limits.MaxRevocations {
+		if err := s.displaceRevocation(tx, isNeeded); err != nil {
 			return err
 		}
 	}
 	if err := tx.PutCounter(addrKey, c[0].Fail(now, revokeWindow)); err != nil {
 		return err
 	}
-	if err := tx.PutCounter(heldKey, binding.Counter{Count: c[2].Count + 1, Start: now}); err != nil {
+	if err := tx.PutCounter(heldBlock, binding.Counter{Count: c[2].Count + 1, Start: now}); err != nil {
+		return err
+	}
+	if err := tx.PutCounter(heldNetwork, binding.Counter{Count: c[3].Count + 1, Start: now}); err != nil {
 		return err
 	}
 	pin.Revocations++
 	return tx.PutOperatorPin(pin)
 }
 
-// displaceRevocation removes the oldest unproven revocation of the block holding most, when
-// that block holds more than group, which holds held; otherwise the list is full for group.
-func (s *Service) displaceRevocation(tx store.Tx, group string, held int) error {
-	for {
-		victim, ok := s.revokeVictims.next(group)
-		if !ok {
-			s.capReached(&s.warnRevocations, "revocations", s.limits.MaxRevocations)
-			return rateLimited(LimitRevocationList, "the registry's revocation list is full; try again later")
+// revocationNeeded reports whether a live bearer session of did logged in with a credential
+// carrying revocation_id id: the stolen credential in use that a revocation exists to stop.
+func revocationNeeded(tx store.Tx, did, id string) (bool, error) {
+	hashes, err := tx.BearerSessionsOf(did)
+	if err != nil {
+		return false, err
+	}
+	for _, h := range hashes {
+		sess, err := tx.BearerSession(h)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
 		}
-		c, err := tx.Counter(revokeHeldPrefix + victim.group)
 		if err != nil {
-			return err
+			return false, err
 		}
-		if c.Count <= held+1 {
-			// The block holding most holds no more than this one would: nothing gives way.
-			s.revokeVictims.putBack(victim)
+		if sess.RevocationID == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// displaceRevocation removes the oldest unproven revocation of the whole list to make room;
+// when there is none, the newcomer is refused unless it is needed.
+func (s *Service) displaceRevocation(tx store.Tx, needed func() (bool, error)) error {
+	for {
+		victim, ok := s.revokeVictims.next()
+		if !ok {
+			if ok, err := needed(); err != nil || ok {
+				return err
+			}
 			s.capReached(&s.warnRevocations, "revocations", s.limits.MaxRevocations)
 			return rateLimited(LimitRevocationList, "the registry's revocation list is full; try again later")
 		}
@@ -146,67 +193,64 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 			return false, err
 		}
 	}
-	c, err := tx.Counter(revokeHeldPrefix + r.Group)
+	for _, g := range []string{r.Group, netblock.Of(r.Group, netblock.Network)} {
+		if err := countDown(tx, revokeHeldPrefix+g); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// countDown takes one off the holding counted under key, deleting it at zero. A holding
+// recorded before its counter existed (a network's, by an earlier release) is never below
+// zero.
+func countDown(tx store.Tx, key string) error {
+	c, err := tx.Counter(key)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if c.Count <= 1 {
-		return true, tx.DeleteCounter(revokeHeldPrefix + r.Group)
+		return tx.DeleteCounter(key)
 	}
 	c.Count--
-	return true, tx.PutCounter(revokeHeldPrefix+r.Group, c)
+	return tx.PutCounter(key, c)
 }
 
-// revokeVictim is a displacement candidate: an unproven revocation of a block holding many.
+// revokeVictim is a displacement candidate: an unproven revocation.
 type revokeVictim struct {
-	group, did, id string
-	recorded       time.Time
+	did, id  string
+	recorded time.Time
 }
 
-// revokeVictims are the displacement candidates the last sweep found, oldest first within
-// each block, blocks holding most first.
+// revokeVictims are the displacement candidates the last sweep found: the oldest unproven
+// revocations of the list, oldest first.
 type revokeVictims struct {
-	mu     sync.Mutex
-	groups [][]revokeVictim
+	mu    sync.Mutex
+	queue []revokeVictim
 }
 
-// next pops the oldest candidate of the first block other than group that has one.
-func (v *revokeVictims) next(group string) (revokeVictim, bool) {
+// next pops the oldest candidate.
+func (v *revokeVictims) next() (revokeVictim, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for i, g := range v.groups {
-		if len(g) == 0 || g[0].group == group {
-			continue
-		}
-		v.groups[i] = g[1:]
-		return g[0], true
+	if len(v.queue) == 0 {
+		return revokeVictim{}, false
 	}
-	return revokeVictim{}, false
+	c := v.queue[0]
+	v.queue = v.queue[1:]
+	return c, true
 }
 
-// putBack returns a candidate next did not use.
-func (v *revokeVictims) putBack(c revokeVictim) {
+func (v *revokeVictims) set(queue []revokeVictim) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for i, g := range v.groups {
-		if len(g) == 0 || g[0].group == c.group {
-			v.groups[i] = append([]revokeVictim{c}, g...)
-			return
-		}
-	}
-}
-
-func (v *revokeVictims) set(groups [][]revokeVictim) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.groups = groups
+	v.queue = queue
 }
 
 // sweepRevocations removes unproven revocations older than RevocationTTLHours and finds the
-// displacement candidates of the blocks holding most, top (as the sweep's read of the
-// counters found them).
-func (s *Service) sweepRevocations(ctx context.Context, top map[string]int, now time.Time) error {
-	expired, err := s.scanRevocations(ctx, top, now, true)
+// displacement candidates.
+func (s *Service) sweepRevocations(ctx context.Context, now time.Time) error {
+	expired, err := s.scanRevocations(ctx, now, true)
 	if err != nil {
 		return err
 	}
@@ -229,42 +273,28 @@ func (s *Service) sweepRevocations(ctx context.Context, top map[string]int, now 
 // another is sweeping for, so that every daemon sharing a store can admit a newcomer to a
 // full list. It reads the list only when the list is nearly full: before, nothing gives way.
 func (s *Service) recountRevocations(ctx context.Context, now time.Time) error {
-	top := newTopHeld(revokeVictimGroups)
-	near := false
-	err := s.store.View(ctx, func(tx store.Tx) error {
-		top.reset()
-		n, err := tx.RevocationCount()
-		if err != nil {
-			return err
-		}
-		if near = n >= s.limits.MaxRevocations-s.limits.MaxRevocations/10; !near {
-			return nil
-		}
-		return tx.EachCounter(func(key string, c binding.Counter) error {
-			if g, ok := strings.CutPrefix(key, revokeHeldPrefix); ok {
-				top.add(g, c.Count)
-			}
-			return nil
-		})
+	var n int
+	err := s.store.View(ctx, func(tx store.Tx) (err error) {
+		n, err = tx.RevocationCount()
+		return err
 	})
-	if err != nil || !near {
+	if err != nil || n < s.limits.MaxRevocations-s.limits.MaxRevocations/10 {
 		s.revokeVictims.set(nil)
 		return err
 	}
-	_, err = s.scanRevocations(ctx, top.held, now, false)
+	_, err = s.scanRevocations(ctx, now, false)
 	return err
 }
 
-// scanRevocations reads the list once: it keeps the oldest unproven revocations of the blocks
-// in top as the displacement candidates, and returns, when expire, the unproven ones past
-// RevocationTTLHours (at most revokeExpiryPerSweep).
-func (s *Service) scanRevocations(ctx context.Context, top map[string]int, now time.Time, expire bool) ([][2]string, error) {
+// scanRevocations reads the list once: it keeps the revokeVictimCount oldest unproven
+// revocations as the displacement candidates, and returns, when expire, the unproven ones
+// past RevocationTTLHours (at most revokeExpiryPerSweep).
+func (s *Service) scanRevocations(ctx context.Context, now time.Time, expire bool) ([][2]string, error) {
 	ttl := time.Duration(s.limits.RevocationTTLHours) * time.Hour
 	var expired [][2]string
-	cands := make(map[string][]revokeVictim, len(top))
+	var oldest oldestVictims
 	err := s.store.View(ctx, func(tx store.Tx) error {
-		expired = expired[:0]
-		clear(cands)
+		expired, oldest = expired[:0], oldest[:0]
 		return tx.EachRevocation(func(r store.Revocation) error {
 			if !mayGo(r) {
 				return nil
@@ -275,66 +305,42 @@ func (s *Service) scanRevocations(ctx context.Context, top map[string]int, now t
 				}
 				return nil
 			}
-			if _, ok := top[r.Group]; ok {
-				cands[r.Group] = keepOldest(cands[r.Group], revokeVictim{group: r.Group, did: r.OperatorDID, id: r.RevocationID, recorded: r.RecordedAt})
-			}
+			oldest.keep(revokeVictim{did: r.OperatorDID, id: r.RevocationID, recorded: r.RecordedAt})
 			return nil
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
-	groups := make([][]revokeVictim, 0, len(cands))
-	for _, g := range cands {
-		slices.SortFunc(g, func(a, b revokeVictim) int { return a.recorded.Compare(b.recorded) })
-		groups = append(groups, g)
-	}
-	slices.SortFunc(groups, func(a, b []revokeVictim) int { return cmp.Compare(top[b[0].group], top[a[0].group]) })
-	s.revokeVictims.set(groups)
+	queue := []revokeVictim(oldest)
+	slices.SortFunc(queue, func(a, b revokeVictim) int { return a.recorded.Compare(b.recorded) })
+	s.revokeVictims.set(queue)
 	return expired, nil
 }
 
-// keepOldest adds c to the candidates of one block, keeping the revokeVictimsPerGroup oldest.
-func keepOldest(g []revokeVictim, c revokeVictim) []revokeVictim {
-	if len(g) < revokeVictimsPerGroup {
-		return append(g, c)
-	}
-	newest := 0
-	for i := range g {
-		if g[i].recorded.After(g[newest].recorded) {
-			newest = i
-		}
-	}
-	if c.recorded.Before(g[newest].recorded) {
-		g[newest] = c
-	}
-	return g
+// oldestVictims keeps the revokeVictimCount oldest candidates it is shown, newest on top of
+// a heap, so that finding them costs that many entries of memory however long the list.
+type oldestVictims []revokeVictim
+
+func (h oldestVictims) Len() int           { return len(h) }
+func (h oldestVictims) Less(i, j int) bool { return h[i].recorded.After(h[j].recorded) }
+func (h oldestVictims) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *oldestVictims) Push(x any)        { *h = append(*h, x.(revokeVictim)) }
+func (h *oldestVictims) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
-// topHeld keeps the n address blocks holding most revocations among those it is shown, so
-// that finding them costs n entries of memory however many blocks hold some.
-type topHeld struct {
-	n    int
-	held map[string]int
-}
-
-func newTopHeld(n int) *topHeld { return &topHeld{n: n, held: make(map[string]int, n)} }
-
-func (t *topHeld) reset() { clear(t.held) }
-
-func (t *topHeld) add(group string, count int) {
-	if len(t.held) < t.n {
-		t.held[group] = count
+// keep adds c when it is among the oldest seen.
+func (h *oldestVictims) keep(c revokeVictim) {
+	if len(*h) < revokeVictimCount {
+		heap.Push(h, c)
 		return
 	}
-	least, min := "", 0
-	for g, c := range t.held {
-		if least == "" || c < min {
-			least, min = g, c
-		}
-	}
-	if count > min {
-		delete(t.held, least)
-		t.held[group] = count
+	if c.recorded.Before((*h)[0].recorded) {
+		(*h)[0] = c
+		heap.Fix(h, 0)
 	}
 }

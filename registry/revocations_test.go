@@ -44,8 +44,9 @@ func revocationCount(t *testing.T, st store.Store) int {
 }
 
 // TestRevocationListFair: strangers' revocations fill the list; a stranger from the block that
-// filled it is refused, a newcomer from another block takes the place of that block's oldest,
-// and an operator who logged in revokes its stolen credential whatever the list holds. An
+// filled it is refused, a newcomer from another block takes the place of the list's oldest
+// unproven revocation, and an operator who logged in revokes its stolen credential whatever
+// the list holds. An
 // unproven revocation expires; a proven one stays.
 func TestRevocationListFair(t *testing.T) {
 	h := newHarness(t, revocationLimits(10, 3, 8))
@@ -76,8 +77,7 @@ func TestRevocationListFair(t *testing.T) {
 	wantLimit(revoke(strangerRevocation(t, "b-over", h.now()), "10.0.1.2"), registry.LimitRevocationList)
 
 	// Once a sweep, or the recount of a daemon another is sweeping for, has found the
-	// candidates, a newcomer from a block holding nothing displaces the oldest of the block
-	// holding most.
+	// candidates, a newcomer displaces the oldest unproven revocation of the whole list.
 	if err := h.svc.Recount(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestRevocationListFair(t *testing.T) {
 		_, err := tx.Revocation(first.OperatorDID, first.RevocationID)
 		return err
 	}); err != store.ErrNotFound {
-		t.Errorf("the oldest revocation of the block holding most: %v, want it displaced", err)
+		t.Errorf("the list's oldest unproven revocation: %v, want it displaced", err)
 	}
 
 	// An operator who logged in revokes a stolen credential on the full list; its root key's
@@ -144,5 +144,46 @@ func TestRevocationListFair(t *testing.T) {
 	// The block that held most holds nothing now, and is admitted again.
 	if err := revoke(strangerRevocation(t, "a-again", h.now()), "10.0.0.1"); err != nil {
 		t.Fatalf("a stranger after expiry: %v", err)
+	}
+}
+
+// TestRevocationNeededAlwaysGetsIn: a revocation of a credential a live session logged in
+// with gets in past its root key's quota, its block's and network's, and a full list with
+// nothing to displace; the same root key's other revocations are refused by each.
+func TestRevocationNeededAlwaysGetsIn(t *testing.T) {
+	h := newHarness(t, func(c *registry.Config) {
+		c.Limits.MaxRevocations, c.Limits.RevocationsPerRoot, c.Limits.RevocationsPerBlock = 4, 1, 3
+		c.Limits.RevocationsPerNetwork = 3
+		c.Limits.RevocationTTLHours = 24
+	})
+	ctx := context.Background()
+	revoke := func(r authn.SignedRevocation, addr string) error {
+		_, err := h.svc.Revoke(ctx, r, addr)
+		return err
+	}
+	op := newOperator(t, "op", h.now(), "nodes.bind")
+	stolen := op.newDevice(t, "stolen", "rev-stolen")
+	stolenToken := stolen.login(h)
+	if err := revoke(op.revocation(t, op.root, "rev-other", h.now()), "10.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	// Strangers fill the network 10.0.0.0/16 and the list; no sweep has found candidates.
+	for i, addr := range []string{"10.0.1.1", "10.0.2.1", "10.1.0.1"} {
+		if err := revoke(strangerRevocation(t, fmt.Sprint("s", i), h.now()), addr); err != nil {
+			t.Fatalf("stranger %d: %v", i, err)
+		}
+	}
+	if err := revoke(strangerRevocation(t, "net", h.now()), "10.0.3.1"); registry.LimitOf(err) != registry.LimitRevocationsPerNetwork {
+		t.Fatalf("a stranger of the full network: %v; want %s", err, registry.LimitRevocationsPerNetwork)
+	}
+	if err := revoke(op.revocation(t, op.root, "rev-third", h.now()), "10.0.0.1"); registry.LimitOf(err) != registry.LimitRevocationsPerRoot {
+		t.Fatalf("the root key's second revocation: %v; want %s", err, registry.LimitRevocationsPerRoot)
+	}
+	if err := revoke(op.revocation(t, op.root, "rev-stolen", h.now()), "10.0.0.1"); err != nil {
+		t.Fatalf("the revocation of the credential in use: %v", err)
+	}
+	h.fails("GET", "/v1/operator/me/credits", nil, stolenToken, 401, "NO_SESSION")
+	if n := revocationCount(t, h.st); n != 5 {
+		t.Errorf("list holds %d; want the cap 4 and the needed one", n)
 	}
 }

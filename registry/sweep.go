@@ -37,7 +37,6 @@ func (s *Service) Sweep(ctx context.Context) error {
 	var retired []string
 	var deadTokens [][32]byte
 	var deadCounters []string
-	held := newTopHeld(revokeVictimGroups) // the address blocks holding most revocations
 	live := s.beginSessionCount()
 	err := s.store.View(ctx, func(tx store.Tx) error {
 		live.reset()
@@ -67,11 +66,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		held.reset()
 		return tx.EachCounter(func(key string, c binding.Counter) error {
-			if g, ok := strings.CutPrefix(key, revokeHeldPrefix); ok {
-				held.add(g, c.Count)
-			}
 			if now.Sub(c.Start) >= counterWindow(key) {
 				deadCounters = append(deadCounters, key)
 			}
@@ -161,7 +156,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 	if err == nil {
-		err = s.sweepRevocations(ctx, held.held, now)
+		err = s.sweepRevocations(ctx, now)
 	}
 	if n := len(expired) + len(retired) + len(deadTokens) + len(deadCounters); n > 0 && err == nil {
 		s.log.Debug("sweep", "expired_sessions", len(expired), "deleted_sessions", len(retired), "ended_bearer_sessions", len(deadTokens), "ended_counters", len(deadCounters))

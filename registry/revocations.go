@@ -126,6 +126,8 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 	if perr == nil {
 		pin, err = tx.OperatorPin(d.Body())
 		switch {
+		case err == nil && !signedBy(r, pin.RootKey):
+			// The body's record is another root key's: it holds nothing of this revocation.
 		case err == nil:
 			if pin.LoggedIn() {
 				r.Proven = true

@@ -7,7 +7,7 @@ import (
 // Pins is the registry's pinning of operator DIDs to root keys (docs/protocol.md §10.8) as the
 // credential checks ask it. An operator DID body is a few hex characters of a hash of the root
 // key, so another root key with the same body can be found by brute force; the registry
-// therefore pins each body to the first root key it accepted under it, and a credential
+// therefore pins each body to the root key of the first login under it, and a credential
 // naming that body with another root key is refused with DID_COLLISION.
 //
 // [VerifyCredential] (and with it [VerifyLogin] and authorize) asks it right after the root

@@ -294,7 +294,7 @@ func (s *Service) Authorize(ctx context.Context, op authn.Operator, req api.Auth
 	var pin authn.PinSet
 	return s.transition(ctx, req.BindingSessionID, now, sessionChange{
 		read: func(tx store.Tx, _ binding.BindingSession) (err error) {
-			if revoked, err = readRevocations(tx, [2]string{dc.OperatorDID, dc.RevocationID}, [2]string{az.OperatorDID, az.RevocationID}); err != nil {
+			if revoked, err = readRevocations(tx, dc, [2]string{dc.OperatorDID, dc.RevocationID}, [2]string{az.OperatorDID, az.RevocationID}); err != nil {
 				return err
 			}
 			pin, err = readPin(tx, dc.OperatorDID)
@@ -319,7 +319,7 @@ func (s *Service) Authorize(ctx context.Context, op authn.Operator, req api.Auth
 			if err := recheckPin(tx, pin, dc); err != nil {
 				return err
 			}
-			return binding.CheckRevoked(dc, az, revocations(tx))
+			return binding.CheckRevoked(dc, az, revocations(tx, dc))
 		},
 	})
 }
@@ -564,7 +564,7 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 		write: func(tx store.Tx, active binding.BindingSession) error {
 			// A credential revoked while the session waited for the node must not make a
 			// binding (docs/protocol.md §10.5); the session stays PENDING_NODE_ACCEPTANCE.
-			if err := binding.CheckRevoked(*active.DeviceCredential, *active.Authorization, revocations(tx)); err != nil {
+			if err := binding.CheckRevoked(*active.DeviceCredential, *active.Authorization, revocations(tx, *active.DeviceCredential)); err != nil {
 				return err
 			}
 			if err := s.supersede(tx, active, now); err != nil {

@@ -58,10 +58,11 @@ func (s *Service) Logout(ctx context.Context, header string) (api.OKResult, erro
 // a device credential or authorization made end with unbound_by "revocation". From then on
 // login and authorize with such a credential fail with DC_REVOKED or AUTHZ_REVOKED.
 //
-// The signature is verified before the transaction. A revocation already recorded is
-// answered with its first revoked_at and changes nothing. The operator DID's body is pinned
-// to the root key (DID_COLLISION when pinned to another, docs/protocol.md §10.8), and a new
-// revocation is admitted as [Service.admitRevocation] says.
+// The signature is verified before the transaction. A revocation of the same revocation_id
+// by the same root key, under either spelling of its DID, is answered with its first
+// revoked_at and changes nothing. A revocation pins nothing; it is DID_COLLISION when a login
+// pinned its DID's body to another root key (docs/protocol.md §10.8), and a new one is
+// admitted as [Service.admitRevocation] says.
 func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr string) (api.RevokeResult, error) {
 	now := s.now()
 	rv, err := authn.VerifyRevocation(r, s.prefix, now)
@@ -77,11 +78,11 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		endedTokens = nil
 		out = api.RevokeResult{OK: true, OperatorDID: rv.OperatorDID, RevocationID: rv.RevocationID, EndedBindings: []api.EndedBinding{}}
-		pin, err := pinOperator(tx, did, rv.RootKey, now, false)
+		pin, _, err := checkPin(tx, did, rv.RootKey)
 		if err != nil {
 			return err
 		}
-		old, found, err := revocationOf(tx, rv.OperatorDID, rv.RevocationID)
+		old, found, err := revocationByRoot(tx, rv.RootKey, rv.RevocationID)
 		if err != nil {
 			return err
 		}
@@ -89,7 +90,10 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 			out.RevokedAt, out.AlreadyRevoked = canonical.FormatTime(old.RevokedAt), true
 			return nil
 		}
-		if err := s.admitRevocation(tx, pin, rv.OperatorDID, rv.RevocationID, addr, now); err != nil {
+		if err := slotFree(tx, rv); err != nil {
+			return err
+		}
+		if err := s.admitRevocation(tx, pin, rv.RootKey, rv.RevocationID, addr, now); err != nil {
 			return err
 		}
 		if err := tx.PutRevocation(store.Revocation{
@@ -130,6 +134,21 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 	s.log.Debug("credential revoked", "operator_did", out.OperatorDID, "revocation_id", out.RevocationID,
 		"ended_sessions", out.EndedSessions, "ended_bindings", len(out.EndedBindings))
 	return out, nil
+}
+
+// slotFree refuses, with DID_COLLISION, a revocation whose (operator DID, revocation_id)
+// holds another root key's revocation: the list keeps one record per pair as signed, and
+// that record still revokes the other key's credentials. The root key revokes under its
+// 10-hex DID instead, which revokes its credentials of both spellings.
+func slotFree(tx store.Tx, rv authn.Revoked) error {
+	_, err := tx.Revocation(rv.OperatorDID, rv.RevocationID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return authn.ErrDIDCollision
 }
 
 // endSessions deletes the bearer sessions opened with a revoked credential. A session stored

@@ -92,7 +92,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		// A revocation may have landed since the check above; the session must not outlive
 		// it, so the check is made again where the session is written.
-		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx)); err != nil {
+		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx, dev.Credential)); err != nil {
 			return err
 		}
 		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true); err != nil {

@@ -102,19 +102,118 @@ func TestOperatorPinning(t *testing.T) {
 	h.fails("POST", "/v1/auth/device-login", a.loginRequest(t, ch, h.now()), "", 401, "DC_REVOKED")
 }
 
-// TestOperatorPinByRevocation: a revocation pins the DID as a login does, so a colliding root
-// key that revoked first holds the short DID, and the other's login is DID_COLLISION.
-func TestOperatorPinByRevocation(t *testing.T) {
+// TestOperatorPinSquatting: a revocation pins nothing (docs/protocol.md §10.8). A root key B
+// whose short DID is also root key A's revokes under it before A's first login here: the
+// revocation is recorded, and A still logs in and then holds the short DID. B's revocation
+// still revokes B's own credentials of that revocation_id under its 10-hex DID, and never A's.
+func TestOperatorPinSquatting(t *testing.T) {
 	h := newHarness(t)
 	rootA, rootB := testkit.CollisionRoots(t)
 	a := rootOperator(t, rootA, "a", didkey.FormShort, h.now())
-	bShort := rootOperator(t, rootB, "b-short", didkey.FormShort, h.now())
-	h.ok("POST", "/v1/auth/revoke", bShort.revocation(t, rootB, "rev-early", h.now()), "", nil)
-	ch := h.challenge()
-	h.fails("POST", "/v1/auth/device-login", a.loginRequest(t, ch, h.now()), "", 409, "DID_COLLISION")
-	h.fails("POST", "/v1/auth/revoke", a.revocation(t, rootA, "rev-early", h.now()), "", 409, "DID_COLLISION")
 	aLong := rootOperator(t, rootA, "a-long", didkey.FormFallback, h.now())
-	aLong.login(h)
+	bShort := rootOperator(t, rootB, "b-short", didkey.FormShort, h.now())
+	b := rootOperator(t, rootB, "b", didkey.FormFallback, h.now())
+	names := map[didkey.PublicKey]string{pub(rootA): "A", pub(rootB): "B"}
+
+	var res api.RevokeResult
+	h.ok("POST", "/v1/auth/revoke", bShort.revocation(t, rootB, "rev-shared", h.now()), "", &res)
+	if res.AlreadyRevoked {
+		t.Fatalf("the squatter's revocation answered %+v", res)
+	}
+	if got := pinsOf(t, h, names); len(got) != 0 {
+		t.Errorf("pins after a revocation: %v, want none", got)
+	}
+	tokenA := a.login(h) // A's credential carries the same revocation_id as B's revocation
+	if got, want := pinsOf(t, h, names), map[string]string{pub(rootA).ShortBody(): "A+login"}; !maps.Equal(got, want) {
+		t.Errorf("pins after the victim's login: %v, want %v", got, want)
+	}
+
+	// The pin A's login made now refuses B under the short DID, login and revocation alike.
+	h.fails("POST", "/v1/auth/device-login", bShort.loginRequest(t, h.challenge(), h.now()), "", 409, "DID_COLLISION")
+	h.fails("POST", "/v1/auth/revoke", bShort.revocation(t, rootB, "rev-other", h.now()), "", 409, "DID_COLLISION")
+	// B's revocation is B's: it revokes B's credential of that id under B's 10-hex DID.
+	h.fails("POST", "/v1/auth/device-login", b.loginRequest(t, h.challenge(), h.now()), "", 401, "DC_REVOKED")
+
+	// A's revocation of the same id under the short DID would take the place of B's, which
+	// still revokes B's credentials: DID_COLLISION. Under A's 10-hex DID it is recorded and
+	// revokes A's credential of the short DID.
+	h.fails("POST", "/v1/auth/revoke", a.revocation(t, rootA, "rev-shared", h.now()), "", 409, "DID_COLLISION")
+	h.ok("POST", "/v1/auth/revoke", aLong.revocation(t, rootA, "rev-shared", h.now()), "", &res)
+	if res.AlreadyRevoked || res.EndedSessions != 1 {
+		t.Errorf("A's revocation under its 10-hex DID answered %+v; want A's one session ended", res)
+	}
+	h.fails("GET", "/v1/operator/me/nodes", nil, tokenA, 401, "NO_SESSION")
+	h.fails("POST", "/v1/auth/device-login", a.loginRequest(t, h.challenge(), h.now()), "", 401, "DC_REVOKED")
+	h.fails("POST", "/v1/auth/device-login", b.loginRequest(t, h.challenge(), h.now()), "", 401, "DC_REVOKED")
+}
+
+// TestOperatorPinWrittenByRevocation: a store may hold a record a revocation wrote when
+// revocations pinned, naming the squatter's root key with no login. It pins nothing: the
+// victim logs in and takes the body over.
+func TestOperatorPinWrittenByRevocation(t *testing.T) {
+	h := newHarness(t)
+	rootA, rootB := testkit.CollisionRoots(t)
+	a := rootOperator(t, rootA, "a", didkey.FormShort, h.now())
+	if err := h.st.Update(context.Background(), func(tx store.Tx) error {
+		return tx.PutOperatorPin(store.OperatorPin{Body: pub(rootB).ShortBody(), RootKey: pub(rootB), PinnedAt: h.now(), Revocations: 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a.login(h)
+	if got, want := pinsOf(t, h, map[didkey.PublicKey]string{pub(rootA): "A", pub(rootB): "B"}), map[string]string{pub(rootA).ShortBody(): "A+login"}; !maps.Equal(got, want) {
+		t.Errorf("pins after the victim's login: %v, want %v", got, want)
+	}
+}
+
+// TestRevokedUnderEitherSpelling: revocations are matched by root key and revocation_id
+// (docs/protocol.md §10.8). A revocation made under one spelling of an operator DID (8-hex
+// short, 10-hex fallback) refuses a credential of the same root key and revocation_id under
+// the other, at login, at authorize and at accept, whether or not a login pinned either
+// spelling first.
+func TestRevokedUnderEitherSpelling(t *testing.T) {
+	forms := map[string]didkey.Form{"short": didkey.FormShort, "10-hex": didkey.FormFallback}
+	for _, tt := range []struct{ revokeUnder, credUnder string }{
+		{"short", "10-hex"}, {"10-hex", "short"}, {"short", "short"}, {"10-hex", "10-hex"},
+	} {
+		t.Run("revoked under "+tt.revokeUnder+", credential under "+tt.credUnder, func(t *testing.T) {
+			h := newHarness(t)
+			root := testkit.LabelKey(t, "spellings/root")
+			revoker := rootOperator(t, root, "revoker", forms[tt.revokeUnder], h.now())
+			user := rootOperator(t, root, "user", forms[tt.credUnder], h.now())
+			spare := user.newDevice(t, "spare", "rev-spare")
+			n := newNode(t, "n")
+
+			// Revoked before any login here: no spelling is pinned.
+			h.ok("POST", "/v1/auth/revoke", revoker.revocation(t, root, user.cred.RevocationID, h.now()), "", nil)
+			h.fails("POST", "/v1/auth/device-login", user.loginRequest(t, h.challenge(), h.now()), "", 401, "DC_REVOKED")
+			var res api.RevokeResult
+			h.ok("POST", "/v1/auth/revoke", user.revocation(t, root, user.cred.RevocationID, h.now()), "", &res)
+			if !res.AlreadyRevoked {
+				t.Errorf("the same revocation under the credential's spelling answered %+v, want already revoked", res)
+			}
+
+			// Authorize, by a device of the same root key logged in under the credential's
+			// spelling: the revoked credential is DC_REVOKED, a revoked authorization
+			// AUTHZ_REVOKED, and the session stays as it was.
+			token := spare.login(h)
+			s := h.drive(n, spare, token, "bs-1", "PENDING_OPERATOR")
+			h.fails("POST", "/v1/bindings/authorize", user.authorize(t, s.view, h.now(), num(5), nil), token, 401, "DC_REVOKED")
+			h.ok("POST", "/v1/auth/revoke", revoker.revocation(t, root, "authz-bs-1", h.now()), "", nil)
+			h.fails("POST", "/v1/bindings/authorize", spare.authorize(t, s.view, h.now(), num(5), nil), token, 401, "AUTHZ_REVOKED")
+			h.wantState("bs-1", "PENDING_OPERATOR")
+
+			// Accept, of a session authorized before the revocation: DC_REVOKED, and the
+			// revocation ended the spare's session under the other spelling.
+			w := h.drive(newNode(t, "n2"), spare, token, "bs-2", "PENDING_NODE_ACCEPTANCE")
+			h.ok("POST", "/v1/auth/revoke", revoker.revocation(t, root, "rev-spare", h.now()), "", &res)
+			if res.EndedSessions != 1 {
+				t.Errorf("the spare's revocation answered %+v, want its one session ended", res)
+			}
+			h.fails("POST", "/v1/node/bindings/bs-2/accept", newNode(t, "n2").acceptance(t, w.pend, true, h.now()), "", 401, "DC_REVOKED")
+			h.wantState("bs-2", "PENDING_NODE_ACCEPTANCE")
+			h.fails("POST", "/v1/auth/device-login", spare.loginRequest(t, h.challenge(), h.now()), "", 401, "DC_REVOKED")
+		})
+	}
 }
 
 // TestOperatorPinLoginOrder: the place of the pin in a login (docs/protocol.md §10.8), by a
@@ -228,12 +327,15 @@ func TestOperatorPinLoginOrder(t *testing.T) {
 }
 
 // pinsOf returns the operator pins of h's store: for each pinned DID body, the name in names
-// of its root key, with "+login" when the pin records that the root key logged in.
+// of its root key (records that pin nothing left out), with "+login" when the pin records that the root key logged in.
 func pinsOf(t *testing.T, h *harness, names map[didkey.PublicKey]string) map[string]string {
 	t.Helper()
 	got := map[string]string{}
 	err := h.st.View(context.Background(), func(tx store.Tx) error {
 		return tx.EachOperatorPin(func(p store.OperatorPin) error {
+			if !p.Pins() {
+				return nil
+			}
 			got[p.Body] = names[p.RootKey]
 			if p.LoggedIn() {
 				got[p.Body] += "+login"

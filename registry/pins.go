@@ -12,21 +12,25 @@ import (
 
 // Operators are their root keys (docs/protocol.md §10.8). An operator DID body is 8 or 10 hex
 // characters of a hash of the root key, so another root key with the same short body is
-// some 2^32 key generations away. Each body is pinned to the first root key the registry
-// accepts under it — a login whose credential passed the root signature (step 3 of §5.2),
-// however the login then ends, or a revocation whose signature verified — and a credential
-// or revocation naming that body with another root key is DID_COLLISION, decided after the
-// root signature: at login before the credential's window and any challenge (authn.Pins
-// says where the checks ask), at authorize before the credential's window, at revoke before
-// the revocation's bounds. Authorize asks and never pins: its bearer's login pinned already.
+// some 2^32 key generations away. Each body is pinned to the root key of the first login
+// under it whose credential passed the root signature (step 3 of §5.2), however the login
+// then ends, and a credential or revocation naming that body with another root key is
+// DID_COLLISION, decided after the root signature: at login before the credential's window
+// and any challenge (authn.Pins says where the checks ask), at authorize before the
+// credential's window, at revoke before the revocation's bounds. Authorize asks and never
+// pins: its bearer's login pinned already. A revocation pins nothing: it costs no login, and
+// a stranger with a colliding root key would otherwise hold a victim's DID before the
+// victim's first login here.
 //
 // Bearer sessions, resolved binding sessions and bindings are keyed by the operator DID
-// string, which a pin makes one root key's; revocations are looked up by root key (see
-// [revocations]), so one made under either spelling of a root key's DID revokes the
-// credentials of both, and none made under another root key ever counts.
+// string, which a pin makes one root key's. Revocations are matched by root key and
+// revocation_id (see [revocationByRoot]): one made under either spelling of a root key's DID
+// revokes the credentials of both, pinned or not, and none made under another root key ever
+// counts.
 
-// checkPin returns the pin of did's body, found or not, and DID_COLLISION when the body is
-// pinned to a root key other than root.
+// checkPin returns the record of did's body as root may write it, and whether the body is
+// pinned (to root); DID_COLLISION when it is pinned to another root key. A record that pins
+// nothing and names another root key is not root's to count in: root gets a fresh one.
 func checkPin(tx store.Tx, did didkey.DID, root didkey.PublicKey) (store.OperatorPin, bool, error) {
 	pin, err := tx.OperatorPin(did.Body())
 	if errors.Is(err, store.ErrNotFound) {
@@ -35,23 +39,26 @@ func checkPin(tx store.Tx, did didkey.DID, root didkey.PublicKey) (store.Operato
 	if err != nil {
 		return store.OperatorPin{}, false, err
 	}
-	if pin.RootKey != root {
+	switch {
+	case pin.RootKey == root:
+		return pin, pin.Pins(), nil
+	case pin.Pins():
 		return store.OperatorPin{}, true, authn.ErrDIDCollision
 	}
-	return pin, true, nil
+	return store.OperatorPin{Body: did.Body(), RootKey: root}, false, nil
 }
 
-// pinOperator pins did's body to root unless it is pinned already (DID_COLLISION when to
-// another key) and, when loggedIn, records that the root key logged in under it. It writes
-// only what changed, and returns the pin as stored.
+// pinOperator pins did's body to root for a login that passed the root signature, unless it
+// is pinned already (DID_COLLISION when to another key), and, when loggedIn, records that the
+// root key logged in under it. It writes only what changed, and returns the record as stored.
 func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Time, loggedIn bool) (store.OperatorPin, error) {
-	pin, found, err := checkPin(tx, did, root)
+	pin, pinned, err := checkPin(tx, did, root)
 	if err != nil {
 		return store.OperatorPin{}, err
 	}
-	changed := !found
-	if !found {
-		pin.PinnedAt = now
+	changed := !pinned
+	if !pinned {
+		pin.PinnedAt, pin.ByLogin = now, true
 	}
 	if loggedIn && !pin.LoggedIn() {
 		pin.LoggedInAt, changed = now, true
@@ -65,38 +72,31 @@ func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Ti
 // loginState is the store's state as a login asks it in tx: the pins and the revocation
 // list. It remembers the operator DID and root key the pin let pass: that credential passed
 // the root signature, so its DID is pinned to that root key however the login ends
-// (docs/protocol.md §10.8).
+// (docs/protocol.md §10.8), and its revocations are looked up by that root key.
 type loginState struct {
 	tx     store.Tx
 	passed bool
-	pinned bool // the DID's body was pinned already (to root)
 	did    didkey.DID
 	root   didkey.PublicKey
 }
 
 // CheckPin implements [authn.Pins].
 func (p *loginState) CheckPin(did didkey.DID, root didkey.PublicKey) error {
-	_, pinned, err := checkPin(p.tx, did, root)
-	if err != nil {
+	if _, _, err := checkPin(p.tx, did, root); err != nil {
 		return err
 	}
-	p.passed, p.pinned, p.did, p.root = true, pinned, did, root
+	p.passed, p.did, p.root = true, did, root
 	return nil
 }
 
-// Revoked implements [authn.Revocations] as [revocations] does. authn asks it after the pin,
-// so the pin read there serves and is not read again.
+// Revoked implements [authn.Revocations]: authn asks it after the pin, about the credential
+// whose root key the pin saw.
 func (p *loginState) Revoked(operatorDID, revocationID string) (bool, error) {
-	var found bool
-	var err error
-	switch {
-	case !p.passed || p.did.String() != operatorDID:
-		_, found, err = revocationOf(p.tx, operatorDID, revocationID)
-	case p.pinned:
-		_, found, err = revocationByRoot(p.tx, p.root, revocationID)
-	default:
-		_, found, err = lookupRevocation(p.tx, operatorDID, revocationID, nil)
+	if !p.passed || p.did.String() != operatorDID {
+		_, found, err := lookupRevocation(p.tx, operatorDID, revocationID, nil)
+		return found, err
 	}
+	_, found, err := revocationByRoot(p.tx, p.root, revocationID)
 	return found, err
 }
 
@@ -115,32 +115,24 @@ func (p *loginState) pin(tx store.Tx, now time.Time) error {
 	return err
 }
 
-// revocations is the revocation list as the pure checks of authn and binding read it: the
-// store's, inside the transaction that acts on the answer, keyed by root key. A pair
-// (operator DID, revocation_id) is revoked when a revocation of that id is recorded under
-// either spelling of the DID's pinned root key and was signed by that key. A DID whose
-// body is not pinned has no credential that logged in, and is looked up as written.
-func revocations(tx store.Tx) authn.Revocations {
+// revocations is the revocation list as the checks of one DeviceCredential, and of the
+// authorization and binding it made, read it: the store's, inside the transaction that acts
+// on the answer. The credential's own operator DID is revoked for a revocation_id when a
+// revocation of that id signed by the credential's root key is recorded under either
+// spelling of its DID (docs/protocol.md §10.8). A DID other than the credential's, which the
+// checks refuse anyway, is looked up as written.
+func revocations(tx store.Tx, dc authn.DeviceCredential) authn.Revocations {
+	_, root, rootErr := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
 	return authn.RevocationFunc(func(operatorDID, revocationID string) (bool, error) {
-		_, found, err := revocationOf(tx, operatorDID, revocationID)
+		var found bool
+		var err error
+		if rootErr == nil && operatorDID == dc.OperatorDID {
+			_, found, err = revocationByRoot(tx, root, revocationID)
+		} else {
+			_, found, err = lookupRevocation(tx, operatorDID, revocationID, nil)
+		}
 		return found, err
 	})
-}
-
-// revocationOf finds the revocation of (operatorDID, revocationID) as [revocations] does.
-func revocationOf(tx store.Tx, operatorDID, revocationID string) (store.Revocation, bool, error) {
-	did, err := didkey.Parse(operatorDID)
-	if err != nil || !did.IsOperator() {
-		return lookupRevocation(tx, operatorDID, revocationID, nil)
-	}
-	pin, err := tx.OperatorPin(did.Body())
-	if errors.Is(err, store.ErrNotFound) {
-		return lookupRevocation(tx, operatorDID, revocationID, nil)
-	}
-	if err != nil {
-		return store.Revocation{}, false, err
-	}
-	return revocationByRoot(tx, pin.RootKey, revocationID)
 }
 
 // revocationByRoot finds a revocation of revocationID signed by root under either spelling of
@@ -165,12 +157,16 @@ func lookupRevocation(tx store.Tx, operatorDID, revocationID string, root *didke
 	if err != nil {
 		return store.Revocation{}, false, err
 	}
-	if root != nil {
-		if k, err := didkey.DecodeKey(r.RootPublicKey); err != nil || k != *root {
-			return store.Revocation{}, false, nil
-		}
+	if root != nil && !signedBy(r, *root) {
+		return store.Revocation{}, false, nil
 	}
 	return r, true, nil
+}
+
+// signedBy reports whether r was signed by root.
+func signedBy(r store.Revocation, root didkey.PublicKey) bool {
+	k, err := didkey.DecodeKey(r.RootPublicKey)
+	return err == nil && k == root
 }
 
 // operatorSpellings returns the operator DIDs of a root key that carry a body: the short
@@ -201,7 +197,7 @@ func pinnedSpellings(tx store.Tx, root didkey.PublicKey) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if pin.RootKey == root {
+		if pin.RootKey == root && pin.Pins() {
 			out = append(out, spelling)
 		}
 	}

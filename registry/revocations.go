@@ -35,9 +35,9 @@ import (
 // live bearer session; and a proven revocation's holders are bounded per root key and per
 // network.
 
-// admitRevocation decides whether a new revocation by pin's root key of (did, id) from addr
-// may be recorded, charges its budgets, and makes room for it when the list is full.
-func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, did, id, addr string, now time.Time) error {
+// admitRevocation decides whether a new revocation by root (whose pin record is pin) of id
+// from addr may be recorded, charges its budgets, and makes room for it when the list is full.
+func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didkey.PublicKey, id, addr string, now time.Time) error {
 	proven := pin.LoggedIn()
 	block := netblock.BlockOf(addr)
 	network := netblock.Of(block, netblock.Network)
@@ -53,7 +53,7 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, did, id, a
 	var needed *bool // found out once, when a bound would refuse
 	isNeeded := func() (bool, error) {
 		if needed == nil {
-			n, err := revocationNeeded(tx, did, id)
+			n, err := revocationNeeded(tx, root, id)
 			if err != nil {
 				return false, err
 			}
@@ -107,23 +107,31 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, did, id, a
 	return tx.PutOperatorPin(pin)
 }
 
-// revocationNeeded reports whether a live bearer session of did logged in with a credential
-// carrying revocation_id id: the stolen credential in use that a revocation exists to stop.
-func revocationNeeded(tx store.Tx, did, id string) (bool, error) {
-	hashes, err := tx.BearerSessionsOf(did)
+// revocationNeeded reports whether a live bearer session of root's logged in with a
+// credential carrying revocation_id id: the stolen credential in use that a revocation exists
+// to stop. Sessions are kept under the operator DID their login named, pinned to its root key
+// (pinnedSpellings).
+func revocationNeeded(tx store.Tx, root didkey.PublicKey, id string) (bool, error) {
+	spellings, err := pinnedSpellings(tx, root)
 	if err != nil {
 		return false, err
 	}
-	for _, h := range hashes {
-		sess, err := tx.BearerSession(h)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
+	for _, did := range spellings {
+		hashes, err := tx.BearerSessionsOf(did)
 		if err != nil {
 			return false, err
 		}
-		if sess.RevocationID == id {
-			return true, nil
+		for _, h := range hashes {
+			sess, err := tx.BearerSession(h)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			if sess.RevocationID == id {
+				return true, nil
+			}
 		}
 	}
 	return false, nil
@@ -174,6 +182,8 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 	if perr == nil {
 		pin, err = tx.OperatorPin(d.Body())
 		switch {
+		case err == nil && !signedBy(r, pin.RootKey):
+			// The body's record is another root key's: it holds nothing of this revocation.
 		case err == nil:
 			if pin.LoggedIn() {
 				r.Proven = true

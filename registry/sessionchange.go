@@ -111,9 +111,10 @@ func sameVersion(read, cur binding.BindingSession) bool {
 // check that runs outside any transaction. It answers only for the pairs it read.
 type revocationsRead map[[2]string]bool
 
-// readRevocations reads whether each (operator_did, revocation_id) pair is revoked.
-func readRevocations(tx store.Tx, pairs ...[2]string) (revocationsRead, error) {
-	rl := revocations(tx)
+// readRevocations reads whether each (operator_did, revocation_id) pair is revoked, for the
+// checks of dc (see [revocations]).
+func readRevocations(tx store.Tx, dc authn.DeviceCredential, pairs ...[2]string) (revocationsRead, error) {
+	rl := revocations(tx, dc)
 	read := make(revocationsRead, len(pairs))
 	for _, p := range pairs {
 		revoked, err := rl.Revoked(p[0], p[1])
@@ -145,7 +146,7 @@ func readPin(tx store.Tx, operatorDID string) (authn.PinSet, error) {
 		return nil, nil
 	}
 	p, err := tx.OperatorPin(did.Body())
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && !p.Pins() {
 		return nil, nil
 	}
 	if err != nil {

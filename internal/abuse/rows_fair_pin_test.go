@@ -125,3 +125,65 @@ func TestFairRow11ShortDIDCollision(t *testing.T) {
 		t.Fatalf("the victim's nodes: %+v, %v; want its one node", nodes, err)
 	}
 }
+
+// TestFairPinSquatting: a root key whose short operator DID is also the victim's revokes under
+// it before the victim's first login here (docs/protocol.md §10.8: a revocation pins
+// nothing). The victim's logins are accepted, and the squatter under the short DID is then
+// DID_COLLISION.
+func TestFairPinSquatting(t *testing.T) {
+	d := start(t)
+	ctx := context.Background()
+	rootA, rootB := testkit.CollisionRoots(t)
+	victim := rootOperator(t, rootA, didkey.FormShort, "rev-victim")
+	squatter := rootOperator(t, rootB, didkey.FormShort, "rev-victim")
+	away, home := d.api(addr(0)), d.api("127.0.0.2")
+	if _, err := away.Revoke(ctx, revocationOf(t, squatter, "rev-victim")); err != nil {
+		t.Fatalf("the squatter's revocation under the victim's short DID: %v", err)
+	}
+	if _, err := away.Revoke(ctx, revocationOf(t, squatter, "rev-other")); err != nil {
+		t.Fatalf("the squatter's second revocation: %v", err)
+	}
+	for i := range 3 {
+		if _, err := victim.Login(ctx, home); err != nil {
+			t.Fatalf("the victim's login %d after the squatter's revocations: %v", i+1, err)
+		}
+	}
+	if _, err := squatter.Login(ctx, away); client.CodeOf(err) != proto.DIDCollision {
+		t.Fatalf("the squatter's login under the victim's short DID: %v; want DID_COLLISION", err)
+	}
+}
+
+// TestFairRevokedUnderEitherSpelling: a credential revoked under one spelling of its operator
+// DID (8-hex short, 10-hex fallback) is refused under the other at its first login, before
+// any login pinned either spelling, and after one did.
+func TestFairRevokedUnderEitherSpelling(t *testing.T) {
+	d := start(t)
+	ctx := context.Background()
+	home := d.api("127.0.0.2")
+	for _, tt := range []struct {
+		name                string
+		revokeUnder, credIn didkey.Form
+	}{
+		{"revoked under the short DID, credential under the 10-hex", didkey.FormShort, didkey.FormFallback},
+		{"revoked under the 10-hex DID, credential under the short", didkey.FormFallback, didkey.FormShort},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := testkit.RandomKey()
+			revoker := rootOperator(t, root, tt.revokeUnder, "rev-unused")
+			stolen := rootOperator(t, root, tt.credIn, "rev-stolen")
+			kept := rootOperator(t, root, tt.credIn, "rev-kept")
+			if _, err := home.Revoke(ctx, revocationOf(t, revoker, "rev-stolen")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := stolen.Login(ctx, home); client.CodeOf(err) != proto.DCRevoked {
+				t.Fatalf("the revoked credential's first login: %v; want DC_REVOKED", err)
+			}
+			if _, err := kept.Login(ctx, home); err != nil {
+				t.Fatalf("another credential of the root key: %v", err)
+			}
+			if _, err := stolen.Login(ctx, home); client.CodeOf(err) != proto.DCRevoked {
+				t.Fatalf("the revoked credential's login once its spelling is pinned: %v; want DC_REVOKED", err)
+			}
+		})
+	}
+}

@@ -14,7 +14,7 @@ import (
 // transaction leaves none behind.
 func testOperatorPins(t *testing.T, s store.Store) {
 	p := store.OperatorPin{Body: "cc2dfc37", RootKey: Key(1), PinnedAt: Time(1)}
-	long := store.OperatorPin{Body: "cc2dfc379d", RootKey: Key(2), PinnedAt: Time(2), LoggedInAt: Time(3), Revocations: 7}
+	long := store.OperatorPin{Body: "cc2dfc379d", RootKey: Key(2), PinnedAt: Time(2), ByLogin: true, LoggedInAt: Time(3), Revocations: 7}
 	View(t, s, func(tx store.Tx) error {
 		_, err := tx.OperatorPin(p.Body)
 		wantNotFound(t, "OperatorPin before any", err)

@@ -20,6 +20,9 @@ import (
 // are over are removed. Reads apply expiry on their own, so Sweep only keeps the store tidy
 // and bounded; [Service.Run] calls it every [Config.SweepEvery].
 //
+// It ends the bindings of nodes unseen for [Limits.BoundNodeExpiry] (unseen.go) before it
+// removes the unbound nodes unseen for [Limits.NodeExpiryHours].
+//
 // A sweep also counts again, from the store, what the global caps count in memory (node
 // records, open binding sessions, live bearer sessions), so that on a store shared by several
 // daemons each sees what the others added at least once a sweep interval (limits.go); and it
@@ -27,6 +30,11 @@ import (
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
+	// Bindings of nodes unseen too long end first, so that a node unseen for the node
+	// expiry too goes in this sweep.
+	if err := s.endUnseenBindings(ctx, now); err != nil {
+		return err
+	}
 	if err := s.expireNodes(ctx, now); err != nil {
 		return err
 	}

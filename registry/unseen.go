@@ -1,0 +1,83 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/store"
+)
+
+// Bound nodes gone unseen (limits.go, [Limits.BoundNodeExpiry]). A binding keeps its node's
+// record from the node expiry, so without an end of its own a bound node would hold its
+// place in the node table for good. The sweep ends the binding of a node unseen for
+// BoundNodeExpiry as an unbind would (docs/protocol.md §10.6): the binding is removed, so the
+// node leaves its operator's view, and the session that made it stays ACTIVE, marked
+// unbound_by "node_unseen", which its status shows. From then on the record is an unbound
+// node's, and the node expiry, counted from the same last sight, removes it.
+
+// endUnseenBindings ends the bindings of the nodes not seen within BoundNodeExpiry, in
+// batches that check each node again: still unseen, and still bound.
+func (s *Service) endUnseenBindings(ctx context.Context, now time.Time) error {
+	cutoff := now.Add(-s.limits.BoundNodeExpiry)
+	var unseen []didkey.PublicKey
+	err := s.store.ScanNodes(ctx, func(n *store.Node) error {
+		if n.LastSeen.Before(cutoff) {
+			unseen = append(unseen, n.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for batch := range slices.Chunk(unseen, sweepBatch) {
+		var ended []binding.Binding
+		err := s.store.Update(ctx, func(tx store.Tx) error {
+			ended = ended[:0]
+			for _, k := range batch {
+				b, err := unseenBinding(tx, k, cutoff)
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				sess, err := tx.BindingSession(b.SessionID)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				if err := endBinding(tx, b, sess, err == nil, binding.UnboundByNodeUnseen, now); err != nil {
+					return err
+				}
+				ended = append(ended, b)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, b := range ended {
+			s.log.Debug("binding ended", "binding_session_id", b.SessionID, "node_did", b.NodeDID, "unbound_by", string(binding.UnboundByNodeUnseen))
+		}
+		if len(ended) > 0 {
+			s.log.Info("bindings of unseen nodes ended", "count", len(ended), "unseen_for", s.limits.BoundNodeExpiry.String())
+		}
+	}
+	return nil
+}
+
+// unseenBinding returns the active binding of node key k when k's record was last seen
+// before cutoff; store.ErrNotFound when k has no record, was seen since, or is not bound.
+func unseenBinding(tx store.Tx, k didkey.PublicKey, cutoff time.Time) (binding.Binding, error) {
+	n, err := tx.Node(k)
+	if err != nil {
+		return binding.Binding{}, err
+	}
+	if !n.LastSeen.Before(cutoff) {
+		return binding.Binding{}, store.ErrNotFound
+	}
+	return tx.Binding(k)
+}

@@ -30,12 +30,16 @@ import (
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
-	// Bindings of nodes unseen too long end first, so that a node unseen for the node
-	// expiry too goes in this sweep.
-	if err := s.endUnseenBindings(ctx, now); err != nil {
+	// One scan of the node table serves both expiries. Bindings of nodes unseen too long
+	// end first, so that a node unseen for the node expiry too goes in this sweep.
+	unseen, err := s.unseenSince(ctx, now.Add(-min(s.nodeExpiry(), s.limits.BoundNodeExpiry)))
+	if err != nil {
 		return err
 	}
-	if err := s.expireNodes(ctx, now); err != nil {
+	if err := s.endUnseenBindings(ctx, unseen, now); err != nil {
+		return err
+	}
+	if err := s.expireNodes(ctx, unseen, now); err != nil {
 		return err
 	}
 	if err := s.nodes.refresh(ctx, s.store); err != nil {
@@ -54,7 +58,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	var deadCounters []string
 	held := newTopHeld(revokeVictimGroups) // the address blocks holding most revocations
 	live := s.beginCount()
-	err := s.store.View(ctx, func(tx store.Tx) error {
+	err = s.store.View(ctx, func(tx store.Tx) error {
 		live.reset()
 		if err := tx.EachBindingSession(func(sess binding.BindingSession) error {
 			live.session(sess, now)

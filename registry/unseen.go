@@ -19,21 +19,41 @@ import (
 // unbound_by "node_unseen", which its status shows. From then on the record is an unbound
 // node's, and the node expiry, counted from the same last sight, removes it.
 
-// endUnseenBindings ends the bindings of the nodes not seen within BoundNodeExpiry, in
-// batches that check each node again: still unseen, and still bound.
-func (s *Service) endUnseenBindings(ctx context.Context, now time.Time) error {
-	cutoff := now.Add(-s.limits.BoundNodeExpiry)
-	var unseen []didkey.PublicKey
+// lastSight is a node key and when a scan of the node table found its record last seen.
+type lastSight struct {
+	key  didkey.PublicKey
+	seen time.Time
+}
+
+// unseenSince returns the node records last seen before cutoff. The sweep scans once, with the
+// later cutoff of its two expiries, for both.
+func (s *Service) unseenSince(ctx context.Context, cutoff time.Time) ([]lastSight, error) {
+	var unseen []lastSight
 	err := s.store.ScanNodes(ctx, func(n *store.Node) error {
 		if n.LastSeen.Before(cutoff) {
-			unseen = append(unseen, n.Key)
+			unseen = append(unseen, lastSight{key: n.Key, seen: n.LastSeen})
 		}
 		return nil
 	})
-	if err != nil {
-		return err
+	return unseen, err
+}
+
+// seenBefore returns the keys of the sights before cutoff.
+func seenBefore(sights []lastSight, cutoff time.Time) []didkey.PublicKey {
+	var keys []didkey.PublicKey
+	for _, l := range sights {
+		if l.seen.Before(cutoff) {
+			keys = append(keys, l.key)
+		}
 	}
-	for batch := range slices.Chunk(unseen, sweepBatch) {
+	return keys
+}
+
+// endUnseenBindings ends the bindings of the nodes not seen within BoundNodeExpiry, of those
+// unseen holds, in batches that check each node again: still unseen, and still bound.
+func (s *Service) endUnseenBindings(ctx context.Context, unseen []lastSight, now time.Time) error {
+	cutoff := now.Add(-s.limits.BoundNodeExpiry)
+	for batch := range slices.Chunk(seenBefore(unseen, cutoff), sweepBatch) {
 		var ended []binding.Binding
 		err := s.store.Update(ctx, func(tx store.Tx) error {
 			ended = ended[:0]

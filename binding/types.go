@@ -140,6 +140,9 @@ const (
 	UnboundByNode       UnboundBy = "node"       // its node unbound it
 	UnboundByRevocation UnboundBy = "revocation" // a credential that made it was revoked
 	UnboundBySuperseded UnboundBy = "superseded" // a newer binding of the node key replaced it
+	// UnboundByNodeUnseen: its node sent no heartbeat or registration for as long as the
+	// registry keeps a bound node it does not see (the registry's limits say how long).
+	UnboundByNodeUnseen UnboundBy = "node_unseen"
 )
 
 // Binding is an active tie between a node key and an operator, with the limits both agreed

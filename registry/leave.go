@@ -200,19 +200,27 @@ func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBindi
 		} else if !revoked {
 			continue
 		}
-		if err := tx.DeleteBinding(b.NodeKey); err != nil {
+		if err := endBinding(tx, b, sess, found, binding.UnboundByRevocation, now); err != nil {
 			return nil, err
-		}
-		if found {
-			if next, err := binding.Unbind(sess, b, true, binding.UnboundByRevocation, now); err == nil {
-				if err := tx.PutBindingSession(next); err != nil {
-					return nil, err
-				}
-			}
 		}
 		ended = append(ended, api.EndedBinding{BindingSessionID: b.SessionID, NodeDID: b.NodeDID})
 	}
 	return ended, nil
+}
+
+// endBinding removes the active binding b, as an unbind would, and marks sess, the session
+// that made it, unbound by by; found says whether that session is still there to mark.
+func endBinding(tx store.Tx, b binding.Binding, sess binding.BindingSession, found bool, by binding.UnboundBy, now time.Time) error {
+	if err := tx.DeleteBinding(b.NodeKey); err != nil {
+		return err
+	}
+	if !found {
+		return nil
+	}
+	if next, err := binding.Unbind(sess, b, true, by, now); err == nil {
+		return tx.PutBindingSession(next)
+	}
+	return nil
 }
 
 // UnbindByOperator ends the active binding that session id created, as the binding's

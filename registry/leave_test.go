@@ -490,3 +490,56 @@ func BenchmarkRevoke(b *testing.B) {
 		})
 	}
 }
+
+// A bound node unseen for longer than --bound-node-expiry loses its binding at the sweep: it
+// leaves its operator's view, its session's status says node_unseen, and its record, unseen
+// for the node expiry too, goes in the same sweep. A bound node that heartbeats keeps its
+// binding, and the node that went unseen registers and binds again when it comes back.
+func TestUnseenBoundNode(t *testing.T) {
+	h, op, _ := newLoggedIn(t)
+	gone, kept := newNode(t, "gone"), newNode(t, "kept")
+	h.ok("POST", "/api/v1/register", gone.registration(t, "203.0.113.7:7000"), "", nil)
+	h.ok("POST", "/api/v1/register", kept.registration(t, "203.0.113.8:7000"), "", nil)
+	token := op.login(h)
+	h.drive(gone, op, token, "bs-gone", "ACTIVE")
+	h.drive(kept, op, token, "bs-kept", "ACTIVE")
+	sweep := func() {
+		t.Helper()
+		if err := h.svc.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Day 29: both are still bound; only one of them heartbeats.
+	h.clock.Advance(29 * 24 * time.Hour)
+	h.ok("POST", "/api/v1/heartbeat", kept.heartbeat(t, kept.did, h.now()), "", nil)
+	sweep()
+	token = op.login(h)
+	if got := strings.Join(h.boundIDs(token), ","); got != "bs-gone,bs-kept" {
+		t.Fatalf("bound after 29 days: %s", got)
+	}
+	h.wantBound("bs-gone")
+
+	// Day 31: the node unseen since day 0 is not bound any more, nor listed.
+	h.clock.Advance(2 * 24 * time.Hour)
+	sweep()
+	token = op.login(h)
+	if got := strings.Join(h.boundIDs(token), ","); got != "bs-kept" {
+		t.Fatalf("bound after 31 days: %s", got)
+	}
+	h.wantBound("bs-kept")
+	if st := h.wantUnbound("bs-gone", "node_unseen"); *st.UnboundAt != canonical.FormatTime(h.now()) {
+		t.Fatalf("unbound at %s, want %s", *st.UnboundAt, canonical.FormatTime(h.now()))
+	}
+	if listed := h.listedNodes(); len(listed) != 1 || listed[0].DID != kept.did {
+		t.Fatalf("listed after 31 days: %+v", listed)
+	}
+	h.fails("POST", "/api/v1/heartbeat", gone.heartbeat(t, gone.did, h.now()), "", 404, "UNKNOWN_DID")
+	h.fails("POST", "/v1/bindings/bs-gone/unbind", nil, token, 409, "BAD_STATE")
+
+	// It comes back: it registers and is bound again; the old session keeps its mark.
+	h.ok("POST", "/api/v1/register", gone.registration(t, "203.0.113.7:7000"), "", nil)
+	h.drive(gone, op, token, "bs-back", "ACTIVE")
+	h.wantBound("bs-back")
+	h.wantUnbound("bs-gone", "node_unseen")
+}

@@ -82,8 +82,19 @@ type Limits struct {
 	// NodeExpiryHours is how long a node that is not bound may go unseen (no registration
 	// or heartbeat) before the sweep removes its record. Anyone can register a key and walk
 	// away; a node that runs heartbeats every few minutes, and an operator's bound node is
-	// kept however long it is offline. A removed node that comes back registers again.
+	// kept until BoundNodeExpiry ends its binding. A removed node that comes back registers
+	// again.
 	NodeExpiryHours int
+	// BoundNodeExpiry is how long a bound node may go unseen before the sweep ends its
+	// binding, with unbound_by "node_unseen" on the session that made it (docs/protocol.md
+	// §10.6): from then on its record is an unbound node's, which NodeExpiryHours, counted
+	// from the same last sight, removes. Without it, binding a node would hold its record
+	// for good, and an attacker binding its own nodes to its own operators could fill the
+	// node table with records nothing reclaims. An operator's node that is offline for a
+	// month is retired or moved more often than not; one that comes back registers and is
+	// bound again. It refuses no one: it ends only the bindings of nodes that stopped
+	// heartbeating themselves.
+	BoundNodeExpiry time.Duration
 
 	// InitiateAddressLimit is the number of binding initiates one client address may make
 	// per initiateWindow. A node opens a session when its operator binds it, a few times in
@@ -271,6 +282,7 @@ func defaultLimits() Limits {
 		RegisterAddressLimit:         600,
 		MaxNodes:                     1_000_000,
 		NodeExpiryHours:              7 * 24,
+		BoundNodeExpiry:              30 * 24 * time.Hour,
 		InitiateAddressLimit:         120,
 		InitiateKeyLimit:             60,
 		MaxOpenBindingSessions:       50_000,
@@ -327,6 +339,9 @@ func (l Limits) OrDefaults() Limits {
 		if *f.v <= 0 {
 			*f.v = *f.def
 		}
+	}
+	if l.BoundNodeExpiry <= 0 {
+		l.BoundNodeExpiry = def.BoundNodeExpiry
 	}
 	if l.RevocationsPerNetwork <= 0 {
 		l.RevocationsPerNetwork = max(min(l.MaxRevocations, minGroupQuota), (l.MaxRevocations*tableShares[netblock.Network]+9_999)/10_000)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
 )
 
@@ -16,19 +15,11 @@ func (s *Service) nodeExpiry() time.Duration {
 }
 
 // expireNodes removes, from the store and the node cache, the nodes not seen within
-// nodeExpiry that have no active binding, in batches that check each again.
-func (s *Service) expireNodes(ctx context.Context, now time.Time) error {
+// nodeExpiry that have no active binding, in batches that check each again. unseen holds at
+// least the records a scan found unseen for nodeExpiry (unseen.go).
+func (s *Service) expireNodes(ctx context.Context, unseen []lastSight, now time.Time) error {
 	cutoff := now.Add(-s.nodeExpiry())
-	var stale []didkey.PublicKey
-	err := s.store.ScanNodes(ctx, func(n *store.Node) error {
-		if n.LastSeen.Before(cutoff) {
-			stale = append(stale, n.Key)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
+	stale := seenBefore(unseen, cutoff)
 	for batch := range slices.Chunk(stale, sweepBatch) {
 		var gone []store.Node
 		err := s.store.Update(ctx, func(tx store.Tx) error {

@@ -206,7 +206,7 @@ func TestNodeBlocksRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.countNodeTable(context.Background()); err != nil {
+	if err := s.countNodeTable(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := s.tables.nodes.Held("192.0.2.7", netblock.Block, *now), s.tables.nodes.Held("198.51.100.9", netblock.Block, *now); a != 2 || b != 1 {

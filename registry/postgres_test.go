@@ -62,7 +62,7 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"Logout", TestLogout}, {"LoseADevice", TestLoseADevice}, {"RevocationBounds", TestRevocationBounds},
 		{"RevocationChecks", TestRevocationChecks}, {"RevokeAuthorizationEndsItsBinding", TestRevokeAuthorizationEndsItsBinding},
 		{"RevokedCredentialCannotAuthorize", TestRevokedCredentialCannotAuthorize}, {"SupersededStatus", TestSupersededStatus},
-		{"UnbindByNode", TestUnbindByNode}, {"UnbindByOperator", TestUnbindByOperator},
+		{"UnbindByNode", TestUnbindByNode}, {"UnbindByOperator", TestUnbindByOperator}, {"UnseenBoundNode", TestUnseenBoundNode},
 		{"NetworkHistory", TestNetworkHistory}, {"NetworkHistoryBoundedAndKept", TestNetworkHistoryBoundedAndKept},
 		{"ListingPages", TestListingsChangedSince},
 		{"OperatorPinning", TestOperatorPinning}, {"OperatorPinSquatting", TestOperatorPinSquatting},

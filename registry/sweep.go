@@ -19,6 +19,9 @@ import (
 // are over are removed. Reads apply expiry on their own, so Sweep only keeps the store tidy
 // and bounded; [Service.Run] calls it every [Config.SweepEvery].
 //
+// It ends the bindings of nodes unseen for [Limits.BoundNodeExpiry] (unseen.go) before it
+// removes the unbound nodes unseen for [Limits.NodeExpiryHours].
+//
 // A sweep also counts again, from the store, what the global caps count in memory (node
 // records, open binding sessions, live bearer sessions), so that on a store shared by several
 // daemons each sees what the others added at least once a sweep interval (limits.go); and it
@@ -26,11 +29,18 @@ import (
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
 	s.heartbeats.prune(now)
-	if err := s.expireNodes(ctx, now); err != nil {
+	// One scan of the node table serves both expiries and the node table's count, which
+	// finds the others' records on a shared store and the stale ones on any. Bindings of
+	// nodes unseen too long end first, so that a node unseen for the node expiry too goes
+	// in this sweep.
+	unseen, err := s.unseenSince(ctx, now.Add(-min(s.nodeExpiry(), s.limits.BoundNodeExpiry)))
+	if err != nil {
 		return err
 	}
-	// The count finds the others' records on a shared store, and the stale ones on any.
-	if err := s.countNodeTable(ctx); err != nil {
+	if err := s.endUnseenBindings(ctx, unseen, now); err != nil {
+		return err
+	}
+	if err := s.expireNodes(ctx, unseen, now); err != nil {
 		return err
 	}
 	var expired []binding.BindingSession
@@ -38,7 +48,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	var deadTokens [][32]byte
 	var deadCounters []string
 	live := s.beginSessionCount()
-	err := s.store.View(ctx, func(tx store.Tx) error {
+	err = s.store.View(ctx, func(tx store.Tx) error {
 		live.reset()
 		if err := tx.EachBindingSession(func(sess binding.BindingSession) error {
 			live.session(sess, now)
@@ -170,7 +180,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 // that it too knows which revocations may give way to a newcomer on a full list.
 func (s *Service) Recount(ctx context.Context) error {
 	now := s.now()
-	if err := s.countNodeTable(ctx); err != nil {
+	if err := s.countNodeTable(ctx, nil); err != nil {
 		return err
 	}
 	live := s.beginSessionCount()

@@ -65,19 +65,23 @@ func (s *Service) loadNodes(ctx context.Context) error {
 	if s.tables.nodesLoaded {
 		return nil
 	}
-	if err := s.countNodeTable(ctx); err != nil {
+	if err := s.countNodeTable(ctx, nil); err != nil {
 		return err
 	}
 	s.tables.nodesLoaded = true
 	return nil
 }
 
-// countNodeTable counts the node table from the store, one pass over its records.
-func (s *Service) countNodeTable(ctx context.Context) error {
+// countNodeTable counts the node table from the store, one pass over its records, showing
+// each record to also, when not nil.
+func (s *Service) countNodeTable(ctx context.Context, also func(*store.Node)) error {
 	t := s.tables.nodes
 	t.BeginCount()
 	err := s.store.ScanNodes(ctx, func(n *store.Node) error {
 		t.Counted(n.Key, n.Origin, n.LastSeen, time.Time{})
+		if also != nil {
+			also(n)
+		}
 		return nil
 	})
 	t.EndCount(err == nil, s.now())

@@ -306,7 +306,7 @@ func failUnbind(stderr io.Writer, cmd string, err error, hc hintContext) int {
 		msg = e.Message
 	}
 	fmt.Fprintf(stderr, "svrpd %s: BAD_STATE: %s\n", cmd, msg)
-	fmt.Fprintln(stderr, "hint: there is no binding to end: it already ended (unbound, revoked, or replaced by a newer binding of the node), or the session never became ACTIVE")
+	fmt.Fprintln(stderr, "hint: there is no binding to end: it already ended (unbound, revoked, replaced by a newer binding of the node, or ended by the registry after the node went unseen), or the session never became ACTIVE")
 	return 1
 }
 

@@ -123,6 +123,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s must be at least 1", f.name))
 		}
 	}
+	if l.BoundNodeExpiry < 0 {
+		errs = append(errs, errors.New("--bound-node-expiry must not be negative"))
+	}
 	for _, f := range []struct {
 		name string
 		v    int

@@ -174,6 +174,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i, f := range limitFlags(&c.Limits) {
 		fs.IntVar(f.v, f.name, *defaults[i].v, f.usage)
 	}
+	fs.DurationVar(&c.Limits.BoundNodeExpiry, "bound-node-expiry", def.BoundNodeExpiry, "how long a bound node may go unseen before the sweep ends its binding (unbound_by node_unseen); its record then expires as an unbound node's")
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
 	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose --client-address-header names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")

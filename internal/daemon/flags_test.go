@@ -35,6 +35,8 @@ func TestServeUsageErrors(t *testing.T) {
 		// A proxy writes only X-Forwarded-For or Forwarded; the edge bounds start at one.
 		{"client address header of no proxy", []string{"--memory", "--listen", "127.0.0.1:0", "--client-address-header", "X-Real-IP"}, nil, "--client-address-header"},
 		{"negative address block factor", []string{"--memory", "--listen", "127.0.0.1:0", "--address-block-factor", "-1"}, nil, "--address-block-factor"},
+		{"negative bound node expiry", []string{"--memory", "--listen", "127.0.0.1:0", "--bound-node-expiry", "-1h"}, nil, "--bound-node-expiry must not be negative"},
+		{"bound node expiry without unit", nil, map[string]string{"SVRPD_BOUND_NODE_EXPIRY": "720"}, `SVRPD_BOUND_NODE_EXPIRY="720": want a duration`},
 		{"negative tracked clients", []string{"--memory", "--listen", "127.0.0.1:0", "--max-tracked-clients", "-5"}, nil, "--max-tracked-clients"},
 		{"negative request grace", []string{"--memory", "--listen", "127.0.0.1:0", "--request-grace", "-1s"}, nil, "--request-grace"},
 		{"negative refusal delay", []string{"--memory", "--listen", "127.0.0.1:0", "--refusal-delay", "-1s"}, nil, "--refusal-delay"},

@@ -73,8 +73,8 @@ func TestUnseenBindingsEnd(t *testing.T) {
 }
 
 // A node whose binding the sweep ended and that kept its record (a node expiry longer than
-// the bound one) is an ordinary unbound node: it heartbeats as before and goes with the node
-// expiry, and a key that comes back after that registers again.
+// the bound one) is an ordinary unbound node: stale, its record is reclaimed by a newcomer to
+// a full table.
 func TestUnseenBindingThenNodeExpiry(t *testing.T) {
 	s, now := quotaService(t, Limits{NodeExpiryHours: 48, BoundNodeExpiry: 24 * time.Hour, MaxNodes: 1, MaxNodesPerBlock: 1})
 	ctx := context.Background()
@@ -87,19 +87,12 @@ func TestUnseenBindingThenNodeExpiry(t *testing.T) {
 	if hasBinding(t, s, 0) || !hasNode(t, s, 0) {
 		t.Fatalf("after a day unseen: bound %v, record %v; want the binding ended and the record kept", hasBinding(t, s, 0), hasNode(t, s, 0))
 	}
-	// The table is full: a newcomer of the same block waits for the record to go.
-	if err := registerKey(s, 1, "192.0.2.8"); err == nil {
-		t.Fatal("a newcomer took the place of a record the node expiry has not reached")
-	}
-	*now = now.Add(24 * time.Hour)
-	if err := s.Sweep(ctx); err != nil {
-		t.Fatal(err)
+	// Unbound and stale, the record is one a newcomer to the full table may take the place of.
+	if err := registerKey(s, 1, "192.0.2.8"); err != nil {
+		t.Fatalf("a newcomer to a full table holding a stale unbound record: %v", err)
 	}
 	if hasNode(t, s, 0) {
-		t.Fatal("the unbound record outlived the node expiry")
-	}
-	if err := registerKey(s, 1, "192.0.2.8"); err != nil {
-		t.Fatalf("a newcomer after the record expired: %v", err)
+		t.Fatal("the newcomer did not take the stale record's place")
 	}
 }
 

@@ -215,10 +215,7 @@ func TestConsoleNetworkView(t *testing.T) {
 		}
 		paged = append(paged, got...)
 		if page < 2 {
-			if err := run(ctx, chromedp.Click("#page-next", chromedp.ByQuery)); err != nil {
-				t.Fatal(err)
-			}
-			poll(t, ctx, fmt.Sprintf(`document.getElementById('page-info').textContent.startsWith('Page %d:')`, page+2))
+			clickThen(t, ctx, "#page-next", fmt.Sprintf(`document.getElementById('page-info').textContent.startsWith('Page %d:')`, page+2))
 		}
 	}
 	for i, n := range listing.Nodes {
@@ -254,10 +251,10 @@ func TestConsoleNetworkView(t *testing.T) {
 	screenshots(t, ctx, shots, "network-table")
 
 	// Back to the first page, then filter by region on the registry's side and search here.
-	if err := run(ctx, chromedp.Click("#page-prev", chromedp.ByQuery), chromedp.Click("#page-prev", chromedp.ByQuery)); err != nil {
-		t.Fatal(err)
+	// Each press waits for the page it brings: the pager moves as the table re-renders.
+	for page := 2; page >= 1; page-- {
+		clickThen(t, ctx, "#page-prev", fmt.Sprintf(`document.getElementById('page-info').textContent.startsWith('Page %d:')`, page))
 	}
-	poll(t, ctx, `document.getElementById('page-info').textContent.startsWith('Page 1:')`)
 	choose(t, ctx, "#table-region", "us-east")
 	poll(t, ctx, `[...document.querySelectorAll('#node-rows tr')].length === 20 && [...document.querySelectorAll('#node-rows tr')].every((tr) => tr.children[2].textContent === 'us-east')`)
 	target := listing.Nodes[30].DID // eu-west: index 30 is even
@@ -270,8 +267,8 @@ func TestConsoleNetworkView(t *testing.T) {
 	// Sorting the page by DID, descending on the second press.
 	choose(t, ctx, "#node-search", "")
 	poll(t, ctx, `document.querySelectorAll('#node-rows tr').length === 20`)
-	if err := run(ctx, chromedp.Click(`#node-head th[data-key="did"] button`, chromedp.ByQuery), chromedp.Click(`#node-head th[data-key="did"] button`, chromedp.ByQuery)); err != nil {
-		t.Fatal(err)
+	for _, dir := range []string{"ascending", "descending"} {
+		clickThen(t, ctx, `#node-head th[data-key="did"] button`, fmt.Sprintf(`document.querySelector('#node-head th[data-key="did"]').getAttribute('aria-sort') === %q`, dir))
 	}
 	got := dids()
 	for i := 1; i < len(got); i++ {
@@ -342,6 +339,16 @@ func count(t *testing.T, ctx context.Context, sel string) int {
 func disabledNow(t *testing.T, ctx context.Context, sel string) bool {
 	t.Helper()
 	return evaluate[bool](t, ctx, fmt.Sprintf(`document.querySelector(%q).disabled`, sel))
+}
+
+// clickThen clicks the element and waits until the expression js is true in the page: the
+// state the click brings, before anything else is pressed.
+func clickThen(t *testing.T, ctx context.Context, sel, js string) {
+	t.Helper()
+	if err := run(ctx, chromedp.Click(sel, chromedp.ByQuery)); err != nil {
+		t.Fatalf("clicking %s: %v", sel, err)
+	}
+	poll(t, ctx, js)
 }
 
 // poll waits until the expression js is true in the page; the view refreshes every few

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -98,6 +99,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true), // root in a container has no user namespace for the sandbox
 		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("hide-scrollbars", true), // a screenshot then shows the page's whole width
 		chromedp.Flag("no-first-run", true),
 		chromedp.Flag("no-default-browser-check", true),
 		chromedp.Flag("disable-background-networking", true),
@@ -136,7 +138,9 @@ func browser(t *testing.T) (context.Context, func() []string) {
 			}
 		}
 	})
-	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable(), network.Enable()); err != nil {
+	// The page acts as the focused window, as a person's would: :focus matches and keys reach
+	// the focused element even when another window has the desktop's focus.
+	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable(), network.Enable(), emulation.SetFocusEmulationEnabled(true)); err != nil {
 		cancelTimeout()
 		cancelCtx()
 		cancelAlloc()
@@ -207,7 +211,7 @@ var (
 )
 
 // resize sets the page's viewport to s and waits until the page is laid out at that width,
-// so that the screenshot is of that layout.
+// with every chart shown drawn to its new width.
 func resize(t *testing.T, ctx context.Context, s size) {
 	t.Helper()
 	emulate := chromedp.EmulateViewport(s.width, s.height)
@@ -217,7 +221,7 @@ func resize(t *testing.T, ctx context.Context, s size) {
 	if err := run(ctx, emulate); err != nil {
 		t.Fatalf("resizing to %s: %v", s.name, err)
 	}
-	poll(t, ctx, fmt.Sprintf(`window.innerWidth === %d`, s.width))
+	poll(t, ctx, fmt.Sprintf(`window.innerWidth === %d && [...document.querySelectorAll('.chart')].every((c) => !c.offsetParent || c.dataset.width === String(c.clientWidth))`, s.width))
 }
 
 // screenshots takes the current view at desktop and at phone width, then goes back to the

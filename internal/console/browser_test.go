@@ -111,7 +111,9 @@ func browser(t *testing.T) (context.Context, func() []string) {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	// Each step has a bound of its own (run, poll); this one only ends a test whose steps all
+	// crawl, and leaves room for a machine busy with other work.
+	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
 	var mu sync.Mutex
 	var problems []string
 	chromedp.ListenTarget(ctx, func(ev any) {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -98,6 +99,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true), // root in a container has no user namespace for the sandbox
 		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("hide-scrollbars", true), // a screenshot then shows the page's whole width
 		chromedp.Flag("no-first-run", true),
 		chromedp.Flag("no-default-browser-check", true),
 		chromedp.Flag("disable-background-networking", true),
@@ -109,7 +111,9 @@ func browser(t *testing.T) (context.Context, func() []string) {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	// Each step has a bound of its own (run, poll); this one only ends a test whose steps all
+	// crawl, and leaves room for a machine busy with other work.
+	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
 	var mu sync.Mutex
 	var problems []string
 	chromedp.ListenTarget(ctx, func(ev any) {
@@ -136,7 +140,9 @@ func browser(t *testing.T) (context.Context, func() []string) {
 			}
 		}
 	})
-	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable(), network.Enable()); err != nil {
+	// The page acts as the focused window, as a person's would: :focus matches and keys reach
+	// the focused element even when another window has the desktop's focus.
+	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable(), network.Enable(), emulation.SetFocusEmulationEnabled(true)); err != nil {
 		cancelTimeout()
 		cancelCtx()
 		cancelAlloc()
@@ -180,11 +186,13 @@ func bearer() string {
 	return lastBearer
 }
 
-// shotsDir is where the screenshots go: $SVRPD_CONSOLE_SHOTS, else a temporary directory.
+// shotsDir is where the screenshots go: $SVRPD_CONSOLE_SHOTS, else a directory named after
+// the test under the system's temporary directory, which outlives the test so that a person
+// can look at them.
 func shotsDir(t *testing.T) string {
 	dir := os.Getenv("SVRPD_CONSOLE_SHOTS")
 	if dir == "" {
-		dir = t.TempDir()
+		dir = filepath.Join(os.TempDir(), "svrpd-console-shots", t.Name())
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -193,27 +201,40 @@ func shotsDir(t *testing.T) string {
 	return dir
 }
 
-var sizes = []struct {
+type size struct {
 	name          string
 	width, height int64
 	mobile        bool
-}{
-	{"desktop", 1280, 900, false},
-	{"phone", 390, 844, true},
+}
+
+var (
+	desktop = size{"desktop", 1280, 900, false}
+	phone   = size{"phone", 390, 844, true}
+)
+
+// resize sets the page's viewport to s and waits until the page is laid out at that width,
+// with every chart shown drawn to its new width.
+func resize(t *testing.T, ctx context.Context, s size) {
+	t.Helper()
+	emulate := chromedp.EmulateViewport(s.width, s.height)
+	if s.mobile {
+		emulate = chromedp.EmulateViewport(s.width, s.height, chromedp.EmulateMobile, chromedp.EmulateScale(2))
+	}
+	if err := run(ctx, emulate); err != nil {
+		t.Fatalf("resizing to %s: %v", s.name, err)
+	}
+	poll(t, ctx, fmt.Sprintf(`window.innerWidth === %d && [...document.querySelectorAll('.chart')].every((c) => !c.offsetParent || c.dataset.width === String(c.clientWidth))`, s.width))
 }
 
 // screenshots takes the current view at desktop and at phone width, then goes back to the
 // desktop size.
 func screenshots(t *testing.T, ctx context.Context, dir, view string) {
 	t.Helper()
-	for _, s := range sizes {
+	for _, s := range []size{desktop, phone} {
+		resize(t, ctx, s)
 		var png []byte
-		emulate := chromedp.EmulateViewport(s.width, s.height)
-		if s.mobile {
-			emulate = chromedp.EmulateViewport(s.width, s.height, chromedp.EmulateMobile, chromedp.EmulateScale(2))
-		}
 		var overflow bool
-		if err := chromedp.Run(ctx, emulate, chromedp.Sleep(150*time.Millisecond),
+		if err := run(ctx,
 			chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth`, &overflow),
 			chromedp.FullScreenshot(&png, 100)); err != nil {
 			t.Fatalf("screenshot %s %s: %v", view, s.name, err)
@@ -225,9 +246,7 @@ func screenshots(t *testing.T, ctx context.Context, dir, view string) {
 			t.Fatal(err)
 		}
 	}
-	if err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
-		t.Fatal(err)
-	}
+	resize(t, ctx, desktop)
 }
 
 // run runs actions with a bound of its own, so that a step that never comes fails fast.
@@ -474,7 +493,9 @@ func TestConsoleBindsANode(t *testing.T) {
 	// A wrong code: NOT_FOUND with the CLI's hint.
 	if err := run(ctx,
 		chromedp.Click("#nav-bind", chromedp.ByQuery),
+		chromedp.WaitVisible("#view-bind", chromedp.ByQuery),
 		chromedp.Click("#again-button", chromedp.ByQuery),
+		chromedp.WaitVisible("#resolve-form", chromedp.ByQuery),
 		chromedp.SetValue("#node-did", node.DID, chromedp.ByQuery),
 		chromedp.SendKeys("#code", "ZZZZ-ZZZZ"+kb.Enter, chromedp.ByQuery),
 		chromedp.WaitVisible("#error", chromedp.ByQuery),
@@ -561,8 +582,11 @@ func TestConsoleBindsANode(t *testing.T) {
 	if err := run(ctx,
 		chromedp.Click("#nav-nodes", chromedp.ByQuery),
 		chromedp.WaitVisible(`#nodes-list[aria-busy="false"] `+card[len("#nodes-list "):]+" button.unbind", chromedp.ByQuery),
+		// The first press arms the button and shows a notice above the view, which moves it:
+		// the second waits for the armed button.
 		chromedp.Click(card+" button.unbind", chromedp.ByQuery),
-		chromedp.Click(card+" button.unbind", chromedp.ByQuery),
+		chromedp.WaitVisible(card+` button.unbind[data-armed="yes"]`, chromedp.ByQuery),
+		chromedp.Click(card+` button.unbind[data-armed="yes"]`, chromedp.ByQuery),
 		chromedp.WaitNotPresent(card, chromedp.ByQuery),
 	); err != nil {
 		t.Fatalf("unbinding: %v (error shown: %q)", err, textNow(ctx, "#error"))
@@ -696,13 +720,9 @@ func TestConsoleCanonicalVectors(t *testing.T) {
 func TestConsolePolicyIsEnforced(t *testing.T) {
 	ctx, take := browser(t)
 	base := startSvrpd(t)
-	var res struct {
-		ScriptRefused string   `json:"scriptRefused"`
-		Directives    []string `json:"directives"`
-		Color         string   `json:"color"`
-	}
-	script := `new Promise((resolve) => {
+	script := `(() => {
 	  const out = { scriptRefused: '', directives: [], color: '' };
+	  window.policyProbe = out;
 	  document.addEventListener('securitypolicyviolation', (e) => out.directives.push(e.effectiveDirective));
 	  try {
 	    const s = document.createElement('script');
@@ -714,16 +734,28 @@ func TestConsolePolicyIsEnforced(t *testing.T) {
 	  const st = document.createElement('style');
 	  st.textContent = 'body { color: rgb(1, 2, 3) !important; }';
 	  document.head.append(st);
-	  setTimeout(() => { out.color = getComputedStyle(document.body).color; resolve(out); }, 200);
-	})`
-	evalInConsole(t, ctx, base, script, &res)
+	})()`
+	evalInConsole(t, ctx, base, script, nil)
+	// The page hears of a violation by an event after the fact: wait for it, then look.
+	poll(t, ctx, `window.policyProbe.directives.includes('style-src-elem')`)
+	res := evaluate[struct {
+		ScriptRefused string   `json:"scriptRefused"`
+		Directives    []string `json:"directives"`
+		Color         string   `json:"color"`
+	}](t, ctx, `({ ...window.policyProbe, color: getComputedStyle(document.body).color })`)
 	if res.ScriptRefused != "TypeError" {
 		t.Errorf("writing script text into the page was not refused (%q)", res.ScriptRefused)
 	}
 	if res.Color == "rgb(1, 2, 3)" || !slices.Contains(res.Directives, "style-src-elem") {
 		t.Errorf("inline style: color %s, violations %v; want refused by style-src", res.Color, res.Directives)
 	}
-	reports := take()
+	// The browser's own report comes over the protocol, after the page's event.
+	var reports []string
+	for deadline := time.Now().Add(20 * time.Second); len(reports) == 0 && time.Now().Before(deadline); {
+		if reports = take(); len(reports) == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if len(reports) == 0 {
 		t.Error("the browser reported no violation: the collector would miss one in the other tests")
 	}

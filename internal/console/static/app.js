@@ -4,8 +4,10 @@
 
 import { call, ApiError } from './api.js';
 import * as canonical from './canonical.js';
+import { el } from './dom.js';
 import * as keys from './keys.js';
 import * as network from './network.js';
+import { ago, localMoment, localTime, timeEl } from './time.js';
 
 // STATEMENT is the README's statement on credits, word for word; no amount is shown
 // without it.
@@ -28,17 +30,6 @@ let session = null;
 let resolved = null;
 let pollTimer = 0;
 let pollingID = '';
-
-function el(tag, props = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === 'class') e.className = v;
-    else if (k === 'data') Object.assign(e.dataset, v);
-    else e[k] = v;
-  }
-  for (const c of children) e.append(c);
-  return e;
-}
 
 // ---- messages and errors ----
 
@@ -138,7 +129,8 @@ async function login() {
     key: privateKey,
     credential: dc,
   };
-  $('who').textContent = `Logged in as ${session.operatorDID}; the session ends at ${canonical.formatTime(session.expiresAt)} (one hour).`;
+  $('who').replaceChildren(`Logged in as ${session.operatorDID}; the session ends at `,
+    timeEl(canonical.formatTime(session.expiresAt), localTime(session.expiresAt)), ' (one hour).');
   $('who').hidden = false;
   $('nav').hidden = false;
   $('public-nav').hidden = true;
@@ -226,8 +218,9 @@ function orNone(v) {
   return v === null || v === undefined || v === '' ? '(not given)' : v;
 }
 
+// detail adds a term and its value (text, or an element such as a <time>) to dl.
 function detail(dl, term, value) {
-  dl.append(el('dt', { textContent: term }), el('dd', { textContent: value }));
+  dl.append(el('dt', { textContent: term }), el('dd', {}, value));
 }
 
 function renderRequest(v) {
@@ -241,7 +234,8 @@ function renderRequest(v) {
   detail(dl, 'task types', v.requested.task_types.length ? v.requested.task_types.join(', ') : '(none)');
   detail(dl, 'single limit', limitText(v.requested.single_limit));
   detail(dl, 'daily limit', limitText(v.requested.daily_limit));
-  detail(dl, 'session', `${v.binding_session_id} (${v.state}, expires ${v.expires_at})`);
+  detail(dl, 'session', el('span', {}, `${v.binding_session_id} (${v.state}, expires `,
+    timeEl(v.expires_at, localTime(Date.parse(v.expires_at))), ')'));
 
   const tasks = $('grant-tasks');
   tasks.replaceChildren();
@@ -384,14 +378,6 @@ function stopPolling() {
 
 // ---- nodes ----
 
-function ago(iso) {
-  const s = Math.round((Date.now() - Date.parse(iso)) / 1000);
-  if (!(s >= 0)) return iso;
-  if (s < 60) return `${iso} (${s} s ago)`;
-  if (s < 3600) return `${iso} (${Math.floor(s / 60)} min ago)`;
-  return `${iso} (${Math.floor(s / 3600)} h ago)`;
-}
-
 async function loadNodes() {
   const s = requireSession();
   const minutes = Number($('window').value);
@@ -411,13 +397,13 @@ async function loadNodes() {
   list.replaceChildren();
   for (const n of res.nodes) {
     const dl = el('dl');
-    detail(dl, 'last seen', n.last_seen ? ago(n.last_seen) : 'never');
+    detail(dl, 'last seen', n.last_seen ? timeEl(n.last_seen, ago(n.last_seen, Date.now())) : 'never');
     detail(dl, 'endpoint', orNone(n.endpoint));
     detail(dl, 'region', orNone(n.region));
     detail(dl, 'task types', n.authorization.task_types.length ? n.authorization.task_types.join(', ') : '(none)');
     detail(dl, 'single limit', limitText(n.authorization.single_limit));
     detail(dl, 'daily limit', limitText(n.authorization.daily_limit));
-    detail(dl, 'bound since', n.authorization.activated_at);
+    detail(dl, 'bound since', timeEl(n.authorization.activated_at, localMoment(Date.parse(n.authorization.activated_at))));
     const card = el('li', { class: 'card', data: { node: n.node_did } },
       el('h3', {},
         el('span', { class: 'did', textContent: n.node_did }), ' ',

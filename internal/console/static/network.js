@@ -4,7 +4,10 @@
 // the page as text: textContent and SVG attributes, never markup.
 
 import { call } from './api.js';
+import { LineChart } from './chart.js';
+import { el } from './dom.js';
 import * as keys from './keys.js';
+import { ago, localTime, timeEl } from './time.js';
 
 // The view refreshes this often while it is shown and the tab is visible.
 export const REFRESH_MS = 5000;
@@ -14,7 +17,6 @@ const PAGE = 20;
 const SCAN_PAGE = 500;
 const SCAN_PAGES = 10;
 
-const SVG = 'http://www.w3.org/2000/svg';
 const $ = (id) => document.getElementById(id);
 
 let stats = null;
@@ -23,22 +25,8 @@ let active = false;
 // table is where the node table stands: the cursor each page began at (the first page's is
 // ''), the page shown, the next page's cursor, and the sort.
 const table = { cursors: [''], index: 0, next: '', rows: [], sortKey: '', sortDir: 1 };
-
-function el(tag, props = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === 'class') e.className = v;
-    else e[k] = v;
-  }
-  for (const c of children) e.append(c);
-  return e;
-}
-
-function svg(tag, attrs = {}) {
-  const e = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
-  return e;
-}
+// charts are made in setup, once their boxes are in the page.
+let charts = null;
 
 const WINDOW_NAMES = { 60: '1 minute', 300: '5 minutes', 600: '10 minutes', 3600: '1 hour', 86400: '24 hours' };
 
@@ -50,62 +38,6 @@ function windowName(s) {
 // not depend on this device's clock.
 function serverNow() {
   return stats ? Date.parse(stats.at) : Date.now();
-}
-
-function ago(iso) {
-  const s = Math.round((serverNow() - Date.parse(iso)) / 1000);
-  if (!(s >= 0)) return iso;
-  if (s < 60) return `${s} s ago`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
-  return `${Math.floor(s / 86400)} d ago`;
-}
-
-function clock(ms) {
-  return new Date(ms).toISOString().slice(5, 16).replace('T', ' ');
-}
-
-// ---- charts ----
-
-// lineChart draws series into box: a line through the sampled steps, broken where a step
-// has no sample, and a point on each sampled step.
-function lineChart(box, series, what) {
-  const n = series.values.length;
-  const end = Date.parse(series.end);
-  const start = end - (n - 1) * series.step * 1000;
-  const present = series.values.filter((v) => v !== null);
-  const top = Math.max(1, ...present);
-  const W = 600, H = 160, PAD = 6;
-  const x = (i) => PAD + (i / Math.max(1, n - 1)) * (W - 2 * PAD);
-  const y = (v) => H - PAD - (v / top) * (H - 2 * PAD);
-  const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart-svg', role: 'img' });
-  const latest = present.length ? present[present.length - 1] : null;
-  chart.setAttribute('aria-label', present.length
-    ? `${what}: ${present.length} samples, latest ${latest}, highest ${top}`
-    : `${what}: no samples yet`);
-  for (const f of [0, 0.5, 1]) {
-    chart.append(svg('line', { x1: PAD, x2: W - PAD, y1: y(top * f), y2: y(top * f), class: 'grid' }));
-  }
-  let d = '';
-  let pen = false;
-  series.values.forEach((v, i) => {
-    if (v === null) {
-      pen = false;
-      return;
-    }
-    d += `${pen ? 'L' : 'M'}${x(i).toFixed(1)} ${y(v).toFixed(1)}`;
-    pen = true;
-  });
-  if (d) chart.append(svg('path', { d, class: 'line' }));
-  const points = svg('g', { class: 'points' });
-  series.values.forEach((v, i) => {
-    if (v !== null) points.append(svg('circle', { cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: 2.5 }));
-  });
-  chart.append(points);
-  box.replaceChildren(
-    el('p', { class: 'axis', textContent: present.length ? `highest ${top}, latest ${latest}` : 'No samples yet: the registry samples once a minute.' }),
-    chart,
-    el('p', { class: 'axis ends' }, el('span', { textContent: clock(start) }), el('span', { textContent: clock(end) + ' UTC' })));
 }
 
 // bars lists a breakdown: a row per group with its nodes as a meter, online among them.
@@ -148,9 +80,9 @@ function renderStats() {
   $('stat-heartbeats').textContent = stats.heartbeats_per_minute === null ? '–' : String(stats.heartbeats_per_minute);
   const range = document.querySelector('#online-range [aria-pressed="true"]');
   const week = range && range.dataset.range === '7d';
-  lineChart($('chart-online'), week ? stats.online_7d : stats.online_24h, week ? 'Online nodes, 7 days' : 'Online nodes, 24 hours');
-  lineChart($('chart-heartbeats'), stats.heartbeats_24h, 'Heartbeats per minute, 24 hours');
-  lineChart($('chart-registrations'), stats.registrations_7d, 'New registrations per hour, 7 days');
+  charts.online.set(week ? stats.online_7d : stats.online_24h, week ? 'Online nodes, 7 days' : 'Online nodes, 24 hours');
+  charts.heartbeats.set(stats.heartbeats_24h, 'Heartbeats per minute, 24 hours');
+  charts.registrations.set(stats.registrations_7d, 'New registrations per hour, 7 days');
   $('breakdown-note').textContent = `Node records by region, capability and reachability; online means seen within ${windowName(stats.online_window)}.`;
   bars($('bars-regions'), stats.regions, '(no region)');
   bars($('bars-capabilities'), stats.capabilities, '(none)');
@@ -227,6 +159,12 @@ function sortValue(n, key) {
   return n[key];
 }
 
+// clipped holds a value shown on one line, cut with an ellipsis where the column is too
+// narrow for it, and whole in its title.
+function clipped(text) {
+  return el('span', { class: 'clip', textContent: text, title: text });
+}
+
 function renderTable() {
   const rows = [...table.rows];
   if (table.sortKey) {
@@ -244,11 +182,11 @@ function renderTable() {
   body.replaceChildren(...rows.map((n) => {
     const on = isOnline(n);
     const cells = [
-      el('td', { class: 'did', textContent: n.did }),
-      el('td', { class: 'mono', textContent: n.fingerprint }),
-      el('td', { textContent: n.region === null ? '(none)' : n.region }),
+      el('td', { class: 'did' }, clipped(n.did)),
+      el('td', { class: 'mono' }, clipped(n.fingerprint)),
+      el('td', {}, clipped(n.region === null ? '(none)' : n.region)),
       el('td', { textContent: n.capabilities.length ? n.capabilities.join(', ') : '(none)' }),
-      el('td', {}, el('time', { dateTime: n.last_seen, title: n.last_seen, textContent: ago(n.last_seen) })),
+      el('td', {}, timeEl(n.last_seen, ago(n.last_seen, serverNow()))),
       el('td', {}, el('span', { class: on ? 'badge online' : 'badge offline', textContent: on ? 'online' : 'offline' })),
     ];
     // The column's name, for the narrow layout, where each row is a card.
@@ -309,7 +247,8 @@ async function refresh() {
     stats = await fetchStats();
     renderStats();
     await loadTable();
-    $('net-status').textContent = `Updated ${stats.at}; refreshes every ${REFRESH_MS / 1000} s while shown.`;
+    $('net-status').replaceChildren('Updated at ', timeEl(stats.at, localTime(Date.parse(stats.at))),
+      `; refreshes every ${REFRESH_MS / 1000} s while shown.`);
     $('view-network').dataset.updated = stats.at;
   } catch (e) {
     $('net-status').textContent = `Could not update: ${e.code || ''} ${e.message}`.trim();
@@ -337,6 +276,11 @@ export function shown(on) {
 }
 
 export function setup() {
+  charts = {
+    online: new LineChart($('chart-online'), 'online'),
+    heartbeats: new LineChart($('chart-heartbeats'), 'heartbeats'),
+    registrations: new LineChart($('chart-registrations'), 'registrations'),
+  };
   document.addEventListener('visibilitychange', () => {
     if (document.visibilityState === 'visible' && active) refresh();
     else schedule();

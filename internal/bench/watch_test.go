@@ -20,12 +20,22 @@ import (
 func TestWatcherPollsConditionally(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
+	version, unchanged := 0, false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		q := r.URL.Query()
-		// The listing changes every 100 ms, as heartbeats would change it.
-		etag := fmt.Sprintf(`"v%d"`, time.Now().UnixMilli()/100)
+		// The listing changes after every other conditional poll that finds it unchanged,
+		// as heartbeats would change it: by count, not by time, so that a machine slow to
+		// poll still sees polls both with and without a change.
+		etag := fmt.Sprintf(`"v%d"`, version)
+		if r.Header.Get("If-None-Match") == etag {
+			if unchanged {
+				version++
+				etag = fmt.Sprintf(`"v%d"`, version)
+			}
+			unchanged = !unchanged
+		}
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/api/v1/register":
 			io.WriteString(w, `{"ok":true,"registered":true,"signed":true}`)

@@ -45,12 +45,12 @@ func newcomers(t *testing.T, d *daemon, n int, most time.Duration, fn func(c *cl
 	}
 }
 
-// TestSpreadThinNodes: an honest /24 holds 12 heartbeating nodes and the attacker one node in
+// TestRow11SpreadThinNodes: an honest /24 holds 12 heartbeating nodes and the attacker one node in
 // each of 48 /24s spread over 16 networks, which fills the lowered node table; newcomers from
 // fresh /24s keep registering. The honest block is the block holding the most, and that
 // makes it no victim: every honest heartbeat and re-registration is accepted throughout,
 // and every newcomer is refused with a Retry-After, since no record is stale.
-func TestSpreadThinNodes(t *testing.T) {
+func TestRow11SpreadThinNodes(t *testing.T) {
 	d := start(t, "--max-nodes", fmt.Sprint(spreadHonest+spreadThin))
 	ctx := t.Context()
 	var nodes []*client.Node
@@ -105,13 +105,13 @@ func TestSpreadThinNodes(t *testing.T) {
 	t.Logf("%d newcomers from fresh blocks refused with a Retry-After; %d honest rounds of %d heartbeats and a re-registration, all accepted", spreadNewcomers, ran, spreadHonest)
 }
 
-// TestSpreadThinBearerSessions: an office /24 holds 12 operators' sessions, each presented
+// TestRow11SpreadThinBearerSessions: an office /24 holds 12 operators' sessions, each presented
 // while the attack runs, and the attacker one session in each of 48 /24s spread over 16
 // networks, which fills the lowered bearer-session table; logins of made-up operators from
 // fresh /24s follow. Every office session stays alive, every office re-login is accepted
 // (ending, at most, a session of its own operator), and every newcomer is refused with a
 // Retry-After.
-func TestSpreadThinBearerSessions(t *testing.T) {
+func TestRow11SpreadThinBearerSessions(t *testing.T) {
 	d := start(t, "--max-bearer-sessions", fmt.Sprint(spreadHonest+spreadThin))
 	ctx := t.Context()
 	type officer struct {
@@ -226,20 +226,20 @@ func evenShareFlags() []string {
 	return []string{"--max-binding-sessions", fmt.Sprint(evenShareCap), "--max-bearer-sessions", fmt.Sprint(evenShareCap)}
 }
 
-// TestEvenShareIPv4: one entry in each of 64 /24s of one /16 (127.1.x.1) against tables of
+// TestRow12EvenShareIPv4: one entry in each of 64 /24s of one /16 (127.1.x.1) against tables of
 // 64; honest clients of 127.0.0.0/16 initiate and log in, 10/10 each.
-func TestEvenShareIPv4(t *testing.T) {
+func TestRow12EvenShareIPv4(t *testing.T) {
 	d := start(t, evenShareFlags()...)
 	evenShare(t, d,
 		func(i int) *client.Client { return d.api(addr(i * 250)) },
 		func(i int) *client.Client { return d.api(fmt.Sprintf("127.0.0.%d", 10+i)) })
 }
 
-// TestEvenShareIPv6: one entry in each of 64 /48s of one /32 (2001:db8::/32) against tables of
+// TestRow13EvenShareIPv6: one entry in each of 64 /48s of one /32 (2001:db8::/32) against tables of
 // 64; honest clients of another /32 (3fff::/32) initiate and log in, 10/10 each. The IPv6
 // clients are forwarded by a trusted proxy on loopback (X-Forwarded-For), which gives the
 // registry the very client addresses a network of their own would, without one.
-func TestEvenShareIPv6(t *testing.T) {
+func TestRow13EvenShareIPv6(t *testing.T) {
 	const proxy = "127.0.0.2"
 	d := start(t, append(evenShareFlags(), "--trusted-proxy", proxy+"/32")...)
 	evenShare(t, d,

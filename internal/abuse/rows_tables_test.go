@@ -3,6 +3,9 @@ package abuse
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,9 +19,11 @@ import (
 // addresses for free steers no choice of victim. A table full of entries in use refuses a
 // newcomer with a Retry-After and displaces none; an attacker spread over many blocks of
 // one network meets the network's quota. Which stale entry a newcomer takes is a matter of
-// time, which a daemon on the real clock cannot move: the rows that need stale entries (bind
-// only the top block, a newcomer taking a stale record) are the registry's tests with a
-// clock of their own (registry/nodequota_test.go).
+// time, which a daemon on the real clock cannot move (a node is in use for ten minutes after
+// it was last seen, and no flag shortens that): the rows that need stale entries — bind only
+// the top block, a newcomer taking a spread-thin attacker's stale record — are the registry's
+// tests with a clock of their own (TestNodeBindOnlyTheTopBlock and TestNodeSpreadThin in
+// registry/nodequota_test.go).
 
 const (
 	// spreadHonest is how many entries the honest block holds, and spreadThin how many
@@ -45,11 +50,11 @@ func newcomers(t *testing.T, d *daemon, n int, most time.Duration, fn func(c *cl
 	}
 }
 
-// TestRow11SpreadThinNodes: an honest /24 holds 12 heartbeating nodes and the attacker one node in
-// each of 48 /24s spread over 16 networks, which fills the lowered node table; newcomers from
-// fresh /24s keep registering. The honest block is the block holding the most, and that
-// makes it no victim: every honest heartbeat and re-registration is accepted throughout,
-// and every newcomer is refused with a Retry-After, since no record is stale.
+// TestRow11SpreadThinNodes: an honest /24 holds 12 heartbeating nodes and the attacker one
+// node in each of 48 /24s spread over 16 networks, which fills the lowered node table;
+// newcomers from fresh /24s keep registering. The honest block is the block holding the
+// most, and that makes it no victim: every honest heartbeat and re-registration is accepted
+// throughout, and every newcomer is refused with a Retry-After, since no record is stale.
 func TestRow11SpreadThinNodes(t *testing.T) {
 	d := start(t, "--max-nodes", fmt.Sprint(spreadHonest+spreadThin))
 	ctx := t.Context()
@@ -106,11 +111,10 @@ func TestRow11SpreadThinNodes(t *testing.T) {
 }
 
 // TestRow11SpreadThinBearerSessions: an office /24 holds 12 operators' sessions, each presented
-// while the attack runs, and the attacker one session in each of 48 /24s spread over 16
-// networks, which fills the lowered bearer-session table; logins of made-up operators from
-// fresh /24s follow. Every office session stays alive, every office re-login is accepted
-// (ending, at most, a session of its own operator), and every newcomer is refused with a
-// Retry-After.
+// while the attack runs, and the attacker one session in each of 48 /24s spread over 16 networks,
+// which fills the lowered bearer-session table; logins of made-up operators from fresh /24s
+// follow. Every office session stays alive, every office re-login is accepted (ending, at most, a
+// session of its own operator), and every newcomer is refused with a Retry-After.
 func TestRow11SpreadThinBearerSessions(t *testing.T) {
 	d := start(t, "--max-bearer-sessions", fmt.Sprint(spreadHonest+spreadThin))
 	ctx := t.Context()
@@ -226,8 +230,8 @@ func evenShareFlags() []string {
 	return []string{"--max-binding-sessions", fmt.Sprint(evenShareCap), "--max-bearer-sessions", fmt.Sprint(evenShareCap)}
 }
 
-// TestRow12EvenShareIPv4: one entry in each of 64 /24s of one /16 (127.1.x.1) against tables of
-// 64; honest clients of 127.0.0.0/16 initiate and log in, 10/10 each.
+// TestRow12EvenShareIPv4: one entry in each of 64 /24s of one /16 (127.1.x.1) against
+// tables of 64; honest clients of 127.0.0.0/16 initiate and log in, 10/10 each.
 func TestRow12EvenShareIPv4(t *testing.T) {
 	d := start(t, evenShareFlags()...)
 	evenShare(t, d,
@@ -235,11 +239,80 @@ func TestRow12EvenShareIPv4(t *testing.T) {
 		func(i int) *client.Client { return d.api(fmt.Sprintf("127.0.0.%d", 10+i)) })
 }
 
-// TestRow13EvenShareIPv6: one entry in each of 64 /48s of one /32 (2001:db8::/32) against tables of
-// 64; honest clients of another /32 (3fff::/32) initiate and log in, 10/10 each. The IPv6
-// clients are forwarded by a trusted proxy on loopback (X-Forwarded-For), which gives the
-// registry the very client addresses a network of their own would, without one.
+// TestRow13EvenShareIPv6: one entry in each of 64 /48s of one /32 (2001:db8::/32) against
+// tables of 64; honest clients of another /32 (3fff::/32) initiate and log in, 10/10 each. It
+// runs in an IPv6 network namespace of its own, whose loopback holds every address the row
+// sends from, with the daemon and the clients inside it: the test runs itself again there
+// (inNetns). Making one needs root; without, it is skipped, and the row's forwarded twin
+// below runs the same attack.
 func TestRow13EvenShareIPv6(t *testing.T) {
+	attacker := func(i int) string { return fmt.Sprintf("2001:db8:%x::1", i) }
+	honestAt := func(i int) string { return fmt.Sprintf("3fff:0:%x::1", i) }
+	const listen = "fd00::1"
+	if os.Getenv(netnsEnv) == "" {
+		var addrs []string
+		for i := range evenShareBlocks {
+			addrs = append(addrs, attacker(i))
+		}
+		for i := range 10 {
+			addrs = append(addrs, honestAt(i))
+		}
+		inNetns(t, append(addrs, listen))
+		return
+	}
+	d := start(t, append(evenShareFlags(), "--listen", "["+listen+"]:0")...)
+	evenShare(t, d,
+		func(i int) *client.Client { return d.api(attacker(i)) },
+		func(i int) *client.Client { return d.api(honestAt(i)) })
+}
+
+// netnsEnv, set, says the test runs inside the network namespace inNetns made for it.
+const netnsEnv = "SVRP_ABUSE_IN_NETNS"
+
+// inNetns makes a network namespace whose loopback is up and holds addrs, runs the calling
+// test again inside it (the test binary, told so by netnsEnv) and fails when that run fails;
+// the namespace is deleted at the test's end. It skips the test without root or ip(8).
+func inNetns(t *testing.T, addrs []string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("this row runs in an IPv6 network namespace of its own, which only root can make")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("this row makes its network namespace with ip(8), which is not installed")
+	}
+	name := fmt.Sprintf("svrp-abuse-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	batch := []string{"link set lo up"}
+	for _, a := range addrs {
+		// nodad: an address of a namespace of its own has no one to collide with, and is
+		// usable at once.
+		batch = append(batch, "addr add "+a+"/128 dev lo nodad")
+	}
+	cmd := exec.Command("ip", "-n", name, "-batch", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(batch, "\n") + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ip -batch: %v\n%s", err, out)
+	}
+	cmd = exec.Command("ip", "netns", "exec", name, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), netnsEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("the run inside the network namespace: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "honest accepted") {
+			t.Log(strings.TrimSpace(l))
+		}
+	}
+}
+
+// TestRow13EvenShareIPv6Forwarded: row 13 with its IPv6 clients forwarded by a trusted proxy
+// on loopback (X-Forwarded-For), which gives the registry the very client addresses a
+// network of their own would, with no privilege.
+func TestRow13EvenShareIPv6Forwarded(t *testing.T) {
 	const proxy = "127.0.0.2"
 	d := start(t, append(evenShareFlags(), "--trusted-proxy", proxy+"/32")...)
 	evenShare(t, d,

@@ -66,13 +66,7 @@ func TestRow11SpreadThinNodes(t *testing.T) {
 		}
 		nodes = append(nodes, n)
 	}
-	err := attack.Spread(ctx, spreadThin, func(i int) error {
-		n, err := attack.FreshNode(d.api(attack.Thin(10, i-1)))
-		if err == nil {
-			_, err = n.Register(ctx, "198.51.100.1:7000", nil, "")
-		}
-		return err
-	})
+	err := attack.Spread(ctx, spreadThin, func(i int) error { return attack.RegisterFresh(ctx, d.api(attack.Thin(10, i-1))) })
 	if err != nil {
 		t.Fatalf("the attacker's nodes: %v", err)
 	}
@@ -91,13 +85,7 @@ func TestRow11SpreadThinNodes(t *testing.T) {
 		}
 		return nil
 	})
-	newcomers(t, d, spreadNewcomers, registry.DefaultOnlineWindow, func(c *client.Client) error {
-		n, err := attack.FreshNode(c)
-		if err == nil {
-			_, err = n.Register(ctx, "198.51.100.1:7000", nil, "")
-		}
-		return err
-	})
+	newcomers(t, d, spreadNewcomers, registry.DefaultOnlineWindow, func(c *client.Client) error { return attack.RegisterFresh(ctx, c) })
 	ran := stopHonest()
 	for i, n := range nodes {
 		if _, err := n.Heartbeat(ctx); err != nil {
@@ -132,13 +120,7 @@ func TestRow11SpreadThinBearerSessions(t *testing.T) {
 		}
 		office = append(office, o)
 	}
-	err := attack.Spread(ctx, spreadThin, func(i int) error {
-		o, err := attack.NewOperator()
-		if err == nil {
-			_, err = o.Login(ctx, d.api(attack.Thin(10, i-1)))
-		}
-		return err
-	})
+	err := attack.Spread(ctx, spreadThin, func(i int) error { return attack.LoginFresh(ctx, d.api(attack.Thin(10, i-1))) })
 	if err != nil {
 		t.Fatalf("the attacker's sessions: %v", err)
 	}
@@ -159,13 +141,7 @@ func TestRow11SpreadThinBearerSessions(t *testing.T) {
 		o.s = s
 		return nil
 	})
-	newcomers(t, d, spreadNewcomers, 15*time.Minute, func(c *client.Client) error {
-		o, err := attack.NewOperator()
-		if err == nil {
-			_, err = o.Login(ctx, c)
-		}
-		return err
-	})
+	newcomers(t, d, spreadNewcomers, 15*time.Minute, func(c *client.Client) error { return attack.LoginFresh(ctx, c) })
 	ran := stopHonest()
 	for i, o := range office {
 		if err := present(ctx, o.s); err != nil {
@@ -201,13 +177,7 @@ func evenShare(t *testing.T, d *daemon, attacker, honestAt func(i int) *client.C
 		try  func(c *client.Client) error
 	}{
 		{"binding initiates", func(c *client.Client) error { return attack.Initiate(ctx, c, "") }},
-		{"logins", func(c *client.Client) error {
-			o, err := attack.NewOperator()
-			if err == nil {
-				_, err = o.Login(ctx, c)
-			}
-			return err
-		}},
+		{"logins", func(c *client.Client) error { return attack.LoginFresh(ctx, c) }},
 	} {
 		codes := map[proto.Code]int{}
 		for i := range evenShareBlocks {

@@ -252,7 +252,7 @@ var Rows = []Row{
 					count(t.Post(ctx, t.HTTP(ip), "/api/v1/register", prepared[k]))
 					return
 				}
-				count(Of(registerFresh(ctx, t.Client(ip))))
+				count(Of(RegisterFresh(ctx, t.Client(ip))))
 			})
 		},
 		Stored:    storedNodes,
@@ -265,7 +265,7 @@ var Rows = []Row{
 		// A node table bench can fill, whose honest /24 and /16 hold the honest nodes.
 		Flags: []string{"--max-nodes", fmt.Sprint(spreadCap), "--max-nodes-per-block", "250", "--max-nodes-per-network", "250"},
 		Setup: func(ctx context.Context, t *Target) (any, error) {
-			err := Spread(ctx, spreadCap-t.Nodes(ctx), func(i int) error { return registerFresh(ctx, t.Client(Thin(10, i-1))) })
+			err := Spread(ctx, spreadCap-t.Nodes(ctx), func(i int) error { return RegisterFresh(ctx, t.Client(Thin(10, i-1))) })
 			if err != nil {
 				return nil, err
 			}
@@ -450,7 +450,7 @@ func blockBudget() int {
 // refused and the reference daemon keeps the default limits the attacked one had: its memory
 // is compared with the attacked daemon's, so the two differ only in whose records they hold.
 func registerNodes(ctx context.Context, t *Target, count int) error {
-	return Spread(ctx, count, func(i int) error { return registerFresh(ctx, t.Client(referenceAddr(i-1))) })
+	return Spread(ctx, count, func(i int) error { return RegisterFresh(ctx, t.Client(referenceAddr(i-1))) })
 }
 
 // referenceAddr is the address registerNodes registers its i-th key from (from 0).
@@ -460,11 +460,20 @@ func referenceAddr(i int) string {
 	return Addr(Reference, block*250+j/perAddress)
 }
 
-// registerFresh registers a fresh node key on c, signing as it sends.
-func registerFresh(ctx context.Context, c *client.Client) error {
+// RegisterFresh registers a fresh node key on c, signing as it sends.
+func RegisterFresh(ctx context.Context, c *client.Client) error {
 	n, err := FreshNode(c)
 	if err == nil {
 		_, err = n.Register(ctx, freshEndpoint, []string{"inference"}, "")
+	}
+	return err
+}
+
+// LoginFresh logs a made-up operator in on c.
+func LoginFresh(ctx context.Context, c *client.Client) error {
+	o, err := NewOperator()
+	if err == nil {
+		_, err = o.Login(ctx, c)
 	}
 	return err
 }

@@ -226,3 +226,79 @@ func TestNodeExpiryHuge(t *testing.T) {
 		t.Fatal("a node seen a day ago expired under an expiry of 2^30 hours")
 	}
 }
+
+// Bind only the top block: 10 bound nodes in the block holding the most, and 990 stale
+// unbound records in 110 blocks of 9, fill a table of 1,000. Honest new nodes from another
+// network, each from a block of its own, are all admitted, each in the place of a stale
+// unbound record, never of a bound one: the search for a victim looks past the kept
+// records, whichever block holds the most. (The abuse suite's rows run a daemon on the real
+// clock, on which no record goes stale within a test; this row lives here for that.)
+func TestNodeBindOnlyTheTopBlock(t *testing.T) {
+	const bound, blocks, perBlock, newcomers = 10, 110, 9, 20
+	s, now := quotaService(t, Limits{MaxNodes: bound + blocks*perBlock, MaxNodesPerBlock: bound, MaxNodesPerNetwork: bound + blocks*perBlock})
+	for i := range bound {
+		mustRegister(t, s, i, fmt.Sprint("10.0.0.", i+1))
+		bind(t, s, i)
+	}
+	for b := range blocks {
+		for j := range perBlock {
+			mustRegister(t, s, 1000+b*perBlock+j, fmt.Sprintf("10.1.%d.%d", b, j+1))
+		}
+	}
+	*now = now.Add(time.Hour)
+	for i := range newcomers {
+		if err := registerKey(s, 5000+i, fmt.Sprintf("192.0.%d.1", i)); err != nil {
+			t.Fatalf("honest newcomer %d of %d: %v", i+1, newcomers, err)
+		}
+	}
+	for i := range bound {
+		if !hasNode(t, s, i) {
+			t.Fatalf("bound node %d was displaced", i)
+		}
+	}
+	gone := 0
+	for k := range blocks * perBlock {
+		if !hasNode(t, s, 1000+k) {
+			gone++
+		}
+	}
+	if gone != newcomers {
+		t.Fatalf("%d stale unbound records gave their place up for %d newcomers", gone, newcomers)
+	}
+}
+
+// Spread thin: an honest /24 holds 12 heartbeating nodes and the attacker one node in each
+// of 48 /24s of as many networks, filling a table of 60. Once the attacker's records are
+// stale each newcomer from a fresh /24 takes one of them, never an honest node, although the
+// honest block holds the most; once none is stale the next newcomer is refused with a
+// Retry-After.
+func TestNodeSpreadThin(t *testing.T) {
+	const honest, thin = 12, 48
+	s, now := quotaService(t, Limits{MaxNodes: honest + thin})
+	for i := range honest {
+		mustRegister(t, s, i, fmt.Sprint("198.51.100.", i+1))
+	}
+	for i := range thin {
+		mustRegister(t, s, 100+i, fmt.Sprintf("10.%d.%d.1", i, i))
+	}
+	*now = now.Add(time.Hour)
+	for i := range honest {
+		if err := s.store.TouchNode(context.Background(), testKey(i), *now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range thin {
+		if err := registerKey(s, 200+i, fmt.Sprintf("172.%d.%d.1", 16+i%16, i)); err != nil {
+			t.Fatalf("newcomer %d while %d attacker records are stale: %v", i, thin-i, err)
+		}
+	}
+	for i := range honest {
+		if !hasNode(t, s, i) {
+			t.Fatalf("honest heartbeating node %d was displaced", i)
+		}
+	}
+	err := registerKey(s, 300, "172.31.250.1")
+	if LimitOf(err) != LimitNodes || retryAfterOf(err) <= 0 || retryAfterOf(err) > DefaultOnlineWindow {
+		t.Fatalf("a newcomer when no record is stale: %v (retry after %v); want %s", err, retryAfterOf(err), LimitNodes)
+	}
+}

@@ -11,6 +11,7 @@
 package abuse
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -47,6 +48,18 @@ func start(t *testing.T, flags ...string) *daemon {
 	p := svrpdtest.Start(t, nil, append([]string{"--data", data, "--log-level", "info", "--log-format", "text", "--refusal-delay", "0"}, flags...)...)
 	t.Cleanup(p.Stop)
 	return &daemon{Daemon: p, t: t, data: data, tg: attack.NewTarget(p.URL, "")}
+}
+
+// wholeCap is svrpd serve's flags that lower the cap of the table named table ("nodes",
+// "bearer-sessions", "binding-sessions") to n and raise its quotas per client, block and
+// network to the whole cap: for a row that reaches a global cap from one network, which the
+// quotas, shares of the cap by default, would otherwise stop first.
+func wholeCap(table string, n int) []string {
+	out := []string{fmt.Sprintf("--max-%s", table), fmt.Sprint(n)}
+	for _, level := range []string{"client", "block", "network"} {
+		out = append(out, fmt.Sprintf("--max-%s-per-%s", table, level), fmt.Sprint(n))
+	}
+	return out
 }
 
 // lines returns the log lines that contain every one of parts.

@@ -2,6 +2,7 @@ package abuse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -42,24 +43,55 @@ func flood(d *daemon, from, addrs, perAddr int, fn func(c *client.Client) proto.
 	return codes
 }
 
-// codeOf is fn answering with the code of its error.
+// codeOf is fn answering with the code of its error; a RATE_LIMITED answer without a
+// Retry-After is told apart, since every refusal for want of a place says when to come back.
 func codeOf(fn func(c *client.Client) error) func(c *client.Client) proto.Code {
-	return func(c *client.Client) proto.Code { return client.CodeOf(fn(c)) }
+	return func(c *client.Client) proto.Code {
+		err := fn(c)
+		code := client.CodeOf(err)
+		if code == proto.RateLimited && retryAfter(err) <= 0 {
+			return code + " without Retry-After"
+		}
+		return code
+	}
 }
 
-// fairFlood sends a table-filling attack fn in two phases and returns the second's answers.
-// First the 250 addresses of one address block, once each: exactly perBlock are accepted
-// (the block's quota) and the rest refused. Then addrs addresses in addrs/250 blocks, once
-// each: more than capacity are accepted, since a full table makes room by displacing an
-// entry of the block holding the most, and some are refused.
-func fairFlood(t *testing.T, d *daemon, perBlock, capacity, addrs int, fn func(c *client.Client) error) map[proto.Code]int {
+// retryAfter is the Retry-After of the answer err is, 0 when it has none.
+func retryAfter(err error) time.Duration {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
+// fairQuotas are the quotas of the table a fairFlood fills, as flags of svrpd serve: what
+// one address block and one network (an IPv4 /24 and /16) may hold. The per-client quota
+// keeps its default, which one attacker address never reaches.
+type fairQuotas struct{ perBlock, perNetwork int }
+
+// flags are q as svrpd serve's flags for the table named table ("nodes",
+// "bearer-sessions", "binding-sessions").
+func (q fairQuotas) flags(table string) []string {
+	return []string{fmt.Sprintf("--max-%s-per-block", table), fmt.Sprint(q.perBlock), fmt.Sprintf("--max-%s-per-network", table), fmt.Sprint(q.perNetwork)}
+}
+
+// fairFlood sends a table-filling attack fn from the attacker addresses, all of one /16, in
+// two phases and returns the second's answers. First the 250 addresses of one address
+// block, once each: exactly the block's quota is accepted, the rest refused. Then addrs
+// addresses in addrs/250 blocks of the same network, once each: the network's quota is
+// what they hold together, so exactly what the first block left of it is accepted, and the
+// rest refused. Every entry accepted is in use, so none is displaced: each refusal is a 429
+// with a Retry-After.
+func fairFlood(t *testing.T, d *daemon, q fairQuotas, addrs int, fn func(c *client.Client) error) map[proto.Code]int {
 	t.Helper()
-	if one := flood(d, 0, 250, 1, codeOf(fn)); one[""] != perBlock || one[proto.RateLimited] != 250-perBlock {
-		t.Fatalf("one block, 250 addresses: %v; want its quota %d accepted, the rest RATE_LIMITED", one, perBlock)
+	if one := flood(d, 0, 250, 1, codeOf(fn)); one[""] != q.perBlock || one[proto.RateLimited] != 250-q.perBlock {
+		t.Fatalf("one block, 250 addresses: %v; want its quota %d accepted, the rest RATE_LIMITED with a Retry-After", one, q.perBlock)
 	}
 	codes := flood(d, 0, addrs, 1, codeOf(fn))
-	if codes[""] <= capacity || codes[proto.RateLimited] == 0 {
-		t.Fatalf("%d addresses: %v; want more accepted than the cap %d (displacing), and some refused", addrs, codes, capacity)
+	if want := q.perNetwork - q.perBlock; codes[""] != want || codes[proto.RateLimited] != addrs-want {
+		t.Fatalf("%d addresses of one network: %v; want %d accepted (the network's quota %d less the first block's), the rest RATE_LIMITED with a Retry-After",
+			addrs, codes, want, q.perNetwork)
 	}
 	return codes
 }
@@ -96,15 +128,15 @@ func sessionAlive(t *testing.T, o *client.Operator) bool {
 }
 
 // TestFairRow4BearerSessionsFull: logins of made-up operators from 1,500 addresses in six
-// address blocks fill the bearer-session cap (lowered with --max-bearer-sessions) and keep
-// logging in; an honest operator's login from a block of its own is accepted throughout and
-// after, because a full table makes room by displacing a session of the block holding the
-// most, and the session the honest operator held before the attack is never displaced. One
-// block alone, first, stops at its quota (--max-bearer-sessions-per-block). Memory stays
-// bounded.
+// address blocks of one network keep logging in against a lowered bearer-session table; one
+// block alone stops at its quota, and the six together at the network's, never at the table's
+// cap. An honest operator's logins from another network are accepted throughout and after,
+// and the session it held before the attack, in use, is never ended for a newcomer. Memory
+// stays bounded.
 func TestFairRow4BearerSessionsFull(t *testing.T) {
-	const capSessions, perBlock, addrs = 300, 120, 1500
-	d := start(t, "--max-bearer-sessions", fmt.Sprint(capSessions), "--max-bearer-sessions-per-block", fmt.Sprint(perBlock))
+	const capSessions, addrs = 300, 1500
+	q := fairQuotas{perBlock: 120, perNetwork: 200}
+	d := start(t, append([]string{"--max-bearer-sessions", fmt.Sprint(capSessions)}, q.flags("bearer-sessions")...)...)
 	honestOp := newOperator(t)
 	held, err := honestOp.Login(t.Context(), d.api("127.0.0.2"))
 	if err != nil {
@@ -112,9 +144,7 @@ func TestFairRow4BearerSessionsFull(t *testing.T) {
 	}
 	rssBefore := d.rssKiB()
 
-	// The honest client logs out of each session it is done with: the sessions it kept would
-	// count against its own block, and a full table refuses the block holding the most, which
-	// a client logging in ten times a second and keeping every session soon is.
+	// The honest client logs out of each session it is done with, as a tidy client does.
 	stopHonest := honest(t, "honest logins during the attack", 100*time.Millisecond, func() error {
 		o, err := honestOp.Login(t.Context(), d.api("127.0.0.3"))
 		if err != nil {
@@ -123,8 +153,7 @@ func TestFairRow4BearerSessionsFull(t *testing.T) {
 		_, err = o.Logout(t.Context())
 		return err
 	})
-	// The six blocks at their quota would hold 720 sessions, over the cap: the table fills.
-	codes := fairFlood(t, d, perBlock, capSessions, addrs, func(c *client.Client) error {
+	codes := fairFlood(t, d, q, addrs, func(c *client.Client) error {
 		_, err := newOperator(t).Login(t.Context(), c)
 		return err
 	})
@@ -132,24 +161,32 @@ func TestFairRow4BearerSessionsFull(t *testing.T) {
 	if _, err := honestOp.Login(t.Context(), d.api("127.0.0.4")); err != nil {
 		t.Fatalf("honest login after the attack: %v", err)
 	}
-	if !sessionAlive(t, held) {
-		t.Fatal("the honest operator's session from before the attack was displaced")
+	if _, err := newOperator(t).Login(t.Context(), d.api("127.0.0.5")); err != nil {
+		t.Fatalf("a new honest operator's login after the attack: %v", err)
 	}
-	t.Logf("%d addresses in %d blocks logging in: %v; %d honest logins during it, all accepted", addrs, (addrs+249)/250, codes, ran)
+	if !sessionAlive(t, held) {
+		t.Fatal("the honest operator's session from before the attack was ended")
+	}
+	t.Logf("%d addresses in %d blocks of one network logging in: %v; %d honest logins during it, all accepted", addrs, (addrs+249)/250, codes, ran)
 	d.bounded(rssBefore)
 }
 
 // TestFairRow5BindingSessionsFull: initiates of fresh node keys from 1,500 addresses in six
-// address blocks fill the open binding-session cap (lowered with --max-binding-sessions) and
-// keep initiating; an honest node's initiate from a block of its own is accepted throughout
-// and after, because a full table displaces an open session of the block holding the most.
-// One block alone, first, stops at its quota (--max-binding-sessions-per-block). Memory and
-// disk stay bounded.
+// address blocks of one network keep initiating against a lowered open binding-session
+// table; one block alone stops at its quota, and the six together at the network's. Every
+// open session is in use, so none is displaced: an honest node's initiates from another
+// network are accepted throughout and after, and the session it opened before the attack
+// stays open. Memory and disk stay bounded.
 func TestFairRow5BindingSessionsFull(t *testing.T) {
-	const capSessions, perBlock, addrs = 200, 80, 1500
-	d := start(t, "--max-binding-sessions", fmt.Sprint(capSessions), "--max-binding-sessions-per-block", fmt.Sprint(perBlock))
+	const capSessions, addrs = 200, 1500
+	q := fairQuotas{perBlock: 80, perNetwork: 150}
+	d := start(t, append([]string{"--max-binding-sessions", fmt.Sprint(capSessions)}, q.flags("binding-sessions")...)...)
 	ctx := context.Background()
 	good := newNode(t, d.api("127.0.0.2"))
+	before, err := good.Initiate(ctx, client.InitiateOptions{})
+	if err != nil {
+		t.Fatalf("honest initiate before the attack: %v", err)
+	}
 	rssBefore := d.rssKiB()
 
 	stopHonest := honest(t, "honest initiates during the attack", 100*time.Millisecond, func() error {
@@ -160,7 +197,7 @@ func TestFairRow5BindingSessionsFull(t *testing.T) {
 		_, err = good.Cancel(ctx, s.BindingSessionID)
 		return err
 	})
-	codes := fairFlood(t, d, perBlock, capSessions, addrs, func(c *client.Client) error {
+	codes := fairFlood(t, d, q, addrs, func(c *client.Client) error {
 		return attack.Initiate(ctx, c, "")
 	})
 	ran := stopHonest()
@@ -168,9 +205,11 @@ func TestFairRow5BindingSessionsFull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("honest initiate after the attack: %v", err)
 	}
-	if st, err := d.api("127.0.0.2").Status(ctx, s.BindingSessionID); err != nil || st.State != "INITIATED" {
-		t.Fatalf("the honest session after the attack: %+v, %v", st, err)
+	for _, id := range []string{before.BindingSessionID, s.BindingSessionID} {
+		if st, err := d.api("127.0.0.2").Status(ctx, id); err != nil || st.State != "INITIATED" {
+			t.Fatalf("an honest session after the attack: %+v, %v", st, err)
+		}
 	}
-	t.Logf("%d addresses in %d blocks initiating: %v; %d honest initiates during it, all accepted", addrs, (addrs+249)/250, codes, ran)
+	t.Logf("%d addresses in %d blocks of one network initiating: %v; %d honest initiates during it, all accepted", addrs, (addrs+249)/250, codes, ran)
 	d.bounded(rssBefore)
 }

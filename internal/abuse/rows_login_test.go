@@ -22,8 +22,9 @@ func badLogin(t *testing.T, c *client.Client, o attack.Operator) proto.Code {
 // session cap answers 429 and is logged once; and honest operators log in throughout.
 func TestRow5LoginFlood(t *testing.T) {
 	const failures, perDID, attempts, bearers = 10, 5, 20, 40
-	d := start(t, "--login-failure-address-limit", fmt.Sprint(failures), "--login-failure-operator-limit", fmt.Sprint(perDID),
-		"--login-address-limit", fmt.Sprint(attempts), "--max-bearer-sessions", fmt.Sprint(bearers))
+	flags := []string{"--login-failure-address-limit", fmt.Sprint(failures), "--login-failure-operator-limit", fmt.Sprint(perDID),
+		"--login-address-limit", fmt.Sprint(attempts)}
+	d := start(t, append(flags, wholeCap("bearer-sessions", bearers)...)...)
 	victim := newOperator(t)
 
 	// Garbage from one address, naming a new identity each time: failures up to the budget,

@@ -120,7 +120,7 @@ func TestRow1BoundedRecordsAndListings(t *testing.T) {
 // logged once, not once each; known nodes keep re-registering and heartbeating.
 func TestRow9GlobalNodeCap(t *testing.T) {
 	const maxNodes, addresses, perAddress = 1000, 30, 50
-	d := start(t, "--max-nodes", fmt.Sprint(maxNodes))
+	d := start(t, wholeCap("nodes", maxNodes)...)
 	h := newSteady(t, d)
 
 	var ok, limited atomic.Int32

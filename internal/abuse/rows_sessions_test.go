@@ -19,7 +19,7 @@ import (
 // the flood succeed.
 func TestRow2InitiateFlood(t *testing.T) {
 	const perAddr, global = 40, 200
-	d := start(t, "--initiate-address-limit", fmt.Sprint(perAddr), "--max-binding-sessions", fmt.Sprint(global))
+	d := start(t, append([]string{"--initiate-address-limit", fmt.Sprint(perAddr)}, wholeCap("binding-sessions", global)...)...)
 	ctx := context.Background()
 
 	good := newNode(t, d.api("127.0.0.2"))

@@ -161,7 +161,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--log-level", "loud"},
 		{"--prefix", "bad prefix"},
 		{"--abuse-rows", "1"},
-		{"--scenario", "abuse", "--abuse-rows", "11"},
+		{"--scenario", "abuse", "--abuse-rows", "99"},
 		{"--url", "http://127.0.0.1:8080", "--daemon-arg", "--memory"},
 		{"--url", "http://127.0.0.1:8080", "--scenario", "abuse"},
 		{"--url", "ftp://127.0.0.1"},

@@ -172,7 +172,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	def := registry.DefaultLimits()
 	defaults := limitFlags(&def)
 	for i, f := range limitFlags(&c.Limits) {
-		fs.IntVar(f.v, f.name, *defaults[i].v, f.usage)
+		d := *defaults[i].v
+		if f.share {
+			d = 0
+		}
+		fs.IntVar(f.v, f.name, d, f.usage)
 	}
 	fs.DurationVar(&c.Limits.BoundNodeExpiry, "bound-node-expiry", def.BoundNodeExpiry, "how long a bound node may go unseen before the sweep ends its binding (unbound_by node_unseen); its record then expires as an unbound node's")
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")

@@ -17,8 +17,9 @@ import (
 // each normally takes well under a second, and a loaded machine may stretch that a lot.
 const StepTimeout = 60 * time.Second
 
-// servingLine is the log line svrpd serve writes once it listens, with the address.
-var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(https?://127\.0\.0\.1:\d+)`)
+// servingLine is the log line svrpd serve writes once it listens, with the address: IPv4
+// loopback, or an IPv6 address for a test that runs in a network namespace of its own.
+var servingLine = regexp.MustCompile(`msg="svrpd serving" addr=(https?://(?:127\.0\.0\.1|\[[0-9a-f:]+\]):\d+)`)
 
 // Env is the test's environment without SVRPD_ variables, plus extra: the daemon reads
 // SVRPD_ variables for flags it was not given, and the test's own must not reach it.

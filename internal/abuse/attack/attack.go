@@ -45,6 +45,14 @@ func Addr(group, i int) string {
 	return fmt.Sprintf("127.%d.%d.%d", group, i/250%250, i%250+1)
 }
 
+// Thin is the address of the i-th of many address blocks spread over 16 networks from
+// 127.<network>.0.0/16 on: 127.(network + i%16).(i/16%250).1, one address in each /24, so
+// that the first 4,000 name 4,000 blocks of 16 networks. A party that holds one entry per
+// block never makes a block hold the most.
+func Thin(network, i int) string {
+	return fmt.Sprintf("127.%d.%d.1", network+i%16, i/16%250)
+}
+
 // From returns an HTTP client whose connections leave from the loopback address ip.
 func From(ip string) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
@@ -94,6 +102,30 @@ func (t *Target) Client(ip string) *client.Client {
 		t.clients[ip] = c
 	}
 	return c
+}
+
+// Forwarded is a registry client that sends from proxy, a trusted proxy of the registry
+// (svrpd serve --trusted-proxy), on behalf of the client address addr, which it names in
+// X-Forwarded-For: how one loopback host plays clients of any address family.
+// Its connections are the proxy's, shared by every client it forwards for.
+func (t *Target) Forwarded(proxy, addr string) *client.Client {
+	hc := *t.HTTP(proxy)
+	hc.Transport = forwardFor{hc.Transport, addr}
+	// New fails only on a malformed URL, which NewTarget's callers never pass.
+	c, _ := client.New(t.URL, client.WithHTTPClient(&hc), client.WithRetry(client.RetryPolicy{}), client.WithPrefix(t.Prefix))
+	return c
+}
+
+// forwardFor names addr in X-Forwarded-For of every request it sends.
+type forwardFor struct {
+	rt   http.RoundTripper
+	addr string
+}
+
+func (f forwardFor) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Forwarded-For", f.addr)
+	return f.rt.RoundTrip(r)
 }
 
 // Answer is one response: its status, error code and body. A request that got no answer

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -251,7 +252,7 @@ var Rows = []Row{
 					count(t.Post(ctx, t.HTTP(ip), "/api/v1/register", prepared[k]))
 					return
 				}
-				count(Of(registerFresh(ctx, t.Client(ip))))
+				count(Of(RegisterFresh(ctx, t.Client(ip))))
 			})
 		},
 		Stored:    storedNodes,
@@ -259,6 +260,97 @@ var Rows = []Row{
 	},
 	{N: 10, What: "nothing: an idle daemon, then honest load alone",
 		Bound: "an idle daemon uses under 0.2 % of a core"},
+	{N: 11, What: "spread thin: one node in each of 800 /24s of 16 networks fills the node table beside the honest /24's 200 heartbeating nodes; newcomers from fresh /24s keep registering",
+		Bound: "no node in use is displaced, however many blocks hold fewer than the honest one: every newcomer 429 with a Retry-After; 100 % of honest heartbeats and logins succeed, honest p99 within 3× of alone",
+		// A node table bench can fill, whose honest /24 and /16 hold the honest nodes.
+		Flags: []string{"--max-nodes", fmt.Sprint(spreadCap), "--max-nodes-per-block", "250", "--max-nodes-per-network", "250"},
+		Setup: func(ctx context.Context, t *Target) (any, error) {
+			err := Spread(ctx, spreadCap-t.Nodes(ctx), func(i int) error { return RegisterFresh(ctx, t.Client(Thin(10, i-1))) })
+			if err != nil {
+				return nil, err
+			}
+			return freshRegistrations(ctx, t, freshAddresses)
+		},
+		Attack: func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer)) {
+			prepared := state.([][]byte)
+			Flood(8, stop, func(w, i int) {
+				k := w*len(prepared)/8 + i
+				count(t.Post(ctx, t.HTTP(Thin(10, spreadCap+k%freshAddresses)), "/api/v1/register", prepared[k%len(prepared)]))
+			})
+		},
+	},
+	evenShare(12, "even share, IPv4: a binding session and a bearer session from each of 64 /24s of one /16, then logins and initiates from them on and on", nil,
+		func(t *Target, block, i int) *client.Client { return t.Client(Addr(Attackers, block*250+i)) }),
+	evenShare(13, "even share, IPv6: a binding session and a bearer session from each of 64 /48s of one /32, forwarded by a trusted proxy, then logins and initiates from them on and on",
+		[]string{"--trusted-proxy", "127.1.0.0/16"},
+		func(t *Target, block, i int) *client.Client {
+			return t.Forwarded(Addr(Attackers, i), fmt.Sprintf("2001:db8:%x::%x", block, i+1))
+		}),
+}
+
+// spreadCap is row 11's node table: the honest nodes and one attacker node per block.
+const spreadCap = 1000
+
+// evenShareCap is the cap of both session tables in the even-share rows, and of the blocks
+// of one network the attacker holds an entry in.
+const evenShareCap = 64
+
+// evenShare is the row that holds, from each of evenShareCap blocks of one network, a
+// bearer session of a made-up operator and an open binding session of a fresh node key,
+// with both tables' caps lowered to evenShareCap and every quota at its default share, and
+// keeps logging in and initiating from them; from(t, block, i) is the i-th client of a block.
+func evenShare(n int, what string, flags []string, from func(t *Target, block, i int) *client.Client) Row {
+	type state struct {
+		ops   []Operator
+		nodes []*client.Node
+	}
+	return Row{N: n, What: what,
+		Bound: "the blocks together hold their network's quota, far below the caps: every request past it 429 with a Retry-After; 100 % of honest logins and heartbeats succeed, honest p99 within 3× of alone",
+		Flags: append([]string{"--max-binding-sessions", fmt.Sprint(evenShareCap), "--max-bearer-sessions", fmt.Sprint(evenShareCap)}, flags...),
+		Setup: func(ctx context.Context, t *Target) (any, error) {
+			var st state
+			for block := range evenShareCap {
+				o, err := NewOperator()
+				if err != nil {
+					return nil, err
+				}
+				nd, err := FreshNode(from(t, block, 0))
+				if err != nil {
+					return nil, err
+				}
+				st.ops, st.nodes = append(st.ops, o), append(st.nodes, nd)
+				if _, err := o.Login(ctx, from(t, block, 0)); !refusedOrNot(err) {
+					return nil, fmt.Errorf("login from block %d: %w", block, err)
+				}
+				if _, err := nd.Initiate(ctx, client.InitiateOptions{}); !refusedOrNot(err) {
+					return nil, fmt.Errorf("initiate from block %d: %w", block, err)
+				}
+			}
+			return st, nil
+		},
+		Attack: func(ctx context.Context, t *Target, s any, stop <-chan struct{}, count func(Answer)) {
+			st := s.(state)
+			Flood(8, stop, func(w, i int) {
+				k := w*100_000 + i
+				block := k % evenShareCap
+				c := from(t, block, 1+k/evenShareCap%200)
+				if i%2 == 0 {
+					_, err := st.ops[block].Login(ctx, c)
+					count(Of(err))
+					return
+				}
+				nd := st.nodes[block]
+				_, err := (&client.Node{Client: c, Key: nd.Key, DID: nd.DID}).Initiate(ctx, client.InitiateOptions{})
+				count(Of(err))
+			})
+		},
+	}
+}
+
+// refusedOrNot reports whether err is no error or a RATE_LIMITED refusal: what an attacker
+// past its quota gets.
+func refusedOrNot(err error) bool {
+	return err == nil || client.CodeOf(err) == proto.RateLimited
 }
 
 // replay is the attack that posts the request Setup captured to path, again and again, from
@@ -358,7 +450,7 @@ func blockBudget() int {
 // refused and the reference daemon keeps the default limits the attacked one had: its memory
 // is compared with the attacked daemon's, so the two differ only in whose records they hold.
 func registerNodes(ctx context.Context, t *Target, count int) error {
-	return Spread(ctx, count, func(i int) error { return registerFresh(ctx, t.Client(referenceAddr(i-1))) })
+	return Spread(ctx, count, func(i int) error { return RegisterFresh(ctx, t.Client(referenceAddr(i-1))) })
 }
 
 // referenceAddr is the address registerNodes registers its i-th key from (from 0).
@@ -368,11 +460,20 @@ func referenceAddr(i int) string {
 	return Addr(Reference, block*250+j/perAddress)
 }
 
-// registerFresh registers a fresh node key on c, signing as it sends.
-func registerFresh(ctx context.Context, c *client.Client) error {
+// RegisterFresh registers a fresh node key on c, signing as it sends.
+func RegisterFresh(ctx context.Context, c *client.Client) error {
 	n, err := FreshNode(c)
 	if err == nil {
 		_, err = n.Register(ctx, freshEndpoint, []string{"inference"}, "")
+	}
+	return err
+}
+
+// LoginFresh logs a made-up operator in on c.
+func LoginFresh(ctx context.Context, c *client.Client) error {
+	o, err := NewOperator()
+	if err == nil {
+		_, err = o.Login(ctx, c)
 	}
 	return err
 }

@@ -48,3 +48,30 @@ func TestRegisterBudgetCountsEachBlockOnce(t *testing.T) {
 		}
 	}
 }
+
+// Thin names a block of its own for each of its first 4,000 addresses, over 16 networks none
+// of which is the honest clients' or the reference's: a spread-thin party never makes a
+// block hold two of its entries.
+func TestThinAddressesAreBlocksOfTheirOwn(t *testing.T) {
+	blocks, networks := map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
+	for i := range 4000 {
+		ip, err := netip.ParseAddr(Thin(10, i))
+		if err != nil {
+			t.Fatalf("address %d: %v", i, err)
+		}
+		block, _ := ip.Prefix(24)
+		network, _ := ip.Prefix(16)
+		if blocks[block] {
+			t.Fatalf("address %d, %s: its block holds another", i, ip)
+		}
+		blocks[block], networks[network] = true, true
+	}
+	for _, g := range []int{Attackers, Honest, Reference} {
+		if networks[netip.MustParsePrefix(Addr(g, 0)+"/16").Masked()] {
+			t.Errorf("Thin reaches the network of group %d", g)
+		}
+	}
+	if len(networks) != 16 {
+		t.Errorf("4,000 blocks in %d networks, want 16", len(networks))
+	}
+}

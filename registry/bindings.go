@@ -37,6 +37,10 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 	if err := s.initiateBudgets(ctx, budgets, now); err != nil {
 		return api.InitiateResult{}, err
 	}
+	// A full table or group refuses before the signature is verified, at no cost of one.
+	if err := s.tables.sessions.Room(addr, now); err != nil {
+		return api.InitiateResult{}, s.refused(2, err)
+	}
 	if err := binding.VerifyInitiateSignature(req, key, s.prefix); err != nil {
 		return api.InitiateResult{}, err
 	}

@@ -46,6 +46,12 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		return api.RegisterResult{}, err
 	}
 	now := s.now()
+	if err := s.loadNodes(ctx); err != nil {
+		return api.RegisterResult{}, err
+	}
+	if err := s.nodeRoom(ctx, key, addr, now); err != nil {
+		return api.RegisterResult{}, err
+	}
 	// Everything the signature decides is settled before the write transaction; its errors
 	// are returned there, after the collision check, in the protocol's order.
 	var verified bool
@@ -59,9 +65,6 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		verified = v2err == nil
 	} else {
 		verified = req.Signature != nil && canonical.VerifyWith(s.verifier, key, s.prefix, v1msg, *req.Signature) == nil
-	}
-	if err := s.loadNodes(ctx); err != nil {
-		return api.RegisterResult{}, err
 	}
 	var rec store.Node
 	var changed, added bool

@@ -88,6 +88,31 @@ func (s *Service) countNodeTable(ctx context.Context, also func(*store.Node)) er
 	return err
 }
 
+// nodeRoom refuses, before a registration's signature is verified, a key the node table has
+// no place for: one it does not hold, whose client, block or network or the table itself is
+// full of records in use, and that the store does not hold either (another daemon's since the
+// last count). So a refused newcomer costs no verification.
+func (s *Service) nodeRoom(ctx context.Context, key didkey.PublicKey, addr string, now time.Time) error {
+	if s.tables.nodes.Has(key, now) {
+		return nil
+	}
+	refusal := s.tables.nodes.Room(addr, now)
+	if refusal == nil {
+		return nil
+	}
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		_, err := tx.Node(key)
+		return err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return s.refused(0, refusal)
+	}
+	return err
+}
+
 // placeNode makes room, within a registration's transaction, for the new key r holds a
 // place for: when the place has to come from a stale record, it finds one (placeVictim),
 // deletes it and returns it.

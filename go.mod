@@ -14,6 +14,7 @@ require (
 	github.com/mr-tron/base58 v1.3.0
 	github.com/prometheus/client_golang v1.23.2
 	golang.org/x/crypto v0.48.0
+	golang.org/x/mod v0.32.0
 	pgregory.net/rapid v1.3.0
 )
 
@@ -53,7 +54,6 @@ require (
 	go.opentelemetry.io/otel/metric v1.41.0 // indirect
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	golang.org/x/mod v0.32.0 // indirect
 	golang.org/x/net v0.49.0 // indirect
 	golang.org/x/sync v0.19.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect

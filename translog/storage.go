@@ -39,6 +39,12 @@ func Append(w Writer, e Entry) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return AppendBytes(w, b)
+}
+
+// AppendBytes appends an entry already marshalled, as a copy of a log does, and returns its
+// index.
+func AppendBytes(w Writer, b []byte) (int64, error) {
 	n, err := w.LogSize()
 	if err != nil {
 		return 0, err

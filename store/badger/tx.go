@@ -84,7 +84,7 @@ func key(prefix string, parts ...string) []byte {
 var kinds = []struct{ prefix, name string }{
 	{pNode, "node"}, {pSession, "binding session"}, {pBinding, "binding"},
 	{pOpSession, "bearer session"}, {pCounter, "counter"}, {pRevoked, "revocation"},
-	{pPin, "operator pin"},
+	{pPin, "operator pin"}, {pLogEntry, "log entry"}, {pLogHash, "log hash"},
 }
 
 func kind(k []byte) string {

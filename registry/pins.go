@@ -42,9 +42,9 @@ func checkPin(tx store.Tx, did didkey.DID, root didkey.PublicKey) (store.Operato
 }
 
 // pinOperator pins did's body to root unless it is pinned already (DID_COLLISION when to
-// another key) and, when loggedIn, records that the root key logged in under it. It writes
-// only what changed, and returns the pin as stored.
-func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Time, loggedIn bool) (store.OperatorPin, error) {
+// another key), logging the pin with proof, and, when loggedIn, records that the root key
+// logged in under it. It writes only what changed, and returns the pin as stored.
+func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Time, loggedIn bool, proof rootProof) (store.OperatorPin, error) {
 	pin, found, err := checkPin(tx, did, root)
 	if err != nil {
 		return store.OperatorPin{}, err
@@ -52,6 +52,9 @@ func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Ti
 	changed := !found
 	if !found {
 		pin.PinnedAt = now
+		if err := logPin(tx, did, root, proof); err != nil {
+			return store.OperatorPin{}, err
+		}
 	}
 	if loggedIn && !pin.LoggedIn() {
 		pin.LoggedInAt, changed = now, true
@@ -72,6 +75,7 @@ type loginState struct {
 	pinned bool // the DID's body was pinned already (to root)
 	did    didkey.DID
 	root   didkey.PublicKey
+	proof  rootProof // the credential's, for the pin's log entry
 }
 
 // CheckPin implements [authn.Pins].
@@ -111,7 +115,7 @@ func (p *loginState) pinsOnFailure(err error) bool {
 
 // pin pins, in tx, the operator DID that the pin let pass to its root key, as [pinOperator].
 func (p *loginState) pin(tx store.Tx, now time.Time) error {
-	_, err := pinOperator(tx, p.did, p.root, now, false)
+	_, err := pinOperator(tx, p.did, p.root, now, false, p.proof)
 	return err
 }
 

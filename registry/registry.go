@@ -88,6 +88,9 @@ type Config struct {
 	// that arrive together in batches. Default sigverify.Single{}: each alone. Every
 	// Verifier judges by the same rule, so the choice changes cost, never an answer.
 	Verifier sigverify.Verifier
+	// LogOrigin is the transparency log's origin, the name of its key; default one made
+	// from the prefix and the key (see [Service.LogKey]).
+	LogOrigin string
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -137,6 +140,10 @@ type Service struct {
 	touches       atomic.Uint64
 	lists         listCache
 	network       networkState
+
+	// The transparency log's key and last checkpoint (translog.go).
+	logOrigin string
+	logState  logState
 }
 
 // New checks cfg and returns a Service.
@@ -152,6 +159,7 @@ func New(cfg Config) (*Service, error) {
 		challenges:     cfg.Challenges,
 		log:            cfg.Logger,
 		strict:         cfg.StrictSignatures,
+		logOrigin:      cfg.LogOrigin,
 		listingTurns:   make(listingSlots, listingSlotCount),
 		limits:         cfg.Limits.OrDefaults(),
 		trustedProxies: slices.Clone(cfg.TrustedProxies),

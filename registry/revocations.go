@@ -139,6 +139,9 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 	if err := tx.DeleteRevocation(did, id); err != nil {
 		return false, err
 	}
+	if err := logUnrevoke(tx, r); err != nil {
+		return false, err
+	}
 	if pinned && pin.Revocations > 0 {
 		pin.Revocations--
 		if err := tx.PutOperatorPin(pin); err != nil {

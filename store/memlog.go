@@ -51,11 +51,8 @@ func (t *memTx) LogHashes(indexes []int64) ([]tlog.Hash, error) {
 }
 
 func (t *memTx) AppendLog(index int64, entry []byte, hashes []tlog.Hash) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
 	l := &t.d.log
-	if err := rules.CheckLogAppend(int64(len(l.entries)), index, hashes); err != nil {
+	if err := rules.CheckLogAppend(&t.TxState, t.LogSize, index, hashes); err != nil {
 		return err
 	}
 	n, h := len(l.entries), len(l.hashes)

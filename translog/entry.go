@@ -37,6 +37,9 @@ const (
 	KindUnbind Kind = "unbind"
 	// KindRevoke is a credential revocation.
 	KindRevoke Kind = "revoke"
+	// KindUnrevoke is a revocation's end: one by a root key that never logged in, which
+	// expired or gave way to a newer one (docs/protocol.md §10.5).
+	KindUnrevoke Kind = "unrevoke"
 )
 
 // Field is one named value of an entry. Its value holds no control character.

@@ -9,20 +9,25 @@ import (
 
 // The field names of the kinds, in the order each kind writes them.
 var kindFields = map[Kind][]string{
-	KindNode:   {"key"},
-	KindPin:    {"root_key"},
-	KindBind:   {"key", "operator", "session"},
-	KindUnbind: {"key", "operator", "session", "by", "at"},
-	KindRevoke: {"root_key", "revocation_id"},
+	KindNode:     {"key"},
+	KindPin:      {"root_key"},
+	KindBind:     {"key", "operator", "session"},
+	KindUnbind:   {"key", "operator", "session", "by", "at"},
+	KindRevoke:   {"root_key", "revocation_id"},
+	KindUnrevoke: {"root_key", "revocation_id"},
 }
+
+// KindFields returns the field names of kind k in their order, nil for an unknown kind.
+func KindFields(k Kind) []string { return slices.Clone(kindFields[k]) }
 
 // signedCount is how many signed messages each kind carries: at least min, at most max.
 var signedCount = map[Kind][2]int{
-	KindNode:   {0, 1}, // none when a registry that is not strict accepted it unsigned
-	KindPin:    {1, 1},
-	KindBind:   {4, 4},
-	KindUnbind: {0, 1}, // the node's unbind message, when the node ended it
-	KindRevoke: {1, 1},
+	KindNode:     {0, 1}, // none when a registry that is not strict accepted it unsigned
+	KindPin:      {1, 1},
+	KindBind:     {4, 4},
+	KindUnbind:   {0, 1}, // the node's unbind message, when the node ended it
+	KindRevoke:   {1, 1},
+	KindUnrevoke: {0, 0},
 }
 
 // Node is the entry of a node key registered under did, with the registration message and
@@ -70,6 +75,14 @@ func Revoke(operatorDID string, root didkey.PublicKey, revocationID string, msg 
 	}, Signed: []Signed{{root, sig, msg}}}
 }
 
+// Unrevoke is the entry of a revocation's end. It carries no signed message: the registry
+// ends a revocation by its own rule, which the log makes visible.
+func Unrevoke(operatorDID string, root didkey.PublicKey, revocationID string) Entry {
+	return Entry{Kind: KindUnrevoke, DID: operatorDID, Fields: []Field{
+		{"root_key", root.Base58()}, {"revocation_id", revocationID},
+	}}
+}
+
 // Check checks everything an entry says that needs no other entry: a known kind with its
 // fields in order, a DID of the right sort that derives from the entry's key, signed
 // messages that verify, signed by that key where the kind says so, and that name the DID.
@@ -93,7 +106,7 @@ func (e Entry) Check() error {
 		return badEntry("DID %q: %v", e.DID, err)
 	}
 	keyField := "key"
-	if e.Kind == KindPin || e.Kind == KindRevoke {
+	if e.Kind == KindPin || e.Kind == KindRevoke || e.Kind == KindUnrevoke {
 		keyField = "root_key"
 	}
 	v, _ := e.Field(keyField)

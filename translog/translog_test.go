@@ -57,17 +57,18 @@ func vectorEntries(t testing.TB) map[string]translog.Entry {
 	unbind := sign(t, node, canonical.Unbind{BindingSessionID: "bs-0001", NodeDID: nodeDID, TS: 1736937600})
 	rev := sign(t, root, canonical.Revocation{OperatorDID: opDID, OperatorRootPublicKey: rootKey.Base58(), RevocationID: "rev-0001", RevokedAt: "2025-06-01T00:00:00Z"})
 	return map[string]translog.Entry{
-		"node":          translog.Node(nodeDID, nodeKey, reg.Message, reg.Signature),
-		"pin":           translog.Pin(opDID, rootKey, dc.Message, dc.Signature),
-		"bind":          translog.Bind(nodeDID, nodeKey, opDID, "bs-0001", [4]translog.Signed{session, dc, authzSigned, accept}),
-		"unbind-node":   translog.Unbind(nodeDID, nodeKey, opDID, "bs-0001", "node", "2025-01-15T10:40:00Z", &unbind),
-		"unbind-expiry": translog.Unbind(nodeDID, nodeKey, opDID, "bs-0001", "revocation", "2025-06-01T00:00:01Z", nil),
-		"revoke":        translog.Revoke(opDID, rootKey, "rev-0001", rev.Message, rev.Signature),
+		"node":              translog.Node(nodeDID, nodeKey, reg.Message, reg.Signature),
+		"pin":               translog.Pin(opDID, rootKey, dc.Message, dc.Signature),
+		"bind":              translog.Bind(nodeDID, nodeKey, opDID, "bs-0001", [4]translog.Signed{session, dc, authzSigned, accept}),
+		"unbind-node":       translog.Unbind(nodeDID, nodeKey, opDID, "bs-0001", "node", "2025-01-15T10:40:00Z", &unbind),
+		"unbind-revocation": translog.Unbind(nodeDID, nodeKey, opDID, "bs-0001", "revocation", "2025-06-01T00:00:01Z", nil),
+		"revoke":            translog.Revoke(opDID, rootKey, "rev-0001", rev.Message, rev.Signature),
+		"unrevoke":          translog.Unrevoke(opDID, rootKey, "rev-0001"),
 	}
 }
 
 // vectorOrder is the order the vectors' log appends the entries in.
-var vectorOrder = []string{"node", "pin", "bind", "unbind-node", "revoke", "unbind-expiry"}
+var vectorOrder = []string{"node", "pin", "bind", "unbind-node", "revoke", "unbind-revocation", "unrevoke"}
 
 // memLog is a log kept in memory, as a store keeps it.
 type memLog struct {

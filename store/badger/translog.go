@@ -71,14 +71,7 @@ func (t *badgerTx) LogHashes(indexes []int64) ([]tlog.Hash, error) {
 }
 
 func (t *badgerTx) AppendLog(index int64, entry []byte, hashes []tlog.Hash) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	size, err := t.LogSize()
-	if err != nil {
-		return err
-	}
-	if err := rules.CheckLogAppend(size, index, hashes); err != nil {
+	if err := rules.CheckLogAppend(&t.TxState, t.LogSize, index, hashes); err != nil {
 		return err
 	}
 	if err := t.setRaw(logKey(pLogEntry, index), entry); err != nil {

@@ -91,14 +91,7 @@ func (t *pgTx) LogHashes(indexes []int64) ([]tlog.Hash, error) {
 // AppendLog moves the size row from index to index+1 and writes the entry and its hashes
 // in one statement. The size row is what two concurrent appends conflict on.
 func (t *pgTx) AppendLog(index int64, entry []byte, hashes []tlog.Hash) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	size, err := t.LogSize()
-	if err != nil {
-		return err
-	}
-	if err := rules.CheckLogAppend(size, index, hashes); err != nil {
+	if err := rules.CheckLogAppend(&t.TxState, t.LogSize, index, hashes); err != nil {
 		return err
 	}
 	hs := make([][]byte, len(hashes))

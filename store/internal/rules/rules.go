@@ -156,10 +156,18 @@ func CompareHashes(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }
 // keeps a log whose hashes do not match its entries.
 var ErrLogAppend = errors.New("store: a log append out of order")
 
-// CheckLogAppend checks an append of hashes at index to a log of size entries.
-func CheckLogAppend(size, index int64, hashes []tlog.Hash) error {
-	if index != size || int64(len(hashes)) != tlog.StoredHashCount(index+1)-tlog.StoredHashCount(index) {
-		return fmt.Errorf("%w: entry %d with %d hashes to a log of %d", ErrLogAppend, index, len(hashes), size)
+// CheckLogAppend checks an append of hashes at index in a transaction t whose log's size
+// is what size returns: t writable, and the append in order.
+func CheckLogAppend(t *TxState, size func() (int64, error), index int64, hashes []tlog.Hash) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	n, err := size()
+	if err != nil {
+		return err
+	}
+	if index != n || int64(len(hashes)) != tlog.StoredHashCount(index+1)-tlog.StoredHashCount(index) {
+		return fmt.Errorf("%w: entry %d with %d hashes to a log of %d", ErrLogAppend, index, len(hashes), n)
 	}
 	return nil
 }

@@ -392,6 +392,14 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	if debugLn != nil {
 		attrs = append(attrs, "pprof", "http://"+debugLn.Addr().String()+"/debug/pprof/")
 	}
+	// The transparency log's key, which clients pin: made with the store the first time and
+	// kept there. A store that refuses writes at the first start makes it at the first
+	// request that needs it.
+	if k, err := svc.LogKey(ctx); err != nil {
+		log.Warn("the transparency log's key is not made yet", "err", err)
+	} else {
+		attrs = append(attrs, "log_key", k.Verifier())
+	}
 	log.Info("svrpd serving", attrs...)
 	if ready != nil {
 		ready <- ln.Addr().String()

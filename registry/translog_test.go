@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,10 +12,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
 	"github.com/svrp/svrp/translog"
 )
 
@@ -308,4 +313,105 @@ func TestLogFromTheSpecifications(t *testing.T) {
 	// A tile beyond the log, and a path that is no tile.
 	h.fails("GET", "/log/tile/entries/"+tilePath(after.cp.size/256+1), nil, "", http.StatusNotFound, "NOT_FOUND")
 	h.fails("GET", "/log/tile/0/1", nil, "", http.StatusNotFound, "NOT_FOUND")
+}
+
+// TestLogSharedOnPostgres runs three registries on one database, as three daemons, and
+// registers through all of them at once, one of them stopped mid-batch: every acknowledged
+// registration's entry is in the one log at the index its answer gave, the log holds one
+// entry per node record (no write without its entry, no entry without its write), and all
+// three serve the same checkpoint, byte for byte.
+func TestLogSharedOnPostgres(t *testing.T) {
+	servePostgres(t)
+	dir := t.TempDir()
+	var svcs []*registry.Service
+	for range 3 {
+		svc, err := registry.New(registry.Config{Store: openStore(t, dir)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+	}
+	const each = 30
+	type acked struct {
+		did   string
+		index int64
+	}
+	var mu sync.Mutex
+	var acks []acked
+	stop, stopped := context.WithCancel(t.Context())
+	defer stopped()
+	var wg sync.WaitGroup
+	for d, svc := range svcs {
+		for g := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := t.Context()
+				if d == 2 {
+					ctx = stop // the third daemon is stopped mid-batch
+				}
+				for i := range each / 3 {
+					n := newNode(t, fmt.Sprintf("shared-%d-%d-%d", d, g, i))
+					addr := fmt.Sprintf("198.%d.%d.1", 18+d, g*each+i)
+					res, err := svc.Register(ctx, n.registration(t, addr+":7000"), addr)
+					if err != nil {
+						continue // not acknowledged: its entry may or may not be there
+					}
+					mu.Lock()
+					acks = append(acks, acked{n.did, *res.LogIndex})
+					if len(acks) == each {
+						stopped()
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+
+	var head translog.Checkpoint
+	var entries [][]byte
+	var nodes int
+	st := openStore(t, dir)
+	storetest.View(t, st, func(tx store.Tx) error {
+		var err error
+		if head, err = translog.Head(tx, "check"); err != nil {
+			return err
+		}
+		if entries, err = tx.LogEntries(0, head.Size); err != nil {
+			return err
+		}
+		nodes, err = tx.NodeCount()
+		return err
+	})
+	if int64(nodes) != head.Size {
+		t.Errorf("%d node records and %d log entries", nodes, head.Size)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if seen[string(e)] {
+			t.Errorf("entry %q is in the log twice", e)
+		}
+		seen[string(e)] = true
+	}
+	for _, a := range acks {
+		if !bytes.HasPrefix(entries[a.index], []byte("svrp-log-entry:v1\nnode\n"+a.did+"\n")) {
+			t.Errorf("registration of %s acknowledged at %d, which holds %q", a.did, a.index, entries[a.index])
+		}
+	}
+	var first []byte
+	for i, svc := range svcs {
+		cp, err := svc.Checkpoint(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = cp
+		} else if !bytes.Equal(cp, first) {
+			t.Errorf("registry %d serves\n%s\nregistry 0\n%s", i, cp, first)
+		}
+	}
+	if len(acks) < each {
+		t.Errorf("%d registrations acknowledged of the %d the batch needs", len(acks), each)
+	}
 }

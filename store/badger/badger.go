@@ -47,8 +47,7 @@ import (
 //	r/<hex operator did>/<hex id> Revocation
 //	m/revocations                 the number of r/ records, decimal
 //	p/<hex did body>              store.OperatorPin (pins.go)
-//	l/e/<16-hex index>            a transparency log entry, raw (translog.go)
-//	l/h/<16-hex storage index>    a log Merkle hash, 32 bytes
+//	l/<16-hex index>              a transparency log entry and the hashes it added (translog.go)
 //	m/log-size                    the number of log entries, decimal
 //	m/log-seed                    the seed of the log's signing key, 32 bytes
 //

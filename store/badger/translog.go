@@ -11,15 +11,31 @@ import (
 	"github.com/svrp/svrp/store/internal/rules"
 )
 
-// The transparency log's keys. Indexes are 16 hex digits, so key order is index order.
+// The transparency log's keys. Each entry is one record, "l/<16-hex index>", holding the
+// Merkle hashes its append stored (one per level, level 0 first, 32 bytes each) after a byte
+// that counts them, then the entry: an append writes two keys, the record and the size,
+// where a key per hash would double what each registration commits. Indexes are fixed-width
+// hex, so key order is index order.
 const (
-	pLogEntry = "l/e/"
-	pLogHash  = "l/h/"
+	pLogEntry = "l/"
 	kLogSize  = "m/log-size"
 	kLogSeed  = "m/log-seed"
 )
 
-func logKey(prefix string, i int64) []byte { return fmt.Appendf(nil, "%s%016x", prefix, i) }
+func logKey(i int64) []byte { return fmt.Appendf(nil, "%s%016x", pLogEntry, i) }
+
+// logRecord reads the record of entry i and splits it into its hashes and the entry.
+func (t *badgerTx) logRecord(i int64) (hashes, entry []byte, err error) {
+	v, err := t.getRaw(logKey(i))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(v) < 1 || len(v) < 1+32*int(v[0]) {
+		return nil, nil, fmt.Errorf("store: log record %d is cut short", i)
+	}
+	n := 1 + 32*int(v[0])
+	return v[1:n], v[n:], nil
+}
 
 func (t *badgerTx) LogSize() (int64, error) {
 	v, err := t.getRaw([]byte(kLogSize))
@@ -46,7 +62,7 @@ func (t *badgerTx) LogEntries(start, end int64) ([][]byte, error) {
 	}
 	out := make([][]byte, 0, end-start)
 	for i := start; i < end; i++ {
-		e, err := t.getRaw(logKey(pLogEntry, i))
+		_, e, err := t.logRecord(i)
 		if err != nil {
 			return nil, fmt.Errorf("store: log entry %d: %w", i, err)
 		}
@@ -55,17 +71,23 @@ func (t *badgerTx) LogEntries(start, end int64) ([][]byte, error) {
 	return out, nil
 }
 
+// LogHashes finds each hash in the record of the entry whose append stored it: the hash of
+// level L and index n is stored by entry ((n+1) << L) − 1, at position L.
 func (t *badgerTx) LogHashes(indexes []int64) ([]tlog.Hash, error) {
 	out := make([]tlog.Hash, len(indexes))
 	for i, x := range indexes {
-		v, err := t.getRaw(logKey(pLogHash, x))
+		if x < 0 {
+			return nil, store.ErrNotFound
+		}
+		level, n := tlog.SplitStoredHashIndex(x)
+		hs, _, err := t.logRecord((n+1)<<level - 1)
 		if err != nil {
 			return nil, err
 		}
-		if len(v) != len(out[i]) {
-			return nil, fmt.Errorf("store: log hash %d is %d bytes", x, len(v))
+		if len(hs) < 32*(level+1) {
+			return nil, fmt.Errorf("store: log hash %d is missing from its record", x)
 		}
-		copy(out[i][:], v)
+		copy(out[i][:], hs[32*level:])
 	}
 	return out, nil
 }
@@ -74,14 +96,14 @@ func (t *badgerTx) AppendLog(index int64, entry []byte, hashes []tlog.Hash) erro
 	if err := rules.CheckLogAppend(&t.TxState, t.LogSize, index, hashes); err != nil {
 		return err
 	}
-	if err := t.setRaw(logKey(pLogEntry, index), entry); err != nil {
-		return err
+	v := make([]byte, 0, 1+32*len(hashes)+len(entry))
+	v = append(v, byte(len(hashes)))
+	for _, h := range hashes {
+		v = append(v, h[:]...)
 	}
-	at := tlog.StoredHashIndex(0, index)
-	for i, h := range hashes {
-		if err := t.setRaw(logKey(pLogHash, at+int64(i)), h[:]); err != nil {
-			return err
-		}
+	// The record lies past the log's end, so its key does not exist yet.
+	if err := t.setFresh(logKey(index), append(v, entry...)); err != nil {
+		return err
 	}
 	return t.setRaw([]byte(kLogSize), strconv.AppendInt(nil, index+1, 10))
 }

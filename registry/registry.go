@@ -35,6 +35,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/translog"
 )
 
 // DefaultOnlineWindow is how recently a node must have been seen to count as online.
@@ -191,6 +192,11 @@ func New(cfg Config) (*Service, error) {
 	}
 	if err := canonical.CheckPrefix(s.prefix); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
+	}
+	if s.logOrigin != "" {
+		if _, err := translog.NewKey(s.logOrigin, [32]byte{}); err != nil {
+			return nil, fmt.Errorf("registry: the log's origin: %w", err)
+		}
 	}
 	if s.clock == nil {
 		s.clock = time.Now

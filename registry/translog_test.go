@@ -415,3 +415,25 @@ func TestLogSharedOnPostgres(t *testing.T) {
 		t.Errorf("%d registrations acknowledged of the %d the batch needs", len(acks), each)
 	}
 }
+
+// TestLogOrigin: a configured origin names the key and opens every checkpoint; one that
+// cannot be a key's name is refused when the registry is made.
+func TestLogOrigin(t *testing.T) {
+	svc, err := registry.New(registry.Config{Store: store.NewMemory(), LogOrigin: "registry.example/log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := svc.LogKey(t.Context())
+	if err != nil || !strings.HasPrefix(k.Verifier(), "registry.example/log+") {
+		t.Fatalf("LogKey = %v, %v", k, err)
+	}
+	cp, err := svc.Checkpoint(t.Context())
+	if err != nil || !strings.HasPrefix(string(cp), "registry.example/log\n0\n") {
+		t.Fatalf("Checkpoint = %q, %v", cp, err)
+	}
+	for _, bad := range []string{"registry example", "a+b"} {
+		if _, err := registry.New(registry.Config{Store: store.NewMemory(), LogOrigin: bad}); err == nil {
+			t.Errorf("origin %q accepted", bad)
+		}
+	}
+}

@@ -168,6 +168,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.FlushEvery, "flush-every", registry.DefaultFlushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
 	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
+	fs.StringVar(&c.LogOrigin, "log-origin", "", "the transparency log's origin, the name of its key, such as registry.example/log; default <prefix>.svrp/log/<16 hex of the key>. Keep it once clients pinned the key")
 	fs.Var(notFlag{&c.SingleVerify}, "batch-verify", batchVerifyUsage)
 	def := registry.DefaultLimits()
 	defaults := limitFlags(&def)
@@ -287,7 +288,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 
 	rc := registry.Config{
-		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
+		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures, LogOrigin: c.LogOrigin,
 		Limits: c.Limits, TrustedProxies: c.TrustedProxies, FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
 	}
 	if m != nil {

@@ -14,6 +14,7 @@ require (
 	github.com/mr-tron/base58 v1.3.0
 	github.com/prometheus/client_golang v1.23.2
 	golang.org/x/crypto v0.48.0
+	golang.org/x/mod v0.32.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -576,7 +576,12 @@ func (s *Service) Accept(ctx context.Context, id string, acc binding.Acceptance)
 			}
 			b := binding.Activate(active, now)
 			out = api.AcceptResult{BindingSessionID: active.ID, State: active.State.String(), Binding: bindingView(b)}
-			return tx.PutBinding(b)
+			if err := tx.PutBinding(b); err != nil {
+				return err
+			}
+			var err error
+			out.LogIndex, err = s.logBind(tx, active)
+			return err
 		},
 	})
 	if err != nil {

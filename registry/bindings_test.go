@@ -1150,6 +1150,10 @@ func TestAccept(t *testing.T) {
 		status, raw := h.do("POST", "/v1/node/bindings/bs-ok/accept", n.acceptance(t, s.pend, true, h.now()), "")
 		var res api.AcceptResult
 		json.Unmarshal(raw, &res)
+		if res.LogIndex == nil {
+			t.Error("the answer carries no log_index")
+		}
+		res.LogIndex = nil
 		want := api.AcceptResult{BindingSessionID: "bs-ok", State: "ACTIVE", Binding: api.BindingView{
 			NodeDID: n.did, OperatorDID: op.did, BoundTerms: api.BoundTerms{TaskTypes: []string{"inference"},
 				SingleLimit: num(5), DailyLimit: num(50), RevocationID: "authz-bs-ok", ActivatedAt: stamp(h.now())},

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
@@ -518,4 +520,28 @@ func (t recordingTx) PutNodeRevision(n store.Node) (uint64, error) {
 func (t recordingTx) WriteTouchedNode(n store.Node) error {
 	t.r.record("WriteTouchedNode(%+v)", n)
 	return t.tx.WriteTouchedNode(n)
+}
+func (t recordingTx) LogSize() (int64, error) {
+	t.r.record("LogSize")
+	return t.tx.LogSize()
+}
+func (t recordingTx) LogEntries(start, end int64) ([][]byte, error) {
+	t.r.record("LogEntries(%d, %d)", start, end)
+	return t.tx.LogEntries(start, end)
+}
+func (t recordingTx) LogHashes(indexes []int64) ([]tlog.Hash, error) {
+	t.r.record("LogHashes(%v)", indexes)
+	return t.tx.LogHashes(indexes)
+}
+func (t recordingTx) AppendLog(index int64, entry []byte, hashes []tlog.Hash) error {
+	t.r.record("AppendLog(%d, %q)", index, entry)
+	return t.tx.AppendLog(index, entry, hashes)
+}
+func (t recordingTx) LogSeed() ([32]byte, error) {
+	t.r.record("LogSeed")
+	return t.tx.LogSeed()
+}
+func (t recordingTx) PutLogSeed(seed [32]byte) error {
+	t.r.record("PutLogSeed")
+	return t.tx.PutLogSeed(seed)
 }

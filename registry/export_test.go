@@ -5,6 +5,10 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
+// LogRegistrationsOff leaves s's registrations unlogged, for the benchmark that measures the
+// log's cost.
+func LogRegistrationsOff(s *Service) { s.logState.registrationsOff = true }
+
 // Endpoints returns the endpoint table as method and path template.
 func Endpoints() [][2]string {
 	out := make([][2]string, len(endpoints))

@@ -66,14 +66,15 @@ var statusOf = map[proto.Code]int{
 var openAPI []byte
 
 // endpoint is one endpoint of the API: its method, its path template ({id} stands for a
-// binding session id) and what serves it.
+// binding session id, {tile} for a tile's path, the rest of the path) and what serves it.
 type endpoint struct {
 	method, path string
 	serve        func(h *handler, w http.ResponseWriter, r *http.Request, c call)
 }
 
 // call is what ServeHTTP learned of a request before it chose the endpoint, read once: the
-// path's binding session id, for the templates that have one, and the client address.
+// path's binding session id or tile path, for the templates that have one, and the client
+// address.
 type call struct{ id, addr string }
 
 // endpoints is the API, and its router: ServeHTTP serves a request with the entry its method
@@ -109,6 +110,9 @@ var endpoints = []endpoint{
 	{"POST", "/v1/node/bindings/{id}/accept", (*handler).accept},
 	{"POST", "/v1/node/bindings/{id}/reject", (*handler).nodeReject},
 	{"GET", "/openapi.json", (*handler).openapi},
+	{"GET", "/log/checkpoint", (*handler).logCheckpoint},
+	{"GET", "/log/key", (*handler).logKey},
+	{"GET", "/log/tile/{tile}", (*handler).logTile},
 	// The live network's node script posts to the unversioned paths.
 	{"POST", "/register", (*handler).register},
 	{"POST", "/heartbeat", (*handler).heartbeat},
@@ -211,9 +215,13 @@ func allowOf(path string) string {
 }
 
 // matchTemplate reports whether path is an instance of the endpoint template tmpl, where
-// {id} matches one non-empty segment, and returns that segment.
+// {id} matches one non-empty segment and {tile}, last, the non-empty rest of the path, and
+// returns what they matched.
 func matchTemplate(tmpl, path string) (id string, ok bool) {
 	for {
+		if tmpl == "{tile}" {
+			return path, path != ""
+		}
 		t, tRest, tMore := strings.Cut(tmpl, "/")
 		p, pRest, pMore := strings.Cut(path, "/")
 		if tMore != pMore {

@@ -103,6 +103,9 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 		}); err != nil {
 			return err
 		}
+		if out.LogIndex, err = s.logRevoke(tx, rv, r); err != nil {
+			return err
+		}
 		out.RevokedAt = canonical.FormatTime(rv.RevokedAt)
 		spellings, err := pinnedSpellings(tx, rv.RootKey)
 		if err != nil {
@@ -116,7 +119,7 @@ func (s *Service) Revoke(ctx context.Context, r authn.SignedRevocation, addr str
 				return err
 			}
 			endedTokens = append(endedTokens, ended...)
-			bs, err := endBindings(tx, under, now)
+			bs, err := s.endBindings(tx, under, now)
 			if err != nil {
 				return err
 			}
@@ -182,7 +185,7 @@ func endSessions(tx store.Tx, rv authn.Revoked) ([][32]byte, error) {
 
 // endBindings ends the operator's active bindings that the revoked pair made, as an unbind
 // would, with unbound_by "revocation".
-func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBinding, error) {
+func (s *Service) endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBinding, error) {
 	bs, err := tx.BindingsByOperator(rv.OperatorDID)
 	if err != nil {
 		return nil, err
@@ -200,7 +203,7 @@ func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBindi
 		} else if !revoked {
 			continue
 		}
-		if err := endBinding(tx, b, sess, found, binding.UnboundByRevocation, now); err != nil {
+		if err := s.endBinding(tx, b, sess, found, binding.UnboundByRevocation, now); err != nil {
 			return nil, err
 		}
 		ended = append(ended, api.EndedBinding{BindingSessionID: b.SessionID, NodeDID: b.NodeDID})
@@ -210,8 +213,11 @@ func endBindings(tx store.Tx, rv authn.Revoked, now time.Time) ([]api.EndedBindi
 
 // endBinding removes the active binding b, as an unbind would, and marks sess, the session
 // that made it, unbound by by; found says whether that session is still there to mark.
-func endBinding(tx store.Tx, b binding.Binding, sess binding.BindingSession, found bool, by binding.UnboundBy, now time.Time) error {
+func (s *Service) endBinding(tx store.Tx, b binding.Binding, sess binding.BindingSession, found bool, by binding.UnboundBy, now time.Time) error {
 	if err := tx.DeleteBinding(b.NodeKey); err != nil {
+		return err
+	}
+	if _, err := s.logUnbind(tx, b, by, now, nil); err != nil {
 		return err
 	}
 	if !found {
@@ -227,7 +233,7 @@ func endBinding(tx store.Tx, b binding.Binding, sess binding.BindingSession, fou
 // operator (docs/protocol.md §10.6): unknown id → NOT_FOUND, another operator → PERMISSION_DENIED,
 // a binding that is not the node's current one → BAD_STATE.
 func (s *Service) UnbindByOperator(ctx context.Context, id string, op authn.Operator) (api.UnbindResult, error) {
-	return s.unbind(ctx, id, binding.UnboundByOperator, func(sess binding.BindingSession) error {
+	return s.unbind(ctx, id, binding.UnboundByOperator, nil, func(sess binding.BindingSession) error {
 		if sess.OperatorDID == "" || sess.OperatorDID != op.DID {
 			return proto.New(proto.PermissionDenied, "only the operator of this binding may unbind it")
 		}
@@ -255,7 +261,7 @@ func (s *Service) UnbindByNode(ctx context.Context, id string, req api.NodeUnbin
 		return api.UnbindResult{}, err
 	}
 	key := sess.NodeKey
-	return s.unbind(ctx, id, binding.UnboundByNode, func(cur binding.BindingSession) error {
+	return s.unbind(ctx, id, binding.UnboundByNode, &req, func(cur binding.BindingSession) error {
 		if cur.NodeKey != key {
 			return proto.New(proto.PermissionDenied, "node_did does not name this session's node")
 		}
@@ -274,7 +280,8 @@ func (s *Service) session(ctx context.Context, id string) (binding.BindingSessio
 }
 
 // unbind runs one unbind in a transaction: the session, the caller's check, then the state.
-func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, allowed func(binding.BindingSession) error) (api.UnbindResult, error) {
+// byNode is the node's signed request, nil for the operator's.
+func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, byNode *api.NodeUnbindRequest, allowed func(binding.BindingSession) error) (api.UnbindResult, error) {
 	now := s.now()
 	var out api.UnbindResult
 	var nodeKey didkey.PublicKey
@@ -301,6 +308,9 @@ func (s *Service) unbind(ctx context.Context, id string, by binding.UnboundBy, a
 		out = api.UnbindResult{
 			BindingSessionID: next.ID, State: next.State.String(), Bound: false,
 			UnboundAt: canonical.FormatTime(next.UnboundAt), UnboundBy: string(next.UnboundBy),
+		}
+		if out.LogIndex, err = s.logUnbind(tx, cur, by, next.UnboundAt, byNode); err != nil {
+			return err
 		}
 		return tx.PutBindingSession(next)
 	})

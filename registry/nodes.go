@@ -67,6 +67,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		verified = req.Signature != nil && canonical.VerifyWith(s.verifier, key, s.prefix, v1msg, *req.Signature) == nil
 	}
 	var rec store.Node
+	var logged *int64
 	var changed, added bool
 	var displaced *store.Node
 	// A new key's place in the node table, taken once however often the transaction runs,
@@ -82,7 +83,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		}
 	}()
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		changed, added, displaced = false, false, nil
+		changed, added, displaced, logged = false, false, nil, nil
 		old, err := tx.Node(key)
 		exists := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -165,7 +166,15 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 			return err
 		}
 		changed, added = true, !exists
-		return tx.PutNode(rec)
+		if err := tx.PutNode(rec); err != nil {
+			return err
+		}
+		var m canonical.Message = v1msg
+		if req.TS != nil {
+			m = registerV2(v1msg, *req.TS)
+		}
+		logged, err = s.logRegistration(tx, old, exists, rec, m)
+		return err
 	})
 	if err != nil {
 		changed, added = false, false
@@ -178,7 +187,12 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		s.nodesChanged()
 		s.log.Debug("node registered", "did", req.DID, "signed", verified, "v2", req.TS != nil)
 	}
-	return api.RegisterResult{OK: true, Registered: true, Signed: rec.SignatureVerified, IDBound: true, Data: nodeView(rec)}, nil
+	return api.RegisterResult{OK: true, Registered: true, Signed: rec.SignatureVerified, IDBound: true, Data: nodeView(rec), LogIndex: logged}, nil
+}
+
+// registerV2 is message 10: m's fields and ts.
+func registerV2(m canonical.Register, ts int64) canonical.RegisterV2 {
+	return canonical.RegisterV2{DID: m.DID, PublicKey: m.PublicKey, Endpoint: m.Endpoint, Capabilities: m.Capabilities, Region: m.Region, TS: ts}
 }
 
 // checkRegisterV2 applies the checks of docs/protocol.md §10.1 that need no stored state: the
@@ -191,8 +205,7 @@ func checkRegisterV2(v sigverify.Verifier, key didkey.PublicKey, prefix string, 
 	if sig == nil {
 		return proto.New(proto.BadSignature, "a registration with ts must be signed")
 	}
-	v2 := canonical.RegisterV2{DID: m.DID, PublicKey: m.PublicKey, Endpoint: m.Endpoint, Capabilities: m.Capabilities, Region: m.Region, TS: ts}
-	if err := canonical.VerifyWith(v, key, prefix, v2, *sig); err != nil {
+	if err := canonical.VerifyWith(v, key, prefix, registerV2(m, ts), *sig); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return err
 		}

@@ -60,7 +60,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	var dev authn.Device
 	var state loginState
 	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		state = loginState{tx: tx}
+		state = loginState{tx: tx, proof: s.credentialProof(l.DeviceCredential)}
 		dev, err = authn.VerifyLoginWith(s.verifier, l, s.prefix, now, s.challenges, &state, &state)
 		return err
 	})
@@ -95,7 +95,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx, dev.Credential)); err != nil {
 			return err
 		}
-		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true); err != nil {
+		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true, s.credentialProof(l.DeviceCredential)); err != nil {
 			return err
 		}
 		if err := s.holdBearer(tx, sess.OperatorDID, displaced); err != nil {
@@ -179,7 +179,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		if inBlock.Count > blockLimit(s.limits.LoginAddressLimit, s.limits.AddressBlockFactor) {
 			return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
 		}
-		state := loginState{tx: tx}
+		state := loginState{tx: tx, proof: s.credentialProof(l.DeviceCredential)}
 		ch := storedChallenges{Challenges: s.challenges, checker: s.checker, tx: tx}
 		// A login that failed above fails here too, at the same check or an earlier one:
 		// every answer here is the first run's or stricter.
@@ -198,7 +198,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 			}
 			return nil
 		}
-		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true); err != nil {
+		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true, s.credentialProof(l.DeviceCredential)); err != nil {
 			return err
 		}
 		if err := s.holdBearer(tx, sess.OperatorDID, displaced); err != nil {

@@ -49,9 +49,10 @@ func checkPin(tx store.Tx, did didkey.DID, root didkey.PublicKey) (store.Operato
 }
 
 // pinOperator pins did's body to root for a login that passed the root signature, unless it
-// is pinned already (DID_COLLISION when to another key), and, when loggedIn, records that the
-// root key logged in under it. It writes only what changed, and returns the record as stored.
-func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Time, loggedIn bool) (store.OperatorPin, error) {
+// is pinned already (DID_COLLISION when to another key), logging the pin with proof, and, when
+// loggedIn, records that the root key logged in under it. It writes only what changed, and
+// returns the record as stored.
+func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Time, loggedIn bool, proof rootProof) (store.OperatorPin, error) {
 	pin, pinned, err := checkPin(tx, did, root)
 	if err != nil {
 		return store.OperatorPin{}, err
@@ -59,6 +60,9 @@ func pinOperator(tx store.Tx, did didkey.DID, root didkey.PublicKey, now time.Ti
 	changed := !pinned
 	if !pinned {
 		pin.PinnedAt, pin.ByLogin = now, true
+		if err := logPin(tx, did, root, proof); err != nil {
+			return store.OperatorPin{}, err
+		}
 	}
 	if loggedIn && !pin.LoggedIn() {
 		pin.LoggedInAt, changed = now, true
@@ -78,6 +82,7 @@ type loginState struct {
 	passed bool
 	did    didkey.DID
 	root   didkey.PublicKey
+	proof  rootProof // the credential's, for the pin's log entry
 }
 
 // CheckPin implements [authn.Pins].
@@ -111,7 +116,7 @@ func (p *loginState) pinsOnFailure(err error) bool {
 
 // pin pins, in tx, the operator DID that the pin let pass to its root key, as [pinOperator].
 func (p *loginState) pin(tx store.Tx, now time.Time) error {
-	_, err := pinOperator(tx, p.did, p.root, now, false)
+	_, err := pinOperator(tx, p.did, p.root, now, false, p.proof)
 	return err
 }
 
@@ -157,14 +162,14 @@ func lookupRevocation(tx store.Tx, operatorDID, revocationID string, root *didke
 	if err != nil {
 		return store.Revocation{}, false, err
 	}
-	if root != nil && !signedBy(r, *root) {
+	if root != nil && !revokedBy(r, *root) {
 		return store.Revocation{}, false, nil
 	}
 	return r, true, nil
 }
 
-// signedBy reports whether r was signed by root.
-func signedBy(r store.Revocation, root didkey.PublicKey) bool {
+// revokedBy reports whether r was signed by root.
+func revokedBy(r store.Revocation, root didkey.PublicKey) bool {
 	k, err := didkey.DecodeKey(r.RootPublicKey)
 	return err == nil && k == root
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/translog"
 )
 
 // DefaultOnlineWindow is how recently a node must have been seen to count as online.
@@ -88,6 +89,9 @@ type Config struct {
 	// that arrive together in batches. Default sigverify.Single{}: each alone. Every
 	// Verifier judges by the same rule, so the choice changes cost, never an answer.
 	Verifier sigverify.Verifier
+	// LogOrigin is the transparency log's origin, the name of its key; default one made
+	// from the prefix and the key (see [Service.LogKey]).
+	LogOrigin string
 }
 
 // Service is the registry. It is safe for concurrent use.
@@ -131,6 +135,10 @@ type Service struct {
 	touches       atomic.Uint64
 	lists         listCache
 	network       networkState
+
+	// The transparency log's key and last checkpoint (translog.go).
+	logOrigin string
+	logState  logState
 }
 
 // New checks cfg and returns a Service.
@@ -146,6 +154,7 @@ func New(cfg Config) (*Service, error) {
 		challenges:     cfg.Challenges,
 		log:            cfg.Logger,
 		strict:         cfg.StrictSignatures,
+		logOrigin:      cfg.LogOrigin,
 		listingTurns:   make(listingSlots, listingSlotCount),
 		limits:         cfg.Limits.OrDefaults(),
 		trustedProxies: slices.Clone(cfg.TrustedProxies),
@@ -176,6 +185,11 @@ func New(cfg Config) (*Service, error) {
 	}
 	if err := canonical.CheckPrefix(s.prefix); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
+	}
+	if s.logOrigin != "" {
+		if _, err := translog.NewKey(s.logOrigin, [32]byte{}); err != nil {
+			return nil, fmt.Errorf("registry: the log's origin: %w", err)
+		}
 	}
 	if s.clock == nil {
 		s.clock = time.Now

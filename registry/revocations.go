@@ -182,7 +182,7 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 	if perr == nil {
 		pin, err = tx.OperatorPin(d.Body())
 		switch {
-		case err == nil && !signedBy(r, pin.RootKey):
+		case err == nil && !revokedBy(r, pin.RootKey):
 			// The body's record is another root key's: it holds nothing of this revocation.
 		case err == nil:
 			if pin.LoggedIn() {
@@ -195,6 +195,9 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 		}
 	}
 	if err := tx.DeleteRevocation(did, id); err != nil {
+		return false, err
+	}
+	if err := logUnrevoke(tx, r); err != nil {
 		return false, err
 	}
 	if pinned && pin.Revocations > 0 {

@@ -69,7 +69,7 @@ func (s *Service) endUnseenBindings(ctx context.Context, unseen []lastSight, now
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
-				if err := endBinding(tx, b, sess, err == nil, binding.UnboundByNodeUnseen, now); err != nil {
+				if err := s.endBinding(tx, b, sess, err == nil, binding.UnboundByNodeUnseen, now); err != nil {
 					return err
 				}
 				ended = append(ended, b)

@@ -75,6 +75,7 @@ type memData struct {
 	revoked    map[[2]string]Revocation
 	pins       map[string]OperatorPin
 	usedIDs    map[string]struct{} // usedIDHash of deleted sessions
+	log        memLog
 }
 
 func (m *memStore) View(ctx context.Context, fn func(Tx) error) error {

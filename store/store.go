@@ -345,6 +345,8 @@ type Tx interface {
 	// WriteTouchedNode replaces the record of n.Key with n, which differs from it in
 	// LastSeen alone, without PutNode's index upkeep: a flush of touches changes no DID.
 	WriteTouchedNode(n Node) error
+
+	LogTx
 }
 
 // touchesKey marks an Update that makes durable what was already acknowledged: heartbeat

@@ -60,6 +60,7 @@ func commands() []command {
 		{"keygen", "create a node key (a seed file) and print its DIDs and fingerprint", withoutStdin(cli.Keygen)},
 		{"node", "run a node (node run) or bind it to an operator (node bind)", cli.Node},
 		{"operator", "operator identity, login, binding and views (operator init, login, resolve, ...)", cli.Operator},
+		{"log", "check a registry's transparency log: verify entries (log verify) or replay it against what the registry serves (log monitor)", withoutStdin(cli.Log)},
 		{"bench", "load a registry: latency and the daemon's CPU per operation, against one Ed25519 verify", withoutStdin(bench.Main)},
 		{"migrate", "copy every record from a Badger data directory or a PostgreSQL database into another, empty one, and verify the counts", withoutStdin(move.Migrate)},
 		{"backup", "write a consistent backup of a running daemon's Badger store (--daemon) or of a stopped data directory (--data) to a file", withoutStdin(move.Backup)},

@@ -13,6 +13,7 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store/badger"
+	"github.com/svrp/svrp/translog"
 )
 
 // Config is everything `svrpd serve` is configured with.
@@ -25,7 +26,10 @@ type Config struct {
 	FlushEvery       time.Duration
 	Prefix           string // domain prefix of every signed message
 	StrictSignatures bool   // refuse registrations whose signature does not verify
-	SingleVerify     bool   // verify each signature alone, not in batches (--batch-verify=false)
+	// LogOrigin names the transparency log, its checkpoints' origin line; "" for the default
+	// made from the prefix and the log's key.
+	LogOrigin    string
+	SingleVerify bool // verify each signature alone, not in batches (--batch-verify=false)
 	// Limits are the registry's bounds on strangers (registry/limits.go), one flag each.
 	Limits registry.Limits
 	// The connection bounds of connlimit.go.
@@ -135,6 +139,11 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Edge.validate()...)
+	if c.LogOrigin != "" {
+		if _, err := translog.NewKey(c.LogOrigin, [32]byte{}); err != nil {
+			errs = append(errs, fmt.Errorf("--log-origin %q: want a name with no space or '+', such as registry.example/log", c.LogOrigin))
+		}
+	}
 	if c.SweepEvery < time.Second {
 		errs = append(errs, errors.New("--sweep-every must be at least 1s"))
 	}

@@ -168,6 +168,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.FlushEvery, "flush-every", registry.DefaultFlushEvery, "how often heartbeat times kept in memory are written to the store, in one statement per flush")
 	fs.StringVar(&c.Prefix, "prefix", canonical.DefaultPrefix, `domain prefix of every signed message ("libertynet" speaks to the live network's clients)`)
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
+	fs.StringVar(&c.LogOrigin, "log-origin", "", "the transparency log's origin, the name of its key, such as registry.example/log; default <prefix>.svrp/log/<16 hex of the key>. Keep it once clients pinned the key")
 	fs.Var(notFlag{&c.SingleVerify}, "batch-verify", batchVerifyUsage)
 	def := registry.DefaultLimits()
 	defaults := limitFlags(&def)
@@ -292,7 +293,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	}
 
 	rc := registry.Config{
-		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures,
+		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures, LogOrigin: c.LogOrigin,
 		Limits: c.Limits, TrustedProxies: c.TrustedProxies, FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
 	}
 	if m != nil {
@@ -396,6 +397,14 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	attrs := []any{"addr", fr.scheme() + "://" + ln.Addr().String(), "store", where, "prefix", c.Prefix, "strict_signatures", c.StrictSignatures, "batch_verify", !c.SingleVerify, "max_connections", maxConns, "file_limit", files, "console", consoleURL, "metrics", metricsAt}
 	if debugLn != nil {
 		attrs = append(attrs, "pprof", "http://"+debugLn.Addr().String()+"/debug/pprof/")
+	}
+	// The transparency log's key, which clients pin: made with the store the first time and
+	// kept there. A store that refuses writes at the first start makes it at the first
+	// request that needs it.
+	if k, err := svc.LogKey(ctx); err != nil {
+		log.Warn("the transparency log's key is not made yet", "err", err)
+	} else {
+		attrs = append(attrs, "log_key", k.Verifier())
 	}
 	log.Info("svrpd serving", attrs...)
 	if ready != nil {

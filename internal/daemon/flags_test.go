@@ -39,6 +39,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{"bound node expiry without unit", nil, map[string]string{"SVRPD_BOUND_NODE_EXPIRY": "720"}, `SVRPD_BOUND_NODE_EXPIRY="720": want a duration`},
 		{"negative tracked clients", []string{"--memory", "--listen", "127.0.0.1:0", "--max-tracked-clients", "-5"}, nil, "--max-tracked-clients"},
 		{"negative request grace", []string{"--memory", "--listen", "127.0.0.1:0", "--request-grace", "-1s"}, nil, "--request-grace"},
+		{"log origin with a space", []string{"--memory", "--log-origin", "registry example"}, nil, `--log-origin "registry example"`},
 		{"negative refusal delay", []string{"--memory", "--listen", "127.0.0.1:0", "--refusal-delay", "-1s"}, nil, "--refusal-delay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantUsageError(t, tc.args, tc.env, tc.want) })

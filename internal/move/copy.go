@@ -84,7 +84,8 @@ func Copy(ctx context.Context, from, to store.Store, progress io.Writer) ([]Coun
 // copyKind copies the records of one kind, writers target transactions at a time: a store
 // that commits transactions in groups (Badger) or runs them concurrently (PostgreSQL) then
 // shares its syncs and round trips between them. The records of a kind do not depend on each
-// other, so the order the batches commit in does not matter.
+// other, so the order the batches commit in does not matter, except for an ordered kind,
+// which one writer copies batch after batch.
 func copyKind(ctx context.Context, src store.Tx, to store.Store, k kind, now time.Time, progress io.Writer) (int, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -92,7 +93,11 @@ func copyKind(ctx context.Context, src store.Tx, to store.Store, k kind, now tim
 	batches := make(chan []write)
 	var wg sync.WaitGroup
 	var written atomic.Int64
-	for range writers {
+	inFlight := writers
+	if k.ordered {
+		inFlight = 1
+	}
+	for range inFlight {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -17,6 +17,7 @@ import (
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/store/postgres"
 	"github.com/svrp/svrp/store/storetest"
+	"github.com/svrp/svrp/translog"
 )
 
 // contents is every record of a store, kind by kind, as the copy sees them.
@@ -27,6 +28,8 @@ type contents struct {
 	Revoked  []store.Revocation
 	Bearer   map[[32]byte]authn.BearerSession
 	Counters map[string]binding.Counter
+	Log      translog.Checkpoint
+	LogSeed  [32]byte
 }
 
 func dump(t testing.TB, s store.Store) contents {
@@ -40,6 +43,14 @@ func dump(t testing.TB, s store.Store) contents {
 			tx.EachRevocation(func(r store.Revocation) error { c.Revoked = append(c.Revoked, r); return nil }),
 			tx.EachBearerSession(func(h [32]byte, x authn.BearerSession) error { c.Bearer[h] = x; return nil }),
 			tx.EachCounter(func(k string, x binding.Counter) error { c.Counters[k] = x; return nil }),
+			func() (err error) { c.Log, err = translog.Head(tx, "copy"); return err }(),
+			func() error {
+				var err error
+				if c.LogSeed, err = tx.LogSeed(); errors.Is(err, store.ErrNotFound) {
+					return nil
+				}
+				return err
+			}(),
 		)
 	})
 	return c
@@ -75,9 +86,21 @@ func fill(t testing.TB, s store.Store, nodes int) {
 		errs = append(errs,
 			tx.PutOperatorPin(store.OperatorPin{Body: "cc2dfc37", RootKey: storetest.Key(9), PinnedAt: storetest.Time(1), LoggedInAt: storetest.Time(2)}),
 			tx.PutBearerSession(storetest.Hash("live"), live),
-			tx.PutBearerSession(storetest.Hash("expired"), storetest.BearerSession("did:svrp:o:op1")))
+			tx.PutBearerSession(storetest.Hash("expired"), storetest.BearerSession("did:svrp:o:op1")),
+			tx.PutLogSeed([32]byte{1, 2, 3}))
 		return errors.Join(errs...)
 	})
+	// Log entries across more than one batch, which must land in their order.
+	for lo := 0; lo < batchSize+3; lo += batchSize {
+		storetest.Update(t, s, func(tx store.Tx) error {
+			for i := lo; i < min(lo+batchSize, batchSize+3); i++ {
+				if _, err := translog.AppendBytes(tx, fmt.Appendf(nil, "entry %d\n", i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 }
 
 // targets opens an empty store of each kind there is to copy into.

@@ -195,4 +195,7 @@ type AcceptResult struct {
 	BindingSessionID string      `json:"binding_session_id"`
 	State            string      `json:"state"`
 	Binding          BindingView `json:"binding"`
+	// LogIndex is the index of this write's entry in the transparency log (docs/protocol.md
+	// §12).
+	LogIndex *int64 `json:"log_index,omitempty"`
 }

@@ -41,6 +41,9 @@ type RevokeResult struct {
 	AlreadyRevoked bool           `json:"already_revoked"`
 	EndedSessions  int            `json:"ended_sessions"`
 	EndedBindings  []EndedBinding `json:"ended_bindings"`
+	// LogIndex is the index of this write's entry in the transparency log (docs/protocol.md
+	// §12); absent when the id was revoked already.
+	LogIndex *int64 `json:"log_index,omitempty"`
 }
 
 // UnbindResult is the answer to POST /v1/bindings/{id}/unbind.
@@ -50,6 +53,9 @@ type UnbindResult struct {
 	Bound            bool   `json:"bound"`
 	UnboundAt        string `json:"unbound_at"`
 	UnboundBy        string `json:"unbound_by"`
+	// LogIndex is the index of this write's entry in the transparency log (docs/protocol.md
+	// §12).
+	LogIndex *int64 `json:"log_index,omitempty"`
 }
 
 // NodeUnbindRequest is the body of the node form of POST /v1/bindings/{id}/unbind: message

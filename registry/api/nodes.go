@@ -31,6 +31,9 @@ type RegisterResult struct {
 	Signed     bool     `json:"signed"`
 	IDBound    bool     `json:"id_bound"`
 	Data       NodeView `json:"data"`
+	// LogIndex is the index of the registration's entry in the transparency log, when it
+	// logged one (docs/protocol.md §12).
+	LogIndex *int64 `json:"log_index,omitempty"`
 }
 
 // NodeView is a node record as GET /nodes serves it (docs/protocol.md §4.1).

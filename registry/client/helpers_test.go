@@ -31,12 +31,12 @@ type counting struct {
 func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.hits[r.URL.Path]++
-	n, h := c.hits[r.URL.Path], c.hooks[r.URL.Path]
+	n, h, next := c.hits[r.URL.Path], c.hooks[r.URL.Path], c.next
 	c.mu.Unlock()
 	if h != nil && h(n, w, r) {
 		return
 	}
-	c.next.ServeHTTP(w, r)
+	next.ServeHTTP(w, r)
 }
 
 // on installs a hook for a path.
@@ -74,18 +74,30 @@ type world struct {
 	srv   *httptest.Server
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldOn(t, store.NewMemory()) }
+
+// newWorldOn is newWorld on the store st.
+func newWorldOn(t *testing.T, st store.Store) *world {
 	t.Helper()
 	// The registry and the clients of one test share the clock.
 	clock := testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now})
+	w := &world{t: t, clock: clock, reqs: &counting{hits: map[string]int{}, hooks: map[string]hook{}}}
+	w.restart(st)
+	w.srv = httptest.NewServer(w.reqs)
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+// restart serves the world from a new registry on st, as a daemon started again on it.
+func (w *world) restart(st store.Store) {
+	w.t.Helper()
+	svc, err := registry.New(registry.Config{Store: st, Clock: w.clock.Now})
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
-	reqs := &counting{next: registry.NewHandler(svc), hits: map[string]int{}, hooks: map[string]hook{}}
-	srv := httptest.NewServer(reqs)
-	t.Cleanup(srv.Close)
-	return &world{t: t, clock: clock, svc: svc, reqs: reqs, srv: srv}
+	w.reqs.mu.Lock()
+	defer w.reqs.mu.Unlock()
+	w.svc, w.reqs.next = svc, registry.NewHandler(svc)
 }
 
 // noWait is a retry policy with the default count whose waits are all zero, recording the

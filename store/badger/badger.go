@@ -47,6 +47,9 @@ import (
 //	r/<hex operator did>/<hex id> Revocation
 //	m/revocations                 the number of r/ records, decimal
 //	p/<hex did body>              store.OperatorPin (pins.go)
+//	l/<16-hex index>              a transparency log entry and the hashes it added (translog.go)
+//	m/log-size                    the number of log entries, decimal
+//	m/log-seed                    the seed of the log's signing key, 32 bytes
 //
 // Where a variable-length string is followed by a fixed-length one (s/, o/), a scan checks
 // that what follows the prefix is exactly one 64-hex key, so that a DID containing '/' can

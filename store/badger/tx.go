@@ -84,7 +84,7 @@ func key(prefix string, parts ...string) []byte {
 var kinds = []struct{ prefix, name string }{
 	{pNode, "node"}, {pSession, "binding session"}, {pBinding, "binding"},
 	{pOpSession, "bearer session"}, {pCounter, "counter"}, {pRevoked, "revocation"},
-	{pPin, "operator pin"},
+	{pPin, "operator pin"}, {pLogEntry, "log entry"},
 }
 
 func kind(k []byte) string {
@@ -168,6 +168,20 @@ func decode(k, raw []byte, v any) error {
 func (t *badgerTx) setRaw(k, v []byte) error {
 	if err := t.remember(k); err != nil {
 		return err
+	}
+	if err := t.txn.Set(k, v); err != nil {
+		return fmt.Errorf("store: failed to write %s: %w", kind(k), err)
+	}
+	return nil
+}
+
+// setFresh is setRaw for a key the caller knows is absent (a log entry or hash past the
+// log's end): its undo entry is "absent", with no read to find out.
+func (t *badgerTx) setFresh(k, v []byte) error {
+	if t.undo != nil {
+		if _, seen := t.undo[string(k)]; !seen {
+			t.undo[string(k)] = undoEntry{}
+		}
 	}
 	if err := t.txn.Set(k, v); err != nil {
 		return fmt.Errorf("store: failed to write %s: %w", kind(k), err)

@@ -85,6 +85,14 @@ var migrations = []string{
 	);
 	CREATE INDEX svrp_node_deletions_xid ON svrp_node_deletions (xid);
 	CREATE INDEX svrp_node_deletions_at ON svrp_node_deletions (deleted_at);`,
+
+	// 7: the transparency log (translog.go): its entries, its Merkle hashes, and its size in
+	// a row of its own, which every append reads and moves, so that two appends from any two
+	// daemons conflict and one runs again: the log has one order.
+	`CREATE TABLE svrp_log_entries (idx bigint PRIMARY KEY, entry bytea NOT NULL);
+	CREATE TABLE svrp_log_hashes (idx bigint PRIMARY KEY, hash bytea NOT NULL);
+	CREATE TABLE svrp_log_size (n bigint NOT NULL);
+	INSERT INTO svrp_log_size VALUES (0);`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -64,6 +64,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Context", testContext},
 		{"ConcurrentIncrements", testConcurrentIncrements},
 		{"NoPhantoms", testNoPhantoms},
+		{"Log", testLog},
+		{"ConcurrentAppends", testConcurrentAppends},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, fresh(t)) })

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 )
@@ -148,3 +150,32 @@ func CompareKeys(a, b didkey.PublicKey) int { return bytes.Compare(a[:], b[:]) }
 
 // CompareHashes orders hashes as their bytes.
 func CompareHashes(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }
+
+// ErrLogAppend is an append to the transparency log at an index other than its size, or
+// with other than the hashes that index adds: a caller's mistake, refused so that no store
+// keeps a log whose hashes do not match its entries.
+var ErrLogAppend = errors.New("store: a log append out of order")
+
+// CheckLogAppend checks an append of hashes at index in a transaction t whose log's size
+// is what size returns: t writable, and the append in order.
+func CheckLogAppend(t *TxState, size func() (int64, error), index int64, hashes []tlog.Hash) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	n, err := size()
+	if err != nil {
+		return err
+	}
+	if index != n || int64(len(hashes)) != tlog.StoredHashCount(index+1)-tlog.StoredHashCount(index) {
+		return fmt.Errorf("%w: entry %d with %d hashes to a log of %d", ErrLogAppend, index, len(hashes), n)
+	}
+	return nil
+}
+
+// CheckLogRange checks that [start, end) lies in a log of size entries.
+func CheckLogRange(size, start, end int64) error {
+	if start < 0 || start > end || end > size {
+		return fmt.Errorf("store: log entries [%d, %d) of a log of %d", start, end, size)
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/store"
@@ -25,6 +26,12 @@ func TestCheckPinByRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := did.Body()
+	// A message rootA signed, as the login's credential would be: the pin's log entry carries it.
+	signed, err := authn.SignRevocation(a, canonical.DefaultPrefix, "", "", "rev", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proof := rootProof{canonical.DefaultPrefix, signed.Revocation, signed.Signature}
 	then, now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
 		name      string
@@ -58,7 +65,7 @@ func TestCheckPinByRecord(t *testing.T) {
 				if err == nil && pinned != tt.pinned {
 					t.Errorf("checkPin pinned = %v, want %v", pinned, tt.pinned)
 				}
-				_, err = pinOperator(tx, did, rootA, now, true)
+				_, err = pinOperator(tx, did, rootA, now, true, proof)
 				if tt.collision {
 					if !errors.Is(err, authn.ErrDIDCollision) {
 						t.Errorf("pinOperator = %v, want DID_COLLISION", err)

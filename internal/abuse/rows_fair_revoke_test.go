@@ -35,7 +35,9 @@ func strangerRevocations(t *testing.T, d *daemon, first, addrs, perAddr int) map
 // daemon's memory stays bounded.
 func TestFairRow7RevocationListFull(t *testing.T) {
 	const listSize, addrs, perAddr = 300, 400, 2
-	d := start(t, "--max-revocations", fmt.Sprint(listSize), "--sweep-every", "1s")
+	// The strangers send from one /16: its quota is lifted to the list's, so that they fill
+	// the list as many networks would.
+	d := start(t, "--max-revocations", fmt.Sprint(listSize), "--revocations-per-network", fmt.Sprint(listSize), "--sweep-every", "1s")
 	ctx := context.Background()
 	honestOp := newOperator(t)
 	home := d.api("127.0.0.2")
@@ -82,8 +84,8 @@ func TestFairRow7RevocationListFull(t *testing.T) {
 	if _, err := honestOp.Login(t.Context(), home); err != nil {
 		t.Fatalf("the operator's own device after the revocation: %v", err)
 	}
-	// A newcomer from a block that holds nothing takes the place of the oldest revocation of
-	// the block holding most, once a sweep has found it.
+	// A newcomer takes the place of the list's oldest unproven revocation, once a sweep has
+	// found it.
 	time.Sleep(1500 * time.Millisecond)
 	if newcomer := strangerRevocations(t, d, 5*250, 1, 1); newcomer[""] != 1 {
 		t.Errorf("a stranger from a new block on the full list: %v; want it recorded", newcomer)

@@ -64,7 +64,8 @@ func hasNode(t *testing.T, s *Service, i int) bool {
 func bind(t *testing.T, s *Service, i int) {
 	t.Helper()
 	err := s.store.Update(context.Background(), func(tx store.Tx) error {
-		return tx.PutBinding(binding.Binding{NodeKey: testKey(i), NodeDID: fmt.Sprint("n", i), OperatorDID: "did:svrp:o:00000000", SessionID: fmt.Sprint("s", i)})
+		d, _ := didkey.NodeDID(testKey(i), didkey.FormShort)
+		return tx.PutBinding(binding.Binding{NodeKey: testKey(i), NodeDID: d.String(), OperatorDID: "did:svrp:o:00000000", SessionID: fmt.Sprint("s", i)})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 // it was last seen, and no flag shortens that): the rows that need stale entries — bind only
 // the top block, a newcomer taking a spread-thin attacker's stale record — are the registry's
 // tests with a clock of their own (TestNodeBindOnlyTheTopBlock and TestNodeSpreadThin in
-// registry/nodequota_test.go).
+// registry/nodetable_test.go).
 
 const (
 	// spreadHonest is how many entries the honest block holds, and spreadThin how many

@@ -5,17 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
-	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/internal/storekit"
 	"github.com/svrp/svrp/store"
-	"github.com/svrp/svrp/store/badger"
-	"github.com/svrp/svrp/store/postgres"
 	"github.com/svrp/svrp/store/storetest"
 	"github.com/svrp/svrp/translog"
 )
@@ -103,34 +100,8 @@ func fill(t testing.TB, s store.Store, nodes int) {
 	}
 }
 
-// targets opens an empty store of each kind there is to copy into.
-func targets(t *testing.T) map[string]func(t *testing.T) store.Store {
-	m := map[string]func(t *testing.T) store.Store{
-		"memory": func(*testing.T) store.Store { return store.NewMemory() },
-		"badger": func(t *testing.T) store.Store {
-			s, err := badger.Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	}
-	if os.Getenv(pgtest.Env) != "" {
-		m["postgres"] = func(t *testing.T) store.Store {
-			s, err := postgres.Open(context.Background(), pgtest.Schema(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
-	}
-	return m
-}
-
 func TestCopyCarriesEveryKind(t *testing.T) {
-	for name, open := range targets(t) {
+	for name, open := range storekit.All() {
 		t.Run(name, func(t *testing.T) {
 			src := store.NewMemory()
 			fill(t, src, 2*batchSize+7)
@@ -169,7 +140,7 @@ func TestCopyCarriesEveryKind(t *testing.T) {
 }
 
 func TestCopyRefusesANonEmptyTarget(t *testing.T) {
-	for name, open := range targets(t) {
+	for name, open := range storekit.All() {
 		t.Run(name, func(t *testing.T) {
 			src := store.NewMemory()
 			fill(t, src, 10)

@@ -211,27 +211,30 @@ const maxRetryAfter = time.Hour
 // Commit settles the place as id's, last used and ending as given (zero: never ends), and
 // removes the victim taken, if any.
 func (r *Reservation[K]) Commit(id K, lastUse, end time.Time) {
-	t := r.t
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r.done {
-		return
-	}
-	r.done = true
-	r.letGo()
-	if r.has {
-		t.touch(r.victim)
-		t.drop(r.victim)
-	}
-	t.touch(id)
-	if _, ok := t.entries[id]; ok {
-		t.drop(id) // held already: the new place replaces the old
-	}
-	t.put(id, r.groups, unix(lastUse), unix(end))
+	r.settle(func(t *Table[K]) {
+		if r.has {
+			t.touch(r.victim)
+			t.drop(r.victim)
+		}
+		t.touch(id)
+		if _, ok := t.entries[id]; ok {
+			t.drop(id) // held already: the new place replaces the old
+		}
+		t.put(id, r.groups, unix(lastUse), unix(end))
+	})
 }
 
 // Cancel gives the place back: nothing was written. The victim taken, if any, stays.
 func (r *Reservation[K]) Cancel() {
+	r.settle(func(t *Table[K]) {
+		t.total--
+		t.release(r.groups)
+	})
+}
+
+// settle ends the reservation with end, under mu, once: a second Commit or Cancel does
+// nothing.
+func (r *Reservation[K]) settle(end func(t *Table[K])) {
 	t := r.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -240,8 +243,7 @@ func (r *Reservation[K]) Cancel() {
 	}
 	r.done = true
 	r.letGo()
-	t.total--
-	t.release(r.groups)
+	end(t)
 }
 
 // letGo ends the claims of the candidates offered. The caller holds mu.

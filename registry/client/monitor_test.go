@@ -1,50 +1,20 @@
 package client_test
 
 import (
-	"context"
 	"crypto/ed25519"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/svrp/svrp/internal/move"
-	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/internal/storekit"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/store"
-	"github.com/svrp/svrp/store/badger"
-	"github.com/svrp/svrp/store/postgres"
 	"github.com/svrp/svrp/store/storetest"
 	"github.com/svrp/svrp/translog"
 )
-
-// stores opens an empty store of every kind there is.
-func stores(t *testing.T) map[string]func(t *testing.T) store.Store {
-	m := map[string]func(t *testing.T) store.Store{
-		"memory": func(*testing.T) store.Store { return store.NewMemory() },
-		"badger": func(t *testing.T) store.Store {
-			s, err := badger.Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	}
-	if os.Getenv(pgtest.Env) != "" {
-		m["postgres"] = func(t *testing.T) store.Store {
-			s, err := postgres.Open(context.Background(), pgtest.Schema(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
-	}
-	return m
-}
 
 // wantFinding runs a monitoring pass and checks that it reports exactly one finding, which
 // contains want ("" wants none).
@@ -67,7 +37,7 @@ func wantFinding(t *testing.T, v *client.LogVerifier, want string) {
 // store rolled back to an earlier copy. The monitor reports each, and a client that saw a
 // later checkpoint refuses the rolled-back one.
 func TestMonitorCatchesTampering(t *testing.T) {
-	for name, open := range stores(t) {
+	for name, open := range storekit.All() {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
 			st := open(t)

@@ -333,12 +333,12 @@ func TestDataDirRemoved(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(500 * time.Millisecond)
+	workers.Until(t, "a registration acknowledged before the removal", func() bool { return l.acknowledged() > 0 })
 	if err := os.RemoveAll(data); err != nil {
 		t.Fatal(err)
 	}
 	removed.Store(time.Now().UnixNano())
-	time.Sleep(2 * time.Second)
+	workers.Until(t, "a write refused after the removal", func() bool { return refused.Load() > 0 })
 	workers.Stop()
 	if n := lateAcks.Load(); n > 0 {
 		t.Errorf("%d registrations sent after the directory was removed were acknowledged", n)

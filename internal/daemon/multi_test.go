@@ -308,23 +308,14 @@ func TestMultiDaemon(t *testing.T) {
 		})
 		// C is killed once registrations are acknowledged, and the workers stopped once A
 		// and B have acknowledged more after it.
-		until := func(what string, done func() bool) {
-			t.Helper()
-			for deadline := time.Now().Add(followWait); !done(); time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) || t.Failed() {
-					workers.Stop()
-					t.Fatalf("%s: not within %v", what, followWait)
-				}
-			}
-		}
-		until("registrations acknowledged before the kill", func() bool {
+		workers.Until(t, "registrations acknowledged before the kill", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(acked) >= registrationsAroundKill
 		})
 		killed.Store(true)
 		ds[2].Signal(t, syscall.SIGKILL)
-		until("registrations acknowledged by A or B after the kill", func() bool { return afterKill.Load() >= registrationsAroundKill })
+		workers.Until(t, "registrations acknowledged by A or B after the kill", func() bool { return afterKill.Load() >= registrationsAroundKill })
 		workers.Stop()
 		// A's listing follows the others.
 		lost, deadline := 0, time.Now().Add(followWait)
@@ -354,10 +345,9 @@ func TestMultiDaemon(t *testing.T) {
 	})
 }
 
-// followWait bounds a test's wait for one daemon to list what another acknowledged. They
-// follow each other within a second; the bound is far above that so that a loaded machine,
-// not a slow follower, never fails the test.
-const followWait = 30 * time.Second
+// followWait bounds a test's wait for one daemon to list what another acknowledged, which
+// they do within a second.
+const followWait = testkit.WaitBound
 
 // registrationsAroundKill is how many registrations the kill test waits for before it kills
 // a daemon, and again from the two others after.

@@ -254,30 +254,23 @@ func TestBackupWhileWriting(t *testing.T) {
 		mu.Unlock()
 		return true
 	})
-	ackedAtLeast := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+	ackedAtLeast := func(n int) func() bool {
+		return func() bool {
 			mu.Lock()
-			got := len(acked)
-			mu.Unlock()
-			if got >= n || failed.Load() > 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("only %d registrations acknowledged within a minute", got)
-			}
+			defer mu.Unlock()
+			return len(acked) >= n || failed.Load() > 0
 		}
 	}
 	// Writes acknowledged before the backup, which it must hold, and writes going on while
 	// it runs and after.
-	ackedAtLeast(writesBeforeBackup)
+	workers.Until(t, "registrations acknowledged before the backup", ackedAtLeast(writesBeforeBackup))
 	began := time.Now()
 	file := filepath.Join(dir, "registry.backup")
 	code, out = svrpd(t, "backup", "--daemon", debug, "--out", file)
 	mu.Lock()
 	atEnd := len(acked)
 	mu.Unlock()
-	ackedAtLeast(atEnd + writesBeforeBackup)
+	workers.Until(t, "registrations acknowledged after the backup", ackedAtLeast(atEnd+writesBeforeBackup))
 	workers.Stop()
 	if code != 0 {
 		t.Fatalf("backup: exit %d\n%s", code, out)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/storetest"
@@ -209,10 +210,9 @@ func TestNodeCacheOverPostgres(t *testing.T) {
 	storetest.Run(t, pgOpener(storetest.NodeCache))
 }
 
-// followWait bounds a test's wait for one cache to see another's change. The caches follow
-// each other within a second; the bound is far above that so that a loaded machine, not a
-// slow follower, never fails the test.
-const followWait = 30 * time.Second
+// followWait bounds a test's wait for one cache to see another's change, which they do
+// within a second.
+const followWait = testkit.WaitBound
 
 // TestNodeCacheFollows runs two caches on one database, as two daemons do: each sees the
 // other's registrations and flushed heartbeats, and a node registered through one is found

@@ -170,7 +170,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	served := func() int64 { return servedSerial(t, addr) }
 	waitServed := func(want int64) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(testkit.WaitBound)
 		for served() != want {
 			if time.Now().After(deadline) {
 				t.Fatalf("serial %d still not served", want)
@@ -188,7 +188,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	// A broken renewal: the certificate in use stays. A handshake looks at the files, so
 	// handshakes go on until one has found them broken.
 	os.WriteFile(filepath.Join(dir, "cert.pem"), []byte("not a certificate"), 0o600)
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "TLS certificate not reloaded"); {
+	for deadline := time.Now().Add(testkit.WaitBound); !strings.Contains(logs.String(), "TLS certificate not reloaded"); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the broken file was not noticed:\n%s", logs.String())
 		}
@@ -220,7 +220,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testkit.WaitBound)
 	for serial() != 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("SIGHUP did not reload the certificate")
@@ -424,7 +424,7 @@ func TestTLSProcessReloadsOnSIGHUP(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The line may reach the pipe after the certificate is in use.
-	for deadline := time.Now().Add(5 * time.Second); strings.Count(d.Log.String(), `msg="TLS certificate loaded"`) != 2; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testkit.WaitBound); strings.Count(d.Log.String(), `msg="TLS certificate loaded"`) != 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the log does not show the start's load and the reload's:\n%s", d.Log)
 		}

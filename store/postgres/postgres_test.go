@@ -56,12 +56,8 @@ func pgOpener(wrap func(testing.TB, store.Store) store.Store) func(t *testing.T)
 	}
 }
 
-// TestPostgres and TestNodeCacheOverPostgres run the store's suite, each in schemas of its
-// own: most of their time is spent waiting on the server's round trips, so the two run side
-// by side.
 func TestPostgres(t *testing.T) {
 	postgresURL(t)
-	t.Parallel()
 	storetest.Run(t, pgOpener(func(_ testing.TB, s store.Store) store.Store { return s }))
 }
 
@@ -211,7 +207,6 @@ func TestPostgresTouchAndChallenge(t *testing.T) {
 
 func TestNodeCacheOverPostgres(t *testing.T) {
 	postgresURL(t)
-	t.Parallel()
 	storetest.Run(t, pgOpener(storetest.NodeCache))
 }
 

@@ -2,12 +2,17 @@
 # unprivileged user, its data in a volume.
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always) -t svrpd .
-#   docker run -d --name svrpd -p 8080:8080 -v svrpd-data:/data svrpd
+#   docker run -d --stop-timeout 45 --name svrpd -p 8080:8080 -v svrpd-data:/data svrpd
+#
+# --stop-timeout: docker stop sends SIGTERM and, by default, SIGKILL 10 s later, while svrpd
+# gives a shutdown up to --shutdown-timeout (30 s) to drain requests and close its store; 45 s
+# leaves it that whole budget, as the systemd unit's TimeoutStopSec does. (Compose:
+# stop_grace_period: 45s.)
 #
 # Every flag of svrpd serve can be given as an argument or as an SVRPD_ variable
 # (docker run -e SVRPD_POSTGRES=postgres://...). On the internet, with ACME:
 #
-#   docker run -d -p 443:8443 -p 80:8080 -v svrpd-data:/data \
+#   docker run -d --stop-timeout 45 -p 443:8443 -p 80:8080 -v svrpd-data:/data \
 #     -e SVRPD_LISTEN=:8443 -e SVRPD_HTTP_REDIRECT=:8080 \
 #     -e SVRPD_ACME_DOMAIN=registry.example.net -e SVRPD_ACME_EMAIL=ops@example.net svrpd
 

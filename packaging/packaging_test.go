@@ -8,11 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/internal/daemon"
 	"github.com/svrp/svrp/internal/svrpdtest"
 )
 
@@ -32,8 +35,43 @@ func TestUnitHardening(t *testing.T) {
 	}
 }
 
+// The service managers wait out svrpd's own shutdown bound before they kill it: the unit's
+// TimeoutStopSec, and every docker run -d the Dockerfile and the README show, with
+// --stop-timeout, since Docker's default is 10 s.
+func TestStopTimeoutsCoverTheShutdown(t *testing.T) {
+	unit := regexp.MustCompile(`(?m)^TimeoutStopSec=(\S+)$`).FindStringSubmatch(read(t, "svrpd.service"))
+	if unit == nil {
+		t.Fatal("svrpd.service sets no TimeoutStopSec")
+	}
+	if d, err := time.ParseDuration(unit[1]); err != nil || d <= daemon.DefaultShutdownTimeout {
+		t.Errorf("TimeoutStopSec=%s, want more than the shutdown bound %v", unit[1], daemon.DefaultShutdownTimeout)
+	}
+	runs := 0
+	stop := regexp.MustCompile(`--stop-timeout (\d+)`)
+	for _, name := range []string{filepath.Join("..", "Dockerfile"), filepath.Join("..", "README.md")} {
+		for _, line := range strings.Split(read(t, name), "\n") {
+			if !strings.Contains(line, "docker run -d") {
+				continue
+			}
+			runs++
+			m := stop.FindStringSubmatch(line)
+			if m == nil {
+				t.Errorf("%s: %q gives no --stop-timeout", name, strings.TrimSpace(line))
+				continue
+			}
+			if n, _ := strconv.Atoi(m[1]); time.Duration(n)*time.Second <= daemon.DefaultShutdownTimeout {
+				t.Errorf("%s: --stop-timeout %s, want more than the shutdown bound %v", name, m[1], daemon.DefaultShutdownTimeout)
+			}
+		}
+	}
+	if runs < 3 {
+		t.Errorf("found %d docker run -d commands in the Dockerfile and the README, want at least 3", runs)
+	}
+}
+
 // systemd-analyze verify finds nothing wrong with the unit, run with a real svrpd binary in
-// place of the installed one.
+// place of the installed one: verify fails on an ExecStart whose binary is missing, as
+// /usr/local/bin/svrpd is on a machine that only runs the tests.
 func TestUnitVerifies(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {

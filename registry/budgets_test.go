@@ -96,14 +96,19 @@ func TestLoginFailuresNamingAVictimRefuseOnlyTheirSenders(t *testing.T) {
 // each naming a made-up operator, leave an honest operator's login from an untracked
 // address accepted, and the tables at their bound.
 func TestLoginFailureTablesFullOfStrangers(t *testing.T) {
+	testkit.Heavy(t)
 	const tracked = 64
 	svc, c := budgetService(t, registry.Config{Limits: registry.Limits{MaxTrackedClients: tracked}})
 	honest := newOperator(t, "honest", c.Now(), "nodes.bind")
 	for a := range 4 * tracked {
 		addr := fmt.Sprintf("10.%d.%d.1", a/256, a%256)
+		// Each address names three made-up operators, four times each.
+		var strangers [3]operator
+		for i := range strangers {
+			strangers[i] = newOperator(t, fmt.Sprintf("stranger-%d-%d", a, i), c.Now())
+		}
 		for d := range 12 {
-			stranger := newOperator(t, fmt.Sprintf("stranger-%d-%d", a, d%3), c.Now())
-			if err := failLoginAt(t, svc, c, stranger, addr); err == nil {
+			if err := failLoginAt(t, svc, c, strangers[d%3], addr); err == nil {
 				t.Fatal("a failed login was accepted")
 			}
 		}

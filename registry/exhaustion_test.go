@@ -38,6 +38,7 @@ func heapGrowth(before, after uint64) int64 { return int64(after) - int64(before
 // TestExhaustionChallengeFlood: 200,000 challenge requests leave the heap where it was, as
 // issuing a challenge stores nothing.
 func TestExhaustionChallengeFlood(t *testing.T) {
+	testkit.Heavy(t)
 	c := testkit.NewClock(epoch)
 	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: c.Now})
 	if err != nil {
@@ -129,6 +130,7 @@ func TestExhaustionUsedSetCapped(t *testing.T) {
 // TestExhaustionConsumeFlood: 200,000 logins' worth of consumed challenges cost no more
 // heap than the used-set cap allows.
 func TestExhaustionConsumeFlood(t *testing.T) {
+	testkit.Heavy(t)
 	key, err := authn.NewChallengeKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +200,7 @@ func TestExhaustionInitiateFloodConcurrent(t *testing.T) {
 // TestExhaustionInitiateHeap: a flood of initiates refused at the cap leaves the heap where
 // it was.
 func TestExhaustionInitiateHeap(t *testing.T) {
+	testkit.Heavy(t)
 	c := testkit.NewClock(epoch)
 	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: c.Now})
 	if err != nil {

@@ -343,14 +343,29 @@ func TestListingsBadPage(t *testing.T) {
 // pages a client follows while others register new nodes and re-register and heartbeat old
 // ones hold every node that was there when it began exactly once, in listing order, and no
 // node twice.
+//
+// Each check adds nodes to the table; once it holds pagesTableBound the next check starts
+// from a fresh one, so that the checks page through tables of one range of sizes rather
+// than the last ones through everything every check before them added.
 func TestListingPagesWhileRegistering(t *testing.T) {
-	h := newHarness(t, registerAddressLimit(1<<30))
-	h.registerMany("base", 40)
+	const base, pagesTableBound = 40, 200
+	fresh := func() *harness {
+		h := newHarness(t, registerAddressLimit(1<<30))
+		h.registerMany("base", base)
+		return h
+	}
+	table, stored := fresh(), base
 	var label atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
+		if stored >= pagesTableBound {
+			table.close()
+			table, stored = fresh(), base
+		}
+		h := table
 		limit := rapid.IntRange(1, 15).Draw(rt, "limit")
 		filter := rapid.SampledFrom([]string{"", "&region=eu-west", "&capability=inference", "&online_within=100000"}).Draw(rt, "filter")
 		added := rapid.IntRange(0, 20).Draw(rt, "added")
+		stored += added
 		before := h.pagesQuiet(rt, "/nodes?limit=10000"+filter)
 		var wg sync.WaitGroup
 		wg.Add(1)

@@ -51,12 +51,12 @@ func runUpkeep(t *testing.T, h *harness) {
 	})
 }
 
-// eventually fails the test unless cond holds within a few seconds.
+// eventually fails the test unless cond holds within testkit.WaitBound.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testkit.WaitBound); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within 5s: %s", what)
+			t.Fatalf("not within %v: %s", testkit.WaitBound, what)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 )
 
@@ -111,8 +112,9 @@ func getOK(hc *http.Client, url string) error {
 // first, from the group holding the most.
 func TestFairRow6SlowConnections(t *testing.T) {
 	const total, perAddr, attackers, honestRequests = 96, 12, 16, 80
+	const requestGrace = 300 * time.Millisecond
 	d := start(t, "--max-connections", fmt.Sprint(total), "--max-connections-per-address", fmt.Sprint(perAddr),
-		"--request-grace", "300ms")
+		"--request-grace", requestGrace.String())
 	host := strings.TrimPrefix(d.URL, "http://")
 	rssBefore := d.rssKiB()
 
@@ -166,7 +168,15 @@ func TestFairRow6SlowConnections(t *testing.T) {
 			go slow(addr(a), i%2 == 1)
 		}
 	}
-	time.Sleep(time.Second) // the attack holds the cap, and its connections pass their grace
+	// The attack holds the cap, then its connections pass their grace.
+	for deadline := time.Now().Add(testkit.WaitBound); dials.Load() < total; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("the attack made %d connections within %v, short of the cap of %d", dials.Load(), testkit.WaitBound, total)
+		}
+	}
+	time.Sleep(requestGrace)
 
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,

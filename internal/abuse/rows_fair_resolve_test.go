@@ -45,22 +45,31 @@ func TestFairRow3ResolveGlobalBudget(t *testing.T) {
 	}
 
 	// The attack: each operator fails perAddr resolves from its own address, all at once,
-	// and keeps sending until the test ends.
+	// and keeps sending until the test ends. An attacker whose connection the daemon cut
+	// sends again: only the answers count.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	seen := map[string]int{}
 	spent := make(chan struct{}, attackers)
+	target := d.target()
 	for i := range attackers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for g := 0; ; g++ {
-				c := resolveAs(d, addr(i), tokens[i], wrongCode(i*10_000+g), nil)
+			hc := from(addr(i))
+			for g, answered := 0, 0; ; g++ {
+				a := target.Resolve(context.Background(), hc, tokens[i], wrongCode(i*10_000+g), nil)
+				c := a.Code
+				if a.Status == 0 {
+					c = "connection cut"
+				} else {
+					answered++
+				}
 				mu.Lock()
 				seen[c]++
 				mu.Unlock()
-				if g == perAddr-1 {
+				if a.Status != 0 && answered == perAddr {
 					spent <- struct{}{}
 				}
 				select {

@@ -178,6 +178,51 @@ func TestKeygen(t *testing.T) {
 	wantMode(t, out, 0o600)
 }
 
+// A seed written inside a git work tree (a .git folder, or the .git file of a linked work
+// tree, in a folder above) draws a warning on stderr; one written elsewhere does not. The
+// seed's folder is created, private, when missing.
+func TestSeedInAGitWorkTreeWarns(t *testing.T) {
+	outside := t.TempDir()
+	repo, linked := filepath.Join(outside, "repo"), filepath.Join(outside, "linked")
+	if err := os.MkdirAll(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(linked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(linked, ".git"), []byte("gitdir: elsewhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		warn bool
+	}{
+		{filepath.Join(outside, "keys", "node.seed"), false},
+		{filepath.Join(repo, "node.seed"), true},
+		{filepath.Join(repo, "deep", "er", "node.seed"), true},
+		{filepath.Join(linked, "op", "root.seed"), true},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Keygen(t.Context(), []string{"--out", tc.path}, &stdout, &stderr); code != 0 {
+			t.Fatalf("keygen --out %s: exit %d: %s", tc.path, code, stderr.String())
+		}
+		wantMode(t, tc.path, 0o600)
+		if got := strings.Contains(stderr.String(), "git work tree"); got != tc.warn {
+			t.Errorf("keygen --out %s: warned %v, want %v: %q", tc.path, got, tc.warn, stderr.String())
+		}
+	}
+	wantMode(t, filepath.Join(outside, "keys"), 0o700)
+	var stdout, stderr bytes.Buffer
+	if code := Operator(t.Context(), []string{"init", "--dir", filepath.Join(repo, "op")}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("operator init: exit %d: %s", code, stderr.String())
+	}
+	for _, f := range []string{"root.seed", "device.seed"} {
+		if !strings.Contains(stderr.String(), filepath.Join(repo, "op", f)+" is inside the git work tree "+repo) {
+			t.Errorf("operator init inside a work tree does not warn of %s: %q", f, stderr.String())
+		}
+	}
+}
+
 func TestReadSeedQuotesNoContent(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "bad.seed")
 	secret := strings.Repeat("ab", 31) + "zz"

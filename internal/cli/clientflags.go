@@ -167,13 +167,20 @@ func splitPositional(fs *flag.FlagSet, args []string) (positional, flags []strin
 // person can copy one onto paper or an offline machine, and mode 0600.
 const maxSeedFile = 1 << 10
 
-// writeSeed writes a new seed file with mode 0600. It refuses to replace an existing file
-// unless force is set, since that would destroy an identity.
-func writeSeed(path string, seed []byte, force bool) error {
+// writeSeed writes a new seed file with mode 0600, creating its folder (mode 0700) when
+// missing. It refuses to replace an existing file unless force is set, since that would
+// destroy an identity, and warns on stderr when the file lands inside a git work tree.
+func writeSeed(path string, seed []byte, force bool, stderr io.Writer) error {
 	if force {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if root, ok := gitWorkTree(path); ok {
+		fmt.Fprintf(stderr, "svrpd: warning: %s is inside the git work tree %s, where a git add can take it into a commit: keep seeds outside the checkout, or in a path its .gitignore lists\n", path, root)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
@@ -187,6 +194,26 @@ func writeSeed(path string, seed []byte, force bool) error {
 		return err
 	}
 	return f.Close()
+}
+
+// gitWorkTree returns the root of the git work tree holding path's folder, found as git finds
+// it, by the nearest folder upwards with a .git entry (a folder, or a file in a linked work
+// tree).
+func gitWorkTree(path string) (string, bool) {
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return "", false
+	}
+	for {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
 }
 
 // readSeed reads a seed file and returns its private key. It warns on stderr when others may

@@ -26,11 +26,13 @@ func Keygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
 
 Creates a new Ed25519 identity for a node. FILE receives the 32-byte seed as 64 hex
 characters and a newline, with mode 0600: it is the node's identity, keep it secret.
-The seed is never printed; the DIDs, the public key and the fingerprint are.
+The seed is never printed; the DIDs, the public key and the fingerprint are. FILE's
+folder is created (mode 0700) when missing; a FILE inside a git work tree draws a warning,
+since a git add there can take the seed into a commit.
 
 Example:
-  svrpd keygen --out node.seed
-  svrpd node run --key node.seed --endpoint 203.0.113.7:7000`); !ok {
+  svrpd keygen --out ~/.svrp-node/node.seed
+  svrpd node run --key ~/.svrp-node/node.seed --endpoint 203.0.113.7:7000`); !ok {
 		return code
 	}
 	if *out == "" {
@@ -40,7 +42,7 @@ Example:
 	if err != nil {
 		return fail(stderr, "keygen", err, hintContext{})
 	}
-	if err := writeSeed(*out, priv.Seed(), *force); err != nil {
+	if err := writeSeed(*out, priv.Seed(), *force, stderr); err != nil {
 		return fail(stderr, "keygen", err, hintContext{})
 	}
 	k, _ := didkey.KeyFromEd25519(pub)

@@ -228,9 +228,9 @@ Examples:
 			if *rootFile != "" {
 				return nil
 			}
-			return writeSeed(of.path(rootSeedFile), root.Seed(), *force)
+			return writeSeed(of.path(rootSeedFile), root.Seed(), *force, stderr)
 		},
-		func() error { return writeSeed(of.path(deviceSeedFile), dev.Seed(), *force) },
+		func() error { return writeSeed(of.path(deviceSeedFile), dev.Seed(), *force, stderr) },
 		func() error { return writeJSON(of.path(credentialFile), dc, 0o644) },
 		func() error {
 			if *prepare == "" {

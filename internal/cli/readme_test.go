@@ -19,15 +19,20 @@ import (
 // change from run to run (keys, DIDs, times, codes, the port) are matched by their shape;
 // a short code or DID the README shows is replaced, in later commands, by the one printed
 // where the README shows it.
+//
+// It runs in a git work tree standing for the checkout, with the repository's .gitignore,
+// and a home folder outside it: when it ends, git sees nothing new in the checkout but its
+// .gitignore, and no seed lies anywhere in it, ignored or not.
 func TestREADMEWalkthrough(t *testing.T) {
 	steps := readWalkthrough(t, filepath.Join("..", "..", "README.md"))
 	bin := svrpdtest.Binary(t)
-	work := t.TempDir()
+	checkout, home := checkoutAndHome(t)
 	_, port, _ := net.SplitHostPort(testkit.FreeAddr(t))
 	w := &walk{
 		t:     t,
-		dir:   work,
-		env:   svrpdtest.Env("SVRPD_LISTEN=127.0.0.1:"+port, "SVRPD_REGISTRY=http://127.0.0.1:"+port, "SVRPD_EVERY=1s", "SVRPD_POLL=200ms"),
+		dir:   checkout,
+		home:  home,
+		env:   svrpdtest.Env("HOME="+home, "SVRPD_LISTEN=127.0.0.1:"+port, "SVRPD_REGISTRY=http://127.0.0.1:"+port, "SVRPD_EVERY=1s", "SVRPD_POLL=200ms"),
 		codes: map[string]string{},
 		fg:    map[string]*walkProc{},
 	}
@@ -35,6 +40,73 @@ func TestREADMEWalkthrough(t *testing.T) {
 		w.step(s, bin)
 	}
 	w.finish()
+	noSeedIn(t, checkout)
+	if out := gitOut(t, checkout, "status", "--porcelain", "--untracked-files=all"); out != "?? .gitignore\n" {
+		t.Errorf("the walkthrough left files that git add would take:\n%s", out)
+	}
+	for _, p := range append(w.bg, w.done...) {
+		if strings.Contains(p.all.String(), "git work tree") {
+			t.Errorf("%v warns of a seed in a git work tree:\n%s", p.p.Cmd.Args, p.all)
+		}
+	}
+}
+
+// checkoutAndHome makes two folders side by side: a git work tree holding the repository's
+// .gitignore, and a home folder.
+func checkoutAndHome(t *testing.T) (checkout, home string) {
+	t.Helper()
+	work := t.TempDir()
+	checkout, home = filepath.Join(work, "checkout"), filepath.Join(work, "home")
+	for _, d := range []string{checkout, home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ignore, err := os.ReadFile(filepath.Join("..", "..", ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(checkout, ".gitignore"), ignore, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, checkout, "init", "--quiet")
+	return checkout, home
+}
+
+// gitOut runs git in dir and returns what it printed.
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	c := exec.Command("git", args...)
+	c.Dir = dir
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// seedFile is the content of a seed file as svrpd writes it.
+var seedFile = regexp.MustCompile(`^[0-9a-f]{64}\n$`)
+
+// noSeedIn fails t for each file under dir that is named or shaped like a seed file.
+func noSeedIn(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(path, ".seed") || seedFile.Match(b) {
+			t.Errorf("a seed was left in the work tree: %s", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // walkStep is one command of the walkthrough, or (cmd == "") more output of the command
@@ -99,12 +171,14 @@ type walkProc struct {
 type walk struct {
 	t     *testing.T
 	dir   string
+	home  string // the folder ~ names; the README shows it as /home/you
 	env   []string
 	path  []string
 	bin   string
 	codes map[string]string // short code or DID in the README -> the one of this run
 	fg    map[string]*walkProc
 	bg    []*walkProc
+	done  []*walkProc // foreground commands that ended
 }
 
 func (w *walk) step(s walkStep, bin string) {
@@ -152,6 +226,9 @@ func (w *walk) step(s walkStep, bin string) {
 	for i, a := range args {
 		if c, ok := w.codes[a]; ok {
 			args[i] = c
+		}
+		if rest, ok := strings.CutPrefix(a, "~/"); ok {
+			args[i] = filepath.Join(w.home, rest)
 		}
 	}
 	path, err := lookPath("svrpd", w.env)
@@ -201,6 +278,7 @@ func (w *walk) expect(p *walkProc, lines []string) {
 			continue
 		}
 		re, captured := shape(l)
+		re = strings.ReplaceAll(re, readmeHome, regexp.QuoteMeta(w.home))
 		m := p.all.waitFor(w.t, `(?m)^`+re+`$`)
 		for group, shown := range captured {
 			w.codes[shown] = m[group]
@@ -214,7 +292,11 @@ func (w *walk) end(p *walkProc) {
 	if exit := p.p.wait(w.t); exit != p.want {
 		w.t.Fatalf("%v exited %d, want %d:\n%s", p.p.Cmd.Args, exit, p.want, p.all)
 	}
+	w.done = append(w.done, p)
 }
+
+// readmeHome is the home folder the README's output shows.
+const readmeHome = "/home/you"
 
 // finish ends what still runs: the foreground commands, then the background ones (the
 // node, then the registry) with SIGTERM, as Ctrl-C or kill would.

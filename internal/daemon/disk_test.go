@@ -253,10 +253,24 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 
-	// The daemon's own writes reach the reserve.
+	// The daemon's own writes reach the reserve: as many as it takes, however slowly a loaded
+	// machine lets them come. Once the free space is below the reserve, a write is refused
+	// within a step.
 	fillTo(t, filler, reserve+6<<20)
+	for deadline := time.Now().Add(10 * crashStepTimeout); freeBytes(t, tmp) >= reserve; {
+		status, code := diskRegister(t, c, l)
+		if status == http.StatusServiceUnavailable && code == "STORE_UNAVAILABLE" {
+			break
+		}
+		if status != http.StatusOK {
+			t.Fatalf("register above the reserve: %d %s, want 200 or 503 STORE_UNAVAILABLE", status, code)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%.1f MiB still free after %v of registrations; the reserve is %d MiB", float64(freeBytes(t, tmp))/(1<<20), 10*crashStepTimeout, reserve>>20)
+		}
+	}
 	took := awaitRefused(t, c, l, crashStepTimeout)
-	t.Logf("own writes: refused after %v, %d registrations acknowledged, %.1f MiB free", took, len(l.nodes), float64(freeBytes(t, tmp))/(1<<20))
+	t.Logf("own writes: refused %v after the free space fell below the reserve, %d registrations acknowledged, %.1f MiB free", took, len(l.nodes), float64(freeBytes(t, tmp))/(1<<20))
 	checkReadsServe(t, c, l, "low_space")
 	if status, code := diskRegister(t, c, l); status != http.StatusServiceUnavailable || code != "STORE_UNAVAILABLE" {
 		t.Errorf("register below the reserve: %d %s", status, code)
@@ -333,12 +347,12 @@ func TestDataDirRemoved(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(500 * time.Millisecond)
+	workers.Until(t, "a registration acknowledged before the removal", func() bool { return l.acknowledged() > 0 })
 	if err := os.RemoveAll(data); err != nil {
 		t.Fatal(err)
 	}
 	removed.Store(time.Now().UnixNano())
-	time.Sleep(2 * time.Second)
+	workers.Until(t, "a write refused after the removal", func() bool { return refused.Load() > 0 })
 	workers.Stop()
 	if n := lateAcks.Load(); n > 0 {
 		t.Errorf("%d registrations sent after the directory was removed were acknowledged", n)

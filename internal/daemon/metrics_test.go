@@ -116,7 +116,7 @@ func TestMetricsCount(t *testing.T) {
 
 	// Heartbeat times are flushed once a second; wait for a flush to be counted.
 	var text string
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	for deadline := time.Now().Add(testkit.WaitBound); ; {
 		text = scrape(t, url+"/metrics")
 		if v, _ := sample(text, "svrpd_heartbeat_flush_duration_seconds_count", nil); v >= 1 || time.Now().After(deadline) {
 			break

@@ -16,9 +16,7 @@ import (
 // At the default log level, a busy registry writes nothing per request or per node: 10,000
 // registrations and as many heartbeats write no line beyond the start's.
 func TestQuietByDefault(t *testing.T) {
-	if testing.Short() {
-		t.Skip("20,000 signed requests")
-	}
+	testkit.Heavy(t)
 	const nodes, workers = 10_000, 8
 	var logs testkit.Buffer
 	c := serveConfig(t)

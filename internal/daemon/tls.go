@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +124,8 @@ func newFront(ctx context.Context, c Config, log *slog.Logger) (*front, error) {
 	case len(c.ACMEDomains) > 0:
 		m := acmeManager(c)
 		f.config = m.TLSConfig()
+		logged := &acmeLog{get: f.config.GetCertificate, directory: c.ACMEDirectory, log: log, served: map[string][32]byte{}}
+		f.config.GetCertificate = logged.certificate
 		f.challenges = m.HTTPHandler
 	default:
 		return f, nil
@@ -269,8 +274,58 @@ func (f *certFiles) load() error {
 		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 	}
 	f.current.Store(&pair)
-	f.log.Info("TLS certificate loaded", "file", f.cert, "names", pair.Leaf.DNSNames, "not_after", pair.Leaf.NotAfter.UTC())
+	f.log.Info("TLS certificate loaded", append([]any{"file", f.cert}, certAttrs(pair.Leaf)...)...)
 	return nil
+}
+
+// certAttrs say which certificate is served: its names, its serial number and SHA-256
+// fingerprint as openssl x509 -noout -serial -fingerprint -sha256 prints them, and its
+// expiry.
+func certAttrs(leaf *x509.Certificate) []any {
+	names := slices.Clone(leaf.DNSNames)
+	for _, ip := range leaf.IPAddresses {
+		names = append(names, ip.String())
+	}
+	sum := sha256.Sum256(leaf.Raw)
+	hexes := make([]string, len(sum))
+	for i, b := range sum {
+		hexes[i] = fmt.Sprintf("%02X", b)
+	}
+	return []any{"names", names, "serial", fmt.Sprintf("%X", leaf.SerialNumber),
+		"sha256", strings.Join(hexes, ":"), "not_after", leaf.NotAfter.UTC()}
+}
+
+// acmeLog logs each certificate ACME hands the handshakes the first time it is served, as
+// certFiles logs each pair it loads: autocert obtains, renews and reads its cache without
+// a word.
+type acmeLog struct {
+	get       func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	directory string
+	log       *slog.Logger
+
+	mu     sync.Mutex
+	served map[string][32]byte // by the certificate's names, the fingerprint last logged
+}
+
+// certificate is the listener's GetCertificate.
+func (a *acmeLog) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c, err := a.get(hello)
+	if err != nil || c == nil || c.Leaf == nil || slices.Contains(hello.SupportedProtos, acme.ALPNProto) {
+		// A TLS-ALPN-01 challenge's handshake gets a certificate made for the authority alone.
+		return c, err
+	}
+	// Keyed by the names autocert issued for, which its host policy bounds, rather than by
+	// the name a client sent.
+	names := strings.Join(c.Leaf.DNSNames, ",")
+	sum := sha256.Sum256(c.Leaf.Raw)
+	a.mu.Lock()
+	fresh := a.served[names] != sum
+	a.served[names] = sum
+	a.mu.Unlock()
+	if fresh {
+		a.log.Info("TLS certificate loaded", append([]any{"acme", a.directory}, certAttrs(c.Leaf)...)...)
+	}
+	return c, nil
 }
 
 // reload loads the pair again, keeping the certificate in use when it fails. The caller

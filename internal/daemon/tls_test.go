@@ -6,10 +6,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -162,11 +165,12 @@ func TestTLSCertificateReload(t *testing.T) {
 	first := writeCert(t, dir, 1)
 	c := tlsConfig(t, dir)
 	c.tlsCheckEvery = 20 * time.Millisecond
-	addr := strings.TrimPrefix(serve(t, c), "http://")
+	var logs testkit.Buffer
+	addr := strings.TrimPrefix(serveLogged(t, c, NewLogger(&logs, c.LogLevel, c.LogFormat)), "http://")
 	served := func() int64 { return servedSerial(t, addr) }
 	waitServed := func(want int64) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(testkit.WaitBound)
 		for served() != want {
 			if time.Now().After(deadline) {
 				t.Fatalf("serial %d still not served", want)
@@ -177,12 +181,20 @@ func TestTLSCertificateReload(t *testing.T) {
 	if _, err := handshake(t, addr, "localhost", pool(first)); err != nil {
 		t.Fatalf("the first certificate: %v", err)
 	}
+	wantCertLine(t, logs.String(), "file="+c.TLSCert, first)
 	writeCert(t, dir, 2)
 	waitServed(2)
 
-	// A broken renewal: the certificate in use stays.
+	// A broken renewal: the certificate in use stays. A handshake looks at the files, so
+	// handshakes go on until one has found them broken.
 	os.WriteFile(filepath.Join(dir, "cert.pem"), []byte("not a certificate"), 0o600)
-	time.Sleep(60 * time.Millisecond)
+	for deadline := time.Now().Add(testkit.WaitBound); !strings.Contains(logs.String(), "TLS certificate not reloaded"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the broken file was not noticed:\n%s", logs.String())
+		}
+		served()
+		time.Sleep(25 * time.Millisecond)
+	}
 	if got := served(); got != 2 {
 		t.Fatalf("after a broken certificate file, serial %d is served, want 2 still", got)
 	}
@@ -208,7 +220,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testkit.WaitBound)
 	for serial() != 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("SIGHUP did not reload the certificate")
@@ -277,12 +289,17 @@ func TestACMEUpToTheAuthority(t *testing.T) {
 	c.ACMECache = cache
 	c.ACMEDirectory = authority.URL
 	c.HTTPRedirect = testkit.FreeAddr(t)
-	addr := strings.TrimPrefix(serve(t, c), "http://")
+	var logs testkit.Buffer
+	addr := strings.TrimPrefix(serveLogged(t, c, NewLogger(&logs, c.LogLevel, c.LogFormat)), "http://")
 
 	st, err := handshake(t, addr, "cached.example.test", pool(cached))
 	if err != nil {
 		t.Fatalf("the cached certificate: %v", err)
 	}
+	if _, err := handshake(t, addr, "cached.example.test", pool(cached)); err != nil {
+		t.Fatalf("the cached certificate again: %v", err)
+	}
+	wantCertLine(t, logs.String(), "acme="+authority.URL, cached)
 	if st.NegotiatedProtocol != "h2" || st.PeerCertificates[0].SerialNumber.Int64() != 7 {
 		t.Errorf("served serial %d over %q, want the cached one over h2", st.PeerCertificates[0].SerialNumber, st.NegotiatedProtocol)
 	}
@@ -317,6 +334,35 @@ func TestACMEUpToTheAuthority(t *testing.T) {
 		if res.StatusCode != tc.want {
 			t.Errorf("GET %s (Host %s) on the redirect listener: %d, want %d", tc.path, tc.host, res.StatusCode, tc.want)
 		}
+	}
+}
+
+// wantCertLine fails t unless logs has one "TLS certificate loaded" line for cert, from
+// where it came, naming it by its serial number and fingerprint as openssl prints them.
+func wantCertLine(t *testing.T, logs, from string, cert *x509.Certificate) {
+	t.Helper()
+	sum := sha256.Sum256(cert.Raw)
+	digits := strings.ToUpper(hex.EncodeToString(sum[:]))
+	fingerprint := digits[:2]
+	for i := 2; i < len(digits); i += 2 {
+		fingerprint += ":" + digits[i:i+2]
+	}
+	want := []string{`msg="TLS certificate loaded"`, from, fmt.Sprintf("serial=%X", cert.SerialNumber), "sha256=" + fingerprint,
+		"not_after=" + cert.NotAfter.UTC().Format("2006-01-02T15:04:05")}
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, want[0]) || !strings.Contains(line, fmt.Sprintf("serial=%X ", cert.SerialNumber)) {
+			continue
+		}
+		n++
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				t.Errorf("the certificate's line lacks %q:\n%s", w, line)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d lines say certificate %X was loaded, want 1:\n%s", n, cert.SerialNumber, logs)
 	}
 }
 
@@ -378,7 +424,7 @@ func TestTLSProcessReloadsOnSIGHUP(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The line may reach the pipe after the certificate is in use.
-	for deadline := time.Now().Add(5 * time.Second); strings.Count(d.Log.String(), `msg="TLS certificate loaded"`) != 2; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testkit.WaitBound); strings.Count(d.Log.String(), `msg="TLS certificate loaded"`) != 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the log does not show the start's load and the reload's:\n%s", d.Log)
 		}

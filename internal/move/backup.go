@@ -1,6 +1,7 @@
 package move
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +90,13 @@ func backupDaemon(ctx context.Context, addr string, w io.Writer) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-		return fmt.Errorf("the daemon answered %s: %s", resp.Status, msg)
+		err := fmt.Errorf("the daemon answered %s: %s", resp.Status, bytes.TrimSpace(msg))
+		if resp.StatusCode == http.StatusNotFound {
+			// The API address answers every unknown path so; only the debug listener serves
+			// the backup.
+			err = fmt.Errorf("%w\nhint: %s serves no backup: give --daemon the address the daemon's --debug-listen names, not its API address", err, addr)
+		}
+		return err
 	}
 	// The daemon aborts the response on a failure: a backup cut short fails here rather
 	// than leaving a file that restores part of the registry.

@@ -3,7 +3,9 @@ package move
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -193,6 +195,11 @@ func TestMigrateRoundTrip(t *testing.T) {
 	}
 }
 
+// writesBeforeBackup is how many registrations the backup test waits for before the backup
+// begins, and again after it ends: enough that the backup has records to hold and writes
+// go on beside it.
+const writesBeforeBackup = 50
+
 // TestBackupWhileWriting takes a backup of a daemon while four writers register nodes, and
 // restores it into an empty directory: every registration acknowledged before the backup
 // began is in the restored registry, and a restore into a directory that holds data is
@@ -212,6 +219,16 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Fatalf("no debug address in the log:\n%s", d.Log)
 	}
 	c := newClient(t, d)
+
+	// The API address serves no backup: the command says which address it wants.
+	wrong := filepath.Join(dir, "wrong.backup")
+	code, out := svrpd(t, "backup", "--daemon", strings.TrimPrefix(d.URL, "http://"), "--out", wrong)
+	if code != 1 || !strings.Contains(out, "404 Not Found") || !strings.Contains(out, "hint: ") || !strings.Contains(out, "--debug-listen") {
+		t.Errorf("backup from the API address: exit %d, want 1 and a hint naming --debug-listen:\n%s", code, out)
+	}
+	if _, err := os.Lstat(wrong); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed backup left %s: %v", wrong, err)
+	}
 
 	var mu sync.Mutex
 	type ack struct {
@@ -238,11 +255,23 @@ func TestBackupWhileWriting(t *testing.T) {
 		mu.Unlock()
 		return true
 	})
-	time.Sleep(time.Second)
+	ackedAtLeast := func(n int) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) >= n || failed.Load() > 0
+		}
+	}
+	// Writes acknowledged before the backup, which it must hold, and writes going on while
+	// it runs and after.
+	workers.Until(t, "registrations acknowledged before the backup", ackedAtLeast(writesBeforeBackup))
 	began := time.Now()
 	file := filepath.Join(dir, "registry.backup")
-	code, out := svrpd(t, "backup", "--daemon", debug, "--out", file)
-	time.Sleep(500 * time.Millisecond)
+	code, out = svrpd(t, "backup", "--daemon", debug, "--out", file)
+	mu.Lock()
+	atEnd := len(acked)
+	mu.Unlock()
+	workers.Until(t, "registrations acknowledged after the backup", ackedAtLeast(atEnd+writesBeforeBackup))
 	workers.Stop()
 	if code != 0 {
 		t.Fatalf("backup: exit %d\n%s", code, out)

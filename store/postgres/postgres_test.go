@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/storetest"
@@ -209,9 +210,13 @@ func TestNodeCacheOverPostgres(t *testing.T) {
 	storetest.Run(t, pgOpener(storetest.NodeCache))
 }
 
+// followWait bounds a test's wait for one cache to see another's change, which they do
+// within a second.
+const followWait = testkit.WaitBound
+
 // TestNodeCacheFollows runs two caches on one database, as two daemons do: each sees the
-// other's registrations and flushed heartbeats within a second, and a node registered
-// through one is found at once through the other.
+// other's registrations and flushed heartbeats, and a node registered through one is found
+// at once through the other.
 func TestNodeCacheFollows(t *testing.T) {
 	u := freshSchema(t)
 	a := storetest.NodeCache(t, openPostgres(t, u))
@@ -231,7 +236,7 @@ func TestNodeCacheFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := a.RemoteChanges()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(followWait)
 	for {
 		var got store.Node
 		storetest.View(t, a, func(tx store.Tx) (err error) { got, err = tx.Node(k); return err })
@@ -239,7 +244,7 @@ func TestNodeCacheFollows(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a sees last_seen %v a second after b flushed %v", got.LastSeen, storetest.Time(20))
+			t.Fatalf("a sees last_seen %v %v after b flushed %v", got.LastSeen, followWait, storetest.Time(20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -250,7 +255,7 @@ func TestNodeCacheFollows(t *testing.T) {
 	// A second record through b reaches a's scan.
 	k2 := storetest.Key(2)
 	storetest.Update(t, b, func(tx store.Tx) error { return tx.PutNode(storetest.Node(k2)) })
-	deadline = time.Now().Add(time.Second)
+	deadline = time.Now().Add(followWait)
 	for {
 		var count int
 		a.ScanNodes(context.Background(), func(*store.Node) error { count++; return nil })
@@ -258,7 +263,7 @@ func TestNodeCacheFollows(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a's scan has %d nodes a second after b registered the second", count)
+			t.Fatalf("a's scan has %d nodes %v after b registered the second", count, followWait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -268,7 +273,7 @@ func TestNodeCacheFollows(t *testing.T) {
 	storetest.Update(t, b, func(tx store.Tx) error { return tx.DeleteNode(k2) })
 	waitNodes := func(want int, what string) {
 		t.Helper()
-		deadline := time.Now().Add(time.Second)
+		deadline := time.Now().Add(followWait)
 		for {
 			var count int
 			a.ScanNodes(context.Background(), func(*store.Node) error { count++; return nil })
@@ -276,7 +281,7 @@ func TestNodeCacheFollows(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("a's scan has %d nodes a second after b %s", count, what)
+				t.Fatalf("a's scan has %d nodes %v after b %s", count, followWait, what)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

@@ -154,16 +154,21 @@ func (p *Store) Maintain(ctx context.Context) error {
 }
 
 // Secret returns the 32-byte secret kept under name, creating it from crypto/rand when the
-// database has none, so that every daemon on the database gets the same one.
+// database has none, so that every daemon on the database gets the same one, however many
+// ask at once.
+//
+// The conflict arm updates the row to itself rather than doing nothing: an upsert that meets
+// another's insert waits for it and then returns the row it committed, whereas a read beside
+// an insert that did nothing runs on the statement's snapshot, taken before that commit, and
+// finds no row.
 func (p *Store) Secret(ctx context.Context, name string) ([32]byte, error) {
 	var fresh [32]byte
 	if _, err := rand.Read(fresh[:]); err != nil {
 		return fresh, err
 	}
 	var got []byte
-	err := p.pool.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO svrp_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING value)
-		SELECT value FROM ins UNION ALL SELECT value FROM svrp_secrets WHERE name = $1 LIMIT 1`, name, fresh[:]).Scan(&got)
+	err := p.pool.QueryRow(ctx, `INSERT INTO svrp_secrets (name, value) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET value = svrp_secrets.value RETURNING value`, name, fresh[:]).Scan(&got)
 	if err != nil || len(got) != 32 {
 		return [32]byte{}, fmt.Errorf("store: reading the shared secret %q: %w", name, err)
 	}

@@ -12,6 +12,7 @@ package abuse
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -83,6 +84,21 @@ func addr(i int) string { return attack.Addr(attack.Attackers, i) }
 func (d *daemon) api(ip string) *client.Client {
 	d.t.Helper()
 	c, err := client.New(d.URL, client.WithHTTPClient(from(ip)), client.WithRetry(client.RetryPolicy{}))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
+}
+
+// honest returns a registry client that sends from ip on a new connection for every
+// request, and never retries: an honest client whose idle connection the daemon cut at its
+// connection cap under a flood (docs/protocol.md §8.1) would dial again, which the rows that
+// assert every honest request answered must not count as a refusal.
+func (d *daemon) honest(ip string) *client.Client {
+	d.t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+	c, err := client.New(d.URL, client.WithHTTPClient(hc), client.WithRetry(client.RetryPolicy{}))
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestFairRow8NodeTableFull(t *testing.T) {
 	q := fairQuotas{perBlock: 150, perNetwork: 300}
 	d := start(t, append([]string{"--max-nodes", fmt.Sprint(capNodes)}, q.flags("nodes")...)...)
 	ctx := context.Background()
-	home := d.api("127.0.0.2")
+	home := d.honest("127.0.0.2")
 	old := newNode(t, home)
 	if _, err := old.Register(ctx, "203.0.113.9:7000", nil, ""); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestFairRow8NodeTableFull(t *testing.T) {
 	}
 	codes := fairFlood(t, d, q, addrs, fresh)
 	ran := stopHonest()
-	after := newNode(t, d.api("127.0.0.4"))
+	after := newNode(t, d.honest("127.0.0.4"))
 	if _, err := after.Register(ctx, "203.0.113.11:7000", nil, ""); err != nil {
 		t.Fatalf("honest registration after the attack: %v", err)
 	}

@@ -138,7 +138,7 @@ func TestFairRow4BearerSessionsFull(t *testing.T) {
 	q := fairQuotas{perBlock: 120, perNetwork: 200}
 	d := start(t, append([]string{"--max-bearer-sessions", fmt.Sprint(capSessions)}, q.flags("bearer-sessions")...)...)
 	honestOp := newOperator(t)
-	held, err := honestOp.Login(t.Context(), d.api("127.0.0.2"))
+	held, err := honestOp.Login(t.Context(), d.honest("127.0.0.2"))
 	if err != nil {
 		t.Fatalf("honest login before the attack: %v", err)
 	}
@@ -146,7 +146,7 @@ func TestFairRow4BearerSessionsFull(t *testing.T) {
 
 	// The honest client logs out of each session it is done with, as a tidy client does.
 	stopHonest := honest(t, "honest logins during the attack", 100*time.Millisecond, func() error {
-		o, err := honestOp.Login(t.Context(), d.api("127.0.0.3"))
+		o, err := honestOp.Login(t.Context(), d.honest("127.0.0.3"))
 		if err != nil {
 			return err
 		}
@@ -158,10 +158,10 @@ func TestFairRow4BearerSessionsFull(t *testing.T) {
 		return err
 	})
 	ran := stopHonest()
-	if _, err := honestOp.Login(t.Context(), d.api("127.0.0.4")); err != nil {
+	if _, err := honestOp.Login(t.Context(), d.honest("127.0.0.4")); err != nil {
 		t.Fatalf("honest login after the attack: %v", err)
 	}
-	if _, err := newOperator(t).Login(t.Context(), d.api("127.0.0.5")); err != nil {
+	if _, err := newOperator(t).Login(t.Context(), d.honest("127.0.0.5")); err != nil {
 		t.Fatalf("a new honest operator's login after the attack: %v", err)
 	}
 	if !sessionAlive(t, held) {
@@ -185,7 +185,7 @@ func TestFairRow5BindingSessionsFull(t *testing.T) {
 	// about the table's quotas.
 	d := start(t, append([]string{"--max-binding-sessions", fmt.Sprint(capSessions), "--initiate-key-limit", "1000000"}, q.flags("binding-sessions")...)...)
 	ctx := context.Background()
-	good := newNode(t, d.api("127.0.0.2"))
+	good := newNode(t, d.honest("127.0.0.2"))
 	before, err := good.Initiate(ctx, client.InitiateOptions{})
 	if err != nil {
 		t.Fatalf("honest initiate before the attack: %v", err)
@@ -209,7 +209,7 @@ func TestFairRow5BindingSessionsFull(t *testing.T) {
 		t.Fatalf("honest initiate after the attack: %v", err)
 	}
 	for _, id := range []string{before.BindingSessionID, s.BindingSessionID} {
-		if st, err := d.api("127.0.0.2").Status(ctx, id); err != nil || st.State != "INITIATED" {
+		if st, err := d.honest("127.0.0.2").Status(ctx, id); err != nil || st.State != "INITIATED" {
 			t.Fatalf("an honest session after the attack: %+v, %v", st, err)
 		}
 	}

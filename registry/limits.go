@@ -219,8 +219,10 @@ type Limits struct {
 	// the list is full, a newcomer takes the place of the oldest revocation by a root key that
 	// never logged in here ("unproven") over the whole list, whatever its block; when none is
 	// left it is refused (429) — unless it is needed: a revocation of a credential that a live
-	// bearer session of its operator logged in with always gets in, whatever the list holds,
-	// since that is the stolen credential it exists to stop. A record is a few hundred bytes.
+	// bearer session of its operator logged in with gets in however full the list is, since
+	// that is the stolen credential it exists to stop (within its root key's, block's and
+	// network's quotas, which bound what the list can pass its cap by). A record is a few
+	// hundred bytes.
 	MaxRevocations int
 	// RevokeAddressLimit is the number of new revocations one client address may record per
 	// revokeWindow. An operator revokes a handful of devices on a bad day; this keeps one
@@ -236,9 +238,10 @@ type Limits struct {
 	RevocationsPerRoot int
 	// RevocationsPerBlock and RevocationsPerNetwork are the number of revocations one address
 	// block (an IPv4 /24, an IPv6 /48) and one network (an IPv4 /16, an IPv6 /32) may hold,
-	// proven ones included: they bound, per group, the revocations that never expire, and
-	// make filling the list take MaxRevocations / RevocationsPerNetwork networks. Each refuses
-	// new revocations from that group only, and never a needed one (MaxRevocations). Zero
+	// proven and needed ones included: they bound, per group, the revocations that never
+	// expire, and make filling the list take MaxRevocations / RevocationsPerNetwork networks.
+	// Each refuses new revocations from that group only; a revocation needs no bearer, so an
+	// operator whose network a stranger filled sends it from another. Zero
 	// RevocationsPerNetwork is 5 % of MaxRevocations. An operator revokes a handful of
 	// devices, so only a group whose own clients made thousands of revocations reaches them.
 	RevocationsPerBlock, RevocationsPerNetwork int

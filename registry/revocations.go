@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -20,20 +19,21 @@ import (
 // stolen credential must still get in. A revocation is "proven" when its root key is pinned
 // and has logged in here: only such a root key has credentials that a revocation here
 // protects against, and proving costs a login, which the login budgets meter. It is "needed"
-// when a live bearer session of its operator logged in with the credential it revokes.
+// when a live bearer session of its root key logged in with the credential it revokes.
 //
-//   - Every new revocation is refused by its own address's rate.
-//   - It is refused by what its root key (RevocationsPerRoot), its block and its network hold
-//     (RevocationsPerBlock, RevocationsPerNetwork), proven or not, unless it is needed.
+//   - Every new revocation is refused by its own address's rate, and by what its root key
+//     (RevocationsPerRoot), its block and its network hold (RevocationsPerBlock,
+//     RevocationsPerNetwork), proven or not. Each refuses that party only: a revocation needs
+//     no bearer, so an operator sends it from any address.
 //   - An unproven one is refused, besides, by its address block's rate.
 //   - When the list is full (MaxRevocations) a newcomer takes the place of the oldest
 //     unproven revocation of the whole list, whatever its block; when there is none it is
 //     refused, unless it is needed. Unproven revocations expire after RevocationTTLHours
 //     unless their root key proves itself first; proven ones are kept for good.
 //
-// So what the list holds beyond MaxRevocations is needed revocations only, at most one per
-// live bearer session; and a proven revocation's holders are bounded per root key and per
-// network.
+// So the list passes MaxRevocations by needed revocations only, each within its root key's,
+// block's and network's holdings: an attacker who makes its own revocations needed (a login
+// per revocation) grows the list by at most the networks it holds times their quota.
 
 // admitRevocation decides whether a new revocation by root (whose pin record is pin) of id
 // from addr may be recorded, charges its budgets, and makes room for it when the list is full.
@@ -50,17 +50,6 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didke
 	if c[0].Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
 		return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
 	}
-	var needed *bool // found out once, when a bound would refuse
-	isNeeded := func() (bool, error) {
-		if needed == nil {
-			n, err := revocationNeeded(tx, root, id)
-			if err != nil {
-				return false, err
-			}
-			needed = &n
-		}
-		return *needed, nil
-	}
 	for _, b := range []struct {
 		over        bool
 		limit, what string
@@ -70,11 +59,8 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didke
 		// A quota as large as the list is the list's: full only when the list is.
 		{c[3].Count >= s.limits.RevocationsPerNetwork && s.limits.RevocationsPerNetwork < s.limits.MaxRevocations, LimitRevocationsPerNetwork, "this network holds too many revocations"},
 	} {
-		if !b.over {
-			continue
-		}
-		if ok, err := isNeeded(); err != nil || !ok {
-			return cmp.Or(err, rateLimited(b.limit, b.what))
+		if b.over {
+			return rateLimited(b.limit, b.what)
 		}
 	}
 	if !proven {
@@ -90,7 +76,7 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didke
 		return err
 	}
 	if n >= s.limits.MaxRevocations {
-		if err := s.displaceRevocation(tx, isNeeded); err != nil {
+		if err := s.displaceRevocation(tx, func() (bool, error) { return revocationNeeded(tx, root, id) }); err != nil {
 			return err
 		}
 	}

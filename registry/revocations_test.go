@@ -148,11 +148,12 @@ func TestRevocationListFair(t *testing.T) {
 }
 
 // TestRevocationNeededAlwaysGetsIn: a revocation of a credential a live session logged in
-// with gets in past its root key's quota, its block's and network's, and a full list with
-// nothing to displace; the same root key's other revocations are refused by each.
+// with gets in on a full list with nothing to displace, and ends that session; a stranger's
+// is refused there. It is still held to its network's quota, which refuses it from a full
+// network and not from another.
 func TestRevocationNeededAlwaysGetsIn(t *testing.T) {
 	h := newHarness(t, func(c *registry.Config) {
-		c.Limits.MaxRevocations, c.Limits.RevocationsPerRoot, c.Limits.RevocationsPerBlock = 4, 1, 3
+		c.Limits.MaxRevocations, c.Limits.RevocationsPerRoot, c.Limits.RevocationsPerBlock = 4, 5, 3
 		c.Limits.RevocationsPerNetwork = 3
 		c.Limits.RevocationTTLHours = 24
 	})
@@ -164,23 +165,25 @@ func TestRevocationNeededAlwaysGetsIn(t *testing.T) {
 	op := newOperator(t, "op", h.now(), "nodes.bind")
 	stolen := op.newDevice(t, "stolen", "rev-stolen")
 	stolenToken := stolen.login(h)
+	// The operator's own first revocation and strangers fill the network 10.0.0.0/16 and the
+	// list; no sweep has found candidates to displace.
 	if err := revoke(op.revocation(t, op.root, "rev-other", h.now()), "10.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	// Strangers fill the network 10.0.0.0/16 and the list; no sweep has found candidates.
 	for i, addr := range []string{"10.0.1.1", "10.0.2.1", "10.1.0.1"} {
 		if err := revoke(strangerRevocation(t, fmt.Sprint("s", i), h.now()), addr); err != nil {
 			t.Fatalf("stranger %d: %v", i, err)
 		}
 	}
-	if err := revoke(strangerRevocation(t, "net", h.now()), "10.0.3.1"); registry.LimitOf(err) != registry.LimitRevocationsPerNetwork {
-		t.Fatalf("a stranger of the full network: %v; want %s", err, registry.LimitRevocationsPerNetwork)
+	if err := revoke(strangerRevocation(t, "full", h.now()), "10.2.0.1"); registry.LimitOf(err) != registry.LimitRevocationList {
+		t.Fatalf("a stranger on the full list: %v; want %s", err, registry.LimitRevocationList)
 	}
-	if err := revoke(op.revocation(t, op.root, "rev-third", h.now()), "10.0.0.1"); registry.LimitOf(err) != registry.LimitRevocationsPerRoot {
-		t.Fatalf("the root key's second revocation: %v; want %s", err, registry.LimitRevocationsPerRoot)
+	if err := revoke(op.revocation(t, op.root, "rev-stolen", h.now()), "10.0.0.1"); registry.LimitOf(err) != registry.LimitRevocationsPerNetwork {
+		t.Fatalf("the operator's revocation from the full network: %v; want %s", err, registry.LimitRevocationsPerNetwork)
 	}
-	if err := revoke(op.revocation(t, op.root, "rev-stolen", h.now()), "10.0.0.1"); err != nil {
-		t.Fatalf("the revocation of the credential in use: %v", err)
+	// Sent from another network, as a revocation needs no bearer, it gets in.
+	if err := revoke(op.revocation(t, op.root, "rev-stolen", h.now()), "10.3.0.1"); err != nil {
+		t.Fatalf("the revocation of the credential in use, on a full list: %v", err)
 	}
 	h.fails("GET", "/v1/operator/me/credits", nil, stolenToken, 401, "NO_SESSION")
 	if n := revocationCount(t, h.st); n != 5 {

@@ -194,7 +194,7 @@ func limitFlags(l *registry.Limits) []limitFlag {
 		{"revoke-address-limit", &l.RevokeAddressLimit, "new credential revocations one client address may record per hour before 429", true, false},
 		{"revocations-per-root", &l.RevocationsPerRoot, "credential revocations one root key may hold under one operator DID before its next gets 429", true, false},
 		{"revocations-per-block", &l.RevocationsPerBlock, "credential revocations one IPv4 /24 or IPv6 /48 may hold before its next gets 429", true, false},
-		{"revocations-per-network", &l.RevocationsPerNetwork, "credential revocations one IPv4 /16 or IPv6 /32 may hold before its next gets 429 (0: 5% of --max-revocations); a revocation of a credential a live session logged in with is never refused by it", true, true},
+		{"revocations-per-network", &l.RevocationsPerNetwork, "credential revocations one IPv4 /16 or IPv6 /32 may hold before its next gets 429 (0: 5% of --max-revocations); a revocation needs no bearer, so an operator sends it from another network", true, true},
 		{"revocation-ttl-hours", &l.RevocationTTLHours, "hours a revocation by a root key that never logged in is kept; a root key that logs in keeps its revocations for good", true, false},
 		{"initiate-address-limit", &l.InitiateAddressLimit, "binding initiates per client address per 10 minutes before 429", false, false},
 		{"max-binding-sessions", &l.MaxOpenBindingSessions, "open binding sessions over all nodes; every open session is in use, so when full an initiate gets 429 with Retry-After until one ends", false, false},

@@ -93,7 +93,11 @@ type entry[K comparable] struct {
 	groups       [netblock.Levels]*group[K]
 	lastUse, end int64 // unix seconds; end 0: none
 	kept         bool
-	gen          uint32 // the count from the store that last found it
+	// wasKept is set for an entry kept before the last count, which forgets what keeps
+	// entries: it is offered after every stale entry that was not, so that records an
+	// attacker keeps (its own bound nodes gone quiet) are not walked past at every count.
+	wasKept bool
+	gen     uint32 // the count from the store that last found it
 }
 
 // group is what one address group holds of the table.
@@ -206,6 +210,7 @@ func (t *Table[K]) Keep(id K, kept bool) {
 	}
 	e.kept = kept
 	if !kept {
+		e.wasKept = false
 		// Offered again at once, after the stale entries already found: a rebuild may be
 		// a while away, and an entry let go of must not wait for it.
 		t.stale.ids = append(t.stale.ids, id)
@@ -346,7 +351,15 @@ func (t *Table[K]) rebuild(now int64) {
 			g.free = min(g.free, at)
 		}
 	}
-	slices.SortFunc(stale, func(a, b cand) int { return int(a.at - b.at) })
+	slices.SortFunc(stale, func(a, b cand) int {
+		if ka, kb := t.entries[a.id].wasKept, t.entries[b.id].wasKept; ka != kb {
+			if ka {
+				return 1
+			}
+			return -1
+		}
+		return int(a.at - b.at)
+	})
 	t.stale = candidates[K]{ids: make([]K, 0, len(stale))}
 	for _, c := range stale {
 		t.stale.ids = append(t.stale.ids, c.id)

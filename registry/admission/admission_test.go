@@ -406,3 +406,30 @@ func TestConcurrentNewcomers(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptOfferedLast: after a count, which forgets what keeps entries, an entry kept before
+// is offered again only after every other stale entry, however stale it is.
+func TestKeptOfferedLast(t *testing.T) {
+	tab := admission.New[string]("things", quota(10, 10, 10, 10), idle)
+	tab.Add("bound", "192.0.2.1", t0, time.Time{})
+	tab.Add("quiet", "192.0.2.2", t0.Add(time.Minute), time.Time{})
+	tab.Keep("bound", true)
+	now := t0.Add(time.Hour)
+	tab.BeginCount()
+	tab.Counted("bound", "192.0.2.1", t0, time.Time{})
+	tab.Counted("quiet", "192.0.2.2", t0.Add(time.Minute), time.Time{})
+	tab.EndCount(true, now)
+	r := tab.Reserve("198.51.100.1", now)
+	defer r.Cancel()
+	var order []string
+	for range 2 {
+		id, ok := r.Next()
+		if !ok {
+			break
+		}
+		order = append(order, id)
+	}
+	if fmt.Sprint(order) != "[quiet bound]" {
+		t.Fatalf("offered %v; want the entry kept before last", order)
+	}
+}

@@ -65,8 +65,10 @@ func (t *Table[K]) EndCount(complete bool, now time.Time) {
 			continue
 		}
 		// What keeps an entry (a binding) may have ended elsewhere, which a count does not
-		// read: each kept entry is checked again when it is next offered.
-		e.kept = false
+		// read: each kept entry is checked again when it is next offered, after the others.
+		if e.kept {
+			e.kept, e.wasKept = false, true
+		}
 	}
 	t.forget(now.Unix())
 	t.rebuild(now.Unix())

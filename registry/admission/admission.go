@@ -327,8 +327,9 @@ func (t *Table[K]) freesAt(e *entry[K]) int64 {
 // may free a place. The caller holds mu.
 func (t *Table[K]) rebuild(now int64) {
 	type cand struct {
-		id K
-		at int64
+		id      K
+		at      int64
+		wasKept bool
 	}
 	var stale []cand
 	t.freeAt = 1 << 62
@@ -342,7 +343,7 @@ func (t *Table[K]) rebuild(now int64) {
 			continue
 		}
 		if !t.inUse(e, now) {
-			stale = append(stale, cand{id, e.lastUse})
+			stale = append(stale, cand{id, e.lastUse, e.wasKept})
 			continue
 		}
 		at := t.freesAt(e)
@@ -352,8 +353,8 @@ func (t *Table[K]) rebuild(now int64) {
 		}
 	}
 	slices.SortFunc(stale, func(a, b cand) int {
-		if ka, kb := t.entries[a.id].wasKept, t.entries[b.id].wasKept; ka != kb {
-			if ka {
+		if a.wasKept != b.wasKept {
+			if a.wasKept {
 				return 1
 			}
 			return -1

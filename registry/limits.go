@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"github.com/svrp/svrp/registry/budget"
 	"time"
 
 	"github.com/svrp/svrp/registry/admission"
@@ -384,11 +385,11 @@ type table struct {
 func (l *Limits) tables() []table {
 	return []table{
 		{"nodes", &l.MaxNodes, [3]*int{&l.MaxNodesPerClient, &l.MaxNodesPerBlock, &l.MaxNodesPerNetwork},
-			[4]string{LimitNodesPerClient, LimitNodesPerBlock, LimitNodesPerNetwork, LimitNodes}},
+			[4]string{budget.LimitNodesPerClient, budget.LimitNodesPerBlock, budget.LimitNodesPerNetwork, budget.LimitNodes}},
 		{"bearer sessions", &l.MaxBearerSessions, [3]*int{&l.MaxBearerSessionsPerClient, &l.MaxBearerSessionsPerBlock, &l.MaxBearerSessionsPerNetwork},
-			[4]string{LimitBearerSessionsPerClient, LimitBearerSessionsPerBlock, LimitBearerSessionsPerNetwork, LimitBearerSessions}},
+			[4]string{budget.LimitBearerSessionsPerClient, budget.LimitBearerSessionsPerBlock, budget.LimitBearerSessionsPerNetwork, budget.LimitBearerSessions}},
 		{"open binding sessions", &l.MaxOpenBindingSessions, [3]*int{&l.MaxOpenBindingSessionsPerClient, &l.MaxOpenBindingSessionsPerBlock, &l.MaxOpenBindingSessionsPerNetwork},
-			[4]string{LimitOpenSessionsPerClient, LimitOpenSessionsPerBlock, LimitOpenSessionsPerNetwork, LimitOpenSessions}},
+			[4]string{budget.LimitOpenSessionsPerClient, budget.LimitOpenSessionsPerBlock, budget.LimitOpenSessionsPerNetwork, budget.LimitOpenSessions}},
 	}
 }
 
@@ -486,11 +487,6 @@ const (
 	// timeout bounds that). One snapshot is always allowed, however large: refusing to list
 	// would be worse than holding it.
 	maxListingBytes = 512 << 20
-
-	// heartbeatMarkTTL is how long the registry remembers a key's last heartbeat ts (docs/protocol.md
-	// §10.3): beyond the ts tolerance, any older ts is refused as STALE_TS anyway, so the mark
-	// can go and the table holds only the keys that sent a heartbeat within it.
-	heartbeatMarkTTL = 600 * time.Second
 
 	// listingSlotCount listings are written at once; other readers wait their turn. Writing
 	// a large listing is mostly copying, and many greedy readers copying at once starved

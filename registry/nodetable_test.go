@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/svrp/svrp/registry/budget"
 	"testing"
 	"time"
 
@@ -79,8 +80,8 @@ func TestNodeQuotaPerBlock(t *testing.T) {
 	for i := range 3 {
 		mustRegister(t, s, i, fmt.Sprint("198.51.100.", i+1))
 	}
-	if err := registerKey(s, 3, "198.51.100.9"); LimitOf(err) != LimitNodesPerBlock {
-		t.Fatalf("a fourth key from the /24: %v; want %s", err, LimitNodesPerBlock)
+	if err := registerKey(s, 3, "198.51.100.9"); budget.LimitOf(err) != budget.LimitNodesPerBlock {
+		t.Fatalf("a fourth key from the /24: %v; want %s", err, budget.LimitNodesPerBlock)
 	}
 	if err := registerKey(s, 0, "198.51.100.1"); err != nil {
 		t.Fatalf("a known key of the full block: %v", err)
@@ -123,8 +124,8 @@ func TestNodeDisplacementOrder(t *testing.T) {
 	mustRegister(t, s, 13, "203.0.113.3") // takes key 4, the last stale one
 	// Every record now is in use or bound: the next newcomer waits.
 	err := registerKey(s, 14, "203.0.113.4")
-	if LimitOf(err) != LimitNodes || retryAfterOf(err) <= 0 || retryAfterOf(err) > DefaultOnlineWindow {
-		t.Fatalf("a newcomer when every record is in use: %v (retry after %v); want %s", err, retryAfterOf(err), LimitNodes)
+	if budget.LimitOf(err) != budget.LimitNodes || budget.RetryAfter(err) <= 0 || budget.RetryAfter(err) > DefaultOnlineWindow {
+		t.Fatalf("a newcomer when every record is in use: %v (retry after %v); want %s", err, budget.RetryAfter(err), budget.LimitNodes)
 	}
 	if !hasNode(t, s, 0) || !hasNode(t, s, 1) || !hasNode(t, s, 10) {
 		t.Fatal("a node in use or bound was displaced")
@@ -153,8 +154,8 @@ func TestNodeQuotaLevels(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := registerKey(s, 5, "192.0.9.1"); LimitOf(err) != LimitNodesPerNetwork {
-		t.Fatalf("a third block of a full /16: %v; want %s", err, LimitNodesPerNetwork)
+	if err := registerKey(s, 5, "192.0.9.1"); budget.LimitOf(err) != budget.LimitNodesPerNetwork {
+		t.Fatalf("a third block of a full /16: %v; want %s", err, budget.LimitNodesPerNetwork)
 	}
 	if err := registerKey(s, 6, "203.0.113.1"); err != nil {
 		t.Fatalf("another network: %v", err)
@@ -299,7 +300,7 @@ func TestNodeSpreadThin(t *testing.T) {
 		}
 	}
 	err := registerKey(s, 300, "172.31.250.1")
-	if LimitOf(err) != LimitNodes || retryAfterOf(err) <= 0 || retryAfterOf(err) > DefaultOnlineWindow {
-		t.Fatalf("a newcomer when no record is stale: %v (retry after %v); want %s", err, retryAfterOf(err), LimitNodes)
+	if budget.LimitOf(err) != budget.LimitNodes || budget.RetryAfter(err) <= 0 || budget.RetryAfter(err) > DefaultOnlineWindow {
+		t.Fatalf("a newcomer when no record is stale: %v (retry after %v); want %s", err, budget.RetryAfter(err), budget.LimitNodes)
 	}
 }

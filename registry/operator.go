@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"github.com/svrp/svrp/registry/budget"
 	"slices"
 	"strings"
 	"time"
@@ -45,17 +46,17 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return s.loginShared(ctx, l, addr, now)
 	}
 	pair := failurePair(addr, l.DeviceCredential.OperatorDID)
-	if byAddr, byBlock := s.loginFailAddr.spent(addr, s.limits.LoginFailureAddressLimit, now); byAddr || byBlock {
-		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginFailuresPerBlock, LimitLoginFailuresPerAddress), "too many failed logins from this address; wait and try again")
+	if byAddr, byBlock := s.loginFailAddr.Spent(addr, s.limits.LoginFailureAddressLimit, now); byAddr || byBlock {
+		return api.LoginResult{}, budget.RateLimited(budget.Pick(byBlock, budget.LimitLoginFailuresPerBlock, budget.LimitLoginFailuresPerAddress), "too many failed logins from this address; wait and try again")
 	}
-	if s.loginFailPair.count(pair, now) >= s.limits.LoginFailureOperatorLimit {
-		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
+	if s.loginFailPair.Count(pair, now) >= s.limits.LoginFailureOperatorLimit {
+		return api.LoginResult{}, budget.RateLimited(budget.LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	}
 	if err := s.bearerRoom(ctx, addr, l.DeviceCredential.OperatorDID, now); err != nil {
 		return api.LoginResult{}, err
 	}
-	if byAddr, byBlock := s.loginAttempts.take(addr, s.limits.LoginAddressLimit, now); byAddr || byBlock {
-		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginsPerBlock, LimitLoginsPerAddress), "too many logins from this address; wait and try again")
+	if byAddr, byBlock := s.loginAttempts.Take(addr, s.limits.LoginAddressLimit, now); byAddr || byBlock {
+		return api.LoginResult{}, budget.RateLimited(budget.Pick(byBlock, budget.LimitLoginsPerBlock, budget.LimitLoginsPerAddress), "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device
 	var state loginState
@@ -66,8 +67,8 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	})
 	if err != nil {
 		if proto.CodeOf(err) != proto.Internal {
-			s.loginFailAddr.add(addr, now)
-			s.loginFailPair.add(pair, now)
+			s.loginFailAddr.Add(addr, now)
+			s.loginFailPair.Add(pair, now)
 		}
 		if state.pinsOnFailure(err) {
 			// The login failed whatever the pin does: a pin that cannot be written now is
@@ -174,10 +175,10 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		}
 		// This attempt is counted: over the budget, the transaction is undone, count included.
 		if attempts.Count > s.limits.LoginAddressLimit {
-			return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
+			return budget.RateLimited(budget.LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 		}
-		if inBlock.Count > blockLimit(s.limits.LoginAddressLimit, s.limits.AddressBlockFactor) {
-			return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
+		if inBlock.Count > budget.BlockLimit(s.limits.LoginAddressLimit, s.limits.AddressBlockFactor) {
+			return budget.RateLimited(budget.LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
 		}
 		state := loginState{tx: tx, proof: s.credentialProof(l.DeviceCredential)}
 		ch := storedChallenges{Challenges: s.challenges, checker: s.checker, tx: tx}
@@ -248,15 +249,15 @@ func (s *Service) loginBudgets(ctx context.Context, k loginKeys, now time.Time) 
 	factor := s.limits.AddressBlockFactor
 	switch {
 	case failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, loginWindow):
-		return rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
-	case failBlock.Blocked(now, blockLimit(s.limits.LoginFailureAddressLimit, factor), loginWindow):
-		return rateLimited(LimitLoginFailuresPerBlock, "too many failed logins from this address block; wait and try again")
-	case attemptsBlock.Blocked(now, blockLimit(s.limits.LoginAddressLimit, factor), authn.ChallengeTTL):
-		return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
+		return budget.RateLimited(budget.LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
+	case failBlock.Blocked(now, budget.BlockLimit(s.limits.LoginFailureAddressLimit, factor), loginWindow):
+		return budget.RateLimited(budget.LimitLoginFailuresPerBlock, "too many failed logins from this address block; wait and try again")
+	case attemptsBlock.Blocked(now, budget.BlockLimit(s.limits.LoginAddressLimit, factor), authn.ChallengeTTL):
+		return budget.RateLimited(budget.LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
 	case failPair.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow):
-		return rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
+		return budget.RateLimited(budget.LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	case attempts.Blocked(now, s.limits.LoginAddressLimit, authn.ChallengeTTL):
-		return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
+		return budget.RateLimited(budget.LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 	}
 	return nil
 }

@@ -3,13 +3,13 @@ package registry
 import (
 	"context"
 	"errors"
+	"github.com/svrp/svrp/registry/budget"
 	"sync"
 	"time"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/admission"
 	"github.com/svrp/svrp/store"
 )
@@ -55,7 +55,7 @@ func (s *Service) refused(i int, err error) error {
 		limit = t.limits[len(t.limits)-1]
 		s.capReached(&s.tables.warn[i], t.name, *t.cap)
 	}
-	return limitError{limit: limit, err: proto.New(proto.RateLimited, r.Error()+"; try again later"), retryAfter: r.RetryAfter}
+	return budget.RetryLater(limit, r.Error()+"; try again later", r.RetryAfter)
 }
 
 // loadNodes counts the node table from the store once.
@@ -160,7 +160,7 @@ func (s *Service) placeNode(tx store.Tx, r *admission.Reservation[didkey.PublicK
 			return deleted(tx, n, gone, nil)
 		}
 	}
-	return nil, limitError{limit: LimitNodes, err: proto.New(proto.RateLimited, "the registry is finding room for new nodes; try again in a second"), retryAfter: time.Second}
+	return nil, budget.RetryLater(budget.LimitNodes, "the registry is finding room for new nodes; try again in a second", time.Second)
 }
 
 // deleted deletes n, a stale record found by placeNode, unless it is gone already.

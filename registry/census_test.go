@@ -104,6 +104,6 @@ func TestRefusalsNameTheirLimit(t *testing.T) {
 		}
 	}
 	if !slices.Contains(budget.Names(), budget.LimitResolvePerCode) {
-		t.Error("RateLimits lacks resolve_per_code")
+		t.Error("budget.Names() lacks resolve_per_code")
 	}
 }

@@ -80,15 +80,15 @@ type Limits struct {
 	// each refuses only the group that holds its quota. The network share leaves room for
 	// a cloud region's /16 holding tens of thousands of honest nodes.
 	MaxNodesPerClient, MaxNodesPerBlock, MaxNodesPerNetwork int
-	// NodeExpiryHours is how long a node that is not bound may go unseen (no registration
-	// or heartbeat) before the sweep removes its record. Anyone can register a key and walk
+	// NodeExpiry is how long a node that is not bound may go unseen (no registration or
+	// heartbeat) before the sweep removes its record. Anyone can register a key and walk
 	// away; a node that runs heartbeats every few minutes, and an operator's bound node is
 	// kept until BoundNodeExpiry ends its binding. A removed node that comes back registers
 	// again.
-	NodeExpiryHours int
+	NodeExpiry time.Duration
 	// BoundNodeExpiry is how long a bound node may go unseen before the sweep ends its
 	// binding, with unbound_by "node_unseen" on the session that made it (docs/protocol.md
-	// §10.6): from then on its record is an unbound node's, which NodeExpiryHours, counted
+	// §10.6): from then on its record is an unbound node's, which NodeExpiry, counted
 	// from the same last sight, removes. Without it, binding a node would hold its record
 	// for good, and an attacker binding its own nodes to its own operators could fill the
 	// node table with records nothing reclaims. An operator's node that is offline for a
@@ -246,14 +246,14 @@ type Limits struct {
 	// RevocationsPerNetwork is 5 % of MaxRevocations. An operator revokes a handful of
 	// devices, so only a group whose own clients made thousands of revocations reaches them.
 	RevocationsPerBlock, RevocationsPerNetwork int
-	// RevocationTTLHours is how long an unproven revocation is kept, in hours. The sweep
+	// RevocationTTL is how long an unproven revocation is kept. The sweep
 	// removes it afterwards unless its root key has logged in meanwhile. The registry cannot
 	// know the expiry of the credentials a revocation names (it carries only their
 	// revocation_id), so it keeps a fixed span: long enough that an operator who revokes a
 	// lost device before it was ever used here is covered for weeks, short enough that a
 	// stranger's list entries go. A credential that logs in makes its root key proven, and
 	// from then on the operator's revocation is kept for good and never refused by the list.
-	RevocationTTLHours int
+	RevocationTTL time.Duration
 
 	// AddressBlockFactor is how many addresses' worth of each per-address budget one address
 	// block (an IPv4 /24, an IPv6 /48) may spend together: with 16, a /24 of 256 addresses
@@ -280,72 +280,13 @@ func DefaultLimits() Limits {
 	return Limits{}.OrDefaults()
 }
 
-// defaultLimits are the values of the fields that are no share.
-func defaultLimits() Limits {
-	return Limits{
-		RegisterAddressLimit:         600,
-		MaxNodes:                     1_000_000,
-		NodeExpiryHours:              7 * 24,
-		BoundNodeExpiry:              30 * 24 * time.Hour,
-		InitiateAddressLimit:         120,
-		InitiateKeyLimit:             60,
-		MaxOpenBindingSessions:       50_000,
-		ResolveAddressLimit:          30,
-		ResolveOperatorLimit:         30,
-		ResolveGlobalLimit:           5_000,
-		MaxBearerSessions:            100_000,
-		MaxBearerSessionsPerOperator: 64,
-		LoginAddressLimit:            256,
-		LoginFailureAddressLimit:     30,
-		LoginFailureOperatorLimit:    10,
-		MalformedAddressLimit:        60,
-		HeartbeatReplayAddressLimit:  10,
-		MaxRevocations:               1_000_000,
-		RevokeAddressLimit:           60,
-		RevocationsPerRoot:           1_000,
-		RevocationsPerBlock:          10_000,
-		RevocationTTLHours:           30 * 24,
-		AddressBlockFactor:           16,
-		MaxTrackedClients:            1 << 16,
-	}
-}
-
-// OrDefaults returns l with every field that is zero or less set to its value in
-// [DefaultLimits], and each table's quota per group to its share of the table's cap as l
-// sets it.
+// OrDefaults returns l with every field that is zero or less set to its default ([Bounds]),
+// and each table's quota per group to its share of the table's cap as l sets it.
 func (l Limits) OrDefaults() Limits {
-	def := defaultLimits()
-	for _, f := range []struct{ v, def *int }{
-		{&l.RegisterAddressLimit, &def.RegisterAddressLimit},
-		{&l.MaxNodes, &def.MaxNodes},
-		{&l.NodeExpiryHours, &def.NodeExpiryHours},
-		{&l.InitiateAddressLimit, &def.InitiateAddressLimit},
-		{&l.InitiateKeyLimit, &def.InitiateKeyLimit},
-		{&l.MaxOpenBindingSessions, &def.MaxOpenBindingSessions},
-		{&l.ResolveAddressLimit, &def.ResolveAddressLimit},
-		{&l.ResolveOperatorLimit, &def.ResolveOperatorLimit},
-		{&l.ResolveGlobalLimit, &def.ResolveGlobalLimit},
-		{&l.MaxBearerSessions, &def.MaxBearerSessions},
-		{&l.MaxBearerSessionsPerOperator, &def.MaxBearerSessionsPerOperator},
-		{&l.LoginAddressLimit, &def.LoginAddressLimit},
-		{&l.LoginFailureAddressLimit, &def.LoginFailureAddressLimit},
-		{&l.LoginFailureOperatorLimit, &def.LoginFailureOperatorLimit},
-		{&l.MalformedAddressLimit, &def.MalformedAddressLimit},
-		{&l.HeartbeatReplayAddressLimit, &def.HeartbeatReplayAddressLimit},
-		{&l.MaxRevocations, &def.MaxRevocations},
-		{&l.RevokeAddressLimit, &def.RevokeAddressLimit},
-		{&l.RevocationsPerRoot, &def.RevocationsPerRoot},
-		{&l.RevocationsPerBlock, &def.RevocationsPerBlock},
-		{&l.RevocationTTLHours, &def.RevocationTTLHours},
-		{&l.AddressBlockFactor, &def.AddressBlockFactor},
-		{&l.MaxTrackedClients, &def.MaxTrackedClients},
-	} {
-		if *f.v <= 0 {
-			*f.v = *f.def
+	for _, b := range bounds {
+		if !b.Share {
+			b.setDefault(&l)
 		}
-	}
-	if l.BoundNodeExpiry <= 0 {
-		l.BoundNodeExpiry = def.BoundNodeExpiry
 	}
 	if l.RevocationsPerNetwork <= 0 {
 		l.RevocationsPerNetwork = max(min(l.MaxRevocations, minGroupQuota), (l.MaxRevocations*tableShares[netblock.Network]+9_999)/10_000)
@@ -425,10 +366,6 @@ const (
 	// revokeExpiryPerSweep bounds the expired revocations one sweep removes, so that a sweep
 	// after a long stop does not hold the store for long; the rest go at the next.
 	revokeExpiryPerSweep = 20_000
-
-	// maxNodeExpiryHours is the longest NodeExpiryHours means (over a century): a larger
-	// value, given to mean "never", would overflow a duration and expire every node at once.
-	maxNodeExpiryHours = 1 << 20
 
 	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
 	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They

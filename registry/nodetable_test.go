@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/svrp/svrp/registry/budget"
+	"math"
 	"testing"
 	"time"
 
@@ -165,7 +166,7 @@ func TestNodeQuotaLevels(t *testing.T) {
 // The sweep removes the nodes unseen for the expiry that are not bound, from the store, the
 // node count and the blocks' counts; a bound node stays however long unseen.
 func TestNodeExpiry(t *testing.T) {
-	s, now := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3, NodeExpiryHours: 2})
+	s, now := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3, NodeExpiry: 2 * time.Hour})
 	for i := range 3 {
 		mustRegister(t, s, i, "192.0.2.7")
 	}
@@ -216,16 +217,16 @@ func TestNodeBlocksRefresh(t *testing.T) {
 	}
 }
 
-// An expiry given as a huge number of hours, to mean never, expires nothing.
+// The longest expiry, given to mean never, expires nothing.
 func TestNodeExpiryHuge(t *testing.T) {
-	s, now := quotaService(t, Limits{NodeExpiryHours: 1 << 30})
+	s, now := quotaService(t, Limits{NodeExpiry: math.MaxInt64})
 	mustRegister(t, s, 0, "192.0.2.7")
 	*now = now.Add(24 * time.Hour)
 	if err := s.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if !hasNode(t, s, 0) {
-		t.Fatal("a node seen a day ago expired under an expiry of 2^30 hours")
+		t.Fatal("a node seen a day ago expired under the longest expiry")
 	}
 }
 

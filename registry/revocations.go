@@ -29,7 +29,7 @@ import (
 //   - An unproven one is refused, besides, by its address block's rate.
 //   - When the list is full (MaxRevocations) a newcomer takes the place of the oldest
 //     unproven revocation of the whole list, whatever its block; when there is none it is
-//     refused, unless it is needed. Unproven revocations expire after RevocationTTLHours
+//     refused, unless it is needed. Unproven revocations expire after RevocationTTL
 //     unless their root key proves itself first; proven ones are kept for good.
 //
 // So the list passes MaxRevocations by needed revocations only, each within its root key's,
@@ -247,7 +247,7 @@ func (v *revokeVictims) set(queue []revokeVictim) {
 	v.queue = queue
 }
 
-// sweepRevocations removes unproven revocations older than RevocationTTLHours and finds the
+// sweepRevocations removes unproven revocations older than RevocationTTL and finds the
 // displacement candidates.
 func (s *Service) sweepRevocations(ctx context.Context, now time.Time) error {
 	expired, err := s.scanRevocations(ctx, now, true)
@@ -288,9 +288,9 @@ func (s *Service) recountRevocations(ctx context.Context, now time.Time) error {
 
 // scanRevocations reads the list once: it keeps the revokeVictimCount oldest unproven
 // revocations as the displacement candidates, and returns, when expire, the unproven ones
-// past RevocationTTLHours (at most revokeExpiryPerSweep).
+// past RevocationTTL (at most revokeExpiryPerSweep).
 func (s *Service) scanRevocations(ctx context.Context, now time.Time, expire bool) ([][2]string, error) {
-	ttl := time.Duration(s.limits.RevocationTTLHours) * time.Hour
+	ttl := s.limits.RevocationTTL
 	var expired [][2]string
 	var oldest oldestVictims
 	err := s.store.View(ctx, func(tx store.Tx) error {

@@ -18,7 +18,7 @@ import (
 func revocationLimits(maxList, perRoot, perBlock int) harnessOption {
 	return func(c *registry.Config) {
 		c.Limits.MaxRevocations, c.Limits.RevocationsPerRoot, c.Limits.RevocationsPerBlock = maxList, perRoot, perBlock
-		c.Limits.RevocationTTLHours = 24
+		c.Limits.RevocationTTL = 24 * time.Hour
 	}
 }
 
@@ -156,7 +156,7 @@ func TestRevocationNeededAlwaysGetsIn(t *testing.T) {
 	h := newHarness(t, func(c *registry.Config) {
 		c.Limits.MaxRevocations, c.Limits.RevocationsPerRoot, c.Limits.RevocationsPerBlock = 4, 5, 3
 		c.Limits.RevocationsPerNetwork = 3
-		c.Limits.RevocationTTLHours = 24
+		c.Limits.RevocationTTL = 24 * time.Hour
 	})
 	ctx := context.Background()
 	revoke := func(r authn.SignedRevocation, addr string) error {

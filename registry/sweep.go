@@ -20,7 +20,7 @@ import (
 // and bounded; [Service.Run] calls it every [Config.SweepEvery].
 //
 // It ends the bindings of nodes unseen for [Limits.BoundNodeExpiry] (unseen.go) before it
-// removes the unbound nodes unseen for [Limits.NodeExpiryHours].
+// removes the unbound nodes unseen for [Limits.NodeExpiry].
 //
 // A sweep also counts again, from the store, what the global caps count in memory (node
 // records, open binding sessions, live bearer sessions), so that on a store shared by several

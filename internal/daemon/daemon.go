@@ -170,16 +170,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
 	fs.StringVar(&c.LogOrigin, "log-origin", "", "the transparency log's origin, the name of its key, such as registry.example/log; default <prefix>.svrp/log/<16 hex of the key>. Keep it once clients pinned the key")
 	fs.Var(notFlag{&c.SingleVerify}, "batch-verify", batchVerifyUsage)
-	def := registry.DefaultLimits()
-	defaults := limitFlags(&def)
-	for i, f := range limitFlags(&c.Limits) {
-		d := *defaults[i].v
-		if f.share {
-			d = 0
-		}
-		fs.IntVar(f.v, f.name, d, f.usage)
-	}
-	fs.DurationVar(&c.Limits.BoundNodeExpiry, "bound-node-expiry", def.BoundNodeExpiry, "how long a bound node may go unseen before the sweep ends its binding (unbound_by node_unseen); its record then expires as an unbound node's")
+	limitFlags(fs, &c.Limits)
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
 	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose --client-address-header names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")

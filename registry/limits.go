@@ -9,8 +9,9 @@ import (
 )
 
 // Every bound the registry applies to what strangers send, with the reason it has the value
-// it has and who it can refuse. The bounds an operator may change are the fields of [Limits]
-// (each a flag of svrpd serve); the others are constants below. The protocol's own
+// it has and who it can refuse. The bounds an operator may change are the fields of [Limits],
+// each declared once in [Bounds] (bounds.go) with its flag of svrpd serve, its default and the
+// refusals it makes; the others are constants below. The protocol's own
 // bounds (docs/protocol.md §8: field lengths, per-code and per-node limits) are in package
 // binding and authn; these are the ones a public service adds where the protocol is silent.
 //

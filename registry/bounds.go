@@ -61,6 +61,12 @@ func (b Bound) setDefault(l *Limits) {
 	}
 }
 
+// boundOf returns the bound of Limits' field named field.
+func boundOf(field string) Bound {
+	i := slices.IndexFunc(bounds, func(b Bound) bool { return b.Field == field })
+	return bounds[i]
+}
+
 // Bounds returns the declaration of every field of [Limits], in the order svrpd lists
 // their flags.
 func Bounds() []Bound { return slices.Clone(bounds) }

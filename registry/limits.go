@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"github.com/svrp/svrp/registry/budget"
 	"time"
 
 	"github.com/svrp/svrp/registry/admission"
@@ -315,7 +314,8 @@ var tableShares = [netblock.Levels]int{50, 100, 500}
 // office log a few devices in, where its shares would round to one.
 const minGroupQuota = 16
 
-// table is a capped table's cap and its quota per group at each level, as fields of Limits.
+// table is a capped table's cap and its quota per group at each level, as fields of Limits,
+// with the limits their refusals name.
 type table struct {
 	name     string
 	cap      *int
@@ -323,16 +323,33 @@ type table struct {
 	limits   [netblock.Levels + 1]string // the refusals' limit names: per level, then the cap
 }
 
-// tables lists the capped tables of l (package registry/admission).
+// capped names the capped tables (package registry/admission) and their fields of Limits:
+// the quotas per client, block and network, then the cap.
+var capped = []struct {
+	name   string
+	fields [netblock.Levels + 1]string
+}{
+	{"nodes", [...]string{"MaxNodesPerClient", "MaxNodesPerBlock", "MaxNodesPerNetwork", "MaxNodes"}},
+	{"bearer sessions", [...]string{"MaxBearerSessionsPerClient", "MaxBearerSessionsPerBlock", "MaxBearerSessionsPerNetwork", "MaxBearerSessions"}},
+	{"open binding sessions", [...]string{"MaxOpenBindingSessionsPerClient", "MaxOpenBindingSessionsPerBlock", "MaxOpenBindingSessionsPerNetwork", "MaxOpenBindingSessions"}},
+}
+
+// tables lists the capped tables of l, each field with the refusal its bound declares.
 func (l *Limits) tables() []table {
-	return []table{
-		{"nodes", &l.MaxNodes, [3]*int{&l.MaxNodesPerClient, &l.MaxNodesPerBlock, &l.MaxNodesPerNetwork},
-			[4]string{budget.LimitNodesPerClient, budget.LimitNodesPerBlock, budget.LimitNodesPerNetwork, budget.LimitNodes}},
-		{"bearer sessions", &l.MaxBearerSessions, [3]*int{&l.MaxBearerSessionsPerClient, &l.MaxBearerSessionsPerBlock, &l.MaxBearerSessionsPerNetwork},
-			[4]string{budget.LimitBearerSessionsPerClient, budget.LimitBearerSessionsPerBlock, budget.LimitBearerSessionsPerNetwork, budget.LimitBearerSessions}},
-		{"open binding sessions", &l.MaxOpenBindingSessions, [3]*int{&l.MaxOpenBindingSessionsPerClient, &l.MaxOpenBindingSessionsPerBlock, &l.MaxOpenBindingSessionsPerNetwork},
-			[4]string{budget.LimitOpenSessionsPerClient, budget.LimitOpenSessionsPerBlock, budget.LimitOpenSessionsPerNetwork, budget.LimitOpenSessions}},
+	out := make([]table, len(capped))
+	for i, c := range capped {
+		out[i].name = c.name
+		for lv, f := range c.fields {
+			b := boundOf(f)
+			if lv < netblock.Levels {
+				out[i].perGroup[lv] = b.Int(l)
+			} else {
+				out[i].cap = b.Int(l)
+			}
+			out[i].limits[lv] = b.Refuses[0]
+		}
 	}
+	return out
 }
 
 // quota is t's admission.Quota.

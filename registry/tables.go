@@ -30,7 +30,8 @@ type tables struct {
 	nodesMu     sync.Mutex
 	nodesLoaded bool
 
-	warn [3]rareWarning // per table, as in Limits.tables
+	kinds []table        // the tables' bounds, as in Limits.tables
+	warn  [3]rareWarning // per table, as kinds
 }
 
 func newTables(l *Limits) tables {
@@ -39,6 +40,7 @@ func newTables(l *Limits) tables {
 		nodes:    admission.New[didkey.PublicKey](t[0].name, t[0].quota(), DefaultOnlineWindow),
 		bearers:  admission.New[[32]byte](t[1].name, t[1].quota(), bearerIdle),
 		sessions: admission.New[string](t[2].name, t[2].quota(), 0),
+		kinds:    t,
 	}
 }
 
@@ -49,7 +51,7 @@ func (s *Service) refused(i int, err error) error {
 	if !errors.As(err, &r) {
 		return err
 	}
-	t := s.limits.tables()[i]
+	t := s.tables.kinds[i]
 	limit := t.limits[r.Level]
 	if r.Full {
 		limit = t.limits[len(t.limits)-1]

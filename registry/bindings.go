@@ -247,7 +247,7 @@ type resolveBudget struct {
 // resolveBudgets lists the store counters a resolve's failure counts against, the code's
 // first: per code, per client address and per operator (limits.go), so that a guesser gains
 // nothing from many addresses or many sessions; and, when the resolve does not name its node,
-// over all clients. A resolve naming its node is budgeted per node instead (nodeFailures),
+// over all clients. A resolve naming its node is budgeted per node instead (budget.NodeFailures),
 // so that strangers spending the global budget cannot refuse it.
 func resolveBudgets(codeHash, addr, operator string, l Limits, global bool) []resolveBudget {
 	b := []resolveBudget{

@@ -88,7 +88,7 @@ func (w *Window) evict(now time.Time) {
 	}
 }
 
-// count returns the events of k in its running window: 0 for a key not tracked.
+// Count returns the events of k in its running window: 0 for a key not tracked.
 func (w *Window) Count(k string, now time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -98,7 +98,7 @@ func (w *Window) Count(k string, now time.Time) int {
 	return 0
 }
 
-// add counts one event of k at now and returns the count in its window.
+// Add counts one event of k at now and returns the count in its window.
 func (w *Window) Add(k string, now time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -107,7 +107,7 @@ func (w *Window) Add(k string, now time.Time) int {
 	return e.n
 }
 
-// takeBelow counts one event of k at now if k has fewer than limit in its window, and
+// TakeBelow counts one event of k at now if k has fewer than limit in its window, and
 // reports whether it did.
 func (w *Window) TakeBelow(k string, limit int, now time.Time) bool {
 	w.mu.Lock()
@@ -120,7 +120,7 @@ func (w *Window) TakeBelow(k string, limit int, now time.Time) bool {
 	return true
 }
 
-// len is the number of keys tracked.
+// Len is the number of keys tracked.
 func (w *Window) Len() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -128,17 +128,19 @@ func (w *Window) Len() int {
 }
 
 // Addresses is a per-address budget kept in memory with its per-block aggregate
-// (AddressBlock): an event counts against both, and either being spent refuses.
+// (package registry/netblock): an event counts against both, and either being spent refuses.
 type Addresses struct {
 	addr, block *Window
 	factor      int
 }
 
+// NewAddresses returns a budget counting per window, whose tables of addresses and of blocks
+// each hold at most max keys, and whose aggregate per block is factor addresses' worth.
 func NewAddresses(window time.Duration, max, factor int) *Addresses {
 	return &Addresses{addr: NewWindow(window, max), block: NewWindow(window, max), factor: factor}
 }
 
-// spent reports whether addr has spent limit in its window, or its block limit times the
+// Spent reports whether addr has spent limit in its window, or its block limit times the
 // block factor.
 func (a *Addresses) Spent(addr string, limit int, now time.Time) (byAddr, byBlock bool) {
 	if a.addr.Count(addr, now) >= limit {
@@ -147,13 +149,13 @@ func (a *Addresses) Spent(addr string, limit int, now time.Time) (byAddr, byBloc
 	return false, a.block.Count(netblock.BlockOf(addr), now) >= BlockLimit(limit, a.factor)
 }
 
-// add counts one event of addr.
+// Add counts one event of addr.
 func (a *Addresses) Add(addr string, now time.Time) {
 	a.addr.Add(addr, now)
 	a.block.Add(netblock.BlockOf(addr), now)
 }
 
-// take counts one event of addr unless either budget is spent, which it reports. Concurrent
+// Take counts one event of addr unless either budget is spent, which it reports. Concurrent
 // takes of one address may pass a budget by the takes in flight.
 func (a *Addresses) Take(addr string, limit int, now time.Time) (byAddr, byBlock bool) {
 	if byAddr, byBlock = a.Spent(addr, limit, now); !byAddr && !byBlock {

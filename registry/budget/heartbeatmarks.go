@@ -41,6 +41,7 @@ func (h *HeartbeatMarks) sender(addr string) uint64 { return maphash.String(h.se
 // SHA-256, so that a mark stays small.
 type HeartbeatProof [16]byte
 
+// ProofOf is the proof of a heartbeat of DID spelling did with signature sig.
 func ProofOf(did, sig string) HeartbeatProof {
 	// A DID and a signature within their caps fit the buffer, so a heartbeat's proof costs
 	// no allocation.
@@ -49,7 +50,7 @@ func ProofOf(did, sig string) HeartbeatProof {
 	return HeartbeatProof(sum[:16])
 }
 
-// answered settles a heartbeat of key from its mark alone, before its signature is verified,
+// Answered settles a heartbeat of key from its mark alone, before its signature is verified,
 // where verifying could change nothing: an older ts is STALE_TS (a freshness failure, like
 // the ts window), and a repeat of the heartbeat that set the mark, within the window, is
 // answered with the last_seen it set. Anything else (done = false) is verified and then
@@ -72,7 +73,7 @@ func (h *HeartbeatMarks) Answered(key didkey.PublicKey, ts int64, proof Heartbea
 	return false, false, time.Time{}, nil
 }
 
-// advance records ts for key, sent from addr, when it is newer than the last one. It returns
+// Advance records ts for key, sent from addr, when it is newer than the last one. It returns
 // fresh = true when the heartbeat may move last_seen; an equal ts returns fresh = false with
 // the last_seen the first one set; an older ts is STALE_TS.
 func (h *HeartbeatMarks) Advance(key didkey.PublicKey, ts int64, proof HeartbeatProof, now time.Time, addr string) (fresh bool, seen time.Time, err error) {
@@ -92,7 +93,7 @@ func (h *HeartbeatMarks) Advance(key didkey.PublicKey, ts int64, proof Heartbeat
 	return true, now, nil
 }
 
-// prune forgets marks older than MarkTTL: any ts they could refuse is outside the ts
+// Prune forgets marks older than MarkTTL: any ts they could refuse is outside the ts
 // tolerance by then.
 func (h *HeartbeatMarks) Prune(now time.Time) {
 	cut := now.Add(-MarkTTL).Unix()
@@ -105,7 +106,7 @@ func (h *HeartbeatMarks) Prune(now time.Time) {
 	}
 }
 
-// len is the number of keys remembered.
+// Len is the number of keys remembered.
 func (h *HeartbeatMarks) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

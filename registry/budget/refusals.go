@@ -8,7 +8,8 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// The rate limits a request can be refused by, as a refusal names them (Exchange.Limit).
+// The rate limits a request can be refused by, as a refusal names them (the Limit of the
+// registry's Exchange, the label of its refusals' metric).
 const (
 	LimitResolvePerCode           = "resolve_per_code"             // failed resolves of one code
 	LimitResolvePerAddress        = "resolve_per_address"          // failed resolves from one client address

@@ -22,6 +22,8 @@ type NodeFailures struct {
 	byPair *failureTable
 }
 
+// NewNodeFailures returns the failures of resolves naming a node, kept for at most maxNodes
+// node keys and maxPairs pairs of a node key and a client address.
 func NewNodeFailures(maxNodes, maxPairs int) *NodeFailures {
 	return &NodeFailures{
 		byNode: newFailureTable(binding.ResolveWindow, binding.ResolveNodeFailureLimit, maxNodes),
@@ -41,12 +43,12 @@ func NodeKey(d didkey.DID) string {
 
 func pairKey(node, addr string) string { return node + "\x00" + addr }
 
-// refuses reports whether a resolve naming node from addr is over the node's budget.
+// Refuses reports whether a resolve naming node from addr is over the node's budget.
 func (f *NodeFailures) Refuses(node, addr string, now time.Time) bool {
 	return f.byNode.count(node, now) >= binding.ResolveNodeFailureLimit && f.byPair.count(pairKey(node, addr), now) > 0
 }
 
-// fail counts one failed resolve naming node from addr.
+// Fail counts one failed resolve naming node from addr.
 func (f *NodeFailures) Fail(node, addr string, now time.Time) {
 	f.byNode.add(node, now)
 	f.byPair.add(pairKey(node, addr), now)

@@ -90,11 +90,7 @@ func TestBoundsInProtocolDoc(t *testing.T) {
 // separated, a duration in hours or days.
 func docValue(b Bound, def Limits) string {
 	if n := b.Int(&def); n != nil {
-		s := strconv.Itoa(*n)
-		for i := len(s) - 3; i > 0; i -= 3 {
-			s = s[:i] + "," + s[i:]
-		}
-		return s
+		return thousands(*n)
 	}
 	d := *b.Duration(&def)
 	if b.Unit == 0 && d%(24*time.Hour) == 0 {
@@ -116,4 +112,41 @@ func TestRefusalsInMetricsDoc(t *testing.T) {
 			t.Errorf("docs/metrics.md does not name the limit %s", n)
 		}
 	}
+}
+
+// The budget table of docs/protocol.md §8.1 gives every per-address budget that has an
+// aggregate per block with its default and the block's, AddressBlockFactor times it.
+func TestBoundsInBudgetTable(t *testing.T) {
+	doc := testkit.Section(t, testkit.Doc(t, "protocol.md"), "\n### 8.1 ", "\n## 9. ")
+	_, table, ok := strings.Cut(doc, "\n| Budget | Counts | Per address | Per block")
+	if !ok {
+		t.Fatal("docs/protocol.md §8.1 has no budget table")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	rows := map[[2]string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		if cells := strings.Split(line, " | "); len(cells) >= 5 {
+			rows[[2]string{cells[2], cells[3]}] = true
+		}
+	}
+	def := DefaultLimits()
+	for _, b := range Bounds() {
+		if len(b.Refuses) != 2 || !strings.HasSuffix(b.Refuses[1], "_per_block") {
+			continue
+		}
+		n := *b.Int(&def)
+		want := [2]string{thousands(n), thousands(n * def.AddressBlockFactor)}
+		if !rows[want] {
+			t.Errorf("docs/protocol.md §8.1's budget table has no row of %s: %s per address, %s per block", b.Flag, want[0], want[1])
+		}
+	}
+}
+
+// thousands writes n with its thousands separated, as the documents do.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

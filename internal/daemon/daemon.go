@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/internal/console"
@@ -155,6 +156,11 @@ func (t Timeouts) orDefaults() Timeouts {
 	return t
 }
 
+// fixedLimits names, in serve's usage, the bounds no flag changes.
+var fixedLimits = fmt.Sprintf("Fixed limits: request bodies %d KiB; %d failed resolves per code per %d minutes; %d open binding sessions per node key; registration signatures %d bytes; keep-alive connections idle %d s.",
+	registry.MaxBodyBytes>>10, binding.ResolveFailureLimit, int(binding.ResolveWindow/time.Minute), binding.MaxOpenSessionsPerNode,
+	registry.MaxSignatureBytes, int(idleTimeout/time.Second))
+
 // Main is "svrpd serve": it parses the flags (and their SVRPD_ variables), serves until ctx is
 // done and returns the exit code: 0 after a clean shutdown, 1 after a failure, 2 after a usage
 // error.
@@ -188,7 +194,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	postgresFlags(fs, &c)
 	cmdflag.SetUsage(fs, "Usage: svrpd serve [flags]",
 		"Every flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.",
-		"Fixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key; registration signatures 256 bytes; keep-alive connections idle 30 s.")
+		fixedLimits)
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}

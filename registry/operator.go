@@ -85,7 +85,7 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return api.LoginResult{}, err
 	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		return s.writeSession(tx, tail, state.proof, now)
+		return s.writeSession(passedAs(tx, dev, state.proof), tail, now)
 	})
 	return s.endSession(tail, now, err)
 }
@@ -170,7 +170,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		if tail == nil { // the first run failed, so this stricter one cannot have passed
 			return verr
 		}
-		return s.writeSession(tx, tail, state.proof, now)
+		return s.writeSession(&state, tail, now)
 	})
 	if tail == nil {
 		return api.LoginResult{}, cmp.Or(err, failed)
@@ -207,21 +207,23 @@ func (s *Service) startSession(ctx context.Context, dev authn.Device, addr strin
 	return t, nil
 }
 
-// writeSession records t's login in tx: the operator's pin, marked as logged in with proof,
-// the bearer table's hold and the session. It reads the revocation list here, in the
-// transaction that writes the session, whatever the login's checks read before: a revocation
-// that landed since cannot be outlived by the session it would have refused.
-func (s *Service) writeSession(tx store.Tx, t *loginTail, proof rootProof, now time.Time) error {
-	if err := authn.CheckCredentialRevoked(t.dev.Credential, revocations(tx, t.dev.Credential)); err != nil {
+// writeSession records t's login in the transaction of st, the state of the login that
+// passed: the operator's pin, marked as logged in, the bearer table's hold and the session.
+// It asks the revocation list here, in the transaction that writes the session, whatever the
+// login's checks read before: a revocation that landed since cannot be outlived by the
+// session it would have refused. In the transaction of the checks, st answers from what
+// they read.
+func (s *Service) writeSession(st *loginState, t *loginTail, now time.Time) error {
+	if err := authn.CheckCredentialRevoked(t.dev.Credential, st); err != nil {
 		return err
 	}
-	if _, err := pinOperator(tx, t.dev.OperatorDID, t.dev.RootKey, now, true, proof); err != nil {
+	if _, err := pinOperator(st.tx, t.dev.OperatorDID, t.dev.RootKey, now, true, st.proof); err != nil {
 		return err
 	}
-	if err := s.holdBearer(tx, t.sess.OperatorDID, t.displaced); err != nil {
+	if err := s.holdBearer(st.tx, t.sess.OperatorDID, t.displaced); err != nil {
 		return err
 	}
-	return tx.PutBearerSession(t.hash, t.sess)
+	return st.tx.PutBearerSession(t.hash, t.sess)
 }
 
 // endSession gives t's place up when its write failed with err, and otherwise takes it and

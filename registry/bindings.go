@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"github.com/svrp/svrp/registry/budget"
 	"time"
 
 	"github.com/svrp/svrp/authn"
@@ -92,7 +93,7 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 			}
 		}
 		if open >= binding.MaxOpenSessionsPerNode {
-			return rateLimited(LimitOpenSessionsPerNode, "this node has too many open binding sessions; cancel one or let it expire")
+			return budget.RateLimited(budget.LimitOpenSessionsPerNode, "this node has too many open binding sessions; cancel one or let it expire")
 		}
 		if err := tx.PutCounter(budgets.addr, c[0].Fail(now, initiateWindow)); err != nil {
 			return err
@@ -135,11 +136,11 @@ func (s *Service) initiateBudgets(ctx context.Context, b initiateKeys, now time.
 func (s *Service) initiateAllowed(c []binding.Counter, now time.Time) error {
 	switch {
 	case c[0].Blocked(now, s.limits.InitiateAddressLimit, initiateWindow):
-		return rateLimited(LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
-	case c[2].Blocked(now, blockLimit(s.limits.InitiateAddressLimit, s.limits.AddressBlockFactor), initiateWindow):
-		return rateLimited(LimitInitiatePerBlock, "too many binding initiates from this address block; wait and try again")
+		return budget.RateLimited(budget.LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
+	case c[2].Blocked(now, budget.BlockLimit(s.limits.InitiateAddressLimit, s.limits.AddressBlockFactor), initiateWindow):
+		return budget.RateLimited(budget.LimitInitiatePerBlock, "too many binding initiates from this address block; wait and try again")
 	case c[1].Blocked(now, s.limits.InitiateKeyLimit, initiateWindow):
-		return rateLimited(LimitInitiatePerKey, "too many binding initiates for this node key; wait and try again")
+		return budget.RateLimited(budget.LimitInitiatePerKey, "too many binding initiates for this node key; wait and try again")
 	}
 	return nil
 }
@@ -157,7 +158,7 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 		if err != nil {
 			return api.ResolveView{}, err
 		}
-		named, node = d, nodeBudgetKey(d)
+		named, node = d, budget.NodeKey(d)
 	}
 	presented := binding.NormalizeCode(req.ShortCode)
 	if req.ShortCode == "" {
@@ -186,11 +187,11 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 				blocked = b.name
 			}
 		}
-		if blocked == "" && node != "" && s.resolveNodes.refuses(node, addr, now) {
-			blocked = LimitResolvePerNode
+		if blocked == "" && node != "" && s.resolveNodes.Refuses(node, addr, now) {
+			blocked = budget.LimitResolvePerNode
 		}
 		if blocked != "" {
-			outcome = rateLimited(blocked, "too many failed resolves; wait and try again")
+			outcome = budget.RateLimited(blocked, "too many failed resolves; wait and try again")
 			return nil
 		}
 		sess, found, err := s.sessionBySecret(tx, h, now)
@@ -225,7 +226,7 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 	if err == nil {
 		// Counted once the failure is stored, so a transaction run again counts it once.
 		if failed && node != "" {
-			s.resolveNodes.fail(node, addr, now)
+			s.resolveNodes.Fail(node, addr, now)
 		}
 		err = outcome
 	}
@@ -240,23 +241,23 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 type resolveBudget struct {
 	key   string
 	limit int
-	name  string // the limit's name in a refusal (LimitResolvePerCode, ...)
+	name  string // the limit's name in a refusal (budget.LimitResolvePerCode, ...)
 }
 
 // resolveBudgets lists the store counters a resolve's failure counts against, the code's
 // first: per code, per client address and per operator (limits.go), so that a guesser gains
 // nothing from many addresses or many sessions; and, when the resolve does not name its node,
-// over all clients. A resolve naming its node is budgeted per node instead (nodeFailures),
+// over all clients. A resolve naming its node is budgeted per node instead (budget.NodeFailures),
 // so that strangers spending the global budget cannot refuse it.
 func resolveBudgets(codeHash, addr, operator string, l Limits, global bool) []resolveBudget {
 	b := []resolveBudget{
-		{"resolve-code/" + codeHash, binding.ResolveFailureLimit, LimitResolvePerCode},
-		{"resolve-addr/" + addr, l.ResolveAddressLimit, LimitResolvePerAddress},
-		{"resolve-addr/" + netblock.BlockOf(addr), blockLimit(l.ResolveAddressLimit, l.AddressBlockFactor), LimitResolvePerBlock},
-		{"resolve-op/" + operator, l.ResolveOperatorLimit, LimitResolvePerOperator},
+		{"resolve-code/" + codeHash, binding.ResolveFailureLimit, budget.LimitResolvePerCode},
+		{"resolve-addr/" + addr, l.ResolveAddressLimit, budget.LimitResolvePerAddress},
+		{"resolve-addr/" + netblock.BlockOf(addr), budget.BlockLimit(l.ResolveAddressLimit, l.AddressBlockFactor), budget.LimitResolvePerBlock},
+		{"resolve-op/" + operator, l.ResolveOperatorLimit, budget.LimitResolvePerOperator},
 	}
 	if global {
-		b = append(b, resolveBudget{"resolve-all", l.ResolveGlobalLimit, LimitResolveGlobal})
+		b = append(b, resolveBudget{"resolve-all", l.ResolveGlobalLimit, budget.LimitResolveGlobal})
 	}
 	return b
 }

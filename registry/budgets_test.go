@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -65,7 +66,7 @@ func TestLoginFailuresNamingAVictimRefuseOnlyTheirSenders(t *testing.T) {
 	refused := 0
 	for i := range 60 {
 		err := failLoginAt(t, svc, c, victim, strangers[i%len(strangers)])
-		if registry.LimitOf(err) == registry.LimitLoginFailuresPerOperator {
+		if budget.LimitOf(err) == budget.LimitLoginFailuresPerOperator {
 			refused++
 		}
 	}
@@ -87,7 +88,7 @@ func TestLoginFailuresNamingAVictimRefuseOnlyTheirSenders(t *testing.T) {
 		t.Fatalf("the victim's correct login from its own address: %v", err)
 	}
 	// The budget the strangers spent refuses them, even with the victim's own signature.
-	if err := loginAt(t, svc, c, victim, strangers[0]); registry.LimitOf(err) != registry.LimitLoginFailuresPerOperator {
+	if err := loginAt(t, svc, c, victim, strangers[0]); budget.LimitOf(err) != budget.LimitLoginFailuresPerOperator {
 		t.Fatalf("a stranger that spent the DID's budget from its address: %v", err)
 	}
 }
@@ -145,7 +146,7 @@ func TestAddressBlockBudgets(t *testing.T) {
 					t.Fatalf("key %d: %v", i, err)
 				}
 			}
-			if err := register(8, c.addr(8)); registry.LimitOf(err) != registry.LimitRegisterPerBlock {
+			if err := register(8, c.addr(8)); budget.LimitOf(err) != budget.LimitRegisterPerBlock {
 				t.Fatalf("a fresh address of a spent block: %v", err)
 			}
 			if err := register(9, c.neighbor); err != nil {
@@ -217,8 +218,8 @@ func TestMalformedBudget(t *testing.T) {
 			t.Fatalf("%s %s after the budget: %d %q Connection=%q, want 429 RATE_LIMITED and close", req[0], req[1], w.Code, w.Body, w.Header().Get("Connection"))
 		}
 	}
-	if got := limits[len(limits)-1]; got != registry.LimitMalformedPerAddress {
-		t.Errorf("the refusal names limit %q, want %q", got, registry.LimitMalformedPerAddress)
+	if got := limits[len(limits)-1]; got != budget.LimitMalformedPerAddress {
+		t.Errorf("the refusal names limit %q, want %q", got, budget.LimitMalformedPerAddress)
 	}
 	if w := send(other, "GET", "/health", ""); w.Code != http.StatusOK {
 		t.Fatalf("another address: %d %s", w.Code, w.Body)
@@ -283,8 +284,8 @@ func TestHeartbeatReplayBudget(t *testing.T) {
 
 	ok := answer{code: http.StatusOK, lastSeen: first.lastSeen}
 	stale := answer{code: http.StatusUnauthorized, errCode: "STALE_TS"}
-	perAddress := answer{code: http.StatusTooManyRequests, errCode: "RATE_LIMITED", limit: registry.LimitHeartbeatReplaysPerAddress}
-	perBlock := answer{code: http.StatusTooManyRequests, errCode: "RATE_LIMITED", limit: registry.LimitHeartbeatReplaysPerBlock}
+	perAddress := answer{code: http.StatusTooManyRequests, errCode: "RATE_LIMITED", limit: budget.LimitHeartbeatReplaysPerAddress}
+	perBlock := answer{code: http.StatusTooManyRequests, errCode: "RATE_LIMITED", limit: budget.LimitHeartbeatReplaysPerBlock}
 	for i, step := range []struct {
 		what string
 		from string

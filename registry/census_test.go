@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"context"
+	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -95,14 +96,14 @@ func TestRefusalsNameTheirLimit(t *testing.T) {
 	for i, e := range seen {
 		want := registry.Exchange{Method: "POST", Route: "/v1/bindings/resolve", Status: 404, Code: "NOT_FOUND"}
 		if i >= 5 {
-			want.Status, want.Code, want.Limit = 429, "RATE_LIMITED", registry.LimitResolvePerCode
+			want.Status, want.Code, want.Limit = 429, "RATE_LIMITED", budget.LimitResolvePerCode
 		}
 		e.Duration = 0
 		if e != want {
 			t.Errorf("exchange %d = %+v, want %+v", i, e, want)
 		}
 	}
-	if !slices.Contains(registry.RateLimits, registry.LimitResolvePerCode) {
-		t.Error("RateLimits lacks resolve_per_code")
+	if !slices.Contains(budget.Names(), budget.LimitResolvePerCode) {
+		t.Error("budget.Names() lacks resolve_per_code")
 	}
 }

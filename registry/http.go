@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"github.com/svrp/svrp/registry/budget"
 	"io"
 	"log/slog"
 	"net/http"
@@ -152,17 +153,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	addr := h.s.clientAddr(r)
 	now := h.s.now()
-	if byAddr, byBlock := h.s.malformed.spent(addr, h.s.limits.MalformedAddressLimit, now); byAddr || byBlock {
+	if byAddr, byBlock := h.s.malformed.Spent(addr, h.s.limits.MalformedAddressLimit, now); byAddr || byBlock {
 		// Refused before the body is read; closing makes the sender connect again.
 		w.Header().Set("Connection", "close")
-		h.fail(w, rateLimited(pick(byBlock, LimitMalformedPerBlock, LimitMalformedPerAddress), "too many malformed requests from this address; wait before sending more"))
+		h.fail(w, budget.RateLimited(budget.Pick(byBlock, budget.LimitMalformedPerBlock, budget.LimitMalformedPerAddress), "too many malformed requests from this address; wait before sending more"))
 		return
 	}
 	sw, _ := w.(*statusWriter)
 	if sw != nil {
 		defer func() {
 			if sw.code == proto.BadRequest || sw.code == proto.PayloadTooLarge {
-				h.s.malformed.add(addr, now)
+				h.s.malformed.Add(addr, now)
 			}
 		}()
 	}
@@ -265,11 +266,11 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 		h.outage.refusedWrite()
 		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
-	if wait := retryAfterOf(err); wait > 0 {
+	if wait := budget.RetryAfter(err); wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 	}
 	if sw, ok := w.(*statusWriter); ok {
-		sw.code, sw.limit = code, LimitOf(err)
+		sw.code, sw.limit = code, budget.LimitOf(err)
 	}
 	writeJSON(w, status, api.ErrorBody{Code: string(code), Error: msg})
 }

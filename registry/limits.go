@@ -8,8 +8,9 @@ import (
 )
 
 // Every bound the registry applies to what strangers send, with the reason it has the value
-// it has and who it can refuse. The bounds an operator may change are the fields of [Limits]
-// (each a flag of svrpd serve); the others are constants below. The protocol's own
+// it has and who it can refuse. The bounds an operator may change are the fields of [Limits],
+// each declared once in [Bounds] (bounds.go) with its flag of svrpd serve, its default and the
+// refusals it makes; the others are constants below. The protocol's own
 // bounds (docs/protocol.md §8: field lengths, per-code and per-node limits) are in package
 // binding and authn; these are the ones a public service adds where the protocol is silent.
 //
@@ -79,15 +80,15 @@ type Limits struct {
 	// each refuses only the group that holds its quota. The network share leaves room for
 	// a cloud region's /16 holding tens of thousands of honest nodes.
 	MaxNodesPerClient, MaxNodesPerBlock, MaxNodesPerNetwork int
-	// NodeExpiryHours is how long a node that is not bound may go unseen (no registration
-	// or heartbeat) before the sweep removes its record. Anyone can register a key and walk
+	// NodeExpiry is how long a node that is not bound may go unseen (no registration or
+	// heartbeat) before the sweep removes its record. Anyone can register a key and walk
 	// away; a node that runs heartbeats every few minutes, and an operator's bound node is
 	// kept until BoundNodeExpiry ends its binding. A removed node that comes back registers
 	// again.
-	NodeExpiryHours int
+	NodeExpiry time.Duration
 	// BoundNodeExpiry is how long a bound node may go unseen before the sweep ends its
 	// binding, with unbound_by "node_unseen" on the session that made it (docs/protocol.md
-	// §10.6): from then on its record is an unbound node's, which NodeExpiryHours, counted
+	// §10.6): from then on its record is an unbound node's, which NodeExpiry, counted
 	// from the same last sight, removes. Without it, binding a node would hold its record
 	// for good, and an attacker binding its own nodes to its own operators could fill the
 	// node table with records nothing reclaims. An operator's node that is offline for a
@@ -245,14 +246,14 @@ type Limits struct {
 	// RevocationsPerNetwork is 5 % of MaxRevocations. An operator revokes a handful of
 	// devices, so only a group whose own clients made thousands of revocations reaches them.
 	RevocationsPerBlock, RevocationsPerNetwork int
-	// RevocationTTLHours is how long an unproven revocation is kept, in hours. The sweep
+	// RevocationTTL is how long an unproven revocation is kept. The sweep
 	// removes it afterwards unless its root key has logged in meanwhile. The registry cannot
 	// know the expiry of the credentials a revocation names (it carries only their
 	// revocation_id), so it keeps a fixed span: long enough that an operator who revokes a
 	// lost device before it was ever used here is covered for weeks, short enough that a
 	// stranger's list entries go. A credential that logs in makes its root key proven, and
 	// from then on the operator's revocation is kept for good and never refused by the list.
-	RevocationTTLHours int
+	RevocationTTL time.Duration
 
 	// AddressBlockFactor is how many addresses' worth of each per-address budget one address
 	// block (an IPv4 /24, an IPv6 /48) may spend together: with 16, a /24 of 256 addresses
@@ -279,72 +280,13 @@ func DefaultLimits() Limits {
 	return Limits{}.OrDefaults()
 }
 
-// defaultLimits are the values of the fields that are no share.
-func defaultLimits() Limits {
-	return Limits{
-		RegisterAddressLimit:         600,
-		MaxNodes:                     1_000_000,
-		NodeExpiryHours:              7 * 24,
-		BoundNodeExpiry:              30 * 24 * time.Hour,
-		InitiateAddressLimit:         120,
-		InitiateKeyLimit:             60,
-		MaxOpenBindingSessions:       50_000,
-		ResolveAddressLimit:          30,
-		ResolveOperatorLimit:         30,
-		ResolveGlobalLimit:           5_000,
-		MaxBearerSessions:            100_000,
-		MaxBearerSessionsPerOperator: 64,
-		LoginAddressLimit:            256,
-		LoginFailureAddressLimit:     30,
-		LoginFailureOperatorLimit:    10,
-		MalformedAddressLimit:        60,
-		HeartbeatReplayAddressLimit:  10,
-		MaxRevocations:               1_000_000,
-		RevokeAddressLimit:           60,
-		RevocationsPerRoot:           1_000,
-		RevocationsPerBlock:          10_000,
-		RevocationTTLHours:           30 * 24,
-		AddressBlockFactor:           16,
-		MaxTrackedClients:            1 << 16,
-	}
-}
-
-// OrDefaults returns l with every field that is zero or less set to its value in
-// [DefaultLimits], and each table's quota per group to its share of the table's cap as l
-// sets it.
+// OrDefaults returns l with every field that is zero or less set to its default ([Bounds]),
+// and each table's quota per group to its share of the table's cap as l sets it.
 func (l Limits) OrDefaults() Limits {
-	def := defaultLimits()
-	for _, f := range []struct{ v, def *int }{
-		{&l.RegisterAddressLimit, &def.RegisterAddressLimit},
-		{&l.MaxNodes, &def.MaxNodes},
-		{&l.NodeExpiryHours, &def.NodeExpiryHours},
-		{&l.InitiateAddressLimit, &def.InitiateAddressLimit},
-		{&l.InitiateKeyLimit, &def.InitiateKeyLimit},
-		{&l.MaxOpenBindingSessions, &def.MaxOpenBindingSessions},
-		{&l.ResolveAddressLimit, &def.ResolveAddressLimit},
-		{&l.ResolveOperatorLimit, &def.ResolveOperatorLimit},
-		{&l.ResolveGlobalLimit, &def.ResolveGlobalLimit},
-		{&l.MaxBearerSessions, &def.MaxBearerSessions},
-		{&l.MaxBearerSessionsPerOperator, &def.MaxBearerSessionsPerOperator},
-		{&l.LoginAddressLimit, &def.LoginAddressLimit},
-		{&l.LoginFailureAddressLimit, &def.LoginFailureAddressLimit},
-		{&l.LoginFailureOperatorLimit, &def.LoginFailureOperatorLimit},
-		{&l.MalformedAddressLimit, &def.MalformedAddressLimit},
-		{&l.HeartbeatReplayAddressLimit, &def.HeartbeatReplayAddressLimit},
-		{&l.MaxRevocations, &def.MaxRevocations},
-		{&l.RevokeAddressLimit, &def.RevokeAddressLimit},
-		{&l.RevocationsPerRoot, &def.RevocationsPerRoot},
-		{&l.RevocationsPerBlock, &def.RevocationsPerBlock},
-		{&l.RevocationTTLHours, &def.RevocationTTLHours},
-		{&l.AddressBlockFactor, &def.AddressBlockFactor},
-		{&l.MaxTrackedClients, &def.MaxTrackedClients},
-	} {
-		if *f.v <= 0 {
-			*f.v = *f.def
+	for _, b := range bounds {
+		if !b.Share {
+			b.setDefault(&l)
 		}
-	}
-	if l.BoundNodeExpiry <= 0 {
-		l.BoundNodeExpiry = def.BoundNodeExpiry
 	}
 	if l.RevocationsPerNetwork <= 0 {
 		l.RevocationsPerNetwork = max(min(l.MaxRevocations, minGroupQuota), (l.MaxRevocations*tableShares[netblock.Network]+9_999)/10_000)
@@ -372,7 +314,8 @@ var tableShares = [netblock.Levels]int{50, 100, 500}
 // office log a few devices in, where its shares would round to one.
 const minGroupQuota = 16
 
-// table is a capped table's cap and its quota per group at each level, as fields of Limits.
+// table is a capped table's cap and its quota per group at each level, as fields of Limits,
+// with the limits their refusals name.
 type table struct {
 	name     string
 	cap      *int
@@ -380,16 +323,33 @@ type table struct {
 	limits   [netblock.Levels + 1]string // the refusals' limit names: per level, then the cap
 }
 
-// tables lists the capped tables of l (package registry/admission).
+// capped names the capped tables (package registry/admission) and their fields of Limits:
+// the quotas per client, block and network, then the cap.
+var capped = []struct {
+	name   string
+	fields [netblock.Levels + 1]string
+}{
+	{"nodes", [...]string{"MaxNodesPerClient", "MaxNodesPerBlock", "MaxNodesPerNetwork", "MaxNodes"}},
+	{"bearer sessions", [...]string{"MaxBearerSessionsPerClient", "MaxBearerSessionsPerBlock", "MaxBearerSessionsPerNetwork", "MaxBearerSessions"}},
+	{"open binding sessions", [...]string{"MaxOpenBindingSessionsPerClient", "MaxOpenBindingSessionsPerBlock", "MaxOpenBindingSessionsPerNetwork", "MaxOpenBindingSessions"}},
+}
+
+// tables lists the capped tables of l, each field with the refusal its bound declares.
 func (l *Limits) tables() []table {
-	return []table{
-		{"nodes", &l.MaxNodes, [3]*int{&l.MaxNodesPerClient, &l.MaxNodesPerBlock, &l.MaxNodesPerNetwork},
-			[4]string{LimitNodesPerClient, LimitNodesPerBlock, LimitNodesPerNetwork, LimitNodes}},
-		{"bearer sessions", &l.MaxBearerSessions, [3]*int{&l.MaxBearerSessionsPerClient, &l.MaxBearerSessionsPerBlock, &l.MaxBearerSessionsPerNetwork},
-			[4]string{LimitBearerSessionsPerClient, LimitBearerSessionsPerBlock, LimitBearerSessionsPerNetwork, LimitBearerSessions}},
-		{"open binding sessions", &l.MaxOpenBindingSessions, [3]*int{&l.MaxOpenBindingSessionsPerClient, &l.MaxOpenBindingSessionsPerBlock, &l.MaxOpenBindingSessionsPerNetwork},
-			[4]string{LimitOpenSessionsPerClient, LimitOpenSessionsPerBlock, LimitOpenSessionsPerNetwork, LimitOpenSessions}},
+	out := make([]table, len(capped))
+	for i, c := range capped {
+		out[i].name = c.name
+		for lv, f := range c.fields {
+			b := boundOf(f)
+			if lv < netblock.Levels {
+				out[i].perGroup[lv] = b.Int(l)
+			} else {
+				out[i].cap = b.Int(l)
+			}
+			out[i].limits[lv] = b.Refuses[0]
+		}
 	}
+	return out
 }
 
 // quota is t's admission.Quota.
@@ -424,10 +384,6 @@ const (
 	// revokeExpiryPerSweep bounds the expired revocations one sweep removes, so that a sweep
 	// after a long stop does not hold the store for long; the rest go at the next.
 	revokeExpiryPerSweep = 20_000
-
-	// maxNodeExpiryHours is the longest NodeExpiryHours means (over a century): a larger
-	// value, given to mean "never", would overflow a duration and expire every node at once.
-	maxNodeExpiryHours = 1 << 20
 
 	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
 	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They
@@ -473,11 +429,11 @@ const (
 // its records as large as the field limits allow, ask for its listings as often and in as
 // many spellings as it likes, and send back what others signed.
 const (
-	// maxSignatureBytes caps the registration signature stored as given in grace mode
+	// MaxSignatureBytes caps the registration signature stored as given in grace mode
 	// (docs/protocol.md §8). A base58 Ed25519 signature is 86–88 characters, so every wrong-length
 	// signature grace mode speaks of still fits; without a cap one GET /nodes carried
 	// whatever 64 KiB strings strangers registered, once per node.
-	maxSignatureBytes = 256
+	MaxSignatureBytes = 256
 
 	// maxListingBytes bounds the memory that encoded listings hold at once: the current
 	// snapshot, and older ones that slow readers are still being sent. A new snapshot is
@@ -486,11 +442,6 @@ const (
 	// timeout bounds that). One snapshot is always allowed, however large: refusing to list
 	// would be worse than holding it.
 	maxListingBytes = 512 << 20
-
-	// heartbeatMarkTTL is how long the registry remembers a key's last heartbeat ts (docs/protocol.md
-	// §10.3): beyond the ts tolerance, any older ts is refused as STALE_TS anyway, so the mark
-	// can go and the table holds only the keys that sent a heartbeat within it.
-	heartbeatMarkTTL = 600 * time.Second
 
 	// listingSlotCount listings are written at once; other readers wait their turn. Writing
 	// a large listing is mostly copying, and many greedy readers copying at once starved

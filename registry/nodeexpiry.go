@@ -11,7 +11,7 @@ import (
 
 // nodeExpiry is how long a node that is not bound may go unseen before the sweep removes it.
 func (s *Service) nodeExpiry() time.Duration {
-	return time.Duration(min(s.limits.NodeExpiryHours, maxNodeExpiryHours)) * time.Hour
+	return s.limits.NodeExpiry
 }
 
 // expireNodes removes, from the store and the node cache, the nodes not seen within

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/svrp/svrp/registry/budget"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -136,10 +137,10 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 				return err
 			}
 			if c.Blocked(now, s.limits.RegisterAddressLimit, registerWindow) {
-				return rateLimited(LimitRegisterPerAddress, "too many new node keys from this address; try again later")
+				return budget.RateLimited(budget.LimitRegisterPerAddress, "too many new node keys from this address; try again later")
 			}
-			if cb.Blocked(now, blockLimit(s.limits.RegisterAddressLimit, s.limits.AddressBlockFactor), registerWindow) {
-				return rateLimited(LimitRegisterPerBlock, "too many new node keys from this address block; try again later")
+			if cb.Blocked(now, budget.BlockLimit(s.limits.RegisterAddressLimit, s.limits.AddressBlockFactor), registerWindow) {
+				return budget.RateLimited(budget.LimitRegisterPerBlock, "too many new node keys from this address block; try again later")
 			}
 			if place == nil {
 				place = s.tables.nodes.Reserve(addr, now)
@@ -232,7 +233,7 @@ func checkRegisterFields(req api.RegisterRequest) error {
 	if err := checkText("endpoint", req.Endpoint); err != nil {
 		return err
 	}
-	if req.Signature != nil && len(*req.Signature) > maxSignatureBytes {
+	if req.Signature != nil && len(*req.Signature) > MaxSignatureBytes {
 		return badRequest("field signature must be at most 256 bytes")
 	}
 	if strings.IndexFunc(req.Endpoint, isSpace) >= 0 {
@@ -305,11 +306,11 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest, addr 
 	if err != nil {
 		return api.HeartbeatResult{}, err
 	}
-	proof := proofOf(req.DID, req.Signature)
-	if done, elsewhere, seen, err := s.heartbeats.answered(key, req.TS, proof, s.nodeChecker.Fresh(req.TS), addr); done {
+	proof := budget.ProofOf(req.DID, req.Signature)
+	if done, elsewhere, seen, err := s.heartbeats.Answered(key, req.TS, proof, s.nodeChecker.Fresh(req.TS), addr); done {
 		if elsewhere {
-			if byAddr, byBlock := s.replays.take(addr, s.limits.HeartbeatReplayAddressLimit, now); byAddr || byBlock {
-				return api.HeartbeatResult{}, rateLimited(pick(byBlock, LimitHeartbeatReplaysPerBlock, LimitHeartbeatReplaysPerAddress),
+			if byAddr, byBlock := s.replays.Take(addr, s.limits.HeartbeatReplayAddressLimit, now); byAddr || byBlock {
+				return api.HeartbeatResult{}, budget.RateLimited(budget.Pick(byBlock, budget.LimitHeartbeatReplaysPerBlock, budget.LimitHeartbeatReplaysPerAddress),
 					"too many replayed heartbeats from this address; wait before sending more")
 			}
 		}
@@ -322,7 +323,7 @@ func (s *Service) Heartbeat(ctx context.Context, req api.HeartbeatRequest, addr 
 	if err := s.nodeChecker.CheckBound(key, msg, req.Signature); err != nil {
 		return api.HeartbeatResult{}, err
 	}
-	fresh, seen, err := s.heartbeats.advance(key, req.TS, proof, now, addr)
+	fresh, seen, err := s.heartbeats.Advance(key, req.TS, proof, now, addr)
 	if err != nil || !fresh {
 		return api.HeartbeatResult{OK: err == nil, LastSeen: canonical.FormatTime(seen)}, err
 	}

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/svrp/svrp/registry/budget"
+	"math"
 	"testing"
 	"time"
 
@@ -79,8 +81,8 @@ func TestNodeQuotaPerBlock(t *testing.T) {
 	for i := range 3 {
 		mustRegister(t, s, i, fmt.Sprint("198.51.100.", i+1))
 	}
-	if err := registerKey(s, 3, "198.51.100.9"); LimitOf(err) != LimitNodesPerBlock {
-		t.Fatalf("a fourth key from the /24: %v; want %s", err, LimitNodesPerBlock)
+	if err := registerKey(s, 3, "198.51.100.9"); budget.LimitOf(err) != budget.LimitNodesPerBlock {
+		t.Fatalf("a fourth key from the /24: %v; want %s", err, budget.LimitNodesPerBlock)
 	}
 	if err := registerKey(s, 0, "198.51.100.1"); err != nil {
 		t.Fatalf("a known key of the full block: %v", err)
@@ -123,8 +125,8 @@ func TestNodeDisplacementOrder(t *testing.T) {
 	mustRegister(t, s, 13, "203.0.113.3") // takes key 4, the last stale one
 	// Every record now is in use or bound: the next newcomer waits.
 	err := registerKey(s, 14, "203.0.113.4")
-	if LimitOf(err) != LimitNodes || retryAfterOf(err) <= 0 || retryAfterOf(err) > DefaultOnlineWindow {
-		t.Fatalf("a newcomer when every record is in use: %v (retry after %v); want %s", err, retryAfterOf(err), LimitNodes)
+	if budget.LimitOf(err) != budget.LimitNodes || budget.RetryAfter(err) <= 0 || budget.RetryAfter(err) > DefaultOnlineWindow {
+		t.Fatalf("a newcomer when every record is in use: %v (retry after %v); want %s", err, budget.RetryAfter(err), budget.LimitNodes)
 	}
 	if !hasNode(t, s, 0) || !hasNode(t, s, 1) || !hasNode(t, s, 10) {
 		t.Fatal("a node in use or bound was displaced")
@@ -153,8 +155,8 @@ func TestNodeQuotaLevels(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := registerKey(s, 5, "192.0.9.1"); LimitOf(err) != LimitNodesPerNetwork {
-		t.Fatalf("a third block of a full /16: %v; want %s", err, LimitNodesPerNetwork)
+	if err := registerKey(s, 5, "192.0.9.1"); budget.LimitOf(err) != budget.LimitNodesPerNetwork {
+		t.Fatalf("a third block of a full /16: %v; want %s", err, budget.LimitNodesPerNetwork)
 	}
 	if err := registerKey(s, 6, "203.0.113.1"); err != nil {
 		t.Fatalf("another network: %v", err)
@@ -164,7 +166,7 @@ func TestNodeQuotaLevels(t *testing.T) {
 // The sweep removes the nodes unseen for the expiry that are not bound, from the store, the
 // node count and the blocks' counts; a bound node stays however long unseen.
 func TestNodeExpiry(t *testing.T) {
-	s, now := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3, NodeExpiryHours: 2})
+	s, now := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3, NodeExpiry: 2 * time.Hour})
 	for i := range 3 {
 		mustRegister(t, s, i, "192.0.2.7")
 	}
@@ -215,16 +217,16 @@ func TestNodeBlocksRefresh(t *testing.T) {
 	}
 }
 
-// An expiry given as a huge number of hours, to mean never, expires nothing.
+// The longest expiry, given to mean never, expires nothing.
 func TestNodeExpiryHuge(t *testing.T) {
-	s, now := quotaService(t, Limits{NodeExpiryHours: 1 << 30})
+	s, now := quotaService(t, Limits{NodeExpiry: math.MaxInt64})
 	mustRegister(t, s, 0, "192.0.2.7")
 	*now = now.Add(24 * time.Hour)
 	if err := s.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if !hasNode(t, s, 0) {
-		t.Fatal("a node seen a day ago expired under an expiry of 2^30 hours")
+		t.Fatal("a node seen a day ago expired under the longest expiry")
 	}
 }
 
@@ -299,7 +301,7 @@ func TestNodeSpreadThin(t *testing.T) {
 		}
 	}
 	err := registerKey(s, 300, "172.31.250.1")
-	if LimitOf(err) != LimitNodes || retryAfterOf(err) <= 0 || retryAfterOf(err) > DefaultOnlineWindow {
-		t.Fatalf("a newcomer when no record is stale: %v (retry after %v); want %s", err, retryAfterOf(err), LimitNodes)
+	if budget.LimitOf(err) != budget.LimitNodes || budget.RetryAfter(err) <= 0 || budget.RetryAfter(err) > DefaultOnlineWindow {
+		t.Fatalf("a newcomer when no record is stale: %v (retry after %v); want %s", err, budget.RetryAfter(err), budget.LimitNodes)
 	}
 }

@@ -2,10 +2,12 @@ package registry
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"github.com/svrp/svrp/registry/budget"
 	"slices"
 	"strings"
 	"time"
@@ -45,17 +47,17 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		return s.loginShared(ctx, l, addr, now)
 	}
 	pair := failurePair(addr, l.DeviceCredential.OperatorDID)
-	if byAddr, byBlock := s.loginFailAddr.spent(addr, s.limits.LoginFailureAddressLimit, now); byAddr || byBlock {
-		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginFailuresPerBlock, LimitLoginFailuresPerAddress), "too many failed logins from this address; wait and try again")
+	if byAddr, byBlock := s.loginFailAddr.Spent(addr, s.limits.LoginFailureAddressLimit, now); byAddr || byBlock {
+		return api.LoginResult{}, budget.RateLimited(budget.Pick(byBlock, budget.LimitLoginFailuresPerBlock, budget.LimitLoginFailuresPerAddress), "too many failed logins from this address; wait and try again")
 	}
-	if s.loginFailPair.count(pair, now) >= s.limits.LoginFailureOperatorLimit {
-		return api.LoginResult{}, rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
+	if s.loginFailPair.Count(pair, now) >= s.limits.LoginFailureOperatorLimit {
+		return api.LoginResult{}, budget.RateLimited(budget.LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	}
 	if err := s.bearerRoom(ctx, addr, l.DeviceCredential.OperatorDID, now); err != nil {
 		return api.LoginResult{}, err
 	}
-	if byAddr, byBlock := s.loginAttempts.take(addr, s.limits.LoginAddressLimit, now); byAddr || byBlock {
-		return api.LoginResult{}, rateLimited(pick(byBlock, LimitLoginsPerBlock, LimitLoginsPerAddress), "too many logins from this address; wait and try again")
+	if byAddr, byBlock := s.loginAttempts.Take(addr, s.limits.LoginAddressLimit, now); byAddr || byBlock {
+		return api.LoginResult{}, budget.RateLimited(budget.Pick(byBlock, budget.LimitLoginsPerBlock, budget.LimitLoginsPerAddress), "too many logins from this address; wait and try again")
 	}
 	var dev authn.Device
 	var state loginState
@@ -66,8 +68,8 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 	})
 	if err != nil {
 		if proto.CodeOf(err) != proto.Internal {
-			s.loginFailAddr.add(addr, now)
-			s.loginFailPair.add(pair, now)
+			s.loginFailAddr.Add(addr, now)
+			s.loginFailPair.Add(pair, now)
 		}
 		if state.pinsOnFailure(err) {
 			// The login failed whatever the pin does: a pin that cannot be written now is
@@ -78,37 +80,14 @@ func (s *Service) Login(ctx context.Context, l authn.Login, addr string) (api.Lo
 		}
 		return api.LoginResult{}, err
 	}
-	token, hash, err := authn.NewToken(s.rand)
-	if err != nil {
-		return api.LoginResult{}, err
-	}
-	sess := authn.NewBearerSession(dev.OperatorDID.String(), now)
-	sess.RevocationID = dev.Credential.RevocationID
-	sess.Origin = addr
-	place, displaced, err := s.reserveBearer(ctx, addr, sess.OperatorDID, now)
+	tail, err := s.startSession(ctx, dev, addr, now)
 	if err != nil {
 		return api.LoginResult{}, err
 	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		// A revocation may have landed since the check above; the session must not outlive
-		// it, so the check is made again where the session is written.
-		if err := authn.CheckCredentialRevoked(dev.Credential, revocations(tx, dev.Credential)); err != nil {
-			return err
-		}
-		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true, s.credentialProof(l.DeviceCredential)); err != nil {
-			return err
-		}
-		if err := s.holdBearer(tx, sess.OperatorDID, displaced); err != nil {
-			return err
-		}
-		return tx.PutBearerSession(hash, sess)
+		return s.writeSession(passedAs(tx, dev, state.proof), tail, now)
 	})
-	if err != nil {
-		place.Cancel()
-		return api.LoginResult{}, err
-	}
-	place.Commit(hash, now, sess.ExpiresAt)
-	return s.loggedIn(sess, token), nil
+	return s.endSession(tail, now, err)
 }
 
 // loginShared is Login on a store shared by several registries: the challenge is consumed
@@ -145,20 +124,10 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 	}
 	sigs := &memoVerifier{v: s.verifier}
 	dev, verr := authn.VerifyLoginWith(sigs, l, s.prefix, now, storedChallenges{Challenges: s.challenges, checker: s.checker}, nil, nil)
-	var token string
-	var hash [32]byte
-	var sess authn.BearerSession
-	var place *admission.Reservation[[32]byte]
-	var displaced *[32]byte
+	var tail *loginTail
 	if verr == nil {
 		var err error
-		if token, hash, err = authn.NewToken(s.rand); err != nil {
-			return api.LoginResult{}, err
-		}
-		sess = authn.NewBearerSession(dev.OperatorDID.String(), now)
-		sess.RevocationID = dev.Credential.RevocationID
-		sess.Origin = addr
-		if place, displaced, err = s.reserveBearer(ctx, addr, sess.OperatorDID, now); err != nil {
+		if tail, err = s.startSession(ctx, dev, addr, now); err != nil {
 			return api.LoginResult{}, err
 		}
 	}
@@ -174,10 +143,10 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 		}
 		// This attempt is counted: over the budget, the transaction is undone, count included.
 		if attempts.Count > s.limits.LoginAddressLimit {
-			return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
+			return budget.RateLimited(budget.LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 		}
-		if inBlock.Count > blockLimit(s.limits.LoginAddressLimit, s.limits.AddressBlockFactor) {
-			return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
+		if inBlock.Count > budget.BlockLimit(s.limits.LoginAddressLimit, s.limits.AddressBlockFactor) {
+			return budget.RateLimited(budget.LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
 		}
 		state := loginState{tx: tx, proof: s.credentialProof(l.DeviceCredential)}
 		ch := storedChallenges{Challenges: s.challenges, checker: s.checker, tx: tx}
@@ -198,25 +167,74 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 			}
 			return nil
 		}
-		if _, err := pinOperator(tx, dev.OperatorDID, dev.RootKey, now, true, s.credentialProof(l.DeviceCredential)); err != nil {
-			return err
+		if tail == nil { // the first run failed, so this stricter one cannot have passed
+			return verr
 		}
-		if err := s.holdBearer(tx, sess.OperatorDID, displaced); err != nil {
-			return err
-		}
-		return tx.PutBearerSession(hash, sess)
+		return s.writeSession(&state, tail, now)
 	})
-	if err == nil {
-		err = failed
+	if tail == nil {
+		return api.LoginResult{}, cmp.Or(err, failed)
 	}
+	return s.endSession(tail, now, cmp.Or(err, failed))
+}
+
+// loginTail is what a login that passed its checks leaves to write: the bearer session of
+// its device, and the session's place in the bearer table. Both login paths end with it
+// (startSession, writeSession, endSession), so that what a login writes, and the last read of
+// the revocation list it is written against, is one code.
+type loginTail struct {
+	dev       authn.Device
+	token     string
+	hash      [32]byte
+	sess      authn.BearerSession
+	place     *admission.Reservation[[32]byte]
+	displaced *[32]byte
+}
+
+// startSession makes the bearer session of dev's login from addr and reserves its place,
+// which a full bearer table may refuse (429).
+func (s *Service) startSession(ctx context.Context, dev authn.Device, addr string, now time.Time) (*loginTail, error) {
+	token, hash, err := authn.NewToken(s.rand)
 	if err != nil {
-		if place != nil {
-			place.Cancel()
-		}
+		return nil, err
+	}
+	t := &loginTail{dev: dev, token: token, hash: hash, sess: authn.NewBearerSession(dev.OperatorDID.String(), now)}
+	t.sess.RevocationID = dev.Credential.RevocationID
+	t.sess.Origin = addr
+	if t.place, t.displaced, err = s.reserveBearer(ctx, addr, t.sess.OperatorDID, now); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// writeSession records t's login in the transaction of st, the state of the login that
+// passed: the operator's pin, marked as logged in, the bearer table's hold and the session.
+// It asks the revocation list here, in the transaction that writes the session, whatever the
+// login's checks read before: a revocation that landed since cannot be outlived by the
+// session it would have refused. In the transaction of the checks, st answers from what
+// they read.
+func (s *Service) writeSession(st *loginState, t *loginTail, now time.Time) error {
+	if err := authn.CheckCredentialRevoked(t.dev.Credential, st); err != nil {
+		return err
+	}
+	if _, err := pinOperator(st.tx, t.dev.OperatorDID, t.dev.RootKey, now, true, st.proof); err != nil {
+		return err
+	}
+	if err := s.holdBearer(st.tx, t.sess.OperatorDID, t.displaced); err != nil {
+		return err
+	}
+	return st.tx.PutBearerSession(t.hash, t.sess)
+}
+
+// endSession gives t's place up when its write failed with err, and otherwise takes it and
+// answers the login.
+func (s *Service) endSession(t *loginTail, now time.Time, err error) (api.LoginResult, error) {
+	if err != nil {
+		t.place.Cancel()
 		return api.LoginResult{}, err
 	}
-	place.Commit(hash, now, sess.ExpiresAt)
-	return s.loggedIn(sess, token), nil
+	t.place.Commit(t.hash, now, t.sess.ExpiresAt)
+	return s.loggedIn(t.sess, t.token), nil
 }
 
 // loginKeys are the counters of one login's budgets.
@@ -248,15 +266,15 @@ func (s *Service) loginBudgets(ctx context.Context, k loginKeys, now time.Time) 
 	factor := s.limits.AddressBlockFactor
 	switch {
 	case failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, loginWindow):
-		return rateLimited(LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
-	case failBlock.Blocked(now, blockLimit(s.limits.LoginFailureAddressLimit, factor), loginWindow):
-		return rateLimited(LimitLoginFailuresPerBlock, "too many failed logins from this address block; wait and try again")
-	case attemptsBlock.Blocked(now, blockLimit(s.limits.LoginAddressLimit, factor), authn.ChallengeTTL):
-		return rateLimited(LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
+		return budget.RateLimited(budget.LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
+	case failBlock.Blocked(now, budget.BlockLimit(s.limits.LoginFailureAddressLimit, factor), loginWindow):
+		return budget.RateLimited(budget.LimitLoginFailuresPerBlock, "too many failed logins from this address block; wait and try again")
+	case attemptsBlock.Blocked(now, budget.BlockLimit(s.limits.LoginAddressLimit, factor), authn.ChallengeTTL):
+		return budget.RateLimited(budget.LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
 	case failPair.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow):
-		return rateLimited(LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
+		return budget.RateLimited(budget.LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	case attempts.Blocked(now, s.limits.LoginAddressLimit, authn.ChallengeTTL):
-		return rateLimited(LimitLoginsPerAddress, "too many logins from this address; wait and try again")
+		return budget.RateLimited(budget.LimitLoginsPerAddress, "too many logins from this address; wait and try again")
 	}
 	return nil
 }

@@ -83,6 +83,9 @@ type loginState struct {
 	did    didkey.DID
 	root   didkey.PublicKey
 	proof  rootProof // the credential's, for the pin's log entry
+	// unrevoked is the revocation_id last found unrevoked in tx, so that the login tail's
+	// check in the transaction of the checks reads the list once.
+	unrevoked string
 }
 
 // CheckPin implements [authn.Pins].
@@ -101,8 +104,20 @@ func (p *loginState) Revoked(operatorDID, revocationID string) (bool, error) {
 		_, found, err := lookupRevocation(p.tx, operatorDID, revocationID, nil)
 		return found, err
 	}
+	if p.unrevoked == revocationID && revocationID != "" {
+		return false, nil
+	}
 	_, found, err := revocationByRoot(p.tx, p.root, revocationID)
+	if err == nil && !found {
+		p.unrevoked = revocationID
+	}
 	return found, err
+}
+
+// passedAs is the state of a login that dev passed, read in tx: what the login tail checks in
+// a transaction other than the one of the checks.
+func passedAs(tx store.Tx, dev authn.Device, proof rootProof) *loginState {
+	return &loginState{tx: tx, passed: true, did: dev.OperatorDID, root: dev.RootKey, proof: proof}
 }
 
 // pinsOnFailure reports whether a login that failed with err pins its operator DID: when the

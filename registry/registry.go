@@ -23,6 +23,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/svrp/svrp/registry/budget"
 	"io"
 	"log/slog"
 	"net/http"
@@ -114,19 +115,19 @@ type Service struct {
 	// In-memory state of the global caps and login budgets (limits.go). The open binding
 	// sessions are loaded by RepairAtStart; bearer sessions likewise.
 	tables        tables
-	loginAttempts *addressCounts // per client address and block, per challenge lifetime
-	loginFailAddr *addressCounts // per client address and block
-	loginFailPair *windowCounts  // per client address and operator DID
-	malformed     *addressCounts // malformed requests per client address and block
-	replays       *addressCounts // heartbeat replays per client address and block
-	resolveNodes  *nodeFailures  // failed resolves that name a node
+	loginAttempts *budget.Addresses    // per client address and block, per challenge lifetime
+	loginFailAddr *budget.Addresses    // per client address and block
+	loginFailPair *budget.Window       // per client address and operator DID
+	malformed     *budget.Addresses    // malformed requests per client address and block
+	replays       *budget.Addresses    // heartbeat replays per client address and block
+	resolveNodes  *budget.NodeFailures // failed resolves that name a node
 
 	// The revocation list's displacement candidates and its cap's warning (revocations.go).
 	revokeVictims   revokeVictims
 	warnRevocations rareWarning
 
 	// Replays and the node table (limits.go).
-	heartbeats   heartbeatMarks
+	heartbeats   budget.HeartbeatMarks
 	listingTurns listingSlots
 
 	// registrations and touches count the node table's changes, so that a cached listing is
@@ -158,7 +159,7 @@ func New(cfg Config) (*Service, error) {
 		listingTurns:   make(listingSlots, listingSlotCount),
 		limits:         cfg.Limits.OrDefaults(),
 		trustedProxies: slices.Clone(cfg.TrustedProxies),
-		resolveNodes:   newNodeFailures(maxResolveNodes, maxResolveNodePairs),
+		resolveNodes:   budget.NewNodeFailures(maxResolveNodes, maxResolveNodePairs),
 		upkeep: upkeep{
 			flushEvery:   cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
 			sweepEvery:   cmp.Or(max(cfg.SweepEvery, 0), DefaultSweepEvery),
@@ -167,11 +168,11 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.tables = newTables(&s.limits)
 	tracked, block := s.limits.MaxTrackedClients, s.limits.AddressBlockFactor
-	s.loginAttempts = newAddressCounts(authn.ChallengeTTL, tracked, block)
-	s.loginFailAddr = newAddressCounts(loginWindow, tracked, block)
-	s.loginFailPair = newWindowCounts(loginWindow, tracked)
-	s.malformed = newAddressCounts(malformedWindow, tracked, block)
-	s.replays = newAddressCounts(heartbeatReplayWindow, tracked, block)
+	s.loginAttempts = budget.NewAddresses(authn.ChallengeTTL, tracked, block)
+	s.loginFailAddr = budget.NewAddresses(loginWindow, tracked, block)
+	s.loginFailPair = budget.NewWindow(loginWindow, tracked)
+	s.malformed = budget.NewAddresses(malformedWindow, tracked, block)
+	s.replays = budget.NewAddresses(heartbeatReplayWindow, tracked, block)
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix
 	}

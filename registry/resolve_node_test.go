@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"strings"
 	"testing"
@@ -127,7 +128,7 @@ func (r resolver) try(addr string, req api.ResolveRequest) (proto.Code, string) 
 	if err == nil {
 		return "", ""
 	}
-	return proto.CodeOf(err), registry.LimitOf(err)
+	return proto.CodeOf(err), budget.LimitOf(err)
 }
 
 func (r resolver) want(addr string, req api.ResolveRequest, code proto.Code, limit string) {
@@ -167,11 +168,11 @@ func TestResolveNodeBudget(t *testing.T) {
 		code  proto.Code
 		limit string
 	}{
-		{"an address that failed, another code", stranger(1), guess(100, n.did), proto.RateLimited, registry.LimitResolvePerNode},
-		{"the other address that failed, full DID", stranger(2), guess(101, n.fullDID()), proto.RateLimited, registry.LimitResolvePerNode},
-		{"an address that failed, the right code", stranger(1), api.ResolveRequest{ShortCode: ini.ShortCode, NodeDID: n.did}, proto.RateLimited, registry.LimitResolvePerNode},
+		{"an address that failed, another code", stranger(1), guess(100, n.did), proto.RateLimited, budget.LimitResolvePerNode},
+		{"the other address that failed, full DID", stranger(2), guess(101, n.fullDID()), proto.RateLimited, budget.LimitResolvePerNode},
+		{"an address that failed, the right code", stranger(1), api.ResolveRequest{ShortCode: ini.ShortCode, NodeDID: n.did}, proto.RateLimited, budget.LimitResolvePerNode},
 		{"a fresh stranger's first try", stranger(3), guess(102, n.did), proto.NotFound, ""},
-		{"that stranger again", stranger(3), guess(103, n.did), proto.RateLimited, registry.LimitResolvePerNode},
+		{"that stranger again", stranger(3), guess(103, n.did), proto.RateLimited, budget.LimitResolvePerNode},
 		{"a failed address naming another node", stranger(1), guess(104, newNode(t, "elsewhere").did), proto.NotFound, ""},
 		{"a failed address without node_did", stranger(1), api.ResolveRequest{ShortCode: "ZZZZZZZZ"}, proto.NotFound, ""},
 		{"the operator from a clean address", "192.0.2.10", api.ResolveRequest{ShortCode: ini.ShortCode, NodeDID: n.did}, "", ""},
@@ -215,8 +216,8 @@ func TestResolveNamedGlobalBudget(t *testing.T) {
 		mallory.want(stranger(100+i), api.ResolveRequest{ShortCode: fmt.Sprintf("XXXX%04d", i)}, proto.NotFound, "")
 	}
 	// Now the global budget is spent, by unnamed failures alone.
-	mallory.want(stranger(200), api.ResolveRequest{ShortCode: "WWWWWWWW"}, proto.RateLimited, registry.LimitResolveGlobal)
-	honest.want("192.0.2.10", api.ResolveRequest{ShortCode: first.ShortCode}, proto.RateLimited, registry.LimitResolveGlobal)
+	mallory.want(stranger(200), api.ResolveRequest{ShortCode: "WWWWWWWW"}, proto.RateLimited, budget.LimitResolveGlobal)
+	honest.want("192.0.2.10", api.ResolveRequest{ShortCode: first.ShortCode}, proto.RateLimited, budget.LimitResolveGlobal)
 	mallory.want(stranger(201), api.ResolveRequest{ShortCode: "WWWWWWWW", NodeDID: n.did}, proto.NotFound, "")
 	honest.want("192.0.2.10", api.ResolveRequest{ShortCode: first.ShortCode, NodeDID: n.did}, "", "")
 	honest.want("192.0.2.11", api.ResolveRequest{BindingToken: second.BindingToken, NodeDID: n.fullDID()}, "", "")
@@ -234,7 +235,7 @@ func TestResolveNamedPerCode(t *testing.T) {
 	for i := range binding.ResolveFailureLimit {
 		mallory.want(stranger(i), api.ResolveRequest{ShortCode: ini.ShortCode, NodeDID: newNode(t, fmt.Sprint("other-", i)).did}, proto.NotFound, "")
 	}
-	h.resolver(t, f.token).want("192.0.2.10", api.ResolveRequest{ShortCode: ini.ShortCode, NodeDID: n.did}, proto.RateLimited, registry.LimitResolvePerCode)
+	h.resolver(t, f.token).want("192.0.2.10", api.ResolveRequest{ShortCode: ini.ShortCode, NodeDID: n.did}, proto.RateLimited, budget.LimitResolvePerCode)
 	h.wantState("bs-1", "INITIATED")
 }
 
@@ -250,10 +251,10 @@ func TestResolveNamedAddressAndOperator(t *testing.T) {
 	for i := range 3 {
 		mallory.want(stranger(1), named(i), proto.NotFound, "")
 	}
-	mallory.want(stranger(1), named(3), proto.RateLimited, registry.LimitResolvePerAddress)
+	mallory.want(stranger(1), named(3), proto.RateLimited, budget.LimitResolvePerAddress)
 	mallory.want(stranger(2), named(4), proto.NotFound, "")
 	mallory.want(stranger(2), named(5), proto.NotFound, "")
-	mallory.want(stranger(3), named(6), proto.RateLimited, registry.LimitResolvePerOperator)
+	mallory.want(stranger(3), named(6), proto.RateLimited, budget.LimitResolvePerOperator)
 	var ini api.InitiateResult
 	h.ok("POST", "/v1/bindings/initiate", f.n.initiate(t, "bs-1", h.now(), nil, nil), "", &ini)
 	h.resolver(t, f.token).want(stranger(3), api.ResolveRequest{ShortCode: ini.ShortCode, NodeDID: f.n.did}, "", "")

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"github.com/svrp/svrp/registry/budget"
 	"slices"
 	"sync"
 	"time"
@@ -28,7 +29,7 @@ import (
 //   - An unproven one is refused, besides, by its address block's rate.
 //   - When the list is full (MaxRevocations) a newcomer takes the place of the oldest
 //     unproven revocation of the whole list, whatever its block; when there is none it is
-//     refused, unless it is needed. Unproven revocations expire after RevocationTTLHours
+//     refused, unless it is needed. Unproven revocations expire after RevocationTTL
 //     unless their root key proves itself first; proven ones are kept for good.
 //
 // So the list passes MaxRevocations by needed revocations only, each within its root key's,
@@ -48,24 +49,24 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didke
 		return err
 	}
 	if c[0].Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
-		return rateLimited(LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
+		return budget.RateLimited(budget.LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
 	}
 	for _, b := range []struct {
 		over        bool
 		limit, what string
 	}{
-		{pin.Revocations >= s.limits.RevocationsPerRoot, LimitRevocationsPerRoot, "this root key holds too many revocations"},
-		{c[2].Count >= s.limits.RevocationsPerBlock, LimitRevocationsPerBlock, "this address block holds too many revocations"},
+		{pin.Revocations >= s.limits.RevocationsPerRoot, budget.LimitRevocationsPerRoot, "this root key holds too many revocations"},
+		{c[2].Count >= s.limits.RevocationsPerBlock, budget.LimitRevocationsPerBlock, "this address block holds too many revocations"},
 		// A quota as large as the list is the list's: full only when the list is.
-		{c[3].Count >= s.limits.RevocationsPerNetwork && s.limits.RevocationsPerNetwork < s.limits.MaxRevocations, LimitRevocationsPerNetwork, "this network holds too many revocations"},
+		{c[3].Count >= s.limits.RevocationsPerNetwork && s.limits.RevocationsPerNetwork < s.limits.MaxRevocations, budget.LimitRevocationsPerNetwork, "this network holds too many revocations"},
 	} {
 		if b.over {
-			return rateLimited(b.limit, b.what)
+			return budget.RateLimited(b.limit, b.what)
 		}
 	}
 	if !proven {
-		if c[1].Blocked(now, blockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), revokeWindow) {
-			return rateLimited(LimitRevokePerBlock, "too many new revocations from this address block; wait and try again")
+		if c[1].Blocked(now, budget.BlockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), revokeWindow) {
+			return budget.RateLimited(budget.LimitRevokePerBlock, "too many new revocations from this address block; wait and try again")
 		}
 		if err := tx.PutCounter(blockKey, c[1].Fail(now, revokeWindow)); err != nil {
 			return err
@@ -133,7 +134,7 @@ func (s *Service) displaceRevocation(tx store.Tx, needed func() (bool, error)) e
 				return err
 			}
 			s.capReached(&s.warnRevocations, "revocations", s.limits.MaxRevocations)
-			return rateLimited(LimitRevocationList, "the registry's revocation list is full; try again later")
+			return budget.RateLimited(budget.LimitRevocationList, "the registry's revocation list is full; try again later")
 		}
 		removed, err := removeUnproven(tx, victim.did, victim.id)
 		if err != nil || removed {
@@ -246,7 +247,7 @@ func (v *revokeVictims) set(queue []revokeVictim) {
 	v.queue = queue
 }
 
-// sweepRevocations removes unproven revocations older than RevocationTTLHours and finds the
+// sweepRevocations removes unproven revocations older than RevocationTTL and finds the
 // displacement candidates.
 func (s *Service) sweepRevocations(ctx context.Context, now time.Time) error {
 	expired, err := s.scanRevocations(ctx, now, true)
@@ -287,9 +288,9 @@ func (s *Service) recountRevocations(ctx context.Context, now time.Time) error {
 
 // scanRevocations reads the list once: it keeps the revokeVictimCount oldest unproven
 // revocations as the displacement candidates, and returns, when expire, the unproven ones
-// past RevocationTTLHours (at most revokeExpiryPerSweep).
+// past RevocationTTL (at most revokeExpiryPerSweep).
 func (s *Service) scanRevocations(ctx context.Context, now time.Time, expire bool) ([][2]string, error) {
-	ttl := time.Duration(s.limits.RevocationTTLHours) * time.Hour
+	ttl := s.limits.RevocationTTL
 	var expired [][2]string
 	var oldest oldestVictims
 	err := s.store.View(ctx, func(tx store.Tx) error {

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"fmt"
+	"github.com/svrp/svrp/registry/budget"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 func revocationLimits(maxList, perRoot, perBlock int) harnessOption {
 	return func(c *registry.Config) {
 		c.Limits.MaxRevocations, c.Limits.RevocationsPerRoot, c.Limits.RevocationsPerBlock = maxList, perRoot, perBlock
-		c.Limits.RevocationTTLHours = 24
+		c.Limits.RevocationTTL = 24 * time.Hour
 	}
 }
 
@@ -57,8 +58,8 @@ func TestRevocationListFair(t *testing.T) {
 	}
 	wantLimit := func(err error, limit string) {
 		t.Helper()
-		if proto.CodeOf(err) != proto.RateLimited || registry.LimitOf(err) != limit {
-			t.Fatalf("got %v (limit %q), want RATE_LIMITED by %s", err, registry.LimitOf(err), limit)
+		if proto.CodeOf(err) != proto.RateLimited || budget.LimitOf(err) != limit {
+			t.Fatalf("got %v (limit %q), want RATE_LIMITED by %s", err, budget.LimitOf(err), limit)
 		}
 	}
 	// Block 10.0.0.0/24 holds 8 (its quota), block 10.0.1.0/24 holds 2: the list is full.
@@ -68,13 +69,13 @@ func TestRevocationListFair(t *testing.T) {
 		}
 		h.clock.Advance(time.Second)
 	}
-	wantLimit(revoke(strangerRevocation(t, "a-over", h.now()), "10.0.0.99"), registry.LimitRevocationsPerBlock)
+	wantLimit(revoke(strangerRevocation(t, "a-over", h.now()), "10.0.0.99"), budget.LimitRevocationsPerBlock)
 	for i := range 2 {
 		if err := revoke(strangerRevocation(t, fmt.Sprint("b", i), h.now()), "10.0.1.1"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	wantLimit(revoke(strangerRevocation(t, "b-over", h.now()), "10.0.1.2"), registry.LimitRevocationList)
+	wantLimit(revoke(strangerRevocation(t, "b-over", h.now()), "10.0.1.2"), budget.LimitRevocationList)
 
 	// Once a sweep, or the recount of a daemon another is sweeping for, has found the
 	// candidates, a newcomer displaces the oldest unproven revocation of the whole list.
@@ -108,7 +109,7 @@ func TestRevocationListFair(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wantLimit(revoke(op.revocation(t, op.root, "rev-too-many", h.now()), "10.0.5.1"), registry.LimitRevocationsPerRoot)
+	wantLimit(revoke(op.revocation(t, op.root, "rev-too-many", h.now()), "10.0.5.1"), budget.LimitRevocationsPerRoot)
 
 	// A root key that revoked before it ever logged in, and then logged in, keeps its
 	// revocation: it was displaceable, and is proven now.
@@ -155,7 +156,7 @@ func TestRevocationNeededAlwaysGetsIn(t *testing.T) {
 	h := newHarness(t, func(c *registry.Config) {
 		c.Limits.MaxRevocations, c.Limits.RevocationsPerRoot, c.Limits.RevocationsPerBlock = 4, 5, 3
 		c.Limits.RevocationsPerNetwork = 3
-		c.Limits.RevocationTTLHours = 24
+		c.Limits.RevocationTTL = 24 * time.Hour
 	})
 	ctx := context.Background()
 	revoke := func(r authn.SignedRevocation, addr string) error {
@@ -175,11 +176,11 @@ func TestRevocationNeededAlwaysGetsIn(t *testing.T) {
 			t.Fatalf("stranger %d: %v", i, err)
 		}
 	}
-	if err := revoke(strangerRevocation(t, "full", h.now()), "10.2.0.1"); registry.LimitOf(err) != registry.LimitRevocationList {
-		t.Fatalf("a stranger on the full list: %v; want %s", err, registry.LimitRevocationList)
+	if err := revoke(strangerRevocation(t, "full", h.now()), "10.2.0.1"); budget.LimitOf(err) != budget.LimitRevocationList {
+		t.Fatalf("a stranger on the full list: %v; want %s", err, budget.LimitRevocationList)
 	}
-	if err := revoke(op.revocation(t, op.root, "rev-stolen", h.now()), "10.0.0.1"); registry.LimitOf(err) != registry.LimitRevocationsPerNetwork {
-		t.Fatalf("the operator's revocation from the full network: %v; want %s", err, registry.LimitRevocationsPerNetwork)
+	if err := revoke(op.revocation(t, op.root, "rev-stolen", h.now()), "10.0.0.1"); budget.LimitOf(err) != budget.LimitRevocationsPerNetwork {
+		t.Fatalf("the operator's revocation from the full network: %v; want %s", err, budget.LimitRevocationsPerNetwork)
 	}
 	// Sent from another network, as a revocation needs no bearer, it gets in.
 	if err := revoke(op.revocation(t, op.root, "rev-stolen", h.now()), "10.3.0.1"); err != nil {

@@ -20,7 +20,7 @@ import (
 // and bounded; [Service.Run] calls it every [Config.SweepEvery].
 //
 // It ends the bindings of nodes unseen for [Limits.BoundNodeExpiry] (unseen.go) before it
-// removes the unbound nodes unseen for [Limits.NodeExpiryHours].
+// removes the unbound nodes unseen for [Limits.NodeExpiry].
 //
 // A sweep also counts again, from the store, what the global caps count in memory (node
 // records, open binding sessions, live bearer sessions), so that on a store shared by several
@@ -28,7 +28,7 @@ import (
 // expires unproven revocations and finds the revocations that may give way (revocations.go).
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
-	s.heartbeats.prune(now)
+	s.heartbeats.Prune(now)
 	// One scan of the node table serves both expiries and the node table's count, which
 	// finds the others' records on a shared store and the stale ones on any. Bindings of
 	// nodes unseen too long end first, so that a node unseen for the node expiry too goes

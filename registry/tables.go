@@ -3,13 +3,13 @@ package registry
 import (
 	"context"
 	"errors"
+	"github.com/svrp/svrp/registry/budget"
 	"sync"
 	"time"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/admission"
 	"github.com/svrp/svrp/store"
 )
@@ -30,7 +30,8 @@ type tables struct {
 	nodesMu     sync.Mutex
 	nodesLoaded bool
 
-	warn [3]rareWarning // per table, as in Limits.tables
+	kinds []table        // the tables' bounds, as in Limits.tables
+	warn  [3]rareWarning // per table, as kinds
 }
 
 func newTables(l *Limits) tables {
@@ -39,6 +40,7 @@ func newTables(l *Limits) tables {
 		nodes:    admission.New[didkey.PublicKey](t[0].name, t[0].quota(), DefaultOnlineWindow),
 		bearers:  admission.New[[32]byte](t[1].name, t[1].quota(), bearerIdle),
 		sessions: admission.New[string](t[2].name, t[2].quota(), 0),
+		kinds:    t,
 	}
 }
 
@@ -49,13 +51,13 @@ func (s *Service) refused(i int, err error) error {
 	if !errors.As(err, &r) {
 		return err
 	}
-	t := s.limits.tables()[i]
+	t := s.tables.kinds[i]
 	limit := t.limits[r.Level]
 	if r.Full {
 		limit = t.limits[len(t.limits)-1]
 		s.capReached(&s.tables.warn[i], t.name, *t.cap)
 	}
-	return limitError{limit: limit, err: proto.New(proto.RateLimited, r.Error()+"; try again later"), retryAfter: r.RetryAfter}
+	return budget.RetryLater(limit, r.Error()+"; try again later", r.RetryAfter)
 }
 
 // loadNodes counts the node table from the store once.
@@ -160,7 +162,7 @@ func (s *Service) placeNode(tx store.Tx, r *admission.Reservation[didkey.PublicK
 			return deleted(tx, n, gone, nil)
 		}
 	}
-	return nil, limitError{limit: LimitNodes, err: proto.New(proto.RateLimited, "the registry is finding room for new nodes; try again in a second"), retryAfter: time.Second}
+	return nil, budget.RetryLater(budget.LimitNodes, "the registry is finding room for new nodes; try again in a second", time.Second)
 }
 
 // deleted deletes n, a stale record found by placeNode, unless it is gone already.

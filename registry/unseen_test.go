@@ -30,7 +30,7 @@ func TestUnseenBindingsEnd(t *testing.T) {
 		{"unseen for exactly the expiry", Limits{}, 30 * day, true, true, true},
 		{"unseen 31 days", Limits{}, 31 * day, true, false, false},
 		{"unseen 31 days, its session deleted", Limits{}, 31 * day, false, false, false},
-		{"unseen 31 days, a longer node expiry", Limits{NodeExpiryHours: 60 * 24}, 31 * day, true, false, true},
+		{"unseen 31 days, a longer node expiry", Limits{NodeExpiry: 60 * day}, 31 * day, true, false, true},
 		{"a shorter bound expiry", Limits{BoundNodeExpiry: 2 * time.Hour}, 3 * time.Hour, true, false, true},
 		{"a shorter bound expiry, seen within it", Limits{BoundNodeExpiry: 2 * time.Hour}, time.Hour, true, true, true},
 	} {
@@ -76,7 +76,7 @@ func TestUnseenBindingsEnd(t *testing.T) {
 // the bound one) is an ordinary unbound node: stale, its record is reclaimed by a newcomer to
 // a full table.
 func TestUnseenBindingThenNodeExpiry(t *testing.T) {
-	s, now := quotaService(t, Limits{NodeExpiryHours: 48, BoundNodeExpiry: 24 * time.Hour, MaxNodes: 1, MaxNodesPerBlock: 1})
+	s, now := quotaService(t, Limits{NodeExpiry: 48 * time.Hour, BoundNodeExpiry: 24 * time.Hour, MaxNodes: 1, MaxNodesPerBlock: 1})
 	ctx := context.Background()
 	mustRegister(t, s, 0, "192.0.2.7")
 	bindActive(t, s, 0, *now, true)

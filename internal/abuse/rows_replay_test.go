@@ -1,6 +1,7 @@
 package abuse
 
 import (
+	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"strconv"
 	"strings"
@@ -164,8 +165,8 @@ func TestRow8HeartbeatReplay(t *testing.T) {
 		}
 		refusedInAll += refused
 	}
-	if got := refusals(t, d, registry.LimitHeartbeatReplaysPerBlock); got != refusedInAll {
-		t.Errorf("the daemon counts %d refusals by %s, want %d", got, registry.LimitHeartbeatReplaysPerBlock, refusedInAll)
+	if got := refusals(t, d, budget.LimitHeartbeatReplaysPerBlock); got != refusedInAll {
+		t.Errorf("the daemon counts %d refusals by %s, want %d", got, budget.LimitHeartbeatReplaysPerBlock, refusedInAll)
 	}
 	if after := d.node(t, n.key); after.LastSeen != before.LastSeen {
 		t.Fatalf("replayed heartbeats moved last_seen from %s to %s", before.LastSeen, after.LastSeen)

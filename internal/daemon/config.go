@@ -3,10 +3,13 @@ package daemon
 import (
 	"cmp"
 	"errors"
+	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,15 +124,7 @@ func (c Config) Validate() error {
 	if err := canonical.CheckPrefix(c.Prefix); err != nil {
 		errs = append(errs, fmt.Errorf("--prefix: %w", err))
 	}
-	l := c.Limits
-	for _, f := range limitFlags(&l) {
-		if *f.v < 0 || (*f.v == 0 && !f.zeroTakesDefault) {
-			errs = append(errs, fmt.Errorf("--%s must be at least 1", f.name))
-		}
-	}
-	if l.BoundNodeExpiry < 0 {
-		errs = append(errs, errors.New("--bound-node-expiry must not be negative"))
-	}
+	errs = append(errs, validateLimits(c.Limits)...)
 	for _, f := range []struct {
 		name string
 		v    int
@@ -166,58 +161,79 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// limitFlag is the flag of one field of registry.Limits.
-type limitFlag struct {
-	name  string
-	v     *int
-	usage string
-	// zeroTakesDefault: zero is the registry's default, so that a Config written before
-	// the bound existed still validates; any other bound must be at least 1.
-	zeroTakesDefault bool
-	// share: the bound is a table's quota per address group, whose default is a share of
-	// the table's cap (registry.Limits.OrDefaults); its flag defaults to zero, so that a cap
-	// lowered by its flag lowers its quotas with it.
-	share bool
-}
-
-// limitFlags names the flag of each field of l (registry/limits.go gives their reasons).
-func limitFlags(l *registry.Limits) []limitFlag {
-	return []limitFlag{
-		{"resolve-address-limit", &l.ResolveAddressLimit, "failed binding resolves per client address per 10 minutes before 429", false, false},
-		{"register-address-limit", &l.RegisterAddressLimit, "new node keys one client address may register per hour before 429", false, false},
-		{"max-nodes", &l.MaxNodes, "most node records the registry holds; when full, a new key takes the place of the least recently seen record unseen for 10 minutes and not bound, or gets 429 with Retry-After (a node in use is never displaced)", true, false},
-		{"max-nodes-per-client", &l.MaxNodesPerClient, "node records the keys first registered from one IPv4 address or IPv6 /64 may hold (0: 0.5% of --max-nodes); a newcomer beyond it takes its own group's stalest record or gets 429", true, true},
-		{"max-nodes-per-block", &l.MaxNodesPerBlock, "node records the keys first registered from one IPv4 /24 or IPv6 /48 may hold (0: 1% of --max-nodes)", true, true},
-		{"max-nodes-per-network", &l.MaxNodesPerNetwork, "node records the keys first registered from one IPv4 /16 or IPv6 /32 may hold (0: 5% of --max-nodes)", true, true},
-		{"node-expiry-hours", &l.NodeExpiryHours, "hours a node that is not bound may go unseen before the sweep removes it", true, false},
-		{"max-revocations", &l.MaxRevocations, "credential revocations kept in all; when full, a new one takes the place of the oldest revocation by a root key that never logged in, over the whole list, or gets 429 — unless it revokes a credential a live session logged in with, which always gets in", true, false},
-		{"revoke-address-limit", &l.RevokeAddressLimit, "new credential revocations one client address may record per hour before 429", true, false},
-		{"revocations-per-root", &l.RevocationsPerRoot, "credential revocations one root key may hold under one operator DID before its next gets 429", true, false},
-		{"revocations-per-block", &l.RevocationsPerBlock, "credential revocations one IPv4 /24 or IPv6 /48 may hold before its next gets 429", true, false},
-		{"revocations-per-network", &l.RevocationsPerNetwork, "credential revocations one IPv4 /16 or IPv6 /32 may hold before its next gets 429 (0: 5% of --max-revocations); a revocation needs no bearer, so an operator sends it from another network", true, true},
-		{"revocation-ttl-hours", &l.RevocationTTLHours, "hours a revocation by a root key that never logged in is kept; a root key that logs in keeps its revocations for good", true, false},
-		{"initiate-address-limit", &l.InitiateAddressLimit, "binding initiates per client address per 10 minutes before 429", false, false},
-		{"max-binding-sessions", &l.MaxOpenBindingSessions, "open binding sessions over all nodes; every open session is in use, so when full an initiate gets 429 with Retry-After until one ends", false, false},
-		{"max-binding-sessions-per-client", &l.MaxOpenBindingSessionsPerClient, "open binding sessions the initiates of one IPv4 address or IPv6 /64 may hold (0: 0.5% of --max-binding-sessions)", true, true},
-		{"max-binding-sessions-per-block", &l.MaxOpenBindingSessionsPerBlock, "open binding sessions the initiates of one IPv4 /24 or IPv6 /48 may hold (0: 1% of --max-binding-sessions)", true, true},
-		{"max-binding-sessions-per-network", &l.MaxOpenBindingSessionsPerNetwork, "open binding sessions the initiates of one IPv4 /16 or IPv6 /32 may hold (0: 5% of --max-binding-sessions)", true, true},
-		{"max-bearer-sessions", &l.MaxBearerSessions, "live operator sessions over all operators; when full, a login takes the place of the session least recently presented among those idle for 15 minutes, or gets 429 with Retry-After (a session in use is never ended for it)", false, false},
-		{"max-bearer-sessions-per-client", &l.MaxBearerSessionsPerClient, "live operator sessions the logins of one IPv4 address or IPv6 /64 may hold (0: 0.5% of --max-bearer-sessions)", true, true},
-		{"max-bearer-sessions-per-block", &l.MaxBearerSessionsPerBlock, "live operator sessions the logins of one IPv4 /24 or IPv6 /48 may hold (0: 1% of --max-bearer-sessions)", true, true},
-		{"max-bearer-sessions-per-network", &l.MaxBearerSessionsPerNetwork, "live operator sessions the logins of one IPv4 /16 or IPv6 /32 may hold (0: 5% of --max-bearer-sessions)", true, true},
-		{"max-bearer-sessions-per-operator", &l.MaxBearerSessionsPerOperator, "live sessions one operator may hold; a login beyond it ends the operator's oldest session", true, false},
-		{"login-address-limit", &l.LoginAddressLimit, "login attempts per client address per 5 minutes before 429", false, false},
-		{"login-failure-address-limit", &l.LoginFailureAddressLimit, "failed logins per client address per 10 minutes before 429", false, false},
-		{"login-failure-operator-limit", &l.LoginFailureOperatorLimit, "failed logins of one client address naming one operator DID per 10 minutes before that address gets 429 for that DID", false, false},
-		{"resolve-operator-limit", &l.ResolveOperatorLimit, "failed binding resolves per operator per 10 minutes before 429", false, false},
-		{"resolve-global-limit", &l.ResolveGlobalLimit, "failed binding resolves over all clients per 10 minutes before 429", false, false},
-		{"initiate-key-limit", &l.InitiateKeyLimit, "binding initiates per node key per 10 minutes before 429", false, false},
-		{"malformed-address-limit", &l.MalformedAddressLimit, "malformed requests (400, 413) per client address per minute; beyond it the address gets 429 before its body is read", false, false},
-		{"heartbeat-replay-address-limit", &l.HeartbeatReplayAddressLimit, "replayed heartbeats (a repeat of a node's accepted heartbeat, or an older ts, from another address than it came from) per client address per minute; beyond it the address's replays get 429, its new heartbeats are still accepted", true, false},
-		{"address-block-factor", &l.AddressBlockFactor, "addresses' worth of every per-address budget (connections included) one IPv4 /24 or IPv6 /48 may spend together", true, false},
-		{"max-tracked-clients", &l.MaxTrackedClients, "keys each in-memory budget table (logins, login failures, malformed requests, heartbeat replays) remembers; when full it forgets the least useful", true, false},
+// limitFlags defines on fs the flag of every field of l, as registry.Bounds declares them
+// (registry/limits.go gives their reasons).
+func limitFlags(fs *flag.FlagSet, l *registry.Limits) {
+	def := registry.DefaultLimits()
+	for _, b := range registry.Bounds() {
+		switch p := b.Int(l); {
+		case p != nil && b.Share:
+			// Zero is the share of the table's cap that the cap, as set, gives.
+			fs.IntVar(p, b.Flag, 0, b.Usage)
+		case p != nil:
+			fs.IntVar(p, b.Flag, *b.Int(&def), b.Usage)
+		case b.Unit > 0:
+			d := b.Duration(l)
+			*d = *b.Duration(&def)
+			fs.Var(unitFlag{d, b.Unit}, b.Flag, b.Usage)
+		default:
+			fs.DurationVar(b.Duration(l), b.Flag, *b.Duration(&def), b.Usage)
+		}
 	}
 }
+
+// validateLimits refuses a bound its flag cannot mean: a count below 1 (or below 0 where zero
+// takes the default), a negative duration.
+func validateLimits(l registry.Limits) []error {
+	var errs []error
+	for _, b := range registry.Bounds() {
+		if p := b.Int(&l); p != nil && (*p < 0 || (*p == 0 && !b.ZeroTakesDefault)) {
+			errs = append(errs, fmt.Errorf("--%s must be at least 1", b.Flag))
+		}
+		if p := b.Duration(&l); p != nil && *p < 0 {
+			if b.Unit > 0 {
+				errs = append(errs, fmt.Errorf("--%s must be at least 1", b.Flag))
+			} else {
+				errs = append(errs, fmt.Errorf("--%s must not be negative", b.Flag))
+			}
+		}
+	}
+	return errs
+}
+
+// unitFlag is a duration set as a whole number of unit, for a flag that took a number before
+// its field was a duration. A number too large for a duration is the longest one, which is
+// what it was given to mean: never.
+type unitFlag struct {
+	d    *time.Duration
+	unit time.Duration
+}
+
+func (f unitFlag) String() string {
+	if f.d == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*f.d/f.unit), 10)
+}
+
+func (f unitFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return err
+	}
+	switch {
+	case n > int64(math.MaxInt64/f.unit):
+		*f.d = math.MaxInt64
+	case n < int64(math.MinInt64/f.unit):
+		*f.d = math.MinInt64
+	default:
+		*f.d = time.Duration(n) * f.unit
+	}
+	return nil
+}
+
+// Get implements flag.Getter: a count, so that a bad value is told to be a whole number.
+func (f unitFlag) Get() any { return int64(*f.d / f.unit) }
 
 // prefixList is a repeatable flag of CIDR ranges; one value may also list several, separated
 // by commas (as SVRPD_TRUSTED_PROXY does).

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/internal/console"
@@ -155,6 +156,11 @@ func (t Timeouts) orDefaults() Timeouts {
 	return t
 }
 
+// fixedLimits names, in serve's usage, the bounds no flag changes.
+var fixedLimits = fmt.Sprintf("Fixed limits: request bodies %d KiB; %d failed resolves per code per %d minutes; %d open binding sessions per node key; registration signatures %d bytes; keep-alive connections idle %d s.",
+	registry.MaxBodyBytes>>10, binding.ResolveFailureLimit, int(binding.ResolveWindow/time.Minute), binding.MaxOpenSessionsPerNode,
+	registry.MaxSignatureBytes, int(idleTimeout/time.Second))
+
 // Main is "svrpd serve": it parses the flags (and their SVRPD_ variables), serves until ctx is
 // done and returns the exit code: 0 after a clean shutdown, 1 after a failure, 2 after a usage
 // error.
@@ -170,16 +176,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.StrictSignatures, "strict-signatures", false, "refuse registrations whose signature does not verify (turns grace mode off)")
 	fs.StringVar(&c.LogOrigin, "log-origin", "", "the transparency log's origin, the name of its key, such as registry.example/log; default <prefix>.svrp/log/<16 hex of the key>. Keep it once clients pinned the key")
 	fs.Var(notFlag{&c.SingleVerify}, "batch-verify", batchVerifyUsage)
-	def := registry.DefaultLimits()
-	defaults := limitFlags(&def)
-	for i, f := range limitFlags(&c.Limits) {
-		d := *defaults[i].v
-		if f.share {
-			d = 0
-		}
-		fs.IntVar(f.v, f.name, d, f.usage)
-	}
-	fs.DurationVar(&c.Limits.BoundNodeExpiry, "bound-node-expiry", def.BoundNodeExpiry, "how long a bound node may go unseen before the sweep ends its binding (unbound_by node_unseen); its record then expires as an unbound node's")
+	limitFlags(fs, &c.Limits)
 	fs.IntVar(&c.MaxConnections, "max-connections", DefaultMaxConnections, "open connections in total (lowered to what the file limit allows)")
 	fs.IntVar(&c.MaxConnectionsPerAddress, "max-connections-per-address", DefaultMaxConnectionsPerAddress, "open connections per client address (IPv6: per /64)")
 	fs.Var(prefixList{&c.TrustedProxies}, "trusted-proxy", "a proxy's address range (CIDR) whose --client-address-header names the client; repeatable, or comma-separated in SVRPD_TRUSTED_PROXY")
@@ -197,7 +194,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	postgresFlags(fs, &c)
 	cmdflag.SetUsage(fs, "Usage: svrpd serve [flags]",
 		"Every flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.",
-		"Fixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key; registration signatures 256 bytes; keep-alive connections idle 30 s.")
+		fixedLimits)
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}

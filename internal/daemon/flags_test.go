@@ -3,11 +3,18 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"flag"
+	"math"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/store/badger"
 )
 
@@ -37,6 +44,9 @@ func TestServeUsageErrors(t *testing.T) {
 		{"negative address block factor", []string{"--memory", "--listen", "127.0.0.1:0", "--address-block-factor", "-1"}, nil, "--address-block-factor"},
 		{"negative bound node expiry", []string{"--memory", "--listen", "127.0.0.1:0", "--bound-node-expiry", "-1h"}, nil, "--bound-node-expiry must not be negative"},
 		{"bound node expiry without unit", nil, map[string]string{"SVRPD_BOUND_NODE_EXPIRY": "720"}, `SVRPD_BOUND_NODE_EXPIRY="720": want a duration`},
+		{"negative node expiry", []string{"--memory", "--listen", "127.0.0.1:0", "--node-expiry-hours", "-1"}, nil, "--node-expiry-hours must be at least 1"},
+		{"node expiry with a unit", nil, map[string]string{"SVRPD_NODE_EXPIRY_HOURS": "2h"}, `SVRPD_NODE_EXPIRY_HOURS="2h": want a whole number`},
+		{"zero register limit", []string{"--memory", "--listen", "127.0.0.1:0", "--register-address-limit", "0"}, nil, "--register-address-limit must be at least 1"},
 		{"negative tracked clients", []string{"--memory", "--listen", "127.0.0.1:0", "--max-tracked-clients", "-5"}, nil, "--max-tracked-clients"},
 		{"negative request grace", []string{"--memory", "--listen", "127.0.0.1:0", "--request-grace", "-1s"}, nil, "--request-grace"},
 		{"log origin with a space", []string{"--memory", "--log-origin", "registry example"}, nil, `--log-origin "registry example"`},
@@ -129,6 +139,90 @@ func TestTrustedProxyFlag(t *testing.T) {
 		var p []netip.Prefix
 		if err := (prefixList{&p}).Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted %v", bad, p)
+		}
+	}
+}
+
+// Every field of registry.Limits has its flag, with the registry's default (zero for a
+// table's quota per group, a share of its cap), and the flags left alone give the defaults.
+func TestLimitFlags(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var l registry.Limits
+	limitFlags(fs, &l)
+	def := registry.DefaultLimits()
+	for _, b := range registry.Bounds() {
+		f := fs.Lookup(b.Flag)
+		if f == nil {
+			t.Errorf("%s has no flag --%s", b.Field, b.Flag)
+			continue
+		}
+		if want := flagDefault(b, def); f.DefValue != want {
+			t.Errorf("--%s defaults to %s, want %s", b.Flag, f.DefValue, want)
+		}
+	}
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.OrDefaults(); got != def {
+		t.Errorf("the flags left alone give %+v, want the defaults %+v", got, def)
+	}
+}
+
+// flagDefault is how a bound's default reads as its flag's: zero for a share, a whole number
+// of its unit for a flag that takes one.
+func flagDefault(b registry.Bound, def registry.Limits) string {
+	switch {
+	case b.Share:
+		return "0"
+	case b.Int(&def) != nil:
+		return strconv.Itoa(*b.Int(&def))
+	case b.Unit > 0:
+		return strconv.FormatInt(int64(*b.Duration(&def)/b.Unit), 10)
+	}
+	return b.Duration(&def).String()
+}
+
+// The flags that took a number of hours before their fields were durations still do, and a
+// number too large for a duration, given to mean never, is the longest duration.
+func TestLimitFlagsInHours(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var l registry.Limits
+	limitFlags(fs, &l)
+	if err := fs.Parse([]string{"--node-expiry-hours", "48", "--revocation-ttl-hours", "1073741824000"}); err != nil {
+		t.Fatal(err)
+	}
+	if l.NodeExpiry != 48*time.Hour || l.RevocationTTL != math.MaxInt64 {
+		t.Errorf("node expiry %v, revocation TTL %v; want 48h and the longest duration", l.NodeExpiry, l.RevocationTTL)
+	}
+	for _, bad := range []string{"2h", "1.5", ""} {
+		if err := fs.Set("node-expiry-hours", bad); err == nil {
+			t.Errorf("--node-expiry-hours %q accepted", bad)
+		}
+	}
+}
+
+// The README's table of flags has a row for every limit's flag, giving the flag's default.
+func TestLimitFlagsInREADME(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, flags, ok := strings.Cut(string(b), "\n### Flags\n")
+	if !ok {
+		t.Fatal("README has no Flags section")
+	}
+	flags, _, _ = strings.Cut(flags, "\n## ")
+	def := registry.DefaultLimits()
+	for _, bd := range registry.Bounds() {
+		row := "\n| `--" + bd.Flag + "` | `"
+		i := strings.Index(flags, row)
+		if i < 0 {
+			t.Errorf("the README's flags have no row for --%s", bd.Flag)
+			continue
+		}
+		want := strings.TrimSuffix(strings.TrimSuffix(flagDefault(bd, def), "0s"), "0m")
+		if got, _, _ := strings.Cut(flags[i+len(row):], "`"); got != want {
+			t.Errorf("the README gives --%s the default %s, want %s", bd.Flag, got, want)
 		}
 	}
 }

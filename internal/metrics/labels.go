@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"strconv"
 
@@ -36,7 +37,7 @@ var (
 		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace)
 	knownRoutes = setOf(registry.Routes()...)
 	knownCodes  = setOf(registry.Codes()...)
-	knownLimits = setOf(registry.RateLimits...)
+	knownLimits = setOf(budget.Names()...)
 )
 
 // statusLabel is a status code as its label: the codes HTTP defines (100–599), else other.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"github.com/svrp/svrp/registry/budget"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestMadeUpLabelsAreOther(t *testing.T) {
 	}
 	m.Observe(registry.Exchange{Method: "GET", Route: "/nodes", Status: 200, Duration: time.Millisecond})
 	m.Observe(registry.Exchange{Method: "POST", Route: "/v1/auth/device-login", Status: 429,
-		Code: proto.RateLimited, Limit: registry.LimitLoginsPerAddress, Duration: time.Millisecond})
+		Code: proto.RateLimited, Limit: budget.LimitLoginsPerAddress, Duration: time.Millisecond})
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -64,8 +65,8 @@ func TestMadeUpLabelsAreOther(t *testing.T) {
 			}
 		}
 	}
-	if n := len(seen["limit"]); n != len(registry.RateLimits)+1 {
-		t.Errorf("limit label has %d values, want the %d limits and other", n, len(registry.RateLimits))
+	if n := len(seen["limit"]); n != len(budget.Names())+1 {
+		t.Errorf("limit label has %d values, want the %d limits and other", n, len(budget.Names()))
 	}
 	if n := series[namespace+"_http_requests_total"]; n != 3 {
 		t.Errorf("http_requests_total has %d series, want 3", n)

@@ -8,6 +8,7 @@ package metrics
 
 import (
 	"context"
+	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,7 @@ func New(reg *prometheus.Registry) *Metrics {
 	m.lastFlushOK.Store(true)
 	// Every limit's series exists from the start, at 0, so a rate() over it needs no first
 	// refusal.
-	for _, l := range registry.RateLimits {
+	for _, l := range budget.Names() {
 		m.refusals.WithLabelValues(l)
 	}
 	reg.MustRegister(m.requests, m.latency, m.codes, m.refusals, m.commits, m.groupSize, m.commitErrs, m.flushes, m.flushErrs,

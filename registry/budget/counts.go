@@ -1,4 +1,4 @@
-package registry
+package budget
 
 import (
 	"container/list"
@@ -8,7 +8,7 @@ import (
 	"github.com/svrp/svrp/registry/netblock"
 )
 
-// windowCounts counts events per key in fixed windows that start at a key's first event, in
+// Window counts events per key in fixed windows that start at a key's first event, in
 // memory and for at most max keys. It is for budgets that need not survive a restart (login
 // attempts and failures, malformed requests); budgets that guard a secret's guessing live in
 // the store's counters.
@@ -18,7 +18,7 @@ import (
 // least recently counted ones — one whose window ended, else the one with the fewest events
 // — so a sender that cycles through more keys than it holds forgets its own entries first,
 // and the entry of a key that keeps being refused stays, because every refusal counts as use.
-type windowCounts struct {
+type Window struct {
 	mu     sync.Mutex
 	window time.Duration
 	max    int
@@ -36,16 +36,17 @@ type windowEntry struct {
 // choose the one to forget.
 const evictSample = 8
 
-func newWindowCounts(window time.Duration, max int) *windowCounts {
-	if max <= 0 {
-		max = DefaultLimits().MaxTrackedClients
+// NewWindow returns a table counting per window and holding at most max keys (at least one).
+func NewWindow(window time.Duration, max int) *Window {
+	if max < 1 {
+		max = 1
 	}
-	return &windowCounts{window: window, max: max, m: make(map[string]*list.Element)}
+	return &Window{window: window, max: max, m: make(map[string]*list.Element)}
 }
 
 // entry returns k's entry with its window running at now, creating it (and making room for
 // it) when create is set; nil when k is untracked and create is not set. The caller holds mu.
-func (w *windowCounts) entry(k string, now time.Time, create bool) *windowEntry {
+func (w *Window) entry(k string, now time.Time, create bool) *windowEntry {
 	if el, ok := w.m[k]; ok {
 		w.order.MoveToFront(el)
 		e := el.Value.(*windowEntry)
@@ -68,7 +69,7 @@ func (w *windowCounts) entry(k string, now time.Time, create bool) *windowEntry 
 // evict forgets one entry: among the evictSample least recently used, the first whose
 // window ended, else the one with the fewest events (the least recently used of those).
 // The caller holds mu.
-func (w *windowCounts) evict(now time.Time) {
+func (w *Window) evict(now time.Time) {
 	var victim *list.Element
 	el := w.order.Back()
 	for i := 0; i < evictSample && el != nil; i, el = i+1, el.Prev() {
@@ -87,8 +88,8 @@ func (w *windowCounts) evict(now time.Time) {
 	}
 }
 
-// count returns the events of k in its running window: 0 for a key not tracked.
-func (w *windowCounts) count(k string, now time.Time) int {
+// Count returns the events of k in its running window: 0 for a key not tracked.
+func (w *Window) Count(k string, now time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e := w.entry(k, now, false); e != nil {
@@ -97,8 +98,8 @@ func (w *windowCounts) count(k string, now time.Time) int {
 	return 0
 }
 
-// add counts one event of k at now and returns the count in its window.
-func (w *windowCounts) add(k string, now time.Time) int {
+// Add counts one event of k at now and returns the count in its window.
+func (w *Window) Add(k string, now time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e := w.entry(k, now, true)
@@ -106,9 +107,9 @@ func (w *windowCounts) add(k string, now time.Time) int {
 	return e.n
 }
 
-// takeBelow counts one event of k at now if k has fewer than limit in its window, and
+// TakeBelow counts one event of k at now if k has fewer than limit in its window, and
 // reports whether it did.
-func (w *windowCounts) takeBelow(k string, limit int, now time.Time) bool {
+func (w *Window) TakeBelow(k string, limit int, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e := w.entry(k, now, true)
@@ -119,50 +120,52 @@ func (w *windowCounts) takeBelow(k string, limit int, now time.Time) bool {
 	return true
 }
 
-// len is the number of keys tracked.
-func (w *windowCounts) len() int {
+// Len is the number of keys tracked.
+func (w *Window) Len() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.m)
 }
 
-// addressCounts is a per-address budget kept in memory with its per-block aggregate
-// (AddressBlock): an event counts against both, and either being spent refuses.
-type addressCounts struct {
-	addr, block *windowCounts
+// Addresses is a per-address budget kept in memory with its per-block aggregate
+// (package registry/netblock): an event counts against both, and either being spent refuses.
+type Addresses struct {
+	addr, block *Window
 	factor      int
 }
 
-func newAddressCounts(window time.Duration, max, factor int) *addressCounts {
-	return &addressCounts{addr: newWindowCounts(window, max), block: newWindowCounts(window, max), factor: factor}
+// NewAddresses returns a budget counting per window, whose tables of addresses and of blocks
+// each hold at most max keys, and whose aggregate per block is factor addresses' worth.
+func NewAddresses(window time.Duration, max, factor int) *Addresses {
+	return &Addresses{addr: NewWindow(window, max), block: NewWindow(window, max), factor: factor}
 }
 
-// spent reports whether addr has spent limit in its window, or its block limit times the
+// Spent reports whether addr has spent limit in its window, or its block limit times the
 // block factor.
-func (a *addressCounts) spent(addr string, limit int, now time.Time) (byAddr, byBlock bool) {
-	if a.addr.count(addr, now) >= limit {
+func (a *Addresses) Spent(addr string, limit int, now time.Time) (byAddr, byBlock bool) {
+	if a.addr.Count(addr, now) >= limit {
 		return true, false
 	}
-	return false, a.block.count(netblock.BlockOf(addr), now) >= blockLimit(limit, a.factor)
+	return false, a.block.Count(netblock.BlockOf(addr), now) >= BlockLimit(limit, a.factor)
 }
 
-// add counts one event of addr.
-func (a *addressCounts) add(addr string, now time.Time) {
-	a.addr.add(addr, now)
-	a.block.add(netblock.BlockOf(addr), now)
+// Add counts one event of addr.
+func (a *Addresses) Add(addr string, now time.Time) {
+	a.addr.Add(addr, now)
+	a.block.Add(netblock.BlockOf(addr), now)
 }
 
-// take counts one event of addr unless either budget is spent, which it reports. Concurrent
+// Take counts one event of addr unless either budget is spent, which it reports. Concurrent
 // takes of one address may pass a budget by the takes in flight.
-func (a *addressCounts) take(addr string, limit int, now time.Time) (byAddr, byBlock bool) {
-	if byAddr, byBlock = a.spent(addr, limit, now); !byAddr && !byBlock {
-		a.add(addr, now)
+func (a *Addresses) Take(addr string, limit int, now time.Time) (byAddr, byBlock bool) {
+	if byAddr, byBlock = a.Spent(addr, limit, now); !byAddr && !byBlock {
+		a.Add(addr, now)
 	}
 	return byAddr, byBlock
 }
 
-// blockLimit is a per-address limit's aggregate over one address block.
-func blockLimit(limit, factor int) int {
+// BlockLimit is a per-address limit's aggregate over one address block.
+func BlockLimit(limit, factor int) int {
 	if limit > (1<<62)/max(factor, 1) {
 		return 1 << 62
 	}

@@ -1,13 +1,15 @@
-package registry
+package budget
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/svrp/svrp/proto"
 )
 
-// The rate limits a request can be refused by, as a refusal names them (Exchange.Limit).
+// The rate limits a request can be refused by, as a refusal names them (the Limit of the
+// registry's Exchange, the label of its refusals' metric).
 const (
 	LimitResolvePerCode           = "resolve_per_code"             // failed resolves of one code
 	LimitResolvePerAddress        = "resolve_per_address"          // failed resolves from one client address
@@ -59,8 +61,11 @@ const (
 	LimitHeartbeatReplaysPerBlock   = "heartbeat_replays_per_block"
 )
 
-// RateLimits lists every limit name a refusal can carry, so a counter can start each at 0.
-var RateLimits = []string{
+// Names returns every limit name a refusal can carry, so that a counter can start each at 0.
+func Names() []string { return slices.Clone(names) }
+
+// names are the limit names; a test holds them to the constants above.
+var names = []string{
 	LimitResolvePerCode, LimitResolvePerAddress, LimitResolvePerOperator, LimitResolveGlobal, LimitResolvePerNode,
 	LimitRegisterPerAddress, LimitInitiatePerAddress, LimitInitiatePerKey, LimitOpenSessionsPerNode, LimitOpenSessions,
 	LimitLoginsPerAddress, LimitLoginFailuresPerAddress, LimitLoginFailuresPerOperator,
@@ -74,9 +79,9 @@ var RateLimits = []string{
 	LimitHeartbeatReplaysPerAddress, LimitHeartbeatReplaysPerBlock,
 }
 
-// limitError is a RATE_LIMITED refusal that names the limit which made it, so that the
+// refusal is a RATE_LIMITED refusal that names the limit which made it, so that the
 // observer of the HTTP layer can count refusals by limit without the use cases counting.
-type limitError struct {
+type refusal struct {
 	limit string
 	err   *proto.Error
 	// retryAfter, when not zero, is when the refused request may succeed: sent as the
@@ -84,19 +89,25 @@ type limitError struct {
 	retryAfter time.Duration
 }
 
-func (e limitError) Error() string { return e.err.Error() }
-func (e limitError) Code() string  { return e.err.Code() }
-func (e limitError) Unwrap() error { return e.err }
-func (e limitError) Limit() string { return e.limit }
+func (e refusal) Error() string { return e.err.Error() }
+func (e refusal) Code() string  { return e.err.Code() }
+func (e refusal) Unwrap() error { return e.err }
+func (e refusal) Limit() string { return e.limit }
 
-// rateLimited returns a RATE_LIMITED error from limit.
-func rateLimited(limit, msg string) error {
-	return limitError{limit: limit, err: proto.New(proto.RateLimited, msg)}
+// RateLimited returns a RATE_LIMITED error from limit.
+func RateLimited(limit, msg string) error {
+	return refusal{limit: limit, err: proto.New(proto.RateLimited, msg)}
 }
 
-// retryAfterOf returns the wait a refusal asks for, or zero.
-func retryAfterOf(err error) time.Duration {
-	var le limitError
+// RetryLater is RateLimited for a refusal that ends by itself: its answer asks the client to
+// try again after wait (Retry-After).
+func RetryLater(limit, msg string, wait time.Duration) error {
+	return refusal{limit: limit, err: proto.New(proto.RateLimited, msg), retryAfter: wait}
+}
+
+// RetryAfter returns the wait a refusal asks for, or zero.
+func RetryAfter(err error) time.Duration {
+	var le refusal
 	if errors.As(err, &le) {
 		return le.retryAfter
 	}
@@ -105,16 +116,16 @@ func retryAfterOf(err error) time.Duration {
 
 // LimitOf returns the name of the rate limit that refused with err, or "".
 func LimitOf(err error) string {
-	var le limitError
+	var le refusal
 	if errors.As(err, &le) {
 		return le.limit
 	}
 	return ""
 }
 
-// pick returns ifBlock when byBlock is set, else ifAddr: the name of the per-block or the
+// Pick returns ifBlock when byBlock is set, else ifAddr: the name of the per-block or the
 // per-address limit that refused.
-func pick(byBlock bool, ifBlock, ifAddr string) string {
+func Pick(byBlock bool, ifBlock, ifAddr string) string {
 	if byBlock {
 		return ifBlock
 	}

@@ -1,4 +1,4 @@
-package registry
+package budget
 
 import (
 	"fmt"
@@ -104,7 +104,7 @@ func TestNodeBudgetKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := nodeBudgetKey(d); got != want {
+		if got := NodeKey(d); got != want {
 			t.Errorf("%s counts under %q, want %q", d, got, want)
 		}
 	}
@@ -114,16 +114,16 @@ func TestNodeBudgetKey(t *testing.T) {
 // node's budget refuse an address that never failed on it, and the tables stay bounded.
 func TestNodeFailuresFlooded(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	f := newNodeFailures(64, 128)
+	f := NewNodeFailures(64, 128)
 	for i := range binding.ResolveNodeFailureLimit {
-		f.fail("target", fmt.Sprint("stranger-", i), now)
+		f.Fail("target", fmt.Sprint("stranger-", i), now)
 	}
-	if !f.refuses("target", "stranger-0", now) || f.refuses("target", "honest", now) {
+	if !f.Refuses("target", "stranger-0", now) || f.Refuses("target", "honest", now) {
 		t.Fatal("the node's budget must refuse the address that failed and only it")
 	}
 	for i := range 10_000 {
-		f.fail(fmt.Sprint("node-", i), fmt.Sprint("flood-", i), now)
-		if f.refuses("target", "honest", now) || f.refuses(fmt.Sprint("node-", i), "honest", now) {
+		f.Fail(fmt.Sprint("node-", i), fmt.Sprint("flood-", i), now)
+		if f.Refuses("target", "honest", now) || f.Refuses(fmt.Sprint("node-", i), "honest", now) {
 			t.Fatalf("after %d flooding failures an honest address is refused", i)
 		}
 	}

@@ -1,4 +1,4 @@
-package registry
+package budget
 
 import (
 	"container/list"
@@ -9,7 +9,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 )
 
-// nodeFailures counts the failed resolves that name a node (docs/protocol.md §10.9): per node
+// NodeFailures counts the failed resolves that name a node (docs/protocol.md §10.9): per node
 // key, and per node key and client address. Past binding.ResolveNodeFailureLimit failures on
 // a key, it refuses the resolves naming that key only from addresses that themselves failed
 // on it, so strangers guessing a node's code cannot lock out the operator who was given it.
@@ -17,22 +17,24 @@ import (
 // It is held in each daemon's memory: the failures it counts are also counted per code, per
 // address and per operator in the store, which bound the guessing; this budget only makes a
 // node's guessers stop sooner, and each daemon applying it to what reaches it is enough.
-type nodeFailures struct {
+type NodeFailures struct {
 	byNode *failureTable
 	byPair *failureTable
 }
 
-func newNodeFailures(maxNodes, maxPairs int) *nodeFailures {
-	return &nodeFailures{
+// NewNodeFailures returns the failures of resolves naming a node, kept for at most maxNodes
+// node keys and maxPairs pairs of a node key and a client address.
+func NewNodeFailures(maxNodes, maxPairs int) *NodeFailures {
+	return &NodeFailures{
 		byNode: newFailureTable(binding.ResolveWindow, binding.ResolveNodeFailureLimit, maxNodes),
 		byPair: newFailureTable(binding.ResolveWindow, 1, maxPairs),
 	}
 }
 
-// nodeBudgetKey is what the failures naming d count under: the 8-hex short body of the key
+// NodeKey is what the failures naming d count under: the 8-hex short body of the key
 // it spells, whichever spelling d is, so that spelling a node three ways does not buy three
 // budgets. Keys sharing a short body share a budget; that refuses no one who did not fail.
-func nodeBudgetKey(d didkey.DID) string {
+func NodeKey(d didkey.DID) string {
 	if k, ok := d.Key(); ok {
 		return k.ShortBody()
 	}
@@ -41,13 +43,13 @@ func nodeBudgetKey(d didkey.DID) string {
 
 func pairKey(node, addr string) string { return node + "\x00" + addr }
 
-// refuses reports whether a resolve naming node from addr is over the node's budget.
-func (f *nodeFailures) refuses(node, addr string, now time.Time) bool {
+// Refuses reports whether a resolve naming node from addr is over the node's budget.
+func (f *NodeFailures) Refuses(node, addr string, now time.Time) bool {
 	return f.byNode.count(node, now) >= binding.ResolveNodeFailureLimit && f.byPair.count(pairKey(node, addr), now) > 0
 }
 
-// fail counts one failed resolve naming node from addr.
-func (f *nodeFailures) fail(node, addr string, now time.Time) {
+// Fail counts one failed resolve naming node from addr.
+func (f *NodeFailures) Fail(node, addr string, now time.Time) {
 	f.byNode.add(node, now)
 	f.byPair.add(pairKey(node, addr), now)
 }

@@ -121,7 +121,7 @@ func TestReachability(t *testing.T) {
 		{"", "unroutable"},
 	}
 	for _, tt := range tests {
-		if got := registry.Reachability(tt.endpoint); got != tt.want {
+		if got := api.Reachability(tt.endpoint); got != tt.want {
 			t.Errorf("Reachability(%q) = %s, want %s", tt.endpoint, got, tt.want)
 		}
 	}

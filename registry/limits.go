@@ -502,10 +502,6 @@ const (
 	// its listing by then keeps receiving it without a turn, so slow readers cannot keep
 	// everyone else's listings waiting for the write timeout.
 	listingSlotHold = time.Second
-
-	// listingWriteBuffer is what a filtered listing copies its records through: a filter
-	// costs this much per reader, not a copy of the listing.
-	listingWriteBuffer = 32 << 10
 )
 
 // Pages of the node listings (docs/protocol.md §5.1).
@@ -543,15 +539,6 @@ const (
 	// network's size; the page polls every few seconds, and counts this stale are fresh
 	// enough for a picture of the network.
 	networkStatsMaxAge = 5 * time.Second
-
-	// networkStatsPassShare caps the time the passes that rebuild the answer take, as a
-	// share of the time between them: an answer whose pass took longer than
-	// networkStatsMaxAge / networkStatsPassShare lives networkStatsPassShare times its pass
-	// instead, up to the minute between samples (answerLife). Anyone may ask for the page,
-	// and the table grows with registrations, so without it a stranger asking every few
-	// seconds would hold a share of a core that grows with the network; with it the counts
-	// of a large table are older instead.
-	networkStatsPassShare = 100
 
 	// networkStatsGroups is how many regions and capabilities a breakdown names; the rest
 	// are counted together. Both are strings strangers choose, as many as they like: without

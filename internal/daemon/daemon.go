@@ -29,6 +29,7 @@ import (
 	"github.com/svrp/svrp/internal/metrics"
 	"github.com/svrp/svrp/internal/move"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/store/postgres"
@@ -294,12 +295,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 	rc := registry.Config{
 		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures, LogOrigin: c.LogOrigin,
-		Limits: c.Limits, TrustedProxies: c.TrustedProxies, FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
+		Limits: c.Limits, FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
 	}
 	if m != nil {
 		rc.FlushObserver = m.Flush
 	}
-	c.Edge.apply(&rc)
 	var stopVerifier func()
 	rc.Verifier, stopVerifier = newVerifier(c)
 	defer stopVerifier()
@@ -325,6 +325,22 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		return errors.Join(fmt.Errorf("repairing sessions at start: %w", err), closeStore())
 	}
 
+	opts := []httpapi.Option{httpapi.WithCORSOrigins(c.CORSOrigins...), c.Edge.option(c.TrustedProxies)}
+	if m != nil {
+		m.WatchService(svc)
+		opts = append(opts, httpapi.WithObserver(m.Observe))
+		if metricsOnMain {
+			opts = append(opts, httpapi.WithMetrics(m.Handler()))
+		}
+	}
+	handler, err := httpapi.New(svc, opts...)
+	if err != nil {
+		return errors.Join(err, closeStore())
+	}
+	if c.Console {
+		handler = console.Mount(handler, c.Prefix)
+	}
+
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	ln.blockFactor, ln.grace, ln.refusalDelay = c.Limits.AddressBlockFactor, c.Edge.RequestGrace, c.Edge.RefusalDelay
 	timeouts := c.Timeouts.orDefaults()
@@ -338,18 +354,6 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 			MaxHeaderBytes:    maxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
-	}
-	opts := []registry.Option{registry.WithCORSOrigins(c.CORSOrigins...)}
-	if m != nil {
-		m.WatchService(svc)
-		opts = append(opts, registry.WithObserver(m.Observe))
-		if metricsOnMain {
-			opts = append(opts, registry.WithMetrics(m.Handler()))
-		}
-	}
-	handler := registry.NewHandler(svc, opts...)
-	if c.Console {
-		handler = console.Mount(handler, c.Prefix)
 	}
 	srv := newServer(ln.delivered(handler))
 	srv.ConnState, srv.ConnContext = ln.connState, ln.connContext

@@ -1,4 +1,4 @@
-package registry
+package answers
 
 // Tests of network.go's request reading.
 

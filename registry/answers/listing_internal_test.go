@@ -1,4 +1,4 @@
-package registry
+package answers
 
 // Tests of listing.go: the snapshot cache and the record JSON.
 

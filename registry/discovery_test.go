@@ -17,7 +17,6 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
 

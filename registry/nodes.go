@@ -16,6 +16,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/admission"
+	"github.com/svrp/svrp/registry/answers"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/sigverify"
@@ -184,7 +185,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		s.nodesChanged()
 		s.log.Debug("node registered", "did", req.DID, "signed", verified, "v2", req.TS != nil)
 	}
-	return api.RegisterResult{OK: true, Registered: true, Signed: rec.SignatureVerified, IDBound: true, Data: nodeView(rec), LogIndex: logged}, nil
+	return api.RegisterResult{OK: true, Registered: true, Signed: rec.SignatureVerified, IDBound: true, Data: answers.NodeView(rec), LogIndex: logged}, nil
 }
 
 // registerV2 is message 10: m's fields and ts.
@@ -407,21 +408,6 @@ func (s *Service) NodeCount(ctx context.Context) (int, error) {
 // none (a memory store).
 func (s *Service) StoreHealth() store.Health {
 	return s.store.Health()
-}
-
-func nodeView(n store.Node) api.NodeView {
-	v := api.NodeView{
-		DID: n.DID, PublicKey: n.Key.Hex(), Endpoint: n.Endpoint,
-		Capabilities: nonNil(n.Capabilities), Status: "active",
-		LastSeen: canonical.FormatTime(n.LastSeen), FirstSeen: canonical.FormatTime(n.FirstSeen),
-		Signature: n.Signature, SignaturePresent: n.Signature != nil,
-		SignatureVerified: n.SignatureVerified, Reachability: api.Reachability(n.Endpoint),
-		RegistrationTS: n.RegistrationTS,
-	}
-	if n.Region != "" {
-		v.Region = &n.Region
-	}
-	return v
 }
 
 func badRequest(msg string) error { return proto.New(proto.BadRequest, msg) }

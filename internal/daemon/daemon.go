@@ -325,7 +325,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		return errors.Join(fmt.Errorf("repairing sessions at start: %w", err), closeStore())
 	}
 
-	opts := []httpapi.Option{httpapi.WithCORSOrigins(c.CORSOrigins...), c.Edge.option(c.TrustedProxies)}
+	clientAddress, err := c.Edge.option(c.TrustedProxies)
+	if err != nil {
+		return errors.Join(err, closeStore())
+	}
+	opts := []httpapi.Option{httpapi.WithCORSOrigins(c.CORSOrigins...), clientAddress}
 	if m != nil {
 		m.WatchService(svc)
 		opts = append(opts, httpapi.WithObserver(m.Observe))
@@ -333,10 +337,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 			opts = append(opts, httpapi.WithMetrics(m.Handler()))
 		}
 	}
-	handler, err := httpapi.New(svc, opts...)
-	if err != nil {
-		return errors.Join(err, closeStore())
-	}
+	handler := httpapi.New(svc, opts...)
 	if c.Console {
 		handler = console.Mount(handler, c.Prefix)
 	}

@@ -79,6 +79,6 @@ func (e *Edge) flags(fs *flag.FlagSet) {
 }
 
 // option is the handler's share of e: the header the proxies in trusted name the client in.
-func (e Edge) option(trusted []netip.Prefix) httpapi.Option {
+func (e Edge) option(trusted []netip.Prefix) (httpapi.Option, error) {
 	return httpapi.WithClientAddress(e.ClientAddressHeader, trusted...)
 }

@@ -97,7 +97,7 @@ func SortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.
 // holds at most the table's records, each at most the largest record.
 type Snapshot struct {
 	v     Version
-	cache *Listings // the cache it was built for
+	cache *Listings     // the cache it was built for
 	ready chan struct{} // closed once the fields below are set
 	err   error
 
@@ -374,7 +374,28 @@ func appendPeerLine(b []byte, n *store.Node) []byte {
 // Encoding them with encoding/json goes through a NodeView per record and a buffer that
 // doubles as it grows, several times the answer's size in garbage. appendNodeJSON
 // writes a record straight into one buffer instead, producing exactly the bytes that
-// json.Marshal(nodeView(n)) produces (a property test holds it to that).
+// json.Marshal(NodeView(n)) produces (a property test holds it to that).
+
+// NodeView is the view of the node record n that the listings and a registration's answer
+// give.
+func NodeView(n store.Node) api.NodeView {
+	caps := n.Capabilities
+	if caps == nil {
+		caps = []string{}
+	}
+	v := api.NodeView{
+		DID: n.DID, PublicKey: n.Key.Hex(), Endpoint: n.Endpoint,
+		Capabilities: caps, Status: "active",
+		LastSeen: canonical.FormatTime(n.LastSeen), FirstSeen: canonical.FormatTime(n.FirstSeen),
+		Signature: n.Signature, SignaturePresent: n.Signature != nil,
+		SignatureVerified: n.SignatureVerified, Reachability: api.Reachability(n.Endpoint),
+		RegistrationTS: n.RegistrationTS,
+	}
+	if n.Region != "" {
+		v.Region = &n.Region
+	}
+	return v
+}
 
 // appendNodeJSON appends the JSON of n as NodeView renders it.
 func appendNodeJSON(b []byte, n store.Node) []byte {

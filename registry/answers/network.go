@@ -98,7 +98,6 @@ type Network struct {
 	online  time.Duration    // how recently a node was seen to count as online
 	windows []int            // the windows, in seconds, the online counts are given for
 
-
 	mu      sync.Mutex // the history: one sample's write or one load at a time
 	steps   [][]binding.Counter
 	loaded  atomic.Bool

@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -126,22 +125,13 @@ var endpoints = []endpoint{
 // http.Handler that another Go service can mount. Paths the description marks Planned
 // (/v1/oracle/*, /v1/dex/*) and every other unknown path answer 404 with a JSON error; a known
 // path with the wrong method answers 405, and OPTIONS on a known path answers 204 with its
-// Allow header (and the CORS headers of [WithCORSOrigins]). It fails only for a client
-// address header other than HeaderXForwardedFor or HeaderForwarded ([WithClientAddress]).
-func New(s *registry.Service, opts ...Option) (http.Handler, error) {
-	h := &handler{s: s, log: s.Logger()}
+// Allow header (and the CORS headers of [WithCORSOrigins]).
+func New(s *registry.Service, opts ...Option) http.Handler {
+	h := &handler{s: s, log: s.Logger(), opts: options{addressHeader: HeaderXForwardedFor}}
 	for _, o := range opts {
 		o(&h.opts)
 	}
-	switch hd := http.CanonicalHeaderKey(h.opts.addressHeader); hd {
-	case "":
-		h.opts.addressHeader = HeaderXForwardedFor
-	case HeaderXForwardedFor, HeaderForwarded:
-		h.opts.addressHeader = hd
-	default:
-		return nil, fmt.Errorf("httpapi: client address header %q: want %s or %s", h.opts.addressHeader, HeaderXForwardedFor, HeaderForwarded)
-	}
-	return h.logged(h.cors(h)), nil
+	return h.logged(h.cors(h))
 }
 
 type handler struct {

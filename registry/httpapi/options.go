@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -23,13 +24,21 @@ type options struct {
 }
 
 // WithClientAddress trusts the peers in proxies to name the client in header:
-// HeaderXForwardedFor (the default, also for "") or HeaderForwarded. The other header is
-// never read, since a client may send it through the proxy with any address in it; for a
-// peer that is not a trusted proxy, neither is. Without this option no proxy is trusted.
-func WithClientAddress(header string, proxies ...netip.Prefix) Option {
-	return func(o *options) {
-		o.addressHeader, o.trustedProxies = header, slices.Clone(proxies)
+// HeaderXForwardedFor (also for "", in any case) or HeaderForwarded; any other header is an
+// error. The other one of the two is never read, since a client may send it through the
+// proxy with any address in it; for a peer that is not a trusted proxy, neither is. Without
+// this option no proxy is trusted.
+func WithClientAddress(header string, proxies ...netip.Prefix) (Option, error) {
+	switch h := http.CanonicalHeaderKey(header); h {
+	case "":
+		header = HeaderXForwardedFor
+	case HeaderXForwardedFor, HeaderForwarded:
+		header = h
+	default:
+		return nil, fmt.Errorf("httpapi: client address header %q: want %s or %s", header, HeaderXForwardedFor, HeaderForwarded)
 	}
+	proxies = slices.Clone(proxies)
+	return func(o *options) { o.addressHeader, o.trustedProxies = header, proxies }, nil
 }
 
 // WithCORSOrigins lets pages of these origins (scheme://host[:port], as a browser sends

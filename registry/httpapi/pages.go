@@ -126,4 +126,3 @@ func serveSmall(w http.ResponseWriter, r *http.Request, body []byte) {
 	w.Header()["Content-Type"] = contentTypeJSON
 	w.Write(body)
 }
-

@@ -14,8 +14,8 @@ import (
 // binding and authn; these are the ones a public service adds where the protocol is silent.
 //
 // A client address is the TCP peer's IP, or, when the peer is a trusted proxy, the address
-// the proxy reports in the one header it was said to write (see [Config.TrustedProxies] and
-// [Config.ClientAddressHeader]). IPv4 addresses count one by one; IPv6 addresses count by
+// the proxy reports in the one header it was said to write (see WithClientAddress in package
+// registry/httpapi). IPv4 addresses count one by one; IPv6 addresses count by
 // their /64, since one IPv6 client commonly holds a whole /64 and could otherwise be millions
 // of clients. Every per-address budget also has an aggregate per address block (an IPv4 /24,
 // an IPv6 /48; see package registry/netblock) of [Limits.AddressBlockFactor] times its limit.
@@ -55,7 +55,7 @@ import (
 
 // Limits are the bounds an operator may change. A zero field takes its value in
 // [DefaultLimits]; every refusal for a limit is 429 RATE_LIMITED, named in the answer's
-// limit (see [Exchange.Limit]).
+// limit (see Exchange.Limit in package registry/httpapi).
 type Limits struct {
 	// RegisterAddressLimit is the number of new node keys one client address may register
 	// per registerWindow. Registering is free, so without it one address could fill the
@@ -531,7 +531,7 @@ const (
 	maxListingGzipBytes = 32 << 20
 )
 
-// The network view (GET /v1/network/stats, network.go).
+// The network view (GET /v1/network/stats, package registry/answers).
 const (
 	// networkStatsMaxAge is how old the answer may grow before a request rebuilds it, in one
 	// pass over the node table. Every other request reads the answer as built, so a client

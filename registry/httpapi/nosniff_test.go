@@ -1,4 +1,4 @@
-package registry_test
+package httpapi_test
 
 import (
 	"net/http"

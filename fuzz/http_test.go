@@ -21,6 +21,7 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -131,7 +132,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	fx := &httpFixture{handler: registry.NewHandler(svc), seeds: make([][]byte, len(httpEndpoints))}
+	fx := &httpFixture{handler: httpapi.New(svc), seeds: make([][]byte, len(httpEndpoints))}
 	do := func(method, path string, body []byte, token string, out any) error {
 		req := httptest.NewRequest(method, path, bytes.NewReader(body))
 		if token != "" {
@@ -419,7 +420,7 @@ func FuzzHTTP(f *testing.F) {
 	for i := range httpEndpoints {
 		f.Add(uint8(i), []byte(`{"a":`))
 		f.Add(uint8(i), []byte(`[]`))
-		f.Add(uint8(i), bytes.Repeat([]byte("x"), registry.MaxBodyBytes+1))
+		f.Add(uint8(i), bytes.Repeat([]byte("x"), httpapi.MaxBodyBytes+1))
 	}
 	f.Fuzz(func(t *testing.T, endpoint uint8, input []byte) {
 		i := int(endpoint) % len(httpEndpoints)
@@ -512,7 +513,7 @@ func FuzzRegisterV2Verify(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := registry.NewHandler(svc)
+		h := httpapi.New(svc)
 		post := func(b []byte) (int, []byte) {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, httptest.NewRequest("POST", "/api/v1/register", bytes.NewReader(b)))

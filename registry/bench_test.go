@@ -16,6 +16,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 )
@@ -58,7 +59,7 @@ func benchService(b *testing.B, st store.Store) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return registry.NewHandler(svc)
+	return httpapi.New(svc)
 }
 
 func benchPost(b *testing.B, h http.Handler, path string, body []byte) *httptest.ResponseRecorder {

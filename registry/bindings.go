@@ -407,15 +407,16 @@ func (s *Service) SessionStatus(ctx context.Context, id string) (api.Status, err
 // unbind): the node's, signed over its own message, and the operator's, carried by its
 // bearer token alone. A request with an Authorization header is the operator's and its body
 // is ignored; one without is the node's. The HTTP layer hands both parts over as received, and
-// cancelBy and unbindBy pick the form.
+// CancelBy and UnbindBy pick the form.
 
-// cancelBy cancels session id in the form the request takes.
-func (s *Service) cancelBy(ctx context.Context, id, bearer string, body []byte) (api.StateResult, error) {
+// CancelBy cancels session id in the form the request takes: bearer is its Authorization
+// header, body its body.
+func (s *Service) CancelBy(ctx context.Context, id, bearer string, body []byte) (api.StateResult, error) {
 	return eitherForm(ctx, s, id, bearer, body, s.CancelByOperator, api.DecodeNodeCancel, s.CancelByNode)
 }
 
-// unbindBy ends the binding session id created, in the form the request takes.
-func (s *Service) unbindBy(ctx context.Context, id, bearer string, body []byte) (api.UnbindResult, error) {
+// UnbindBy ends the binding session id created, in the form the request takes.
+func (s *Service) UnbindBy(ctx context.Context, id, bearer string, body []byte) (api.UnbindResult, error) {
 	return eitherForm(ctx, s, id, bearer, body, s.UnbindByOperator, api.DecodeNodeUnbind, s.UnbindByNode)
 }
 
@@ -454,9 +455,23 @@ var errNoProof = proto.New(proto.NoSession, "no bearer token and no signed body 
 // noProof reports whether a request body is empty, white space aside.
 func noProof(body []byte) bool { return len(bytes.TrimSpace(body)) == 0 }
 
-// rejectBy rejects session id for the operator whose bearer token came with the request.
-func (s *Service) rejectBy(ctx context.Context, id, bearer string) (api.StateResult, error) {
+// RejectBy rejects session id for the operator whose bearer token came with the request.
+func (s *Service) RejectBy(ctx context.Context, id, bearer string) (api.StateResult, error) {
 	return asOperator(ctx, s, id, bearer, s.RejectByOperator)
+}
+
+// NodeRejectBy rejects session id as its node, from the request's Authorization header and
+// body as received: a request with neither proves nothing and is NO_SESSION, as in
+// eitherForm; any other body is the node's signed rejection.
+func (s *Service) NodeRejectBy(ctx context.Context, id, bearer string, body []byte) (api.StateResult, error) {
+	if noProof(body) && bearer == "" {
+		return api.StateResult{}, errNoProof
+	}
+	acc, err := api.DecodeAcceptance(body)
+	if err != nil {
+		return api.StateResult{}, err
+	}
+	return s.RejectByNode(ctx, id, acc)
 }
 
 // asOperator runs an operator's action on session id in the protocol's order: an unknown id

@@ -16,6 +16,7 @@ import (
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -187,7 +188,7 @@ func TestMalformedBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	var limits []string
-	h := registry.NewHandler(svc, registry.WithObserver(func(e registry.Exchange) { limits = append(limits, e.Limit) }))
+	h := httpapi.New(svc, httpapi.WithObserver(func(e httpapi.Exchange) { limits = append(limits, e.Limit) }))
 	send := func(from, method, path, body string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		r.RemoteAddr = from + ":40000"
@@ -239,7 +240,7 @@ func TestMalformedBudget(t *testing.T) {
 func TestHeartbeatReplayBudget(t *testing.T) {
 	svc, c := budgetService(t, registry.Config{Limits: registry.Limits{HeartbeatReplayAddressLimit: 3, AddressBlockFactor: 2}})
 	var limits []string
-	h := registry.NewHandler(svc, registry.WithObserver(func(e registry.Exchange) { limits = append(limits, e.Limit) }))
+	h := httpapi.New(svc, httpapi.WithObserver(func(e httpapi.Exchange) { limits = append(limits, e.Limit) }))
 	type answer struct {
 		code     int
 		errCode  string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 func TestCensus(t *testing.T) {
@@ -74,8 +75,8 @@ func TestRefusalsNameTheirLimit(t *testing.T) {
 	op := newOperator(t, "limits operator", h.now())
 	token := op.login(h)
 	var mu sync.Mutex
-	var seen []registry.Exchange
-	srv := httptest.NewServer(registry.NewHandler(h.svc, registry.WithObserver(func(e registry.Exchange) {
+	var seen []httpapi.Exchange
+	srv := httptest.NewServer(httpapi.New(h.svc, httpapi.WithObserver(func(e httpapi.Exchange) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, e)
@@ -94,7 +95,7 @@ func TestRefusalsNameTheirLimit(t *testing.T) {
 		t.Fatalf("observed %d exchanges, want 7", len(seen))
 	}
 	for i, e := range seen {
-		want := registry.Exchange{Method: "POST", Route: "/v1/bindings/resolve", Status: 404, Code: "NOT_FOUND"}
+		want := httpapi.Exchange{Method: "POST", Route: "/v1/bindings/resolve", Status: 404, Code: "NOT_FOUND"}
 		if i >= 5 {
 			want.Status, want.Code, want.Limit = 429, "RATE_LIMITED", budget.LimitResolvePerCode
 		}

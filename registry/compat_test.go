@@ -8,9 +8,9 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/proto"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // The live network's node script posts to the unversioned paths; they are the versioned
@@ -109,7 +109,7 @@ func TestOptionsAgreesWithAllow(t *testing.T) {
 func TestCORS(t *testing.T) {
 	h := newHarness(t)
 	const console = "https://console.example.net"
-	srv := httptest.NewServer(registry.NewHandler(h.svc, registry.WithCORSOrigins(console, "http://localhost:3000")))
+	srv := httptest.NewServer(httpapi.New(h.svc, httpapi.WithCORSOrigins(console, "http://localhost:3000")))
 	defer srv.Close()
 	preflight := func(base, origin string) *http.Response {
 		return send(t, base, "OPTIONS", "/v1/bindings/resolve", map[string]string{

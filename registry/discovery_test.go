@@ -17,7 +17,6 @@ import (
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
 
@@ -121,7 +120,7 @@ func TestReachability(t *testing.T) {
 		{"", "unroutable"},
 	}
 	for _, tt := range tests {
-		if got := registry.Reachability(tt.endpoint); got != tt.want {
+		if got := api.Reachability(tt.endpoint); got != tt.want {
 			t.Errorf("Reachability(%q) = %s, want %s", tt.endpoint, got, tt.want)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/store/postgres"
@@ -123,7 +124,7 @@ func startHarness(t *testing.T, st store.Store, dir string, c *testkit.Clock, op
 		t.Fatal(err)
 	}
 	h := &harness{t: t, svc: svc, st: st, clock: c, dir: dir}
-	h.srv = httptest.NewServer(registry.NewHandler(svc))
+	h.srv = httptest.NewServer(httpapi.New(svc))
 	t.Cleanup(h.close)
 	return h
 }

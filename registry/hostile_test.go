@@ -17,8 +17,8 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // hostileAnswer is the one answer a bad request must get.
@@ -215,11 +215,11 @@ func (ep *hostileEndpoint) generated(t *testing.T) []hostileCase {
 		}},
 		hostileCase{name: "body/over-64KiB-valid-object", want: refused.tooLarge, body: func() []byte {
 			b := ep.valid()
-			b["padding"] = strings.Repeat("p", registry.MaxBodyBytes)
+			b["padding"] = strings.Repeat("p", httpapi.MaxBodyBytes)
 			return b.encode(t, "")
 		}},
 		hostileCase{name: "body/64KiB+1-garbage", want: refused.tooLarge, body: func() []byte {
-			return []byte(strings.Repeat("x", registry.MaxBodyBytes+1))
+			return []byte(strings.Repeat("x", httpapi.MaxBodyBytes+1))
 		}},
 		hostileCase{name: "body/empty-object", want: refused.badRequest, body: func() []byte { return []byte("{}") }},
 	)
@@ -654,7 +654,7 @@ func hostileHeartbeat(t *testing.T, w *arena) []*hostileEndpoint {
 
 func hostileChallenge(t *testing.T, w *arena) []*hostileEndpoint {
 	return []*hostileEndpoint{{name: "challenge", method: "POST", path: "/v1/auth/challenge", extra: []hostileCase{
-		{name: "body/64KiB+1", want: refused.tooLarge, body: func() []byte { return []byte(strings.Repeat("{", registry.MaxBodyBytes+1)) }},
+		{name: "body/64KiB+1", want: refused.tooLarge, body: func() []byte { return []byte(strings.Repeat("{", httpapi.MaxBodyBytes+1)) }},
 		{name: "get", method: "GET", want: refused.methodNotAllowed},
 	}, succeed: func(t *testing.T) {
 		// Any body within the limit is ignored.

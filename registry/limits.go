@@ -15,8 +15,8 @@ import (
 // binding and authn; these are the ones a public service adds where the protocol is silent.
 //
 // A client address is the TCP peer's IP, or, when the peer is a trusted proxy, the address
-// the proxy reports in the one header it was said to write (see [Config.TrustedProxies] and
-// [Config.ClientAddressHeader]). IPv4 addresses count one by one; IPv6 addresses count by
+// the proxy reports in the one header it was said to write (see WithClientAddress in package
+// registry/httpapi). IPv4 addresses count one by one; IPv6 addresses count by
 // their /64, since one IPv6 client commonly holds a whole /64 and could otherwise be millions
 // of clients. Every per-address budget also has an aggregate per address block (an IPv4 /24,
 // an IPv6 /48; see package registry/netblock) of [Limits.AddressBlockFactor] times its limit.
@@ -56,7 +56,7 @@ import (
 
 // Limits are the bounds an operator may change. A zero field takes its value in
 // [DefaultLimits]; every refusal for a limit is 429 RATE_LIMITED, named in the answer's
-// limit (see [Exchange.Limit]).
+// limit (see Exchange.Limit in package registry/httpapi).
 type Limits struct {
 	// RegisterAddressLimit is the number of new node keys one client address may register
 	// per registerWindow. Registering is free, so without it one address could fill the
@@ -453,10 +453,6 @@ const (
 	// its listing by then keeps receiving it without a turn, so slow readers cannot keep
 	// everyone else's listings waiting for the write timeout.
 	listingSlotHold = time.Second
-
-	// listingWriteBuffer is what a filtered listing copies its records through: a filter
-	// costs this much per reader, not a copy of the listing.
-	listingWriteBuffer = 32 << 10
 )
 
 // Pages of the node listings (docs/protocol.md §5.1).
@@ -486,7 +482,7 @@ const (
 	maxListingGzipBytes = 32 << 20
 )
 
-// The network view (GET /v1/network/stats, network.go).
+// The network view (GET /v1/network/stats, package registry/answers).
 const (
 	// networkStatsMaxAge is how old the answer may grow before a request rebuilds it, in one
 	// pass over the node table. Every other request reads the answer as built, so a client
@@ -494,15 +490,6 @@ const (
 	// network's size; the page polls every few seconds, and counts this stale are fresh
 	// enough for a picture of the network.
 	networkStatsMaxAge = 5 * time.Second
-
-	// networkStatsPassShare caps the time the passes that rebuild the answer take, as a
-	// share of the time between them: an answer whose pass took longer than
-	// networkStatsMaxAge / networkStatsPassShare lives networkStatsPassShare times its pass
-	// instead, up to the minute between samples (answerLife). Anyone may ask for the page,
-	// and the table grows with registrations, so without it a stranger asking every few
-	// seconds would hold a share of a core that grows with the network; with it the counts
-	// of a large table are older instead.
-	networkStatsPassShare = 100
 
 	// networkStatsGroups is how many regions and capabilities a breakdown names; the rest
 	// are counted together. Both are strings strangers choose, as many as they like: without

@@ -13,6 +13,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -79,7 +80,7 @@ func BenchmarkBuildListing100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := registry.NewHandler(svc)
+	h := httpapi.New(svc)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

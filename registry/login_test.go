@@ -13,8 +13,8 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // withHeader sends a request with the given Authorization header, verbatim, and returns
@@ -70,7 +70,7 @@ func TestChallenge(t *testing.T) {
 		seen[ch.Challenge] = true
 	}
 	h.fails("GET", "/v1/auth/challenge", nil, "", http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
-	h.fails("POST", "/v1/auth/challenge", strings.Repeat(" ", registry.MaxBodyBytes+1), "", http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+	h.fails("POST", "/v1/auth/challenge", strings.Repeat(" ", httpapi.MaxBodyBytes+1), "", http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
 }
 
 func TestDeviceLoginSuccess(t *testing.T) {

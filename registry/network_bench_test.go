@@ -15,6 +15,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -99,7 +100,7 @@ func fillHistory(b *testing.B, st store.Store, now time.Time) {
 func BenchmarkNetworkStats(b *testing.B) {
 	svc, clock, st := bigService(b)
 	fillHistory(b, st, clock.Now())
-	h := registry.NewHandler(svc)
+	h := httpapi.New(svc)
 	since := "/v1/network/stats?changed_since=" + canonical.FormatTime(clock.Now().Add(-5*time.Second))
 	b.Run("health", func(b *testing.B) { benchGet(b, h, "/health", http.StatusOK) })
 	b.Run("stats", func(b *testing.B) { benchGet(b, h, "/v1/network/stats", http.StatusOK) })
@@ -141,7 +142,7 @@ func benchGet(b *testing.B, h http.Handler, path string, status int, header ...s
 // and gzip, against changed_since the last ten seconds, and a 304 for an unchanged answer.
 func BenchmarkListingPoll(b *testing.B) {
 	svc, clock, _ := bigService(b)
-	h := registry.NewHandler(svc)
+	h := httpapi.New(svc)
 	since := canonical.FormatTime(clock.Now().Add(-10 * time.Second))
 	w := discardWriter{header: http.Header{}}
 	h.ServeHTTP(&w, httptest.NewRequest("GET", "/nodes?changed_since="+since, nil))

@@ -23,6 +23,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -180,7 +181,7 @@ func newService(t *testing.T, st store.Store, clock *testkit.Clock) *registry.Se
 // answer reads the stats through a handler of its own.
 func answer(t *testing.T, svc *registry.Service) api.NetworkStats {
 	rec := httptest.NewRecorder()
-	registry.NewHandler(svc).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/network/stats", nil))
+	httpapi.New(svc).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/network/stats", nil))
 	var s api.NetworkStats
 	if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil {
 		t.Fatalf("%s: %v", rec.Body, err)
@@ -364,7 +365,7 @@ func TestNetworkStatsLength(t *testing.T) {
 	h := newHarness(t)
 	h.registerMany("n", 3)
 	h.sample()
-	srv := httptest.NewServer(registry.NewHandler(h.svc))
+	srv := httptest.NewServer(httpapi.New(h.svc))
 	defer srv.Close()
 	plain := &http.Transport{DisableCompression: true}
 	defer plain.CloseIdleConnections()

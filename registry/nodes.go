@@ -5,14 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/svrp/svrp/registry/budget"
-	"net/netip"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/svrp/svrp/registry/budget"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -20,6 +18,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/admission"
+	"github.com/svrp/svrp/registry/answers"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/sigverify"
@@ -188,7 +187,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		s.nodesChanged()
 		s.log.Debug("node registered", "did", req.DID, "signed", verified, "v2", req.TS != nil)
 	}
-	return api.RegisterResult{OK: true, Registered: true, Signed: rec.SignatureVerified, IDBound: true, Data: nodeView(rec), LogIndex: logged}, nil
+	return api.RegisterResult{OK: true, Registered: true, Signed: rec.SignatureVerified, IDBound: true, Data: answers.NodeView(rec), LogIndex: logged}, nil
 }
 
 // registerV2 is message 10: m's fields and ts.
@@ -411,93 +410,6 @@ func (s *Service) NodeCount(ctx context.Context) (int, error) {
 // none (a memory store).
 func (s *Service) StoreHealth() store.Health {
 	return s.store.Health()
-}
-
-func nodeView(n store.Node) api.NodeView {
-	v := api.NodeView{
-		DID: n.DID, PublicKey: n.Key.Hex(), Endpoint: n.Endpoint,
-		Capabilities: nonNil(n.Capabilities), Status: "active",
-		LastSeen: canonical.FormatTime(n.LastSeen), FirstSeen: canonical.FormatTime(n.FirstSeen),
-		Signature: n.Signature, SignaturePresent: n.Signature != nil,
-		SignatureVerified: n.SignatureVerified, Reachability: Reachability(n.Endpoint),
-		RegistrationTS: n.RegistrationTS,
-	}
-	if n.Region != "" {
-		v.Region = &n.Region
-	}
-	return v
-}
-
-// Reachability classes of an endpoint (docs/protocol.md §4.1).
-const (
-	ReachPublic     = "public"
-	ReachPrivate    = "private"
-	ReachUnroutable = "unroutable"
-)
-
-var privatePrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("172.16.0.0/12"),
-	netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("::/128"),
-	netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("fc00::/7"),
-	netip.MustParsePrefix("fe80::/10"),
-}
-
-// Reachability classifies an endpoint as public, private or unroutable from its text alone;
-// the registry never probes it.
-func Reachability(endpoint string) string {
-	host, ok := endpointHost(endpoint)
-	if !ok {
-		return ReachUnroutable
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		// A zone names an interface, not a network: fe80::1%eth0 is still link-local, and
-		// netip.Prefix.Contains never matches a zoned address.
-		ip = ip.WithZone("").Unmap()
-		switch {
-		case ip.IsMulticast():
-			return ReachUnroutable
-		case slices.ContainsFunc(privatePrefixes, func(p netip.Prefix) bool { return p.Contains(ip) }):
-			return ReachPrivate
-		}
-		return ReachPublic
-	}
-	if strings.EqualFold(host, "localhost") || !strings.Contains(host, ".") {
-		return ReachPrivate
-	}
-	return ReachPublic
-}
-
-// endpointHost takes the host of host:port (port 1–65535), [v6]:port, or an http(s) URL.
-func endpointHost(endpoint string) (string, bool) {
-	if strings.HasPrefix(endpoint, "http://") || strings.HasPrefix(endpoint, "https://") {
-		u, err := url.Parse(endpoint)
-		if err != nil || u.Hostname() == "" {
-			return "", false
-		}
-		return u.Hostname(), true
-	}
-	i := strings.LastIndexByte(endpoint, ':')
-	if i <= 0 {
-		return "", false
-	}
-	host, port := endpoint[:i], endpoint[i+1:]
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || p == 0 || port[0] == '+' {
-		return "", false
-	}
-	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-		host = host[1 : len(host)-1]
-		if _, err := netip.ParseAddr(host); err != nil {
-			return "", false
-		}
-		return host, true
-	}
-	if host == "" || strings.ContainsAny(host, ":/[]@") {
-		return "", false
-	}
-	return host, true
 }
 
 func badRequest(msg string) error { return proto.New(proto.BadRequest, msg) }

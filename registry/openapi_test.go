@@ -20,8 +20,8 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // openapiDoc is the OpenAPI document of the registry, loaded once for every test. The
@@ -44,7 +44,7 @@ var openapiDoc struct {
 func loadAPI(t *testing.T, strict bool) (*openapi3.T, routers.Router) {
 	t.Helper()
 	openapiDoc.once.Do(func() {
-		if openapiDoc.err = validateAs30(registry.OpenAPI()); openapiDoc.err != nil {
+		if openapiDoc.err = validateAs30(httpapi.OpenAPI()); openapiDoc.err != nil {
 			return
 		}
 		openapiDoc.strict, openapiDoc.strictR, openapiDoc.err = loadDoc(false)
@@ -65,7 +65,7 @@ func loadAPI(t *testing.T, strict bool) (*openapi3.T, routers.Router) {
 // loadDoc loads the embedded document and a router over it; lenient lifts every
 // "additionalProperties": false.
 func loadDoc(lenient bool) (*openapi3.T, routers.Router, error) {
-	doc, err := openapi3.NewLoader().LoadFromData(registry.OpenAPI())
+	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPI())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -251,7 +251,11 @@ func TestOpenAPIRoutes(t *testing.T) {
 	n := newNode(t, "n")
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-routes", h.now(), nil, nil), "", nil)
 
-	table := sortedPairs(registry.Endpoints())
+	var table [][2]string
+	for _, o := range httpapi.Operations() {
+		table = append(table, [2]string{o.Method, o.Path})
+	}
+	table = sortedPairs(table)
 	if got := documented(doc); !slices.Equal(got, table) {
 		t.Errorf("the document's operations differ from the endpoint table:\ndocument: %v\ntable:    %v", got, table)
 	}
@@ -304,8 +308,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 func TestOpenAPIServed(t *testing.T) {
 	h := newHarness(t)
 	status, ct, raw := h.send("GET", "/openapi.json", nil)
-	if status != http.StatusOK || ct != "application/json" || !bytes.Equal(raw, registry.OpenAPI()) {
-		t.Fatalf("GET /openapi.json: %d %s, %d bytes (want the %d embedded)", status, ct, len(raw), len(registry.OpenAPI()))
+	if status != http.StatusOK || ct != "application/json" || !bytes.Equal(raw, httpapi.OpenAPI()) {
+		t.Fatalf("GET /openapi.json: %d %s, %d bytes (want the %d embedded)", status, ct, len(raw), len(httpapi.OpenAPI()))
 	}
 	var v struct {
 		OpenAPI string `json:"openapi"`
@@ -347,7 +351,7 @@ func TestOpenAPIExchanges(t *testing.T) {
 		h.ok("GET", p+"?online_within=600&capability=inference&region=eu-west&callable=1", nil, "", nil)
 		h.fails("GET", p+"?callable=maybe", nil, "", http.StatusBadRequest, "BAD_REQUEST")
 	}
-	h.fails("POST", "/v1/auth/challenge", bytes.Repeat([]byte("x"), registry.MaxBodyBytes+1), "", http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+	h.fails("POST", "/v1/auth/challenge", bytes.Repeat([]byte("x"), httpapi.MaxBodyBytes+1), "", http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
 
 	// Login and the operator views.
 	token := op.login(h)
@@ -433,7 +437,7 @@ func TestOpenAPIExchanges(t *testing.T) {
 	h.fails("POST", "/heartbeat", stray.heartbeat(t, stray.did, h.now()), "", http.StatusNotFound, "UNKNOWN_DID")
 	h.fails("GET", "/metrics", nil, "", http.StatusNotFound, "NOT_FOUND")
 	withMetrics := *h
-	withMetrics.srv = httptest.NewServer(registry.NewHandler(h.svc, registry.WithMetrics(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	withMetrics.srv = httptest.NewServer(httpapi.New(h.svc, httpapi.WithMetrics(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Write([]byte("# HELP svrpd_nodes Registered node records.\n# TYPE svrpd_nodes gauge\nsvrpd_nodes 2\n"))
 	}))))

@@ -22,8 +22,9 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/answers"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // rawGet sends a GET with the given headers through a client that leaves Accept-Encoding
@@ -76,7 +77,7 @@ func TestListingsUnchanged(t *testing.T) {
 		views := []api.NodeView{}
 		var peers strings.Builder
 		for _, n := range recs {
-			views = append(views, registry.NodeViewOf(n))
+			views = append(views, answers.NodeView(n))
 			fmt.Fprintf(&peers, "%s %s %s\n", n.DID, n.Key.Base58(), n.Endpoint)
 		}
 		nodes, _ := json.Marshal(struct {
@@ -122,7 +123,7 @@ func TestListingsAfterHeartbeats(t *testing.T) {
 		}
 		views := []api.NodeView{}
 		for _, n := range recs {
-			views = append(views, registry.NodeViewOf(n))
+			views = append(views, answers.NodeView(n))
 		}
 		want, _ := json.Marshal(struct {
 			Count int            `json:"count"`
@@ -436,7 +437,7 @@ func (h *harness) pagesQuiet(rt *rapid.T, path string) []api.NodeView {
 func TestListingsCORS(t *testing.T) {
 	h := newHarness(t)
 	h.registerMany("x", 3)
-	srv := httptest.NewServer(registry.NewHandler(h.svc, registry.WithCORSOrigins("https://app.example")))
+	srv := httptest.NewServer(httpapi.New(h.svc, httpapi.WithCORSOrigins("https://app.example")))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL+"/nodes?limit=1", nil)
 	req.Header.Set("Origin", "https://app.example")

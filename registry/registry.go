@@ -1,6 +1,7 @@
 // Package registry is the svrp registry service: its use cases (node discovery, operator
-// login, operator views and the binding handshake) over a [store.Store], and
-// [NewHandler], the whole HTTP API as an http.Handler that another Go service can mount.
+// login, operator views and the binding handshake) over a [store.Store]. Package
+// registry/httpapi serves them as the HTTP API, and package registry/answers keeps the
+// answers that cost a pass over the node table.
 //
 // # What it does
 //
@@ -23,17 +24,16 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/svrp/svrp/registry/budget"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/netip"
-	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/svrp/svrp/registry/budget"
+
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/registry/answers"
 	"github.com/svrp/svrp/sigverify"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/translog"
@@ -69,14 +69,6 @@ type Config struct {
 	StrictSignatures bool
 	// Limits are the bounds put on strangers (limits.go); a zero field takes its default.
 	Limits Limits
-	// TrustedProxies are the peers whose ClientAddressHeader names the client; for any
-	// other peer the header is ignored. Empty trusts none.
-	TrustedProxies []netip.Prefix
-	// ClientAddressHeader is the header the trusted proxies write the client's address in:
-	// HeaderXForwardedFor (the default) or HeaderForwarded. The other one is never read,
-	// since a client may send it through the proxy with any address in it.
-	ClientAddressHeader string
-
 	// FlushEvery is how often [Service.Run] makes heartbeat times kept in memory durable;
 	// default DefaultFlushEvery.
 	FlushEvery time.Duration
@@ -97,20 +89,18 @@ type Config struct {
 
 // Service is the registry. It is safe for concurrent use.
 type Service struct {
-	store          store.Store
-	prefix         string
-	clock          func() time.Time
-	rand           io.Reader
-	challenges     authn.Challenges
-	checker        authn.ChallengeChecker // when challenges are consumed in the store
-	nodeChecker    authn.NodeChecker      // the node-signed requests, under prefix and clock
-	verifier       sigverify.Verifier
-	log            *slog.Logger
-	strict         bool
-	limits         Limits // defaults applied
-	trustedProxies []netip.Prefix
-	addressHeader  string
-	upkeep         upkeep
+	store       store.Store
+	prefix      string
+	clock       func() time.Time
+	rand        io.Reader
+	challenges  authn.Challenges
+	checker     authn.ChallengeChecker // when challenges are consumed in the store
+	nodeChecker authn.NodeChecker      // the node-signed requests, under prefix and clock
+	verifier    sigverify.Verifier
+	log         *slog.Logger
+	strict      bool
+	limits      Limits // defaults applied
+	upkeep      upkeep
 
 	// In-memory state of the global caps and login budgets (limits.go). The open binding
 	// sessions are loaded by RepairAtStart; bearer sessions likewise.
@@ -131,11 +121,11 @@ type Service struct {
 	listingTurns listingSlots
 
 	// registrations and touches count the node table's changes, so that a cached listing is
-	// rebuilt only when the table changed (see listCache).
+	// rebuilt only when the table changed (see answers.Listings).
 	registrations atomic.Uint64
 	touches       atomic.Uint64
-	lists         listCache
-	network       networkState
+	lists         *answers.Listings
+	network       *answers.Network
 
 	// The transparency log's key and last checkpoint (translog.go).
 	logOrigin string
@@ -148,18 +138,17 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("registry: a store is required")
 	}
 	s := &Service{
-		store:          cfg.Store,
-		prefix:         cfg.Prefix,
-		clock:          cfg.Clock,
-		rand:           cfg.Rand,
-		challenges:     cfg.Challenges,
-		log:            cfg.Logger,
-		strict:         cfg.StrictSignatures,
-		logOrigin:      cfg.LogOrigin,
-		listingTurns:   make(listingSlots, listingSlotCount),
-		limits:         cfg.Limits.OrDefaults(),
-		trustedProxies: slices.Clone(cfg.TrustedProxies),
-		resolveNodes:   budget.NewNodeFailures(maxResolveNodes, maxResolveNodePairs),
+		store:        cfg.Store,
+		prefix:       cfg.Prefix,
+		clock:        cfg.Clock,
+		rand:         cfg.Rand,
+		challenges:   cfg.Challenges,
+		log:          cfg.Logger,
+		strict:       cfg.StrictSignatures,
+		logOrigin:    cfg.LogOrigin,
+		listingTurns: make(listingSlots, listingSlotCount),
+		limits:       cfg.Limits.OrDefaults(),
+		resolveNodes: budget.NewNodeFailures(maxResolveNodes, maxResolveNodePairs),
 		upkeep: upkeep{
 			flushEvery:   cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
 			sweepEvery:   cmp.Or(max(cfg.SweepEvery, 0), DefaultSweepEvery),
@@ -176,14 +165,6 @@ func New(cfg Config) (*Service, error) {
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix
 	}
-	switch h := http.CanonicalHeaderKey(cfg.ClientAddressHeader); h {
-	case "":
-		s.addressHeader = HeaderXForwardedFor
-	case HeaderXForwardedFor, HeaderForwarded:
-		s.addressHeader = h
-	default:
-		return nil, fmt.Errorf("registry: client address header %q: want %s or %s", cfg.ClientAddressHeader, HeaderXForwardedFor, HeaderForwarded)
-	}
 	if err := canonical.CheckPrefix(s.prefix); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
@@ -195,6 +176,14 @@ func New(cfg Config) (*Service, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
+	s.lists = answers.NewListings(answers.Bounds{
+		MaxBytes: maxListingBytes, MaxGzipBytes: maxListingGzipBytes, MaxVariants: maxListingVariants,
+		MaxPage: maxListingPage, MaxCursorKey: maxCursorKey,
+	}, s.now)
+	s.network = answers.NewNetwork(answers.NetworkBounds{
+		MaxAge: networkStatsMaxAge, Groups: networkStatsGroups, HistorySpan: networkHistorySpan,
+		HistorySettle: networkHistorySettle, Variants: networkStatsVariants,
+	}, s.store, s.clock, s.touches.Load, DefaultOnlineWindow)
 	s.verifier = cfg.Verifier
 	if s.verifier == nil {
 		s.verifier = sigverify.Single{}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // endpoint is one route of the API.
@@ -151,7 +151,7 @@ func TestBodyLimit(t *testing.T) {
 	h := newHarness(t)
 	n := newNode(t, "n")
 	h.ok("POST", "/v1/bindings/initiate", n.initiate(t, "bs-surface", h.now(), nil, nil), "", nil)
-	huge := append([]byte(`{"pad":"`), bytes.Repeat([]byte("a"), registry.MaxBodyBytes)...)
+	huge := append([]byte(`{"pad":"`), bytes.Repeat([]byte("a"), httpapi.MaxBodyBytes)...)
 	huge = append(huge, `"}`...)
 	token := newOperator(t, "op", h.now(), "nodes.bind").login(h)
 	for _, e := range implemented {
@@ -171,8 +171,8 @@ func TestBodyLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exact := append(reg, bytes.Repeat([]byte(" "), registry.MaxBodyBytes-len(reg))...)
-	if len(exact) != registry.MaxBodyBytes || registry.MaxBodyBytes != 64<<10 {
+	exact := append(reg, bytes.Repeat([]byte(" "), httpapi.MaxBodyBytes-len(reg))...)
+	if len(exact) != httpapi.MaxBodyBytes || httpapi.MaxBodyBytes != 64<<10 {
 		t.Fatalf("body of %d bytes", len(exact))
 	}
 	h.ok("POST", "/api/v1/register", exact, "", nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
+	"github.com/svrp/svrp/registry/answers"
 	"github.com/svrp/svrp/store"
 )
 
@@ -243,7 +244,7 @@ func counterWindow(key string) time.Duration {
 		return authn.ChallengeTTL
 	case strings.HasPrefix(key, "login-fail-"):
 		return loginWindow
-	case strings.HasPrefix(key, networkCounterPrefix):
+	case strings.HasPrefix(key, answers.NetworkCounterPrefix):
 		return networkHistorySpan
 	}
 	return binding.ResolveWindow

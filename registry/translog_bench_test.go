@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkRegisterLog(b *testing.B) {
 				if !logged {
 					registry.LogRegistrationsOff(svc)
 				}
-				h := registry.NewHandler(svc)
+				h := httpapi.New(svc)
 				b.ReportAllocs()
 				cpu0 := processCPU()
 				b.ResetTimer()

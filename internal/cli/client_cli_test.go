@@ -17,6 +17,7 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -35,7 +36,7 @@ func newInProcess(t *testing.T) *inProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(registry.NewHandler(svc))
+	srv := httptest.NewServer(httpapi.New(svc))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	p := &inProcess{t: t, url: srv.URL, opDir: filepath.Join(dir, "op"), key: filepath.Join(dir, "node.seed")}

@@ -24,6 +24,7 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 )
@@ -75,7 +76,7 @@ func networkRegistry(t *testing.T) (string, *registry.Service, *testkit.Clock, *
 		t.Fatal(err)
 	}
 	queries := &statsQueries{}
-	srv := httptest.NewServer(queries.wrap(console.Mount(registry.NewHandler(svc), "service")))
+	srv := httptest.NewServer(queries.wrap(console.Mount(httpapi.New(svc), "service")))
 	t.Cleanup(func() {
 		srv.Close()
 		cached.Close()

@@ -30,6 +30,7 @@ import (
 	"github.com/svrp/svrp/internal/metrics"
 	"github.com/svrp/svrp/internal/move"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/store/postgres"
@@ -158,7 +159,7 @@ func (t Timeouts) orDefaults() Timeouts {
 
 // fixedLimits names, in serve's usage, the bounds no flag changes.
 var fixedLimits = fmt.Sprintf("Fixed limits: request bodies %d KiB; %d failed resolves per code per %d minutes; %d open binding sessions per node key; registration signatures %d bytes; keep-alive connections idle %d s.",
-	registry.MaxBodyBytes>>10, binding.ResolveFailureLimit, int(binding.ResolveWindow/time.Minute), binding.MaxOpenSessionsPerNode,
+	httpapi.MaxBodyBytes>>10, binding.ResolveFailureLimit, int(binding.ResolveWindow/time.Minute), binding.MaxOpenSessionsPerNode,
 	registry.MaxSignatureBytes, int(idleTimeout/time.Second))
 
 // Main is "svrpd serve": it parses the flags (and their SVRPD_ variables), serves until ctx is
@@ -291,12 +292,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 	rc := registry.Config{
 		Store: st, Prefix: c.Prefix, Logger: log, StrictSignatures: c.StrictSignatures, LogOrigin: c.LogOrigin,
-		Limits: c.Limits, TrustedProxies: c.TrustedProxies, FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
+		Limits: c.Limits, FlushEvery: c.FlushEvery, SweepEvery: c.SweepEvery,
 	}
 	if m != nil {
 		rc.FlushObserver = m.Flush
 	}
-	c.Edge.apply(&rc)
 	var stopVerifier func()
 	rc.Verifier, stopVerifier = newVerifier(c)
 	defer stopVerifier()
@@ -322,6 +322,23 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 		return errors.Join(fmt.Errorf("repairing sessions at start: %w", err), closeStore())
 	}
 
+	clientAddress, err := c.Edge.option(c.TrustedProxies)
+	if err != nil {
+		return errors.Join(err, closeStore())
+	}
+	opts := []httpapi.Option{httpapi.WithCORSOrigins(c.CORSOrigins...), clientAddress}
+	if m != nil {
+		m.WatchService(svc)
+		opts = append(opts, httpapi.WithObserver(m.Observe))
+		if metricsOnMain {
+			opts = append(opts, httpapi.WithMetrics(m.Handler()))
+		}
+	}
+	handler := httpapi.New(svc, opts...)
+	if c.Console {
+		handler = console.Mount(handler, c.Prefix)
+	}
+
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	ln.blockFactor, ln.grace, ln.refusalDelay = c.Limits.AddressBlockFactor, c.Edge.RequestGrace, c.Edge.RefusalDelay
 	timeouts := c.Timeouts.orDefaults()
@@ -335,18 +352,6 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 			MaxHeaderBytes:    maxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
-	}
-	opts := []registry.Option{registry.WithCORSOrigins(c.CORSOrigins...)}
-	if m != nil {
-		m.WatchService(svc)
-		opts = append(opts, registry.WithObserver(m.Observe))
-		if metricsOnMain {
-			opts = append(opts, registry.WithMetrics(m.Handler()))
-		}
-	}
-	handler := registry.NewHandler(svc, opts...)
-	if c.Console {
-		handler = console.Mount(handler, c.Prefix)
 	}
 	srv := newServer(ln.delivered(handler))
 	srv.ConnState, srv.ConnContext = ln.connState, ln.connContext

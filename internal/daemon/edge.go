@@ -5,9 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"time"
 
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // Edge is how svrpd tells strangers apart at its edge: which header names the client behind
@@ -15,7 +16,7 @@ import (
 // to go when the connections run out.
 type Edge struct {
 	// ClientAddressHeader is the header the trusted proxies write the client's address in
-	// (--client-address-header): registry.HeaderXForwardedFor or registry.HeaderForwarded.
+	// (--client-address-header): httpapi.HeaderXForwardedFor or httpapi.HeaderForwarded.
 	ClientAddressHeader string
 	// RequestGrace is how long a connection may take to deliver a complete request (its
 	// headers and body) before, at the connection cap, it is cut first (--request-grace).
@@ -42,7 +43,7 @@ const DefaultRefusalDelay = time.Second
 
 func (e Edge) withDefaults() Edge {
 	if e.ClientAddressHeader == "" {
-		e.ClientAddressHeader = registry.HeaderXForwardedFor
+		e.ClientAddressHeader = httpapi.HeaderXForwardedFor
 	}
 	if e.RequestGrace == 0 {
 		e.RequestGrace = DefaultRequestGrace
@@ -55,9 +56,9 @@ func (e Edge) withDefaults() Edge {
 func (e Edge) validate() []error {
 	var errs []error
 	switch http.CanonicalHeaderKey(e.ClientAddressHeader) {
-	case "", registry.HeaderXForwardedFor, registry.HeaderForwarded:
+	case "", httpapi.HeaderXForwardedFor, httpapi.HeaderForwarded:
 	default:
-		errs = append(errs, fmt.Errorf("--client-address-header %q: want %s or %s", e.ClientAddressHeader, registry.HeaderXForwardedFor, registry.HeaderForwarded))
+		errs = append(errs, fmt.Errorf("--client-address-header %q: want %s or %s", e.ClientAddressHeader, httpapi.HeaderXForwardedFor, httpapi.HeaderForwarded))
 	}
 	if e.RequestGrace < 0 {
 		errs = append(errs, errors.New("--request-grace must be positive"))
@@ -69,7 +70,7 @@ func (e Edge) validate() []error {
 }
 
 func (e *Edge) flags(fs *flag.FlagSet) {
-	fs.StringVar(&e.ClientAddressHeader, "client-address-header", registry.HeaderXForwardedFor,
+	fs.StringVar(&e.ClientAddressHeader, "client-address-header", httpapi.HeaderXForwardedFor,
 		"the header a --trusted-proxy writes the client's address in: X-Forwarded-For or Forwarded (the other is ignored)")
 	fs.DurationVar(&e.RequestGrace, "request-grace", DefaultRequestGrace,
 		"time a connection may take to deliver a complete request; at --max-connections, connections past it (and idle ones) are cut first, from the address group holding most, oldest first")
@@ -77,7 +78,7 @@ func (e *Edge) flags(fs *flag.FlagSet) {
 		"how long a 429 answer is held back, so that a client flooding past its budget waits instead of costing the daemon; its connection is the first cut at --max-connections meanwhile (0: answer at once)")
 }
 
-// apply sets the registry's share of e in rc.
-func (e Edge) apply(rc *registry.Config) {
-	rc.ClientAddressHeader = e.ClientAddressHeader
+// option is the handler's share of e: the header the proxies in trusted name the client in.
+func (e Edge) option(trusted []netip.Prefix) (httpapi.Option, error) {
+	return httpapi.WithClientAddress(e.ClientAddressHeader, trusted...)
 }

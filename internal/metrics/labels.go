@@ -1,11 +1,12 @@
 package metrics
 
 import (
-	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"strconv"
 
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/budget"
+
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // otherLabel stands for every label value outside a known set. A request's method is the
@@ -35,8 +36,8 @@ func (s labelSet) of(v string) string {
 var (
 	knownMethods = setOf(http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace)
-	knownRoutes = setOf(registry.Routes()...)
-	knownCodes  = setOf(registry.Codes()...)
+	knownRoutes = setOf(httpapi.Routes()...)
+	knownCodes  = setOf(httpapi.Codes()...)
 	knownLimits = setOf(budget.Names()...)
 )
 

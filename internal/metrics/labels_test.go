@@ -2,15 +2,16 @@ package metrics
 
 import (
 	"fmt"
-	"github.com/svrp/svrp/registry/budget"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/registry/budget"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svrp/svrp/proto"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // TestMadeUpLabelsAreOther feeds the observer exchanges whose method, route, code, limit and
@@ -20,13 +21,13 @@ func TestMadeUpLabelsAreOther(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	for i := range 10_000 {
-		m.Observe(registry.Exchange{
+		m.Observe(httpapi.Exchange{
 			Method: fmt.Sprintf("M%05d", i), Route: fmt.Sprintf("/made/up/%d", i), Status: 1000 + i,
 			Code: proto.Code(fmt.Sprintf("CODE_%d", i)), Limit: fmt.Sprintf("limit_%d", i), Duration: time.Millisecond,
 		})
 	}
-	m.Observe(registry.Exchange{Method: "GET", Route: "/nodes", Status: 200, Duration: time.Millisecond})
-	m.Observe(registry.Exchange{Method: "POST", Route: "/v1/auth/device-login", Status: 429,
+	m.Observe(httpapi.Exchange{Method: "GET", Route: "/nodes", Status: 200, Duration: time.Millisecond})
+	m.Observe(httpapi.Exchange{Method: "POST", Route: "/v1/auth/device-login", Status: 429,
 		Code: proto.RateLimited, Limit: budget.LimitLoginsPerAddress, Duration: time.Millisecond})
 
 	families, err := reg.Gather()
@@ -75,12 +76,12 @@ func TestMadeUpLabelsAreOther(t *testing.T) {
 
 // TestKnownLabelsPassThrough: every route and code the registry can name is its own label.
 func TestKnownLabelsPassThrough(t *testing.T) {
-	for _, r := range registry.Routes() {
+	for _, r := range httpapi.Routes() {
 		if got := knownRoutes.of(r); got != r {
 			t.Errorf("route %q labelled %q", r, got)
 		}
 	}
-	for _, c := range registry.Codes() {
+	for _, c := range httpapi.Codes() {
 		if got := knownCodes.of(string(c)); got != string(c) {
 			t.Errorf("code %q labelled %q", c, got)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -142,7 +143,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // Observe counts one answered request; it is the registry handler's observer. Every label
 // is one of a set fixed at start (labels.go), so no request can add a series.
-func (m *Metrics) Observe(e registry.Exchange) {
+func (m *Metrics) Observe(e httpapi.Exchange) {
 	route := knownRoutes.of(e.Route)
 	m.requests.WithLabelValues(route, knownMethods.of(e.Method), statusLabel(e.Status)).Inc()
 	m.latency.WithLabelValues(route).Observe(e.Duration.Seconds())

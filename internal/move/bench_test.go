@@ -19,6 +19,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/pgtest"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/store/postgres"
@@ -128,7 +129,7 @@ func BenchmarkMillion(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := registry.NewHandler(svc)
+		h := httpapi.New(svc)
 		before = heapInUse()
 		start := time.Now()
 		w := httptest.NewRecorder()

@@ -12,6 +12,7 @@ import (
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/client"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -22,7 +23,7 @@ func exampleRegistry() *httptest.Server {
 	if err != nil {
 		log.Fatal(err)
 	}
-	return httptest.NewServer(registry.NewHandler(svc))
+	return httptest.NewServer(httpapi.New(svc))
 }
 
 // exampleKey returns a fixed key, so the examples are repeatable; a real caller uses

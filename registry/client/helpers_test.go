@@ -12,6 +12,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/client"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -97,7 +98,7 @@ func (w *world) restart(st store.Store) {
 	}
 	w.reqs.mu.Lock()
 	defer w.reqs.mu.Unlock()
-	w.svc, w.reqs.next = svc, registry.NewHandler(svc)
+	w.svc, w.reqs.next = svc, httpapi.New(svc)
 }
 
 // noWait is a retry policy with the default count whose waits are all zero, recording the

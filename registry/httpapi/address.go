@@ -1,4 +1,4 @@
-package registry
+package httpapi
 
 import (
 	"net"
@@ -9,27 +9,27 @@ import (
 	"github.com/svrp/svrp/registry/netblock"
 )
 
-// The client address headers a trusted proxy may write (Config.ClientAddressHeader).
+// The client address headers a trusted proxy may write ([WithClientAddress]).
 const (
 	HeaderXForwardedFor = "X-Forwarded-For"
 	HeaderForwarded     = "Forwarded"
 )
 
-// clientAddr is the client group of r (see limits.go): of the TCP peer, or, when the peer is
+// clientAddr is the client group of r (see registry/limits.go): of the TCP peer, or, when the peer is
 // one of the trusted proxies, of the nearest address that the proxies report in the header
 // the registry was told to trust and that is not itself a trusted proxy. The other header is
 // ignored, so a client cannot name itself in the header its proxy does not write; a peer that
 // is not trusted cannot choose its address with either.
-func (s *Service) clientAddr(r *http.Request) string {
+func (h *handler) clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	peer, err := netip.ParseAddr(host)
-	if err != nil || !s.trusted(peer) {
+	if err != nil || !h.trusted(peer) {
 		return netblock.ClientOf(host)
 	}
-	hops := forwardedFor(r.Header, s.addressHeader)
+	hops := forwardedFor(r.Header, h.opts.addressHeader)
 	for i := len(hops) - 1; i >= 0; i-- {
 		a, ok := parseHop(hops[i])
 		if !ok {
@@ -37,7 +37,7 @@ func (s *Service) clientAddr(r *http.Request) string {
 			// is unknown beyond the last trusted proxy, so count against that proxy.
 			break
 		}
-		if !s.trusted(a) {
+		if !h.trusted(a) {
 			return netblock.ClientOf(a.String())
 		}
 		peer = a
@@ -45,9 +45,9 @@ func (s *Service) clientAddr(r *http.Request) string {
 	return netblock.ClientOf(peer.String())
 }
 
-func (s *Service) trusted(a netip.Addr) bool {
+func (h *handler) trusted(a netip.Addr) bool {
 	a = a.Unmap()
-	for _, p := range s.trustedProxies {
+	for _, p := range h.opts.trustedProxies {
 		if p.Contains(a) {
 			return true
 		}

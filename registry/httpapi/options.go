@@ -1,7 +1,10 @@
-package registry
+package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -9,13 +12,33 @@ import (
 	"github.com/svrp/svrp/proto"
 )
 
-// Option changes what [NewHandler] serves beside the API itself.
-type Option func(*handlerOptions)
+// Option changes what [New] serves beside the API itself, or how it tells clients apart.
+type Option func(*options)
 
-type handlerOptions struct {
-	origins map[string]bool
-	metrics http.Handler
-	observe func(Exchange)
+type options struct {
+	origins        map[string]bool
+	metrics        http.Handler
+	observe        func(Exchange)
+	trustedProxies []netip.Prefix
+	addressHeader  string
+}
+
+// WithClientAddress trusts the peers in proxies to name the client in header:
+// HeaderXForwardedFor (also for "", in any case) or HeaderForwarded; any other header is an
+// error. The other one of the two is never read, since a client may send it through the
+// proxy with any address in it; for a peer that is not a trusted proxy, neither is. Without
+// this option no proxy is trusted.
+func WithClientAddress(header string, proxies ...netip.Prefix) (Option, error) {
+	switch h := http.CanonicalHeaderKey(header); h {
+	case "":
+		header = HeaderXForwardedFor
+	case HeaderXForwardedFor, HeaderForwarded:
+		header = h
+	default:
+		return nil, fmt.Errorf("httpapi: client address header %q: want %s or %s", header, HeaderXForwardedFor, HeaderForwarded)
+	}
+	proxies = slices.Clone(proxies)
+	return func(o *options) { o.addressHeader, o.trustedProxies = header, proxies }, nil
 }
 
 // WithCORSOrigins lets pages of these origins (scheme://host[:port], as a browser sends
@@ -23,7 +46,7 @@ type handlerOptions struct {
 // Access-Control-Allow-Origin. Other origins get no CORS header, so browsers keep their
 // pages from reading the answers. Without this option no origin is allowed.
 func WithCORSOrigins(origins ...string) Option {
-	return func(o *handlerOptions) {
+	return func(o *options) {
 		if o.origins == nil {
 			o.origins = map[string]bool{}
 		}
@@ -36,13 +59,13 @@ func WithCORSOrigins(origins ...string) Option {
 // WithMetrics serves m at GET /metrics. Without it, /metrics answers NOT_FOUND: a daemon
 // that serves its metrics on another address keeps them off the API's listener.
 func WithMetrics(m http.Handler) Option {
-	return func(o *handlerOptions) { o.metrics = m }
+	return func(o *options) { o.metrics = m }
 }
 
 // WithObserver calls fn once per request, after the answer was written, with what a
 // request counter needs. fn must be quick and safe for concurrent use.
 func WithObserver(fn func(Exchange)) Option {
-	return func(o *handlerOptions) { o.observe = fn }
+	return func(o *options) { o.observe = fn }
 }
 
 // RouteUnknown is the route of a request to a path that is no endpoint.
@@ -58,8 +81,8 @@ type Exchange struct {
 	Status int
 	// Code is the protocol code of an error answer; "" for a success.
 	Code proto.Code
-	// Limit names the rate limit that refused a RATE_LIMITED answer (LimitResolvePerCode,
-	// ...); "" for any other answer.
+	// Limit names the rate limit that refused a RATE_LIMITED answer
+	// (registry.LimitResolvePerCode, ...); "" for any other answer.
 	Limit    string
 	Duration time.Duration
 }

@@ -1,4 +1,4 @@
-package registry
+package httpapi
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
@@ -111,7 +112,7 @@ func (o *outage) refusedWrite() {
 // once a second and off the request's path, whether the store is healthy again, and says
 // so once. A store is back when it says it is healthy and has refused nothing for
 // outageQuiet: what it says may be that long old.
-func (o *outage) after(s *Service) {
+func (o *outage) after(s *registry.Service) {
 	if !o.active.Load() {
 		return
 	}
@@ -130,7 +131,7 @@ func (o *outage) after(s *Service) {
 		if (st.State != "" && st.State != store.HealthOK) || time.Since(o.last) < outageQuiet {
 			return
 		}
-		s.log.Info("store reachable again", "refused_for", time.Since(o.since).Round(time.Millisecond), "refused", o.refused)
+		s.Logger().Info("store reachable again", "refused_for", time.Since(o.since).Round(time.Millisecond), "refused", o.refused)
 		o.refused = 0
 		o.active.Store(false)
 	}()

@@ -1,11 +1,9 @@
-package registry
+package httpapi
 
 import (
 	"net/http"
 	"net/netip"
 	"testing"
-
-	"github.com/svrp/svrp/store"
 )
 
 func TestParseHop(t *testing.T) {
@@ -42,14 +40,17 @@ func TestParseHop(t *testing.T) {
 
 func TestClientAddr(t *testing.T) {
 	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
-	xff, err := New(Config{Store: store.NewMemory(), TrustedProxies: proxies})
-	if err != nil {
-		t.Fatal(err)
+	handlerWith := func(header string) *handler {
+		t.Helper()
+		o, err := WithClientAddress(header, proxies...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &handler{opts: options{addressHeader: HeaderXForwardedFor}}
+		o(&h.opts)
+		return h
 	}
-	fwd, err := New(Config{Store: store.NewMemory(), TrustedProxies: proxies, ClientAddressHeader: "forwarded"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	xff, fwd := handlerWith(""), handlerWith("forwarded")
 	for _, c := range []struct {
 		name, peer string
 		header     http.Header
@@ -85,7 +86,7 @@ func TestClientAddr(t *testing.T) {
 			t.Errorf("%s, Forwarded trusted: clientAddr = %q; want %q", c.name, got, c.fwd)
 		}
 	}
-	if _, err := New(Config{Store: store.NewMemory(), ClientAddressHeader: "X-Real-IP"}); err == nil {
+	if _, err := WithClientAddress("X-Real-IP", proxies...); err == nil {
 		t.Fatal("an unknown client address header was accepted")
 	}
 }

@@ -1,11 +1,10 @@
-package registry
+package httpapi
 
-// Tests of network.go's request reading.
+// Tests of the network view's request reading.
 
 import (
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/svrp/svrp/registry/api"
 	"pgregory.net/rapid"
@@ -48,23 +47,4 @@ func TestChangedSinceAsQuery(t *testing.T) {
 		v := rapid.OneOf(rapid.String(), rapid.StringMatching(`20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]Z[&;%+]?`)).Draw(t, "value")
 		check(t, rapid.SampledFrom([]string{"changed_since=", "changed_since=x&changed_since=", ""}).Draw(t, "prefix")+v)
 	})
-}
-
-// An answer lives networkStatsMaxAge while its pass is short, a hundred passes once the pass
-// is longer than a hundredth of that, and a minute at the most, also for a clock that went
-// back during the pass.
-func TestAnswerLife(t *testing.T) {
-	for _, c := range []struct{ pass, life time.Duration }{
-		{0, networkStatsMaxAge},
-		{-time.Hour, networkStatsMaxAge},
-		{networkStatsMaxAge / networkStatsPassShare, networkStatsMaxAge},
-		{100 * time.Millisecond, 10 * time.Second},
-		{400 * time.Millisecond, 40 * time.Second},
-		{time.Second, time.Minute},
-		{time.Hour, time.Minute},
-	} {
-		if got := answerLife(c.pass); got != c.life {
-			t.Errorf("a pass of %v: the answer lives %v, want %v", c.pass, got, c.life)
-		}
-	}
 }

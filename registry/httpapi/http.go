@@ -1,4 +1,4 @@
-package registry
+package httpapi
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
-	"github.com/svrp/svrp/registry/budget"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,9 +15,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svrp/svrp/registry/budget"
+
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/answers"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
@@ -26,8 +29,8 @@ import (
 // MaxBodyBytes is the largest request body the API reads (docs/protocol.md §8).
 const MaxBodyBytes = 64 << 10
 
-// statusOf maps every protocol code to its HTTP status (description 7, docs/protocol.md §7). It is
-// the only place where errors meet HTTP.
+// statusOf maps every protocol code to its HTTP status (docs/protocol.md §7). It is the only
+// place where errors meet HTTP.
 var statusOf = map[proto.Code]int{
 	proto.BadRequest:        http.StatusBadRequest,
 	proto.TTLTooLong:        http.StatusBadRequest,
@@ -98,8 +101,8 @@ var endpoints = []endpoint{
 	{"POST", "/v1/auth/logout", (*handler).logout},
 	{"POST", "/v1/auth/revoke", (*handler).revoke},
 	{"GET", "/v1/operator/me/nodes", (*handler).operatorNodes},
-	{"GET", "/v1/operator/me/credits", operatorView((*Service).CreditsView)},
-	{"GET", "/v1/operator/me/evidence", operatorView((*Service).EvidenceView)},
+	{"GET", "/v1/operator/me/credits", operatorView((*registry.Service).CreditsView)},
+	{"GET", "/v1/operator/me/evidence", operatorView((*registry.Service).EvidenceView)},
 	{"POST", "/v1/bindings/initiate", (*handler).initiate},
 	{"POST", "/v1/bindings/resolve", (*handler).resolve},
 	{"POST", "/v1/bindings/authorize", (*handler).authorize},
@@ -120,13 +123,13 @@ var endpoints = []endpoint{
 	{"GET", "/metrics", (*handler).metrics},
 }
 
-// NewHandler returns the whole HTTP API of the registry (docs/protocol.md section 5). Paths
-// the description marks Planned (/v1/oracle/*, /v1/dex/*) and every other unknown path
-// answer 404 with a JSON error; a known path with the wrong method answers 405, and OPTIONS
-// on a known path answers 204 with its Allow header (and the CORS headers of
-// [WithCORSOrigins]).
-func NewHandler(s *Service, opts ...Option) http.Handler {
-	h := &handler{s: s}
+// New returns the whole HTTP API of the registry s (docs/protocol.md section 5), as an
+// http.Handler that another Go service can mount. Paths the description marks Planned
+// (/v1/oracle/*, /v1/dex/*) and every other unknown path answer 404 with a JSON error; a known
+// path with the wrong method answers 405, and OPTIONS on a known path answers 204 with its
+// Allow header (and the CORS headers of [WithCORSOrigins]).
+func New(s *registry.Service, opts ...Option) http.Handler {
+	h := &handler{s: s, log: s.Logger(), opts: options{addressHeader: HeaderXForwardedFor}}
 	for _, o := range opts {
 		o(&h.opts)
 	}
@@ -134,8 +137,9 @@ func NewHandler(s *Service, opts ...Option) http.Handler {
 }
 
 type handler struct {
-	s    *Service
-	opts handlerOptions
+	s    *registry.Service
+	log  *slog.Logger // the service's
+	opts options
 	// internalLog and unavailableLog pass the lines of 500s and 503s in bursts, and outage
 	// says when the store is back (outage.go).
 	internalLog, unavailableLog burstLog
@@ -147,23 +151,22 @@ type handler struct {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
-			h.s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path)
+			h.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path)
 			h.fail(w, errors.New("panic"))
 		}
 	}()
-	addr := h.s.clientAddr(r)
-	now := h.s.now()
-	if byAddr, byBlock := h.s.malformed.Spent(addr, h.s.limits.MalformedAddressLimit, now); byAddr || byBlock {
+	addr := h.clientAddr(r)
+	if err := h.s.RefuseMalformed(addr); err != nil {
 		// Refused before the body is read; closing makes the sender connect again.
 		w.Header().Set("Connection", "close")
-		h.fail(w, budget.RateLimited(budget.Pick(byBlock, budget.LimitMalformedPerBlock, budget.LimitMalformedPerAddress), "too many malformed requests from this address; wait before sending more"))
+		h.fail(w, err)
 		return
 	}
 	sw, _ := w.(*statusWriter)
 	if sw != nil {
 		defer func() {
 			if sw.code == proto.BadRequest || sw.code == proto.PayloadTooLarge {
-				h.s.malformed.Add(addr, now)
+				h.s.CountMalformed(addr)
 			}
 		}()
 	}
@@ -259,10 +262,10 @@ func (h *handler) fail(w http.ResponseWriter, err error) {
 	msg := proto.Text(err)
 	switch {
 	case !ok || code == proto.Internal:
-		h.internalLog.log(h.s.log, slog.LevelError, "internal error", "err", err)
+		h.internalLog.log(h.log, slog.LevelError, "internal error", "err", err)
 		code, status, msg = proto.Internal, http.StatusInternalServerError, "internal error"
 	case code == proto.StoreUnavailable:
-		h.unavailableLog.log(h.s.log, slog.LevelWarn, "store unavailable: requests answered 503", "err", err)
+		h.unavailableLog.log(h.log, slog.LevelWarn, "store unavailable: requests answered 503", "err", err)
 		h.outage.refusedWrite()
 		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	}
@@ -318,7 +321,7 @@ func body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, proto.New(proto.PayloadTooLarge, "request body is over 64 KiB")
 	}
 	if err != nil {
-		return nil, badRequest("request body could not be read")
+		return nil, proto.New(proto.BadRequest, "request body could not be read")
 	}
 	return b, nil
 }
@@ -424,9 +427,9 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ call) 
 	q := r.URL.Query()
 	f, err := api.ParseNodeFilter(q)
 	var p api.Page
-	var after *cursor
+	var after *answers.Cursor
 	if err == nil {
-		p, after, err = pageOf(q, 0)
+		p, after, err = h.s.ListingPage(q, 0)
 	}
 	if err != nil {
 		h.fail(w, err)
@@ -438,7 +441,7 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ call) 
 		return
 	}
 	if p.Paged() {
-		res = pageBound(res, p, after)
+		res = answers.PageBound(res, p, after)
 	}
 	if res.Next != "" {
 		w.Header().Set("Link", nextLink(r, res.Next))
@@ -453,7 +456,7 @@ func (h *handler) operatorNodes(w http.ResponseWriter, r *http.Request, _ call) 
 
 // operatorView serves a view that asks nothing of a request but the operator its bearer
 // names.
-func operatorView[V any](view func(*Service, authn.Operator) V) func(*handler, http.ResponseWriter, *http.Request, call) {
+func operatorView[V any](view func(*registry.Service, authn.Operator) V) func(*handler, http.ResponseWriter, *http.Request, call) {
 	return func(h *handler, w http.ResponseWriter, r *http.Request, _ call) {
 		op, err := h.operator(r)
 		if err != nil {
@@ -496,22 +499,22 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request, c call) {
 }
 
 // cancel, operatorReject and unbind hand the bearer and the body over as received: the
-// service picks the form (cancelBy).
+// service picks the form (registry.Service.CancelBy).
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, asIs, func(ctx context.Context, b []byte) (api.StateResult, error) {
-		return h.s.cancelBy(ctx, c.id, r.Header.Get("Authorization"), b)
+		return h.s.CancelBy(ctx, c.id, r.Header.Get("Authorization"), b)
 	})
 }
 
 func (h *handler) operatorReject(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, asIs, func(ctx context.Context, _ []byte) (api.StateResult, error) {
-		return h.s.rejectBy(ctx, c.id, r.Header.Get("Authorization"))
+		return h.s.RejectBy(ctx, c.id, r.Header.Get("Authorization"))
 	})
 }
 
 func (h *handler) unbind(w http.ResponseWriter, r *http.Request, c call) {
 	handle(h, w, r, asIs, func(ctx context.Context, b []byte) (api.UnbindResult, error) {
-		return h.s.unbindBy(ctx, c.id, r.Header.Get("Authorization"), b)
+		return h.s.UnbindBy(ctx, c.id, r.Header.Get("Authorization"), b)
 	})
 }
 
@@ -529,13 +532,8 @@ func (h *handler) accept(w http.ResponseWriter, r *http.Request, c call) {
 }
 
 func (h *handler) nodeReject(w http.ResponseWriter, r *http.Request, c call) {
-	handle(h, w, r, func(b []byte) (binding.Acceptance, error) {
-		if noProof(b) && r.Header.Get("Authorization") == "" {
-			return binding.Acceptance{}, errNoProof
-		}
-		return api.DecodeAcceptance(b)
-	}, func(ctx context.Context, acc binding.Acceptance) (api.StateResult, error) {
-		return h.s.RejectByNode(ctx, c.id, acc)
+	handle(h, w, r, asIs, func(ctx context.Context, b []byte) (api.StateResult, error) {
+		return h.s.NodeRejectBy(ctx, c.id, r.Header.Get("Authorization"), b)
 	})
 }
 
@@ -568,8 +566,8 @@ func (h *handler) logged(next http.Handler) http.Handler {
 		took := time.Since(start)
 		// Checked first, since building the line's attributes costs allocations even when
 		// the level is off, as it is on a busy public registry.
-		if h.s.log.Enabled(r.Context(), slog.LevelDebug) {
-			h.s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", took)
+		if h.log.Enabled(r.Context(), slog.LevelDebug) {
+			h.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", took)
 		}
 		h.outage.after(h.s)
 		if h.opts.observe != nil {

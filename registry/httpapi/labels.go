@@ -1,4 +1,4 @@
-package registry
+package httpapi
 
 import (
 	"slices"
@@ -27,3 +27,19 @@ func Codes() []proto.Code {
 	slices.Sort(out)
 	return out
 }
+
+// Operation is one endpoint of the API: a method on a path template.
+type Operation struct{ Method, Path string }
+
+// Operations returns every endpoint of the API, in the order the router tries them. A test
+// holds them to the OpenAPI document and to docs/protocol.md.
+func Operations() []Operation {
+	out := make([]Operation, len(endpoints))
+	for i, e := range endpoints {
+		out[i] = Operation{e.method, e.path}
+	}
+	return out
+}
+
+// OpenAPI returns the OpenAPI document of the API, as [New] serves it at GET /openapi.json.
+func OpenAPI() []byte { return slices.Clone(openAPI) }

@@ -1,10 +1,9 @@
-package registry
+package answers
 
 import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,88 +18,37 @@ import (
 
 // The node listings — GET /nodes, GET /peers and GET /api/v1/peers (docs/protocol.md §5.1) —
 // are the registry's largest answers and the ones any stranger may ask for as often as it
-// likes. Everything about them lives in this file: writing an answer, the filter, the
-// snapshot of the whole table that every answer is cut from, and the JSON of one record.
+// likes. This file holds the filter, the snapshot of the whole table that every answer is
+// cut from, the cache that keeps it, and the JSON of one record; pages.go cuts an answer out
+// of a snapshot.
 
-// listingKind is what one of the three node listings writes around the records it picks.
-type listingKind struct {
-	contentType []string // the Content-Type header's value, shared by every answer
+// Kind is what one of the three node listings writes around the records it picks.
+type Kind struct {
+	// ContentType is the Content-Type header's value, shared by every answer.
+	ContentType []string
 	head, tail  string
 	json        bool // JSON records joined by ','; else /peers lines
 	counted     bool // head is followed by the count and `,"nodes":[`
 }
 
+// contentTypeJSON is shared by every JSON answer: net/http only reads a header's values, and a
+// shared slice saves an allocation per answer.
+var contentTypeJSON = []string{"application/json"}
+
+// The three listings.
 var (
-	nodesListing    = listingKind{contentType: contentTypeJSON, head: `{"count":`, tail: "]}\n", json: true, counted: true}
-	apiPeersListing = listingKind{contentType: contentTypeJSON, head: `{"ok":true,"data":[`, tail: `],"error":null}` + "\n", json: true}
-	peersListing    = listingKind{contentType: []string{"text/plain; charset=utf-8"}}
+	NodesListing    = Kind{ContentType: contentTypeJSON, head: `{"count":`, tail: "]}\n", json: true, counted: true}
+	APIPeersListing = Kind{ContentType: contentTypeJSON, head: `{"ok":true,"data":[`, tail: `],"error":null}` + "\n", json: true}
+	PeersListing    = Kind{ContentType: []string{"text/plain; charset=utf-8"}}
 )
-
-// listing answers one of the three node listings from the current snapshot of the node
-// table (listCache): the filter and the page pick records out of it, and they are written
-// straight from it, so a listing allocates nothing in proportion to the table. Its entity
-// tag and its gzip form are computed once per snapshot and query (pages.go).
-func (h *handler) listing(w http.ResponseWriter, r *http.Request, k listingKind) {
-	q := r.URL.Query()
-	f, err := api.ParseNodeFilter(q)
-	var p api.Page
-	var after *cursor
-	if err == nil {
-		p, after, err = pageOf(q, len(didkey.PublicKey{}))
-	}
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	snap, release, err := h.s.lists.get(h.s.listVersion(), func(snap *listSnapshot) error {
-		return h.s.buildSnapshot(r.Context(), snap)
-	})
-	defer release()
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	now := h.s.now()
-	sel := snap.selectFrom(k, f, p, after, now)
-	v := h.s.lists.variantOf(&sel, variantKey(k, f, p, after, now))
-	if sel.next != "" {
-		w.Header().Set("Link", nextLink(r, sel.next))
-	}
-	gz := acceptsGzip(r)
-	if conditional(w, r, v.tag, etagHeader(v.tag, gz)) {
-		return
-	}
-	if !h.s.listingSlot(r.Context()) {
-		return // the client went away while it waited
-	}
-	if gz {
-		writeGzip(w, k.contentType, h.s.lists.gzipOf(&sel, v))
-		return
-	}
-	w.Header()["Content-Type"] = k.contentType
-	w.Header()["Content-Length"] = []string{strconv.Itoa(sel.size())}
-	sel.write(w)
-}
-
-func (h *handler) nodes(w http.ResponseWriter, r *http.Request, _ call) {
-	h.listing(w, r, nodesListing)
-}
-
-func (h *handler) apiPeers(w http.ResponseWriter, r *http.Request, _ call) {
-	h.listing(w, r, apiPeersListing)
-}
-
-func (h *handler) peers(w http.ResponseWriter, r *http.Request, _ call) {
-	h.listing(w, r, peersListing)
-}
 
 // keepsAll reports whether f keeps every record.
 func keepsAll(f api.NodeFilter) bool {
 	return !f.OnlineSet && f.OnlineWithin <= 0 && len(f.Capabilities) == 0 && f.Region == "" && !f.Callable
 }
 
-// keepNode reports whether n passes f at now.
-func keepNode(f api.NodeFilter, n *store.Node, now time.Time) bool {
+// Keep reports whether n passes f at now.
+func Keep(f api.NodeFilter, n *store.Node, now time.Time) bool {
 	if (f.OnlineWithin > 0 || f.OnlineSet) && now.Sub(n.LastSeen) > f.OnlineWithin {
 		return false
 	}
@@ -112,32 +60,27 @@ func keepNode(f api.NodeFilter, n *store.Node, now time.Time) bool {
 			return false
 		}
 	}
-	return !f.Callable || (n.SignatureVerified && Reachability(n.Endpoint) == ReachPublic)
+	return !f.Callable || (n.SignatureVerified && api.Reachability(n.Endpoint) == api.ReachPublic)
 }
 
-// Nodes returns the node records that pass f, sorted by first_seen then key.
-func (s *Service) Nodes(ctx context.Context, f api.NodeFilter) ([]store.Node, error) {
-	refs, err := s.nodeRefs(ctx, f)
-	out := make([]store.Node, len(refs))
-	for i, n := range refs {
-		out[i] = *n
-	}
-	return out, err
+// Scanner is what the answers read the node table through: a [store.Store] is one.
+type Scanner interface {
+	ScanNodes(ctx context.Context, fn func(*store.Node) error) error
 }
 
-// nodeRefs is Nodes without copies where the store allows it: a store that holds the node
-// table in memory hands out its own unchanging records, so a listing of 100,000 nodes needs
-// a slice of pointers rather than a copy of the table.
-func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node, error) {
-	now := s.now()
+// SortedNodes returns the records of the table that pass f at now, in listing order
+// (first_seen, then key), without copies where the store allows it: a store that holds the
+// node table in memory hands out its own unchanging records, so a listing of a large table
+// needs a slice of pointers rather than a copy of the table.
+func SortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.Time) ([]*store.Node, error) {
 	var out []*store.Node
 	keep := func(n *store.Node) error {
-		if keepNode(f, n, now) {
+		if Keep(f, n, now) {
 			out = append(out, n)
 		}
 		return nil
 	}
-	err := s.store.ScanNodes(ctx, keep)
+	err := table.ScanNodes(ctx, keep)
 	slices.SortFunc(out, func(a, b *store.Node) int {
 		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
 			return c
@@ -147,13 +90,14 @@ func (s *Service) nodeRefs(ctx context.Context, f api.NodeFilter) ([]*store.Node
 	return out, err
 }
 
-// listSnapshot is the whole node table encoded once, at one version: the JSON of every
+// Snapshot is the whole node table encoded once, at one version: the JSON of every
 // record (for GET /nodes and /api/v1/peers) and its /peers line, in listing order. Every
 // listing, whatever its filter, is written from the one current snapshot by picking records
 // out of it, so a thousand distinct filters cost one encoding and no copies, and a listing
 // holds at most the table's records, each at most the largest record.
-type listSnapshot struct {
-	v     listVersion
+type Snapshot struct {
+	v     Version
+	cache *Listings     // the cache it was built for
 	ready chan struct{} // closed once the fields below are set
 	err   error
 
@@ -166,18 +110,18 @@ type listSnapshot struct {
 
 	// base is the snapshot this one replaces, while this one is built from it; index maps
 	// each key to its record's place, shared by the snapshots patched from one build.
-	base  *listSnapshot
+	base  *Snapshot
 	spare []byte // a buffer the patch may copy base's JSON into, while this one is built
 	index map[didkey.PublicKey]int32
 
-	size   int // bytes held, for maxListingBytes
-	gzHeld int // bytes of the gzip forms kept with it, for maxListingGzipBytes
+	size   int // bytes held, for Bounds.MaxBytes
+	gzHeld int // bytes of the gzip forms kept with it, for Bounds.MaxGzipBytes
 	refs   int // readers using it, plus one while it is the cache's current snapshot
 
-	variants map[string]*variant // the answers given from it, by variantKey; under listCache.mu
+	variants map[string]*variant // the answers given from it, by variantKey; under Listings.mu
 }
 
-func (s *listSnapshot) jsonRecord(i int) []byte {
+func (s *Snapshot) jsonRecord(i int) []byte {
 	start := 0
 	if i > 0 {
 		start = s.jsonEnd[i-1] + 1
@@ -185,7 +129,7 @@ func (s *listSnapshot) jsonRecord(i int) []byte {
 	return s.json[start:s.jsonEnd[i]]
 }
 
-func (s *listSnapshot) peerLine(i int) []byte {
+func (s *Snapshot) peerLine(i int) []byte {
 	start := 0
 	if i > 0 {
 		start = s.peersEnd[i-1]
@@ -193,16 +137,19 @@ func (s *listSnapshot) peerLine(i int) []byte {
 	return s.peers[start:s.peersEnd[i]]
 }
 
-// listCache keeps the current snapshot. A snapshot is reused while no registration has
+// Listings keeps the current snapshot. A snapshot is reused while no registration has
 // changed the node table since it was built, and — when heartbeats have moved last_seen
 // since — while the registry clock stays in the second it was built in. So a listing is at
 // most one second stale (timestamps have one-second precision), and an unchanging table is
 // encoded once. One snapshot is built at a time: readers that arrive meanwhile wait for it.
 // The snapshots held at once (the current one and older ones that slow readers are still
-// being sent) stay within maxListingBytes, see limits.go.
-type listCache struct {
+// being sent) stay within [Bounds.MaxBytes].
+type Listings struct {
+	bounds Bounds
+	now    func() time.Time // the registry's clock, in whole seconds
+
 	mu   sync.Mutex
-	cur  *listSnapshot
+	cur  *Snapshot
 	held int // bytes of every snapshot still referenced
 	// spare is the JSON buffer of the last snapshot no reader holds any more, for the next
 	// patched snapshot to copy into: a fresh buffer of the table's size every second costs
@@ -210,25 +157,41 @@ type listCache struct {
 	spare []byte
 }
 
-// listVersion is what a snapshot was built from: the registrations and heartbeats seen so
-// far, and the second on the registry clock.
-type listVersion struct {
-	registrations uint64
-	touches       uint64
-	second        int64
+// Bounds are the listings' bounds. They are the registry's, kept with its other bounds and
+// their reasons (registry/limits.go), and handed in by it.
+type Bounds struct {
+	MaxBytes     int // the memory the snapshots held at once and their spare buffer take
+	MaxGzipBytes int // the gzip forms one snapshot keeps of its answers
+	MaxVariants  int // the distinct answers a snapshot keeps the tag and gzip form of
+	MaxPage      int // the largest page a listing answers
+	MaxCursorKey int // the longest tie-breaking key a cursor carries
+}
+
+// NewListings returns an empty cache; now is the registry's clock in whole seconds, the
+// clock of the online filters.
+func NewListings(b Bounds, now func() time.Time) *Listings {
+	return &Listings{bounds: b, now: now}
+}
+
+// Version is what a snapshot was built from: the registrations and heartbeats seen so far,
+// and the second on the registry clock.
+type Version struct {
+	Registrations uint64
+	Touches       uint64
+	Second        int64
 }
 
 // fresh reports whether a snapshot built at v still serves a request at now.
-func (v listVersion) fresh(now listVersion) bool {
-	if v.registrations != now.registrations {
+func (v Version) fresh(now Version) bool {
+	if v.Registrations != now.Registrations {
 		return false
 	}
-	return v.touches == now.touches || v.second == now.second
+	return v.Touches == now.Touches || v.Second == now.Second
 }
 
-// get returns a snapshot for now and the function that releases it, building one with
+// Get returns a snapshot for now and the function that releases it, building one with
 // build when the current one is stale and the memory bound leaves room for another.
-func (c *listCache) get(now listVersion, build func(*listSnapshot) error) (*listSnapshot, func(), error) {
+func (c *Listings) Get(now Version, build func(*Snapshot) error) (*Snapshot, func(), error) {
 	c.mu.Lock()
 	cur := c.cur
 	if cur != nil && (cur.v.fresh(now) || !c.roomFor(cur)) {
@@ -241,7 +204,7 @@ func (c *listCache) get(now listVersion, build func(*listSnapshot) error) (*list
 		}
 		return cur, func() { c.release(cur) }, nil
 	}
-	s := &listSnapshot{v: now, ready: make(chan struct{}), refs: 2} // the cache's and ours
+	s := &Snapshot{v: now, cache: c, ready: make(chan struct{}), refs: 2} // the cache's and ours
 	c.cur = s
 	if cur != nil {
 		// The build may start from the snapshot it replaces: it is held until then.
@@ -277,44 +240,44 @@ func (c *listCache) get(now listVersion, build func(*listSnapshot) error) (*list
 // roomFor reports whether a snapshot as large as cur may be built while the snapshots held
 // now stay in memory. When only cur is held there is always room: one rebuild at a time is
 // the least a changing table needs.
-func (c *listCache) roomFor(cur *listSnapshot) bool {
+func (c *Listings) roomFor(cur *Snapshot) bool {
 	select {
 	case <-cur.ready:
 	default:
 		return false // being built: wait for it rather than build a second one
 	}
 	others := c.held - cur.size
-	return others == 0 || c.used()+cur.size <= maxListingBytes
+	return others == 0 || c.used()+cur.size <= c.bounds.MaxBytes
 }
 
 // used is the bytes the listings hold, their spare buffer included; c.mu is held.
-func (c *listCache) used() int { return c.held + cap(c.spare) }
+func (c *Listings) used() int { return c.held + cap(c.spare) }
 
-func (c *listCache) release(s *listSnapshot) {
+func (c *Listings) release(s *Snapshot) {
 	c.mu.Lock()
 	c.drop(s)
 	c.mu.Unlock()
 }
 
 // drop removes one reference; c.mu is held.
-func (c *listCache) drop(s *listSnapshot) {
+func (c *Listings) drop(s *Snapshot) {
 	if s.refs--; s.refs == 0 {
 		c.held -= s.size
-		if c.spare == nil && c.used()+cap(s.json) <= maxListingBytes {
+		if c.spare == nil && c.used()+cap(s.json) <= c.bounds.MaxBytes {
 			c.spare = s.json[:0]
 		}
 	}
 }
 
-// buildSnapshot encodes the whole node table into s, or patches the snapshot it replaces
-// when only heartbeats have changed the table since.
-func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
-	if base := snap.base; base != nil && base.v.registrations == snap.v.registrations {
-		if ok, err := s.patchSnapshot(ctx, snap, base); ok || err != nil {
+// Build encodes the whole node table into snap, or patches the snapshot it replaces when
+// only heartbeats have changed the table since.
+func (snap *Snapshot) Build(ctx context.Context, table Scanner) error {
+	if base := snap.base; base != nil && base.v.Registrations == snap.v.Registrations {
+		if ok, err := snap.patch(ctx, table, base); ok || err != nil {
 			return err
 		}
 	}
-	nodes, err := s.nodeRefs(ctx, api.NodeFilter{})
+	nodes, err := SortedNodes(ctx, table, api.NodeFilter{}, snap.cache.now())
 	if err != nil {
 		return err
 	}
@@ -347,13 +310,13 @@ func (s *Service) buildSnapshot(ctx context.Context, snap *listSnapshot) error {
 // pointer, the two offsets and last_seen.
 const snapshotWordsPerNode = 4
 
-// patchSnapshot builds snap from base when the table holds the same nodes in the same order
+// patch builds snap from base when the table holds the same nodes in the same order
 // and every record that changed encodes to as many bytes as before, as a heartbeat's new
 // last_seen does: a copy of base's JSON with those records written over, while the /peers
 // lines, which a heartbeat does not change, are shared. A heartbeat a second over a large
 // table would otherwise cost a whole encoding of the table each second. It reports false,
 // and leaves snap for a whole build, when the table changed in any other way.
-func (s *Service) patchSnapshot(ctx context.Context, snap, base *listSnapshot) (bool, error) {
+func (snap *Snapshot) patch(ctx context.Context, table Scanner, base *Snapshot) (bool, error) {
 	index := base.index
 	if index == nil {
 		index = make(map[didkey.PublicKey]int32, len(base.nodes))
@@ -364,7 +327,7 @@ func (s *Service) patchSnapshot(ctx context.Context, snap, base *listSnapshot) (
 	var changed []int32
 	nodes := slices.Clone(base.nodes)
 	same, count := true, 0
-	err := s.store.ScanNodes(ctx, func(n *store.Node) error {
+	err := table.ScanNodes(ctx, func(n *store.Node) error {
 		i, ok := index[n.Key]
 		count++
 		switch {
@@ -407,44 +370,32 @@ func appendPeerLine(b []byte, n *store.Node) []byte {
 	return append(b, '\n')
 }
 
-// listingSlots lets listingSlotCount listings be written at once (see limits.go).
-type listingSlots chan struct{}
-
-// listingSlot waits for a turn to write a listing and reports whether it got one before ctx
-// ended. The turn ends when the request does, or listingSlotHold after it began, whichever
-// comes first: a reader too slow to take its listing in that time keeps receiving it, but
-// no longer holds up anyone else's.
-func (s *Service) listingSlot(ctx context.Context) bool {
-	select {
-	case s.listingTurns <- struct{}{}:
-	case <-ctx.Done():
-		return false
-	}
-	release := sync.OnceFunc(func() { <-s.listingTurns })
-	timer := time.AfterFunc(listingSlotHold, release)
-	context.AfterFunc(ctx, func() {
-		timer.Stop()
-		release()
-	})
-	return true
-}
-
-// nodesChanged marks every cached node listing as out of date.
-func (s *Service) nodesChanged() { s.registrations.Add(1) }
-
-// listVersion is the state of the node table for the list cache. Changes another daemon
-// made to a shared store count as registrations: the cache follows them a few times a
-// second, so each is a rebuild at most that often.
-func (s *Service) listVersion() listVersion {
-	regs := s.registrations.Load() + s.store.RemoteChanges()
-	return listVersion{registrations: regs, touches: s.touches.Load(), second: s.now().Unix()}
-}
-
-// The node listings are the registry's largest answers: 100,000 nodes make about 45 MB of
-// JSON. Encoding them with encoding/json goes through a NodeView per record and a buffer
-// that doubles as it grows, several times the answer's size in garbage. appendNodeJSON
+// The node listings are the registry's largest answers, a few hundred bytes of JSON per node.
+// Encoding them with encoding/json goes through a NodeView per record and a buffer that
+// doubles as it grows, several times the answer's size in garbage. appendNodeJSON
 // writes a record straight into one buffer instead, producing exactly the bytes that
-// json.Marshal(nodeView(n)) produces (a property test holds it to that).
+// json.Marshal(NodeView(n)) produces (a property test holds it to that).
+
+// NodeView is the view of the node record n that the listings and a registration's answer
+// give.
+func NodeView(n store.Node) api.NodeView {
+	caps := n.Capabilities
+	if caps == nil {
+		caps = []string{}
+	}
+	v := api.NodeView{
+		DID: n.DID, PublicKey: n.Key.Hex(), Endpoint: n.Endpoint,
+		Capabilities: caps, Status: "active",
+		LastSeen: canonical.FormatTime(n.LastSeen), FirstSeen: canonical.FormatTime(n.FirstSeen),
+		Signature: n.Signature, SignaturePresent: n.Signature != nil,
+		SignatureVerified: n.SignatureVerified, Reachability: api.Reachability(n.Endpoint),
+		RegistrationTS: n.RegistrationTS,
+	}
+	if n.Region != "" {
+		v.Region = &n.Region
+	}
+	return v
+}
 
 // appendNodeJSON appends the JSON of n as NodeView renders it.
 func appendNodeJSON(b []byte, n store.Node) []byte {
@@ -482,7 +433,7 @@ func appendNodeJSON(b []byte, n store.Node) []byte {
 	b = append(b, `,"signature_verified":`...)
 	b = strconv.AppendBool(b, n.SignatureVerified)
 	b = append(b, `,"reachability":"`...)
-	b = append(b, Reachability(n.Endpoint)...)
+	b = append(b, api.Reachability(n.Endpoint)...)
 	b = append(b, `","registration_ts":`...)
 	if n.RegistrationTS == nil {
 		b = append(b, "null"...)

@@ -1,4 +1,4 @@
-package registry_test
+package httpapi_test
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
 
@@ -17,7 +18,7 @@ func TestAnswersAreNosniff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := registry.NewHandler(svc)
+	h := httpapi.New(svc)
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", "/health", ""},
 		{"GET", "/nodes", ""},

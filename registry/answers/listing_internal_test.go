@@ -1,10 +1,9 @@
-package registry
+package answers
 
-// Tests of listing.go: the snapshot cache and the record JSON.
+// Tests of listing.go and pages.go: the snapshot cache, the record JSON and the cursors.
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -19,8 +18,8 @@ import (
 
 // fakeBuild returns a build function that makes a snapshot of size bytes and counts builds;
 // release, when not nil, holds every build until it is closed.
-func fakeBuild(builds *atomic.Int32, size int, release chan struct{}) func(*listSnapshot) error {
-	return func(s *listSnapshot) error {
+func fakeBuild(builds *atomic.Int32, size int, release chan struct{}) func(*Snapshot) error {
+	return func(s *Snapshot) error {
 		builds.Add(1)
 		if release != nil {
 			<-release
@@ -34,7 +33,7 @@ func fakeBuild(builds *atomic.Int32, size int, release chan struct{}) func(*list
 // while it is being built, whatever filter they will apply; a new version builds again; a
 // failed build is not kept.
 func TestListCacheBuildsOnce(t *testing.T) {
-	var c listCache
+	c := NewListings(testBounds, nil)
 	var builds atomic.Int32
 	release := make(chan struct{})
 	var wg sync.WaitGroup
@@ -42,7 +41,7 @@ func TestListCacheBuildsOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, done, err := c.get(listVersion{registrations: 1, second: 100}, fakeBuild(&builds, 10, release))
+			_, done, err := c.Get(Version{Registrations: 1, Second: 100}, fakeBuild(&builds, 10, release))
 			defer done()
 			if err != nil {
 				t.Errorf("get: %v", err)
@@ -54,8 +53,8 @@ func TestListCacheBuildsOnce(t *testing.T) {
 	if n := builds.Load(); n != 1 {
 		t.Fatalf("16 concurrent readers built %d snapshots, want 1", n)
 	}
-	for _, v := range []listVersion{{registrations: 1, second: 101}, {registrations: 1, touches: 1, second: 101}, {registrations: 2, touches: 1, second: 101}} {
-		_, done, _ := c.get(v, fakeBuild(&builds, 10, nil))
+	for _, v := range []Version{{Registrations: 1, Second: 101}, {Registrations: 1, Touches: 1, Second: 101}, {Registrations: 2, Touches: 1, Second: 101}} {
+		_, done, _ := c.Get(v, fakeBuild(&builds, 10, nil))
 		done()
 	}
 	if n := builds.Load(); n != 3 {
@@ -66,13 +65,13 @@ func TestListCacheBuildsOnce(t *testing.T) {
 	}
 
 	boom := errors.New("boom")
-	v := listVersion{registrations: 3}
-	if _, done, err := c.get(v, func(*listSnapshot) error { return boom }); !errors.Is(err, boom) {
+	v := Version{Registrations: 3}
+	if _, done, err := c.Get(v, func(*Snapshot) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("failed build: %v", err)
 	} else {
 		done()
 	}
-	if _, done, err := c.get(v, fakeBuild(&builds, 10, nil)); err != nil {
+	if _, done, err := c.Get(v, fakeBuild(&builds, 10, nil)); err != nil {
 		t.Fatalf("after a failed build the next reader should build again: %v", err)
 	} else {
 		done()
@@ -86,20 +85,20 @@ func TestListCacheBuildsOnce(t *testing.T) {
 // bound leaves room; otherwise readers get the newest one built, stale, and the memory held
 // never passes the bound. One snapshot alone may be as large as it is.
 func TestListCacheBound(t *testing.T) {
-	var c listCache
+	c := NewListings(testBounds, nil)
 	var builds atomic.Int32
-	size := maxListingBytes / 3
+	size := testBounds.MaxBytes / 3
 	var held []func()
 	for tick := range int64(10) {
-		s, done, err := c.get(listVersion{registrations: 1, touches: uint64(tick), second: tick}, fakeBuild(&builds, size, nil))
+		s, done, err := c.Get(Version{Registrations: 1, Touches: uint64(tick), Second: tick}, fakeBuild(&builds, size, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, done) // a slow reader keeps every snapshot it got
-		if c.held > maxListingBytes {
-			t.Fatalf("tick %d: %d bytes held, bound %d", tick, c.held, maxListingBytes)
+		if c.held > testBounds.MaxBytes {
+			t.Fatalf("tick %d: %d bytes held, bound %d", tick, c.held, testBounds.MaxBytes)
 		}
-		if s.v.second != tick && builds.Load() < 3 {
+		if s.v.Second != tick && builds.Load() < 3 {
 			t.Fatalf("tick %d: served a stale snapshot with room to spare", tick)
 		}
 	}
@@ -113,46 +112,19 @@ func TestListCacheBound(t *testing.T) {
 		t.Fatalf("after the readers left %d bytes are held, want the current snapshot's %d", c.held, size)
 	}
 	// With the old ones gone there is room again.
-	_, done, _ := c.get(listVersion{registrations: 1, touches: 99, second: 99}, fakeBuild(&builds, size, nil))
+	_, done, _ := c.Get(Version{Registrations: 1, Touches: 99, Second: 99}, fakeBuild(&builds, size, nil))
 	done()
 	if n := builds.Load(); n != 4 {
 		t.Fatalf("%d builds, want 4", n)
 	}
 
-	var one listCache
+	one := NewListings(testBounds, nil)
 	for tick := range int64(3) {
-		_, done, _ := one.get(listVersion{touches: uint64(tick), second: tick}, fakeBuild(&builds, maxListingBytes+1, nil))
+		_, done, _ := one.Get(Version{Touches: uint64(tick), Second: tick}, fakeBuild(&builds, testBounds.MaxBytes+1, nil))
 		done()
 	}
 	if n := builds.Load(); n != 7 {
 		t.Fatalf("an oversized only snapshot was not rebuilt as the table changed: %d builds, want 7", n)
-	}
-}
-
-// TestListingSlot: a turn ends with its request, or after listingSlotHold when the reader is
-// slow; meanwhile the next reader waits, and gives up when its own request ends.
-func TestListingSlot(t *testing.T) {
-	s := &Service{listingTurns: make(listingSlots, 1)}
-	first, endFirst := context.WithCancel(t.Context())
-	if !s.listingSlot(first) {
-		t.Fatal("no turn for the first reader")
-	}
-	waiting, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	if s.listingSlot(waiting) {
-		t.Fatal("a second reader got a turn while the first held it")
-	}
-	endFirst()
-	second := t.Context()
-	if !s.listingSlot(second) {
-		t.Fatal("the first request ended, but its turn was not given back")
-	}
-	start := time.Now()
-	if !s.listingSlot(t.Context()) {
-		t.Fatal("no turn after the slow reader's hold")
-	}
-	if waited := time.Since(start); waited < listingSlotHold/2 {
-		t.Fatalf("the turn was given back after %v, before the hold of %v", waited, listingSlotHold)
 	}
 }
 
@@ -186,7 +158,7 @@ func TestAppendNodeJSONMatchesEncodingJSON(t *testing.T) {
 			ts := rapid.Int64().Draw(t, "registration_ts")
 			n.RegistrationTS = &ts
 		}
-		want, err := json.Marshal(nodeView(n))
+		want, err := json.Marshal(NodeView(n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,22 +176,26 @@ func TestAppendNodeJSONMatchesEncodingJSON(t *testing.T) {
 func FuzzParseCursor(f *testing.F) {
 	var key didkey.PublicKey
 	key[0] = 7
-	for _, s := range []string{"", "!", "AAAA", cursor{at: time.Unix(1736937000, 0).UTC(), key: key[:]}.String(),
-		cursor{at: time.Unix(-1, 0).UTC(), key: []byte("did:svrp:n:34910d78")}.String()} {
+	for _, s := range []string{"", "!", "AAAA", Cursor{at: time.Unix(1736937000, 0).UTC(), key: key[:]}.String(),
+		Cursor{at: time.Unix(-1, 0).UTC(), key: []byte("did:svrp:n:34910d78")}.String()} {
 		f.Add(s, 32)
 		f.Add(s, 0)
 	}
 	f.Fuzz(func(t *testing.T, s string, keyLen int) {
-		if keyLen < 0 || keyLen > maxCursorKey {
+		if keyLen < 0 || keyLen > testBounds.MaxCursorKey {
 			return
 		}
-		c, err := parseCursor(s, keyLen)
+		c, err := parseCursor(s, keyLen, testBounds.MaxCursorKey)
 		if err != nil {
 			return
 		}
-		again, err := parseCursor(c.String(), keyLen)
+		again, err := parseCursor(c.String(), keyLen, testBounds.MaxCursorKey)
 		if err != nil || !again.at.Equal(c.at) || !bytes.Equal(again.key, c.key) {
 			t.Fatalf("%q: %+v renders to %q, which parses to %+v (%v)", s, c, c.String(), again, err)
 		}
 	})
 }
+
+// testBounds are bounds in the proportions of the registry's; the tests need the
+// proportions, not the values.
+var testBounds = Bounds{MaxBytes: 512 << 20, MaxGzipBytes: 32 << 20, MaxVariants: 256, MaxPage: 10_000, MaxCursorKey: 512}

@@ -1,4 +1,4 @@
-package registry_test
+package httpapi_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/httpapi"
 )
 
 // TestProtocolDocCovers: docs/protocol.md names every endpoint the registry serves, and its
@@ -14,13 +14,13 @@ import (
 // with, so the document cannot fall behind the code unnoticed.
 func TestProtocolDocCovers(t *testing.T) {
 	doc := testkit.Doc(t, "protocol.md")
-	for _, e := range registry.Endpoints() {
-		if name := "`" + e[0] + " " + e[1] + "`"; !strings.Contains(doc, name) {
+	for _, e := range httpapi.Operations() {
+		if name := "`" + e.Method + " " + e.Path + "`"; !strings.Contains(doc, name) {
 			t.Errorf("docs/protocol.md does not name %s", name)
 		}
 	}
 	codes := testkit.Section(t, doc, "\n## 7. ", "\n## 8. ")
-	for code, status := range registry.Statuses() {
+	for code, status := range httpapi.Statuses() {
 		row := "\n| `" + code + "`"
 		i := strings.Index(codes, row)
 		if i < 0 {

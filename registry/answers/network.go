@@ -1,12 +1,10 @@
-package registry
+package answers
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,8 +54,9 @@ var networkSeries = []series{
 	{"registrations-1h", "registrations_7d", time.Hour, 7 * 24, highest},
 }
 
-// networkCounterPrefix begins the store counter of every step of every series.
-const networkCounterPrefix = "network/"
+// NetworkCounterPrefix begins the store counter of every step of every series: the sweep
+// keeps these counters for the span of the longest series.
+const NetworkCounterPrefix = "network/"
 
 // index returns the ring slot of the step that begins at at.
 func (se series) index(at time.Time) int {
@@ -67,57 +66,94 @@ func (se series) index(at time.Time) int {
 // slot returns the store key and the beginning of the step of se that t falls in.
 func (se series) slot(t time.Time) (string, time.Time) {
 	at := t.Truncate(se.step)
-	return networkCounterPrefix + se.name + "/" + strconv.Itoa(se.index(at)), at
+	return NetworkCounterPrefix + se.name + "/" + strconv.Itoa(se.index(at)), at
 }
 
 // keys returns the store keys of every step of se, in slot order.
 func (se series) keys() []string {
 	out := make([]string, se.slots)
 	for i := range out {
-		out[i] = networkCounterPrefix + se.name + "/" + strconv.Itoa(i)
+		out[i] = NetworkCounterPrefix + se.name + "/" + strconv.Itoa(i)
 	}
 	return out
 }
 
-// networkState is the history in memory, read from the store after each sample, and the
-// answer built from it and the node table.
-type networkState struct {
+// NetworkBounds are the network view's bounds. They are the registry's, kept with its other
+// bounds and their reasons (registry/limits.go), and handed in by it.
+type NetworkBounds struct {
+	MaxAge        time.Duration // how old the answer may grow before a request rebuilds it
+	Groups        int           // the regions and capabilities a breakdown names
+	HistorySpan   time.Duration // the span of the longest series
+	HistorySettle time.Duration // how far before changed_since a shorter answer's series begin
+	Variants      int           // the shorter answers kept with one answer
+}
+
+// Network keeps the history of the network in memory, read from the store after each
+// sample, and the answer of GET /v1/network/stats built from it and the node table.
+type Network struct {
+	bounds  NetworkBounds
+	store   store.Store
+	clock   func() time.Time // the registry's clock, untruncated
+	touches func() uint64    // the heartbeats the registry accepted so far
+	online  time.Duration    // how recently a node was seen to count as online
+	windows []int            // the windows, in seconds, the online counts are given for
+
 	mu      sync.Mutex // the history: one sample's write or one load at a time
 	steps   [][]binding.Counter
 	loaded  atomic.Bool
 	version atomic.Uint64 // loads so far, so that an answer built before one is rebuilt
 	sampled uint64        // touches counted into the history so far
 	build   sync.Mutex    // one answer built, or one sample taken, at a time; taken before mu
-	answer  atomic.Pointer[networkAnswer]
+	answer  atomic.Pointer[NetworkAnswer]
 }
 
-// networkAnswer is GET /v1/network/stats as built at one moment: the whole answer, and the
+// NewNetwork returns the network view of the node table in st. clock is the registry's
+// clock, touches counts the heartbeats it accepted, and online is how recently a node must
+// have been seen to count as online.
+func NewNetwork(b NetworkBounds, st store.Store, clock func() time.Time, touches func() uint64, online time.Duration) *Network {
+	return &Network{bounds: b, store: st, clock: clock, touches: touches, online: online,
+		// The page lets its reader pick one of these windows.
+		windows: []int{60, 300, int(online / time.Second), 3600, 86400}}
+}
+
+// now is the registry's clock truncated to whole seconds, as every answer states it.
+func (n *Network) now() time.Time { return n.clock().UTC().Truncate(time.Second) }
+
+// NetworkAnswer is GET /v1/network/stats as built at one moment: the whole answer, and the
 // parts the shorter answers to changed_since are put together from.
-type networkAnswer struct {
+type NetworkAnswer struct {
 	at      time.Time
 	life    time.Duration // how long it is served before a request rebuilds it
 	version uint64
 	counts  []byte // the answer up to its history: an object without its closing brace
 	history []encodedSeries
-	whole   *statsBody
+	whole   *Stats
+	bounds  *NetworkBounds
 	mu      sync.Mutex
-	short   map[int64]*statsBody // by the minute their series begin in
+	short   map[int64]*Stats // by the minute their series begin in
 }
 
-// statsBody is one answer's bytes, their tag and, once asked for, their gzip form.
-type statsBody struct {
+// Stats is one answer's bytes, their tag and, once asked for, their gzip form.
+type Stats struct {
 	body   []byte
 	tag    string
 	gzOnce sync.Once
 	gz     []byte
 }
 
-func newStatsBody(body []byte) *statsBody {
-	return &statsBody{body: body, tag: etagOf(func(f func([]byte)) { f(body) })}
+func newStats(body []byte) *Stats {
+	return &Stats{body: body, tag: ETag(func(f func([]byte)) { f(body) })}
 }
 
-func (b *statsBody) gzipped() []byte {
-	b.gzOnce.Do(func() { b.gz = compress(func(f func([]byte)) { f(b.body) }) })
+// Body is the answer.
+func (b *Stats) Body() []byte { return b.body }
+
+// Tag is its strong entity tag.
+func (b *Stats) Tag() string { return b.tag }
+
+// Gzip is its gzip form, compressed once.
+func (b *Stats) Gzip() []byte {
+	b.gzOnce.Do(func() { b.gz = Compress(func(f func([]byte)) { f(b.body) }) })
 	return b.gz
 }
 
@@ -141,24 +177,22 @@ func (e *encodedSeries) from(t time.Time) []byte {
 	return e.values[e.starts[len(e.starts)-min(max(k, 1), len(e.starts))]:]
 }
 
-// SampleNetwork records the network's state in the history: the nodes online and registered
-// this hour, and the heartbeats this daemon accepted since its last sample. [Service.Run]
-// calls it every minute, on every registry of a shared store. The answer of GET
-// /v1/network/stats is built again from the same count, so that a sample costs the page no
-// pass of its own.
-func (s *Service) SampleNetwork(ctx context.Context) error {
-	n := &s.network
+// Sample records the network's state in the history: the nodes online and registered this
+// hour, and the heartbeats this registry accepted since its last sample. The registry calls
+// it every minute, on every registry of a shared store. The answer is built again from the
+// same count, so that a sample costs the page no pass of its own.
+func (n *Network) Sample(ctx context.Context) error {
 	n.build.Lock()
 	defer n.build.Unlock()
-	now := s.now()
-	c, pass, err := s.timedCount(ctx, now)
+	now := n.now()
+	c, pass, err := n.timedCount(ctx, now)
 	if err != nil {
 		return err
 	}
-	if err := s.recordSample(ctx, now, c); err != nil {
+	if err := n.recordSample(ctx, now, c); err != nil {
 		return err
 	}
-	a, err := s.buildNetworkAnswer(c, pass, now)
+	a, err := n.buildAnswer(c, pass, now)
 	if err != nil {
 		return err
 	}
@@ -168,14 +202,13 @@ func (s *Service) SampleNetwork(ctx context.Context) error {
 
 // recordSample merges the sample c, taken at now, into the history, and reads the history
 // again.
-func (s *Service) recordSample(ctx context.Context, now time.Time, c nodeCounts) error {
-	n := &s.network
+func (n *Network) recordSample(ctx context.Context, now time.Time, c nodeCounts) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	touches := s.touches.Load()
+	touches := n.touches()
 	beats := int(touches - n.sampled)
 	values := []int{c.online, c.online, beats, c.registeredThisHour}
-	err := s.store.Update(ctx, func(tx store.Tx) error {
+	err := n.store.Update(ctx, func(tx store.Tx) error {
 		for i, se := range networkSeries {
 			key, at := se.slot(now)
 			stored, err := tx.Counter(key)
@@ -196,18 +229,17 @@ func (s *Service) recordSample(ctx context.Context, now time.Time, c nodeCounts)
 		return err
 	}
 	n.sampled = touches
-	return s.loadNetworkLocked(ctx)
+	return n.loadLocked(ctx)
 }
 
-// loadNetworkLocked reads the history from the store; n.mu is held.
-func (s *Service) loadNetworkLocked(ctx context.Context) error {
-	n := &s.network
+// loadLocked reads the history from the store; n.mu is held.
+func (n *Network) loadLocked(ctx context.Context) error {
 	var keys []string
 	for _, se := range networkSeries {
 		keys = append(keys, se.keys()...)
 	}
 	var got []binding.Counter
-	err := s.store.View(ctx, func(tx store.Tx) error {
+	err := n.store.View(ctx, func(tx store.Tx) error {
 		var err error
 		got, err = tx.Counters(keys...)
 		return err
@@ -228,17 +260,13 @@ func (s *Service) loadNetworkLocked(ctx context.Context) error {
 // nodeCounts is what one pass over the node table counts.
 type nodeCounts struct {
 	nodes, online, registeredThisHour int
-	windows                           []int // nodes seen within each of networkWindows
+	windows                           []int // nodes seen within each of Network.windows
 	regions, capabilities, reach      map[string]*api.Group
 }
 
-// networkWindows are the windows, in seconds, the online counts are given for: the page
-// lets its reader pick one.
-var networkWindows = []int{60, 300, int(DefaultOnlineWindow / time.Second), 3600, 86400}
-
 // countNodes counts the node table at now.
-func (s *Service) countNodes(ctx context.Context, now time.Time) (nodeCounts, error) {
-	c := nodeCounts{windows: make([]int, len(networkWindows)),
+func (n *Network) countNodes(ctx context.Context, now time.Time) (nodeCounts, error) {
+	c := nodeCounts{windows: make([]int, len(n.windows)),
 		regions: map[string]*api.Group{}, capabilities: map[string]*api.Group{}, reach: map[string]*api.Group{}}
 	hour := now.Truncate(time.Hour)
 	add := func(m map[string]*api.Group, name string, online bool) {
@@ -252,39 +280,38 @@ func (s *Service) countNodes(ctx context.Context, now time.Time) (nodeCounts, er
 			g.Online++
 		}
 	}
-	count := func(n *store.Node) error {
+	count := func(node *store.Node) error {
 		c.nodes++
-		age := now.Sub(n.LastSeen)
-		online := age <= DefaultOnlineWindow
+		age := now.Sub(node.LastSeen)
+		online := age <= n.online
 		if online {
 			c.online++
 		}
-		for i, w := range networkWindows {
+		for i, w := range n.windows {
 			if age <= time.Duration(w)*time.Second {
 				c.windows[i]++
 			}
 		}
-		if !n.FirstSeen.Before(hour) {
+		if !node.FirstSeen.Before(hour) {
 			c.registeredThisHour++
 		}
-		add(c.regions, n.Region, online)
-		add(c.reach, Reachability(n.Endpoint), online)
-		for _, cp := range n.Capabilities {
+		add(c.regions, node.Region, online)
+		add(c.reach, api.Reachability(node.Endpoint), online)
+		for _, cp := range node.Capabilities {
 			add(c.capabilities, cp, online)
 		}
 		return nil
 	}
-	return c, s.store.ScanNodes(ctx, count)
+	return c, n.store.ScanNodes(ctx, count)
 }
 
-// networkAnswer returns the current answer of GET /v1/network/stats. It is rebuilt — one
+// Answer returns the current answer of GET /v1/network/stats. It is rebuilt — one
 // pass over the node table — when it has lived its life (answerLife) or a sample came
 // since; a request meanwhile reads it as built. While one is being rebuilt, others get the one
 // before.
-func (s *Service) networkAnswer(ctx context.Context) (*networkAnswer, error) {
-	n := &s.network
-	now := s.now()
-	fresh := func(a *networkAnswer) bool {
+func (n *Network) Answer(ctx context.Context) (*NetworkAnswer, error) {
+	now := n.now()
+	fresh := func(a *NetworkAnswer) bool {
 		return a != nil && a.version == n.version.Load() && now.Sub(a.at) < a.life
 	}
 	a := n.answer.Load()
@@ -303,17 +330,17 @@ func (s *Service) networkAnswer(ctx context.Context) (*networkAnswer, error) {
 	}
 	if !n.loaded.Load() {
 		n.mu.Lock()
-		err := s.loadNetworkLocked(ctx)
+		err := n.loadLocked(ctx)
 		n.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
 	}
-	c, pass, err := s.timedCount(ctx, now)
+	c, pass, err := n.timedCount(ctx, now)
 	if err != nil {
 		return nil, err
 	}
-	a, err = s.buildNetworkAnswer(c, pass, now)
+	a, err = n.buildAnswer(c, pass, now)
 	if err != nil {
 		return nil, err
 	}
@@ -322,31 +349,30 @@ func (s *Service) networkAnswer(ctx context.Context) (*networkAnswer, error) {
 }
 
 // timedCount counts the node table at now, and says how long the pass took by the
-// service's clock untruncated (time.Now with its monotonic reading, unless the embedder
+// registry's clock untruncated (time.Now with its monotonic reading, unless the embedder
 // gives another).
-func (s *Service) timedCount(ctx context.Context, now time.Time) (nodeCounts, time.Duration, error) {
-	start := s.clock()
-	c, err := s.countNodes(ctx, now)
-	return c, s.clock().Sub(start), err
+func (n *Network) timedCount(ctx context.Context, now time.Time) (nodeCounts, time.Duration, error) {
+	start := n.clock()
+	c, err := n.countNodes(ctx, now)
+	return c, n.clock().Sub(start), err
 }
 
-// buildNetworkAnswer renders the count c, taken at now in a pass that took pass, and the
-// history as it stands. n.build is held, and n.mu is not.
-func (s *Service) buildNetworkAnswer(c nodeCounts, pass time.Duration, now time.Time) (*networkAnswer, error) {
-	n := &s.network
-	life := answerLife(pass)
+// buildAnswer renders the count c, taken at now in a pass that took pass, and the history
+// as it stands. n.build is held, and n.mu is not.
+func (n *Network) buildAnswer(c nodeCounts, pass time.Duration, now time.Time) (*NetworkAnswer, error) {
+	life := answerLife(n.bounds.MaxAge, pass)
 	v := api.NetworkCounts{
 		At:           canonical.FormatTime(now),
 		Nodes:        c.nodes,
-		OnlineWindow: int(DefaultOnlineWindow / time.Second),
-		Regions:      breakdown(c.regions),
-		Capabilities: breakdown(c.capabilities),
-		Reachability: breakdown(c.reach),
+		OnlineWindow: int(n.online / time.Second),
+		Regions:      breakdown(c.regions, n.bounds.Groups),
+		Capabilities: breakdown(c.capabilities, n.bounds.Groups),
+		Reachability: breakdown(c.reach, n.bounds.Groups),
 	}
-	for i, w := range networkWindows {
+	for i, w := range n.windows {
 		v.Online = append(v.Online, api.OnlineCount{Window: w, Nodes: c.windows[i]})
 	}
-	a := &networkAnswer{at: now, life: life, history: make([]encodedSeries, len(networkSeries))}
+	a := &NetworkAnswer{at: now, life: life, bounds: &n.bounds, history: make([]encodedSeries, len(networkSeries))}
 	n.mu.Lock()
 	a.version = n.version.Load()
 	for i, se := range networkSeries {
@@ -368,17 +394,24 @@ func (s *Service) buildNetworkAnswer(c nodeCounts, pass time.Duration, now time.
 		return nil, err
 	}
 	a.counts = counts[:len(counts)-1]
-	a.whole = newStatsBody(a.body(time.Time{}))
+	a.whole = newStats(a.body(time.Time{}))
 	return a, nil
 }
 
+// passShare caps the time the passes that rebuild the answer take, as a share of the time
+// between them: an answer whose pass took longer than maxAge / passShare lives passShare
+// times its pass instead, up to the minute between samples (answerLife). Anyone may ask for
+// the page, and the table grows with registrations, so without it a stranger asking every
+// few seconds would hold a share of a core that grows with the network; with it the counts
+// of a large table are older instead. It refuses no one: it only ages the counts.
+const passShare = 100
+
 // answerLife is how long an answer whose pass over the node table took pass is served:
-// networkStatsMaxAge, or networkStatsPassShare times the pass when that is longer, and a
-// minute at the most. A minute is the pace of the samples, each of which rebuilds the
-// answer anyway; the cap keeps a clock that jumped during a pass from holding an answer for
-// long where no one samples.
-func answerLife(pass time.Duration) time.Duration {
-	return min(max(networkStatsMaxAge, networkStatsPassShare*pass), time.Minute)
+// maxAge, or passShare times the pass when that is longer, and a minute at the most. A
+// minute is the pace of the samples, each of which rebuilds the answer anyway; the cap keeps
+// a clock that jumped during a pass from holding an answer for long where no one samples.
+func answerLife(maxAge, pass time.Duration) time.Duration {
+	return min(max(maxAge, passShare*pass), time.Minute)
 }
 
 // value returns the stored value of the step of se that begins at at, if one was sampled: a
@@ -411,7 +444,7 @@ func render(se series, steps []binding.Counter, now time.Time) encodedSeries {
 
 // body puts the answer together: every series from the step t falls in, whole when t is
 // zero.
-func (a *networkAnswer) body(t time.Time) []byte {
+func (a *NetworkAnswer) body(t time.Time) []byte {
 	size := len(a.counts) + 2
 	for _, e := range a.history {
 		size += 1 + len(e.head) + len(e.values) + 2
@@ -426,17 +459,20 @@ func (a *networkAnswer) body(t time.Time) []byte {
 	return append(b, "}\n"...)
 }
 
-// since returns the answer to changed_since t: the counts, and each series from the step
-// that networkHistorySettle before t falls in, so that it holds every step that may have
-// changed since an answer built at t. It is built once per answer and first minute, for
-// at most networkStatsVariants of them.
-func (a *networkAnswer) since(t time.Time) *statsBody {
-	from := t.Add(-networkHistorySettle)
+// Stats returns the answer to changed_since t, the whole answer when t is zero: the counts,
+// and each series from the step that NetworkBounds.HistorySettle before t falls in, so that
+// it holds every step that may have changed since an answer built at t. It is built once per
+// answer and first minute, for at most NetworkBounds.Variants of them.
+func (a *NetworkAnswer) Stats(t time.Time) *Stats {
+	if t.IsZero() {
+		return a.whole
+	}
+	from := t.Add(-a.bounds.HistorySettle)
 	if from.After(a.at) {
 		from = a.at
 	}
 	from = from.Truncate(time.Minute)
-	if from.Before(a.at.Add(-networkHistorySpan)) {
+	if from.Before(a.at.Add(-a.bounds.HistorySpan)) {
 		return a.whole
 	}
 	key := from.Unix()
@@ -446,23 +482,23 @@ func (a *networkAnswer) since(t time.Time) *statsBody {
 	if b != nil {
 		return b
 	}
-	b = newStatsBody(a.body(from))
+	b = newStats(a.body(from))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if kept := a.short[key]; kept != nil {
 		return kept
 	}
-	if len(a.short) < networkStatsVariants {
+	if len(a.short) < a.bounds.Variants {
 		if a.short == nil {
-			a.short = map[int64]*statsBody{}
+			a.short = map[int64]*Stats{}
 		}
 		a.short[key] = b
 	}
 	return b
 }
 
-// breakdown orders groups by size and names the networkStatsGroups largest.
-func breakdown(m map[string]*api.Group) api.Breakdown {
+// breakdown orders groups by size and names the named largest.
+func breakdown(m map[string]*api.Group, named int) api.Breakdown {
 	groups := make([]api.Group, 0, len(m))
 	for _, g := range m {
 		groups = append(groups, *g)
@@ -474,59 +510,13 @@ func breakdown(m map[string]*api.Group) api.Breakdown {
 		return strings.Compare(a.Name, b.Name)
 	})
 	out := api.Breakdown{Groups: groups}
-	if len(groups) > networkStatsGroups {
-		out.Groups = groups[:networkStatsGroups]
-		for _, g := range groups[networkStatsGroups:] {
+	if len(groups) > named {
+		out.Groups = groups[:named]
+		for _, g := range groups[named:] {
 			out.Others.Groups++
 			out.Others.Nodes += g.Nodes
 			out.Others.Online += g.Online
 		}
 	}
 	return out
-}
-
-func (h *handler) networkStats(w http.ResponseWriter, r *http.Request, _ call) {
-	since, err := changedSince(r.URL.RawQuery)
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	a, err := h.s.networkAnswer(r.Context())
-	if err != nil {
-		h.fail(w, err)
-		return
-	}
-	b := a.whole
-	if !since.IsZero() {
-		b = a.since(since)
-	}
-	gz := acceptsGzip(r)
-	if conditional(w, r, b.tag, etagHeader(b.tag, gz)) {
-		return
-	}
-	if gz {
-		writeGzip(w, contentTypeJSON, b.gzipped())
-		return
-	}
-	w.Header()["Content-Type"] = contentTypeJSON
-	w.Header()["Content-Length"] = []string{strconv.Itoa(len(b.body))}
-	w.Write(b.body)
-}
-
-// changedSince reads the network view's query. The console's polls send changed_since
-// alone, which is read without building url.Values; any other query goes through them,
-// with the same answer.
-func changedSince(query string) (time.Time, error) {
-	if query == "" {
-		return time.Time{}, nil
-	}
-	if v, ok := strings.CutPrefix(query, "changed_since="); ok && !strings.ContainsAny(v, "&;") {
-		unescaped, err := url.QueryUnescape(v)
-		if err == nil {
-			return api.ChangedSince(unescaped)
-		}
-	}
-	// As r.URL.Query, which reads what it can of a malformed query.
-	q, _ := url.ParseQuery(query)
-	return api.ParseChangedSince(q)
 }

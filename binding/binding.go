@@ -31,7 +31,7 @@
 //
 //	initiate   ValidateInitiate (CheckInitiate, then VerifyInitiateSignature), NewShortCode,
 //	           NewBindingToken, HashSecret, NewBindingSession                                 → INITIATED
-//	resolve    NormalizePresented, HashSecret, Counter.Blocked, Apply(Resolve)                → PENDING_OPERATOR
+//	resolve    NormalizePresented, HashSecret, Apply(Resolve)                                 → PENDING_OPERATOR
 //	authorize  CheckAuthorizationShape, VerifyAuthorization, Apply(Authorize)                 → PENDING_NODE_ACCEPTANCE
 //	accept     CheckAcceptanceShape, CheckAcceptance, Apply(Accept), VerifyChain,
 //	           Apply(VerifyOK) and Activate, or Apply(VerifyFail)                             → ACTIVE

@@ -158,9 +158,3 @@ type Binding struct {
 	RevocationID string           `json:"revocation_id"`
 	ActivatedAt  time.Time        `json:"activated_at"`
 }
-
-// Counter is a fixed-window failure counter: Count failures since Start.
-type Counter struct {
-	Count int       `json:"count"`
-	Start time.Time `json:"start"`
-}

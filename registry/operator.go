@@ -231,7 +231,7 @@ func failurePair(addr, did string) string {
 }
 
 // readCounters reads counters outside any write, in one statement where the store can.
-func (s *Service) readCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+func (s *Service) readCounters(ctx context.Context, keys ...string) ([]store.Counter, error) {
 	return s.store.ReadCounters(ctx, keys...)
 }
 

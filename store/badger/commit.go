@@ -10,7 +10,6 @@ import (
 
 	dgbadger "github.com/dgraph-io/badger/v4"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/rules"
@@ -76,7 +75,7 @@ func (p panicked) Error() string { return "store: update function panicked" }
 
 var _ store.Store = (*badgerStore)(nil)
 
-func (b *badgerStore) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+func (b *badgerStore) ReadCounters(ctx context.Context, keys ...string) ([]store.Counter, error) {
 	return store.ReadCountersInView(ctx, b, keys...)
 }
 

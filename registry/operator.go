@@ -278,7 +278,7 @@ func (c storedChallenges) Consume(challenge string, now time.Time) error {
 		return err
 	}
 	if err := c.tx.ConsumeChallenge(id, expires); errors.Is(err, store.ErrChallengeUsed) {
-		return proto.New(proto.BadChallenge, "challenge was already used")
+		return authn.ErrBadChallenge.With("challenge was already used")
 	} else if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/pause"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -251,7 +252,7 @@ func (n *Node) WaitForAuthorization(ctx context.Context, sessionID string, inter
 		case err != nil && (ctx.Err() != nil || !retryable(ctx, err)):
 			return api.PendingAuthorization{}, err
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := pause.For(ctx, interval); err != nil {
 			return api.PendingAuthorization{}, err
 		}
 	}

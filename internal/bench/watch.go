@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/internal/pause"
 	"github.com/svrp/svrp/registry/client"
 )
@@ -212,7 +211,7 @@ func (b *bench) beat(ctx context.Context, t *target, nodes []*client.Node, perSe
 		go func() {
 			defer wg.Done()
 			for nd := range due {
-				req, err := attack.Heartbeat(nd, b.cfg.prefix, time.Now().Unix())
+				req, err := nd.SignHeartbeat(time.Now().Unix())
 				if err == nil {
 					r, _ := post("/api/v1/heartbeat", req, nil)
 					_, o := t.exchange(ctx, r)

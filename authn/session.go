@@ -49,7 +49,7 @@ func NewBearerSession(operatorDID string, now time.Time) BearerSession {
 // value of a lookup that found nothing, is NO_SESSION.
 func (s BearerSession) Check(now time.Time) error {
 	if s.ExpiresAt.IsZero() {
-		return ErrNoSession.With("no session")
+		return ErrNoSession
 	}
 	if !now.Truncate(time.Second).Before(s.ExpiresAt) {
 		return ErrSessionExpired.With("session expired; log in again")

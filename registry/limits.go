@@ -473,11 +473,11 @@ const (
 // its records as large as the field limits allow, ask for its listings as often and in as
 // many spellings as it likes, and send back what others signed.
 const (
-	// MaxSignatureBytes caps the registration signature stored as given in grace mode
+	// maxSignatureBytes caps the registration signature stored as given in grace mode
 	// (docs/protocol.md §8). A base58 Ed25519 signature is 86–88 characters, so every wrong-length
 	// signature grace mode speaks of still fits; without a cap one GET /nodes carried
 	// whatever 64 KiB strings strangers registered, once per node.
-	MaxSignatureBytes = 256
+	maxSignatureBytes = 256
 
 	// maxListingBytes bounds the memory that encoded listings hold at once: the current
 	// snapshot, and older ones that slow readers are still being sent. A new snapshot is

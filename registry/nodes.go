@@ -231,7 +231,7 @@ func checkRegisterFields(req api.RegisterRequest) error {
 	if err := checkText("endpoint", req.Endpoint); err != nil {
 		return err
 	}
-	if req.Signature != nil && len(*req.Signature) > MaxSignatureBytes {
+	if req.Signature != nil && len(*req.Signature) > maxSignatureBytes {
 		return badRequest("field signature must be at most 256 bytes")
 	}
 	if strings.IndexFunc(req.Endpoint, isSpace) >= 0 {

@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svrp/svrp/authn"
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/cmdflag"
 	"github.com/svrp/svrp/internal/console"
@@ -198,8 +197,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	postgresFlags(fs, &c)
 	cmdflag.SetUsage(fs, "Usage: svrpd serve [flags]",
 		"Every flag can also be set by an environment variable: SVRPD_ and its name in upper case, '-' as '_' (SVRPD_LISTEN, SVRPD_DATA, ...). A flag on the command line wins.",
-		fmt.Sprintf("Fixed limits: request bodies %d KiB; %d failed resolves per code per %d minutes; %d open binding sessions per node key; registration signatures %d bytes; keep-alive connections idle %d s.",
-			registry.MaxBodyBytes>>10, binding.ResolveFailureLimit, int(binding.ResolveWindow/time.Minute), binding.MaxOpenSessionsPerNode, registry.MaxSignatureBytes, int(idleTimeout/time.Second)))
+		"Fixed limits: request bodies 64 KiB; 5 failed resolves per code per 10 minutes; 16 open binding sessions per node key; registration signatures 256 bytes; keep-alive connections idle 30 s.")
 	if code, ok := cmdflag.Parse(fs, args); !ok {
 		return code
 	}

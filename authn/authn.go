@@ -138,7 +138,7 @@ func (d Device) HasPermission(p string) bool {
 func (d Device) DeviceKey() (didkey.PublicKey, error) {
 	k, err := didkey.DecodeKey(d.Credential.DevicePublicKey)
 	if err != nil {
-		return didkey.PublicKey{}, proto.Errorf(proto.DCIDBinding, "device_public_key is not a 32-byte key: %w", err)
+		return didkey.PublicKey{}, ErrDCIDBinding.With("device_public_key is not a 32-byte key: %w", err)
 	}
 	return k, nil
 }

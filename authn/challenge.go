@@ -287,7 +287,7 @@ func (c *Challenger) mac(msg []byte) [sha256.Size]byte {
 	return sha256.Sum256(out[:])
 }
 
-func badChallenge(msg string) error { return proto.New(proto.BadChallenge, msg) }
+func badChallenge(msg string) error { return ErrBadChallenge.With("%s", msg) }
 
 // usedEntry is one consumed challenge: its id (nonce and expiry) and its expiry.
 type usedEntry struct {

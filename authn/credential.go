@@ -1,7 +1,6 @@
 package authn
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/svrp/svrp/canonical"
@@ -84,23 +83,23 @@ func VerifyCredential(dc DeviceCredential, prefix string, now time.Time, pins Pi
 func verifyCredential(v sigverify.Verifier, dc DeviceCredential, prefix string, now time.Time, pins Pins) (Device, error) {
 	did, root, err := didkey.CheckOperator(dc.OperatorDID, dc.OperatorRootPublicKey)
 	if err != nil {
-		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential: %w", err)
+		return Device{}, ErrDCIDBinding.With("device credential: %w", err)
 	}
 	// docs/protocol.md §5.2: an unparsable credential key is DC_ID_BINDING, the device key
 	// included, although only step 6 (or authorize's signature check) verifies under it.
 	device, err := didkey.DecodeKey(dc.DevicePublicKey)
 	if err != nil {
-		return Device{}, proto.Errorf(proto.DCIDBinding, "device credential device_public_key: %w", err)
+		return Device{}, ErrDCIDBinding.With("device credential device_public_key: %w", err)
 	}
 	// A key no signature can be accepted under (docs/protocol.md §1.1) is refused as a key.
 	if !sigverify.KeyAllowed(root[:]) || !sigverify.KeyAllowed(device[:]) {
-		return Device{}, proto.New(proto.DCIDBinding, "device credential key is a small-order point or a non-canonical encoding")
+		return Device{}, ErrDCIDBinding.With("device credential key is a small-order point or a non-canonical encoding")
 	}
 	if err := canonical.VerifyWith(v, root, prefix, dc.DeviceCredential, dc.Signature); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return Device{}, err
 		}
-		return Device{}, proto.New(proto.DCBadSignature, "device credential is not signed by its root key")
+		return Device{}, ErrDCBadSignature.With("device credential is not signed by its root key")
 	}
 	if err := checkPin(pins, did, root); err != nil {
 		return Device{}, err
@@ -116,22 +115,22 @@ func verifyCredential(v sigverify.Verifier, dc DeviceCredential, prefix string, 
 func checkWindow(issuedAt, expiresAt string, now time.Time) error {
 	iss, err := canonical.ParseTime(issuedAt)
 	if err != nil {
-		return proto.Errorf(proto.DCExpired, "device credential issued_at: %w", err)
+		return ErrDCExpired.With("device credential issued_at: %w", err)
 	}
 	exp, err := canonical.ParseTime(expiresAt)
 	if err != nil {
-		return proto.Errorf(proto.DCExpired, "device credential expires_at: %w", err)
+		return ErrDCExpired.With("device credential expires_at: %w", err)
 	}
 	now = now.Truncate(time.Second)
 	if now.Before(iss.Add(-CredentialSkew)) {
-		return proto.New(proto.DCExpired, fmt.Sprintf("device credential is not valid before %s", issuedAt))
+		return ErrDCExpired.With("device credential is not valid before %s", issuedAt)
 	}
 	if now.After(exp.Add(CredentialSkew)) {
-		return proto.New(proto.DCExpired, fmt.Sprintf("device credential expired at %s", expiresAt))
+		return ErrDCExpired.With("device credential expired at %s", expiresAt)
 	}
 	return nil
 }
 
 func badRequestf(format string, args ...any) error {
-	return proto.New(proto.BadRequest, fmt.Sprintf(format, args...))
+	return ErrBadRequest.With(format, args...)
 }

@@ -80,12 +80,12 @@ func VerifyLoginWith(v sigverify.Verifier, l Login, prefix string, now time.Time
 // does not decode cannot be valid.
 func verifyLoginSignature(v sigverify.Verifier, l Login, prefix string) error {
 	if _, err := canonical.ParseTime(l.IssuedAt); err != nil {
-		return proto.Errorf(proto.BadSignature, "login issued_at: %w", err)
+		return ErrBadSignature.With("login issued_at: %w", err)
 	}
 	dc := l.DeviceCredential
 	key, err := didkey.DecodeKey(dc.DevicePublicKey)
 	if err != nil {
-		return proto.Errorf(proto.BadSignature, "device_public_key: %w", err)
+		return ErrBadSignature.With("device_public_key: %w", err)
 	}
 	m := canonical.Login{
 		OperatorDID:     dc.OperatorDID,
@@ -94,7 +94,7 @@ func verifyLoginSignature(v sigverify.Verifier, l Login, prefix string) error {
 		IssuedAt:        l.IssuedAt,
 	}
 	if err := canonical.VerifyWith(v, key, prefix, m, l.Signature); err != nil {
-		return proto.New(proto.BadSignature, "login signature does not verify under the device key")
+		return ErrBadSignature.With("login signature does not verify under the device key")
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package authn
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/svrp/svrp/canonical"
@@ -55,10 +54,10 @@ func (c *NodeChecker) Check(key didkey.PublicKey, m NodeMessage, sig string) err
 		return err
 	}
 	if d.IsOperator() {
-		return proto.New(proto.IDBindingFailed, "an operator DID cannot sign as a node")
+		return didkey.ErrBindingFailed.With("an operator DID cannot sign as a node")
 	}
 	if !d.Matches(key) {
-		return proto.New(proto.IDBindingFailed, "the node DID does not derive from the node key")
+		return didkey.ErrBindingFailed.With("the node DID does not derive from the node key")
 	}
 	return c.CheckBound(key, m, sig)
 }
@@ -77,7 +76,7 @@ func (c *NodeChecker) CheckBound(key didkey.PublicKey, m NodeMessage, sig string
 	}
 	_, ts := m.Signer()
 	if !c.Fresh(ts) {
-		return proto.New(proto.StaleTS, fmt.Sprintf("ts %d is more than %d s from registry time", ts, int64(NodeTSTolerance/time.Second)))
+		return ErrStaleTS.With("ts %d is more than %d s from registry time", ts, int64(NodeTSTolerance/time.Second))
 	}
 	v := c.Verifier
 	if v == nil {
@@ -87,7 +86,7 @@ func (c *NodeChecker) CheckBound(key didkey.PublicKey, m NodeMessage, sig string
 		if proto.CodeOf(err) == proto.BadRequest {
 			return err
 		}
-		return proto.New(proto.BadSignature, "node signature does not verify")
+		return ErrBadSignature.With("node signature does not verify")
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package authn
 
 import (
 	"crypto/ed25519"
-	"fmt"
 	"time"
 
 	"github.com/svrp/svrp/canonical"
@@ -115,13 +114,13 @@ func VerifyRevocation(r SignedRevocation, prefix string, now time.Time) (Revoked
 	m := r.Revocation
 	did, root, err := didkey.CheckOperator(m.OperatorDID, m.OperatorRootPublicKey)
 	if err != nil {
-		return Revoked{}, proto.Errorf(proto.DCIDBinding, "revocation: %w", err)
+		return Revoked{}, ErrDCIDBinding.With("revocation: %w", err)
 	}
 	if err := canonical.Verify(root, prefix, m, r.Signature); err != nil {
 		if proto.CodeOf(err) == proto.BadRequest {
 			return Revoked{}, err
 		}
-		return Revoked{}, proto.New(proto.DCBadSignature, "the revocation is not signed by the operator's root key")
+		return Revoked{}, ErrDCBadSignature.With("the revocation is not signed by the operator's root key")
 	}
 	at, _ := canonical.ParseTime(m.RevokedAt) // CheckRevocationShape parsed it
 	return Revoked{OperatorDID: did.String(), RootKey: root, RevocationID: m.RevocationID, RevokedAt: at}, nil
@@ -133,7 +132,7 @@ func VerifyRevocation(r SignedRevocation, prefix string, now time.Time) (Revoked
 // its short form, and the key is written in base58. revokedAt is truncated to the second.
 func SignRevocation(root ed25519.PrivateKey, prefix, operatorDID, rootKey, revocationID string, revokedAt time.Time) (SignedRevocation, error) {
 	if len(root) != ed25519.PrivateKeySize {
-		return SignedRevocation{}, proto.New(proto.BadRequest, "the root key is not an Ed25519 private key")
+		return SignedRevocation{}, ErrBadRequest.With("the root key is not an Ed25519 private key")
 	}
 	pub, err := didkey.KeyFromEd25519(root.Public().(ed25519.PublicKey))
 	if err != nil {
@@ -150,7 +149,7 @@ func SignRevocation(root ed25519.PrivateKey, prefix, operatorDID, rootKey, revoc
 		operatorDID = d.String()
 	}
 	if _, k, err := didkey.CheckOperator(operatorDID, rootKey); err != nil || k != pub {
-		return SignedRevocation{}, proto.New(proto.DCIDBinding, fmt.Sprintf("%s with key %s is not this root key's operator identity", operatorDID, rootKey))
+		return SignedRevocation{}, ErrDCIDBinding.With("%s with key %s is not this root key's operator identity", operatorDID, rootKey)
 	}
 	m := canonical.Revocation{
 		OperatorDID: operatorDID, OperatorRootPublicKey: rootKey,
@@ -171,5 +170,5 @@ func CheckCredentialRevoked(dc DeviceCredential, rl Revocations) error {
 	if err != nil || !revoked {
 		return err
 	}
-	return proto.New(proto.DCRevoked, "this device credential has been revoked by its operator")
+	return ErrDCRevoked.With("this device credential has been revoked by its operator")
 }

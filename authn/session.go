@@ -49,10 +49,10 @@ func NewBearerSession(operatorDID string, now time.Time) BearerSession {
 // value of a lookup that found nothing, is NO_SESSION.
 func (s BearerSession) Check(now time.Time) error {
 	if s.ExpiresAt.IsZero() {
-		return proto.New(proto.NoSession, "no session")
+		return ErrNoSession
 	}
 	if !now.Truncate(time.Second).Before(s.ExpiresAt) {
-		return proto.New(proto.SessionExpired, "session expired; log in again")
+		return ErrSessionExpired.With("session expired; log in again")
 	}
 	return nil
 }
@@ -83,15 +83,15 @@ func ParseBearer(header string) (string, error) {
 	h := trimWS(header)
 	const scheme = "bearer"
 	if len(h) <= len(scheme) || !equalFoldASCII(h[:len(scheme)], scheme) || !isWS(h[len(scheme)]) {
-		return "", proto.New(proto.NoSession, "no bearer token sent")
+		return "", ErrNoSession.With("no bearer token sent")
 	}
 	tok := trimWS(h[len(scheme):])
 	if tok == "" || tok[0] == '=' || len(tok) > maxBearerToken {
-		return "", proto.New(proto.NoSession, "no bearer token sent")
+		return "", ErrNoSession.With("no bearer token sent")
 	}
 	for i := 0; i < len(tok); i++ {
 		if !isB64TokenChar(tok[i]) || (tok[i] == '=' && !allEquals(tok[i:])) {
-			return "", proto.New(proto.NoSession, "malformed bearer token")
+			return "", ErrNoSession.With("malformed bearer token")
 		}
 	}
 	return tok, nil

@@ -37,7 +37,7 @@ func CheckAcceptance(s BindingSession, acc Acceptance, prefix string, accepted b
 		return err
 	}
 	if s.Authorization == nil {
-		return proto.New(proto.BadState, "the session has no authorization to answer")
+		return ErrBadState.With("the session has no authorization to answer")
 	}
 	m := acc.Acceptance
 	if err := acceptanceNames(s, m); err != nil {
@@ -67,7 +67,7 @@ func VerifyAcceptanceSignature(s BindingSession, acc Acceptance, prefix string) 
 		if proto.CodeOf(err) != proto.BadSignature {
 			return err
 		}
-		return proto.New(proto.BadSignature, "the acceptance is not signed by the session's node key")
+		return ErrBadSignature.With("the acceptance is not signed by the session's node key")
 	}
 	return nil
 }

@@ -76,17 +76,17 @@ func VerifyAuthorization(s BindingSession, dc authn.DeviceCredential, az Authori
 		return err
 	}
 	if dc.OperatorDID != s.OperatorDID {
-		return proto.New(proto.PermissionDenied, "the device credential is not for the operator that resolved the session")
+		return ErrPermissionDenied.With("the device credential is not for the operator that resolved the session")
 	}
 	dev, err := authn.VerifyCredential(dc, prefix, now, pins)
 	if err != nil {
 		return err
 	}
 	if !dev.HasPermission(PermissionBind) {
-		return proto.New(proto.PermissionDenied, "the device credential does not grant "+PermissionBind)
+		return ErrPermissionDenied.With("the device credential does not grant " + PermissionBind)
 	}
 	if err := authorizationNames(s, dc, az.Authorization); err != nil {
-		return proto.Errorf(proto.BadRequest, "authorization_credential: %w", err)
+		return ErrBadRequest.With("authorization_credential: %w", err)
 	}
 	device, err := dev.DeviceKey()
 	if err != nil {
@@ -96,13 +96,13 @@ func VerifyAuthorization(s BindingSession, dc authn.DeviceCredential, az Authori
 		if proto.CodeOf(err) != proto.BadSignature {
 			return err
 		}
-		return proto.New(proto.BadSignature, "the authorization is not signed by the credential's device key")
+		return ErrBadSignature.With("the authorization is not signed by the credential's device key")
 	}
 	if now.Before(issued.Add(-AuthorizationSkew)) {
-		return proto.New(proto.AuthzExpired, "the authorization is not valid before "+az.IssuedAt)
+		return ErrAuthzExpired.With("the authorization is not valid before %s", az.IssuedAt)
 	}
 	if now.After(expires.Add(AuthorizationSkew)) {
-		return proto.New(proto.AuthzExpired, "the authorization expired at "+az.ExpiresAt)
+		return ErrAuthzExpired.With("the authorization expired at %s", az.ExpiresAt)
 	}
 	if err := CheckRevoked(dc, az, rl); err != nil {
 		return err
@@ -124,7 +124,7 @@ func CheckRevoked(dc authn.DeviceCredential, az AuthorizationCredential, rl auth
 	if err != nil || !revoked {
 		return err
 	}
-	return proto.New(proto.AuthzRevoked, "this authorization has been revoked by its operator")
+	return ErrAuthzRevoked.With("this authorization has been revoked by its operator")
 }
 
 // BindingRevoked reports whether an active binding must end because a credential that made
@@ -169,14 +169,14 @@ func namesSession(s BindingSession, sessionID, nodeDID, operatorDID, operator, w
 func CheckScope(requested canonical.BindingSession, granted canonical.Authorization) error {
 	for _, t := range granted.TaskTypes {
 		if !slices.Contains(requested.RequestedTaskTypes, t) {
-			return proto.New(proto.ScopeExceeded, fmt.Sprintf("task type %q was not requested by the node", clip(t)))
+			return ErrScopeExceeded.With("task type %q was not requested by the node", clip(t))
 		}
 	}
 	if !withinCap(requested.RequestedSingleLimit, granted.SingleLimit) {
-		return proto.New(proto.ScopeExceeded, "single_limit exceeds the node's requested_single_limit")
+		return ErrScopeExceeded.With("single_limit exceeds the node's requested_single_limit")
 	}
 	if !withinCap(requested.RequestedDailyLimit, granted.DailyLimit) {
-		return proto.New(proto.ScopeExceeded, "daily_limit exceeds the node's requested_daily_limit")
+		return ErrScopeExceeded.With("daily_limit exceeds the node's requested_daily_limit")
 	}
 	return nil
 }

@@ -31,7 +31,7 @@
 //
 //	initiate   ValidateInitiate (CheckInitiate, then VerifyInitiateSignature), NewShortCode,
 //	           NewBindingToken, HashSecret, NewBindingSession                                 → INITIATED
-//	resolve    NormalizePresented, HashSecret, Counter.Blocked, Apply(Resolve)                → PENDING_OPERATOR
+//	resolve    NormalizePresented, HashSecret, Apply(Resolve)                                 → PENDING_OPERATOR
 //	authorize  CheckAuthorizationShape, VerifyAuthorization, Apply(Authorize)                 → PENDING_NODE_ACCEPTANCE
 //	accept     CheckAcceptanceShape, CheckAcceptance, Apply(Accept), VerifyChain,
 //	           Apply(VerifyOK) and Activate, or Apply(VerifyFail)                             → ACTIVE
@@ -55,8 +55,9 @@ package binding
 
 import "github.com/svrp/svrp/proto"
 
-// Sentinels for errors.Is. Errors of this package carry more detail but match one of these
-// by code.
+// Sentinels for errors.Is. Errors of this package carry more detail, each a case of one of
+// these ([proto.Error.With]), so errors.Is matches it; a sentinel of another package with the
+// same code does not.
 var (
 	// ErrBadState: the event does not fit the session's state, often because it is terminal
 	// or expired (409).
@@ -89,4 +90,4 @@ var (
 	ErrSessionExists = proto.New(proto.SessionExists, "this binding_session_id was already used")
 )
 
-func badRequest(msg string) error { return proto.New(proto.BadRequest, msg) }
+func badRequest(msg string) error { return ErrBadRequest.With("%s", msg) }

@@ -100,19 +100,3 @@ func ExampleCheckScope() {
 	// single_limit exceeds the node's requested_single_limit
 	// task type "storage" was not requested by the node
 }
-
-// Failed resolves are counted per code in a window that starts at the first failure; the
-// sixth attempt within it is refused.
-func ExampleCounter() {
-	start := time.Date(2025, 1, 15, 10, 30, 0, 0, time.UTC)
-	var c binding.Counter
-	for i := range binding.ResolveFailureLimit {
-		c = c.Fail(start.Add(time.Duration(i)*time.Minute), binding.ResolveWindow)
-	}
-	for _, at := range []time.Duration{5 * time.Minute, 10 * time.Minute} {
-		fmt.Printf("+%v blocked=%v\n", at, c.Blocked(start.Add(at), binding.ResolveFailureLimit, binding.ResolveWindow))
-	}
-	// Output:
-	// +5m0s blocked=true
-	// +10m0s blocked=false
-}

@@ -60,10 +60,10 @@ func CheckInitiate(req InitiateRequest, now time.Time) (didkey.PublicKey, error)
 		return none, err
 	}
 	if ttl := expires.Sub(created); ttl <= 0 || ttl > MaxSessionTTL {
-		return none, proto.New(proto.TTLTooLong, "expires_at - created_at must be more than 0 and at most 600 seconds")
+		return none, ErrTTLTooLong.With("expires_at - created_at must be more than 0 and at most 600 seconds")
 	}
 	if !expires.After(now) {
-		return none, proto.New(proto.AlreadyExpired, "expires_at is already past")
+		return none, ErrAlreadyExpired.With("expires_at is already past")
 	}
 	if created.After(now.Add(MaxPostDating)) {
 		return none, badRequest("created_at is more than 300 seconds ahead of the registry's clock")
@@ -80,7 +80,7 @@ func VerifyInitiateSignature(req InitiateRequest, key didkey.PublicKey, prefix s
 		if proto.CodeOf(err) != proto.BadSignature {
 			return err
 		}
-		return proto.New(proto.BadSignature, "node_signature does not verify over the session description")
+		return ErrBadSignature.With("node_signature does not verify over the session description")
 	}
 	return nil
 }

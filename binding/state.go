@@ -1,10 +1,7 @@
 package binding
 
 import (
-	"fmt"
 	"time"
-
-	"github.com/svrp/svrp/proto"
 )
 
 // Event is something that happens to a binding session: a request of one of the binding
@@ -145,9 +142,9 @@ func next(from State, ev Event) State {
 
 func refusal(st State, ev Event) error {
 	if st == Active && ev < numEvents && activeAnswers[ev] {
-		return proto.New(proto.AlreadyActive, fmt.Sprintf("the binding is already active (%s)", ev))
+		return ErrAlreadyActive.With("the binding is already active (%s)", ev)
 	}
-	return proto.New(proto.BadState, fmt.Sprintf("%s does not fit a session in state %s", ev, st))
+	return ErrBadState.With("%s does not fit a session in state %s", ev, st)
 }
 
 // ExpireIfDue returns s moved to EXPIRED when it is not terminal and its expires_at is not

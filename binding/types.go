@@ -7,7 +7,6 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
-	"github.com/svrp/svrp/proto"
 )
 
 // State is a binding session's state (description 3.1).
@@ -58,7 +57,7 @@ func ParseState(name string) (State, error) {
 			return s, nil
 		}
 	}
-	return StateInvalid, proto.New(proto.BadRequest, fmt.Sprintf("unknown state %q", clip(name)))
+	return StateInvalid, ErrBadRequest.With("unknown state %q", clip(name))
 }
 
 // Terminal reports whether s never moves again.
@@ -157,10 +156,4 @@ type Binding struct {
 	DailyLimit   *float64         `json:"daily_limit"`
 	RevocationID string           `json:"revocation_id"`
 	ActivatedAt  time.Time        `json:"activated_at"`
-}
-
-// Counter is a fixed-window failure counter: Count failures since Start.
-type Counter struct {
-	Count int       `json:"count"`
-	Start time.Time `json:"start"`
 }

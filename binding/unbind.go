@@ -2,8 +2,6 @@ package binding
 
 import (
 	"time"
-
-	"github.com/svrp/svrp/proto"
 )
 
 // Bound reports whether the binding session s created is still its node's current binding:
@@ -22,9 +20,9 @@ func Unbind(s BindingSession, current Binding, found bool, by UnboundBy, now tim
 	now = clock(now)
 	if !Bound(s, current, found) {
 		if s.State != Active {
-			return s, proto.New(proto.BadState, "the session is "+ExpireIfDue(s, now).State.String()+", not ACTIVE; there is no binding to end")
+			return s, ErrBadState.With("the session is %s, not ACTIVE; there is no binding to end", ExpireIfDue(s, now).State)
 		}
-		return s, proto.New(proto.BadState, "this session's binding has already ended")
+		return s, ErrBadState.With("this session's binding has already ended")
 	}
 	return markUnbound(s, by, now), nil
 }

@@ -264,7 +264,7 @@ func (m Cancel) Bytes(prefix string) ([]byte, error) {
 // Sign signs the message's bytes under prefix and returns the base58 signature.
 func Sign(priv ed25519.PrivateKey, prefix string, m Message) (string, error) {
 	if len(priv) != ed25519.PrivateKeySize {
-		return "", proto.New(proto.BadRequest, "private key is not an Ed25519 key")
+		return "", ErrBadRequest.With("private key is not an Ed25519 key")
 	}
 	msg, err := m.Bytes(prefix)
 	if err != nil {
@@ -293,7 +293,7 @@ func VerifyWith(v sigverify.Verifier, pub didkey.PublicKey, prefix string, m Mes
 		return err
 	}
 	if !v.Verify(pub[:], msg, s[:]) {
-		return proto.New(proto.BadSignature, "signature does not verify")
+		return ErrBadSignature.With("signature does not verify")
 	}
 	return nil
 }
@@ -305,11 +305,11 @@ const maxBase58Signature = 88
 func DecodeSignature(sig string) ([ed25519.SignatureSize]byte, error) {
 	var s [ed25519.SignatureSize]byte
 	if sig == "" || len(sig) > maxBase58Signature {
-		return s, proto.New(proto.BadSignature, "signature is not base58 of 64 bytes")
+		return s, ErrBadSignature.With("signature is not base58 of 64 bytes")
 	}
 	raw, err := base58.Decode(sig)
 	if err != nil || len(raw) != len(s) {
-		return s, proto.New(proto.BadSignature, "signature is not base58 of 64 bytes")
+		return s, ErrBadSignature.With("signature is not base58 of 64 bytes")
 	}
 	copy(s[:], raw)
 	return s, nil
@@ -319,12 +319,12 @@ func DecodeSignature(sig string) ([ed25519.SignatureSize]byte, error) {
 // digits, '.', '_' or '-'.
 func CheckPrefix(prefix string) error {
 	if prefix == "" || len(prefix) > 64 {
-		return proto.New(proto.BadRequest, "domain prefix must be 1-64 characters")
+		return ErrBadRequest.With("domain prefix must be 1-64 characters")
 	}
 	for i := 0; i < len(prefix); i++ {
 		c := prefix[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return proto.New(proto.BadRequest, fmt.Sprintf("domain prefix %q has a character outside [A-Za-z0-9._-]", prefix))
+			return ErrBadRequest.With("domain prefix %q has a character outside [A-Za-z0-9._-]", prefix)
 		}
 	}
 	return nil
@@ -335,11 +335,11 @@ func CheckPrefix(prefix string) error {
 func CheckString(field, s string) error {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == 0x7f {
-			return proto.New(proto.BadRequest, fmt.Sprintf("field %s contains a control character", field))
+			return ErrBadRequest.With("field %s contains a control character", field)
 		}
 	}
 	if !utf8.ValidString(s) {
-		return proto.New(proto.BadRequest, fmt.Sprintf("field %s is not valid UTF-8", field))
+		return ErrBadRequest.With("field %s is not valid UTF-8", field)
 	}
 	return nil
 }
@@ -349,11 +349,11 @@ func CheckString(field, s string) error {
 func CheckList(field string, items []string) error {
 	for _, it := range items {
 		if it == "" {
-			return proto.New(proto.BadRequest, fmt.Sprintf("field %s has an empty item", field))
+			return ErrBadRequest.With("field %s has an empty item", field)
 		}
 		for i := 0; i < len(it); i++ {
 			if it[i] == ',' {
-				return proto.New(proto.BadRequest, fmt.Sprintf("field %s has an item containing ','", field))
+				return ErrBadRequest.With("field %s has an item containing ','", field)
 			}
 		}
 		if err := CheckString(field, it); err != nil {
@@ -366,7 +366,7 @@ func CheckList(field string, items []string) error {
 // CheckNumber applies the rule for a signed number: finite, at least 0, at most 2^53 − 1.
 func CheckNumber(field string, v float64) error {
 	if math.IsNaN(v) || v < 0 || v > MaxLimit {
-		return proto.New(proto.BadRequest, fmt.Sprintf("field %s must be a number from 0 to 9007199254740991", field))
+		return ErrBadRequest.With("field %s must be a number from 0 to 9007199254740991", field)
 	}
 	return nil
 }

@@ -1,10 +1,7 @@
 package canonical
 
 import (
-	"fmt"
 	"time"
-
-	"github.com/svrp/svrp/proto"
 )
 
 // TimeLayout is the one timestamp form of the protocol: 20 characters, UTC, second precision.
@@ -60,5 +57,5 @@ func badTime(s string) error {
 	if len(s) > max {
 		s = s[:max]
 	}
-	return proto.New(proto.BadRequest, fmt.Sprintf("timestamp %q is not in the form YYYY-MM-DDTHH:MM:SSZ", s))
+	return ErrBadRequest.With("timestamp %q is not in the form YYYY-MM-DDTHH:MM:SSZ", s)
 }

@@ -172,7 +172,7 @@ type DID struct {
 // body, hex in lower case. It does not check the role (node or operator) or any key.
 func Parse(s string) (DID, error) {
 	if len(s) < len(methodPrefix) || s[:len(methodPrefix)] != methodPrefix {
-		return DID{}, proto.New(proto.IDBindingRequired, fmt.Sprintf("%s is not a did:svrp identity", quote(s)))
+		return DID{}, ErrBindingRequired.With("%s is not a did:svrp identity", quote(s))
 	}
 	rest := s[len(methodPrefix):]
 	d := DID{s: s}
@@ -186,7 +186,7 @@ func Parse(s string) (DID, error) {
 		d.form = shortForm(rest)
 	}
 	if d.form == FormInvalid {
-		return DID{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s breaks the did:svrp grammar", quote(s)))
+		return DID{}, ErrBindingFailed.With("%s breaks the did:svrp grammar", quote(s))
 	}
 	return d, nil
 }
@@ -307,7 +307,7 @@ func CheckNode(did, key string) (DID, PublicKey, error) {
 		return DID{}, PublicKey{}, err
 	}
 	if d.IsOperator() {
-		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s is an operator DID, not a node DID", quote(did)))
+		return DID{}, PublicKey{}, ErrBindingFailed.With("%s is an operator DID, not a node DID", quote(did))
 	}
 	return bind(d, key)
 }
@@ -320,7 +320,7 @@ func CheckOperator(did, rootKey string) (DID, PublicKey, error) {
 		return DID{}, PublicKey{}, err
 	}
 	if !d.IsOperator() {
-		return DID{}, PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s is not an operator DID (did:svrp:o:…)", quote(did)))
+		return DID{}, PublicKey{}, ErrBindingFailed.With("%s is not an operator DID (did:svrp:o:…)", quote(did))
 	}
 	return bind(d, rootKey)
 }
@@ -341,7 +341,7 @@ func (d DID) Bind(key string) (PublicKey, error) {
 		return PublicKey{}, err
 	}
 	if !d.Matches(k) {
-		return PublicKey{}, proto.New(proto.IDBindingFailed, fmt.Sprintf("%s does not derive from the key presented", quote(d.s)))
+		return PublicKey{}, ErrBindingFailed.With("%s does not derive from the key presented", quote(d.s))
 	}
 	return k, nil
 }
@@ -366,7 +366,7 @@ func isLowerHex(s string, n int) bool {
 func isTagChar(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') }
 
 func failf(format string, args ...any) error {
-	return proto.Errorf(proto.IDBindingFailed, format, args...)
+	return ErrBindingFailed.With(format, args...)
 }
 
 // quote renders untrusted input for an error text, cut to a readable length.

@@ -1,7 +1,16 @@
 // Package proto holds the protocol error codes of the svrp wire protocol (docs/protocol.md) and the
 // one error type that carries them. Every package of the module returns errors of this type, so a
-// caller — the HTTP layer above all — can branch on the code with [CodeOf] or errors.Is against a
-// package's sentinel, and map it to a status in exactly one place.
+// caller — the HTTP layer above all — can read the code with [CodeOf] and map it to a status in
+// exactly one place, or branch with errors.Is on a package's sentinel.
+//
+// # Identity and code
+//
+// An error's identity and its code are two things. errors.Is matches an [Error] as itself: a
+// sentinel (a package-level error made by [New]) matches itself and the errors made from it by
+// [Error.With], never another error that happens to share its code. BAD_REQUEST alone is the
+// answer of a malformed field in canonical, a mismatched one in binding and a broken login in
+// authn; a caller that asks errors.Is(err, binding.ErrBadRequest) learns that binding refused,
+// while a caller that needs the code — the HTTP table, a client, a metric — asks [CodeOf].
 //
 // It is public and imports nothing but the standard library, so that a program using only
 // registry/client branches on the same [Code] constants the registry sends.
@@ -62,14 +71,19 @@ const (
 )
 
 // Error is a failure that maps to one protocol code. Its text is for people and never
-// contains a secret; its code is the contract. It may carry a cause, the error that made it.
+// contains a secret; its code is the contract. It may carry a cause, the error that made it,
+// and may be a case of a sentinel ([Error.With]), which errors.Is then matches.
 type Error struct {
 	code  Code
 	msg   string
 	cause error
+	of    *Error // the sentinel this error is a case of, or nil
 }
 
-// New returns an error with the given code and human text.
+// New returns an error with the given code and human text, with an identity of its own:
+// errors.Is matches it only as itself and as what [Error.With] makes from it. Declared as a
+// package variable it is a sentinel; made in a function it is a one-off that callers read by
+// its code.
 func New(code Code, msg string) *Error { return &Error{code: code, msg: msg} }
 
 // Errorf returns an error with the given code and the text fmt.Errorf formats. The operand of
@@ -84,6 +98,16 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{code: code, msg: err.Error(), cause: cause}
 }
 
+// With returns a case of e: an error with e's code and the text fmt.Errorf formats, which
+// errors.Is matches as e (and as every sentinel e is itself a case of). A package returns
+// such cases, each saying what exactly was wrong, while its callers branch on its sentinels.
+// The operand of a %w verb becomes the cause, as with [Errorf].
+func (e *Error) With(format string, args ...any) *Error {
+	c := Errorf(e.code, format, args...)
+	c.of = e
+	return c
+}
+
 func (e *Error) Error() string { return e.msg }
 
 // Unwrap returns the cause of the error, or nil.
@@ -92,11 +116,16 @@ func (e *Error) Unwrap() error { return e.cause }
 // Code returns the protocol code, for example "ID_BINDING_FAILED".
 func (e *Error) Code() string { return string(e.code) }
 
-// Is reports whether target is an *Error with the same code, so that a detailed error
-// matches its package's sentinel under errors.Is.
+// Is reports whether e is a case of target ([Error.With]). errors.Is compares e with target
+// itself before it asks, so an error is always itself; no two errors are the same because
+// they share a code.
 func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.code == e.code
+	for s := e.of; s != nil; s = s.of {
+		if s == target {
+			return true
+		}
+	}
+	return false
 }
 
 // CodeOf returns the protocol code carried by err, or Internal when err carries none. The code

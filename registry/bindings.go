@@ -133,7 +133,7 @@ func (s *Service) initiateBudgets(ctx context.Context, b initiateKeys, now time.
 }
 
 // initiateAllowed checks the counters of initiateKeys' addr, key and block, in that order.
-func (s *Service) initiateAllowed(c []binding.Counter, now time.Time) error {
+func (s *Service) initiateAllowed(c []store.Counter, now time.Time) error {
 	switch {
 	case c[0].Blocked(now, s.limits.InitiateAddressLimit, initiateWindow):
 		return budget.RateLimited(budget.LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
@@ -175,7 +175,7 @@ func (s *Service) Resolve(ctx context.Context, op authn.Operator, req api.Resolv
 	failed := false
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		outcome, failed = nil, false
-		counters := make([]binding.Counter, len(budgets))
+		counters := make([]store.Counter, len(budgets))
 		blocked := ""
 		for i, b := range budgets {
 			c, err := tx.Counter(b.key)

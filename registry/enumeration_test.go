@@ -370,19 +370,19 @@ func (t recordingTx) EachBearerSession(fn func([32]byte, authn.BearerSession) er
 	t.r.record("EachBearerSession")
 	return t.tx.EachBearerSession(fn)
 }
-func (t recordingTx) Counter(k string) (binding.Counter, error) {
+func (t recordingTx) Counter(k string) (store.Counter, error) {
 	t.r.record("Counter(%q)", k)
 	return t.tx.Counter(k)
 }
-func (t recordingTx) Counters(ks ...string) ([]binding.Counter, error) {
+func (t recordingTx) Counters(ks ...string) ([]store.Counter, error) {
 	t.r.record("Counters(%q)", ks)
 	return t.tx.Counters(ks...)
 }
-func (t recordingTx) CountEvent(k string, now time.Time, window time.Duration) (binding.Counter, error) {
+func (t recordingTx) CountEvent(k string, now time.Time, window time.Duration) (store.Counter, error) {
 	t.r.record("CountEvent(%q, %v, %v)", k, now, window)
 	return t.tx.CountEvent(k, now, window)
 }
-func (t recordingTx) PutCounter(k string, c binding.Counter) error {
+func (t recordingTx) PutCounter(k string, c store.Counter) error {
 	t.r.record("PutCounter(%q, %+v)", k, c)
 	return t.tx.PutCounter(k, c)
 }
@@ -394,7 +394,7 @@ func (t recordingTx) EachBinding(fn func(binding.Binding) error) error {
 	t.r.record("EachBinding")
 	return t.tx.EachBinding(fn)
 }
-func (t recordingTx) EachCounter(fn func(string, binding.Counter) error) error {
+func (t recordingTx) EachCounter(fn func(string, store.Counter) error) error {
 	t.r.record("EachCounter")
 	return t.tx.EachCounter(fn)
 }

@@ -87,8 +87,9 @@ func parseSources(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
 }
 
 // TestErrorTextsNameNoPackage reads every coded error the registry can send, at its source:
-// each text given to proto.New, proto.Errorf and the packages' helpers that build them, in
-// every package the HTTP layer reaches. None may start with, or carry, a package prefix.
+// each text given to proto.New, proto.Errorf, a sentinel's With and the packages' helpers
+// that build them, in every package the HTTP layer reaches. None may start with, or carry, a
+// package prefix.
 func TestErrorTextsNameNoPackage(t *testing.T) {
 	// Helpers that build a coded error, and the position of their text argument.
 	builders := map[string]int{
@@ -106,6 +107,9 @@ func TestErrorTextsNameNoPackage(t *testing.T) {
 					return true
 				}
 				at, ok := builders[calleeName(call.Fun)]
+				if sel, isSel := call.Fun.(*ast.SelectorExpr); isSel && sel.Sel.Name == "With" {
+					at, ok = 0, true // a sentinel's case: ErrBadRequest.With("…")
+				}
 				if !ok || len(call.Args) <= at {
 					return true
 				}

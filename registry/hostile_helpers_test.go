@@ -35,7 +35,7 @@ type hostileDump struct {
 	Bindings   map[string]binding.Binding     `json:"bindings"`
 	ByOperator map[string][]string            `json:"by_operator"`
 	OpSessions map[string]authn.BearerSession `json:"operator_sessions"`
-	Counters   map[string]binding.Counter     `json:"counters"`
+	Counters   map[string]store.Counter       `json:"counters"`
 	// Revocations holds the count of the list and the revocation of every pair a
 	// credential or session in the dump names.
 	RevocationCount int                         `json:"revocation_count"`
@@ -50,7 +50,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 	d := hostileDump{
 		DIDIndex: map[string]string{}, BodyIndex: map[string][]string{}, Secrets: map[string]string{},
 		ByNode: map[string][]string{}, Bindings: map[string]binding.Binding{}, ByOperator: map[string][]string{},
-		OpSessions: map[string]authn.BearerSession{}, Counters: map[string]binding.Counter{},
+		OpSessions: map[string]authn.BearerSession{}, Counters: map[string]store.Counter{},
 		Revocations: map[string]store.Revocation{},
 	}
 	err := st.View(context.Background(), func(tx store.Tx) error {
@@ -141,7 +141,7 @@ func hostileSnapshot(t testing.TB, st store.Store) hostileDump {
 		if d.RevocationCount, err = tx.RevocationCount(); err != nil {
 			return err
 		}
-		return tx.EachCounter(func(k string, c binding.Counter) error {
+		return tx.EachCounter(func(k string, c store.Counter) error {
 			d.Counters[k] = c
 			return nil
 		})
@@ -178,7 +178,7 @@ func (d hostileDump) bytes(t testing.TB) []byte {
 // withoutLoginCounters is the dump without the login budgets' counters: on a shared store a
 // refused login is counted there, as a refused resolve is everywhere.
 func (d hostileDump) withoutLoginCounters() hostileDump {
-	kept := map[string]binding.Counter{}
+	kept := map[string]store.Counter{}
 	for k, c := range d.Counters {
 		if !strings.HasPrefix(k, "login-") {
 			kept[k] = c

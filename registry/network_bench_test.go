@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
@@ -79,7 +78,7 @@ func fillHistory(b *testing.B, st store.Store, now time.Time) {
 				at := end.Add(-time.Duration(i) * se.step)
 				slot := at.Unix() / int64(se.step/time.Second) % int64(se.slots)
 				key := fmt.Sprintf("network/%s/%d", se.name, slot)
-				if err := tx.PutCounter(key, binding.Counter{Count: se.low + rng.IntN(se.high-se.low), Start: at}); err != nil {
+				if err := tx.PutCounter(key, store.Counter{Count: se.low + rng.IntN(se.high-se.low), Start: at}); err != nil {
 					return err
 				}
 			}

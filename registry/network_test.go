@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
@@ -244,7 +243,7 @@ func historyCounters(t *testing.T, st store.Store) int {
 	t.Helper()
 	n := 0
 	err := st.View(context.Background(), func(tx store.Tx) error {
-		return tx.EachCounter(func(key string, _ binding.Counter) error {
+		return tx.EachCounter(func(key string, _ store.Counter) error {
 			if strings.HasPrefix(key, "network/") {
 				n++
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/svrp/svrp/registry/budget"
 
 	"github.com/svrp/svrp/authn"
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
@@ -127,7 +126,7 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		}
 		block := netblock.BlockOf(addr)
 		counterKey, blockKey := "register/"+addr, "register/"+block
-		var c, cb binding.Counter
+		var c, cb store.Counter
 		if !exists {
 			if c, err = tx.Counter(counterKey); err != nil {
 				return err

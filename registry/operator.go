@@ -249,7 +249,7 @@ func failurePair(addr, did string) string {
 }
 
 // readCounters reads counters outside any write, in one statement where the store can.
-func (s *Service) readCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+func (s *Service) readCounters(ctx context.Context, keys ...string) ([]store.Counter, error) {
 	return s.store.ReadCounters(ctx, keys...)
 }
 
@@ -296,7 +296,7 @@ func (c storedChallenges) Consume(challenge string, now time.Time) error {
 		return err
 	}
 	if err := c.tx.ConsumeChallenge(id, expires); errors.Is(err, store.ErrChallengeUsed) {
-		return proto.New(proto.BadChallenge, "challenge was already used")
+		return authn.ErrBadChallenge.With("challenge was already used")
 	} else if err != nil {
 		return err
 	}

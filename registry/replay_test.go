@@ -1,15 +1,14 @@
 package registry_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -197,13 +196,8 @@ func TestRegisterSignatureCap(t *testing.T) {
 // TestMaxNodes: once the table holds MaxNodes records a new key gets 429 and nothing
 // changes; known keys still re-register and heartbeat.
 func TestMaxNodes(t *testing.T) {
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.Write(p)
-	}), nil))
+	var logs testkit.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := newHarness(t, func(c *registry.Config) { c.Limits.MaxNodes = 2; c.Logger = logger })
 	a, b, c := newNode(t, "a"), newNode(t, "b"), newNode(t, "c")
 	h.ok("POST", "/api/v1/register", a.registration(t, "203.0.113.1:7000"), "", nil)
@@ -216,8 +210,6 @@ func TestMaxNodes(t *testing.T) {
 	h.ok("POST", "/api/v1/register", a.registration(t, "203.0.113.9:7000"), "", nil)
 	h.ok("POST", "/api/v1/heartbeat", b.heartbeat(t, b.did, h.now()), "", nil)
 	warned := func() int {
-		mu.Lock()
-		defer mu.Unlock()
 		return strings.Count(logs.String(), "level=WARN msg=\"global cap reached; refusing with RATE_LIMITED\" cap=nodes")
 	}
 	if n := warned(); n != 1 {
@@ -229,7 +221,3 @@ func TestMaxNodes(t *testing.T) {
 		t.Fatalf("a refusal a minute later logged %d warnings in all, want 2", n)
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

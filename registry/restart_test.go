@@ -206,12 +206,12 @@ func TestRepairAtStart(t *testing.T) {
 type storeState struct {
 	states   map[string]binding.State
 	bearers  int
-	counters map[string]binding.Counter
+	counters map[string]store.Counter
 }
 
 func (h *harness) storeState() storeState {
 	h.t.Helper()
-	s := storeState{states: map[string]binding.State{}, counters: map[string]binding.Counter{}}
+	s := storeState{states: map[string]binding.State{}, counters: map[string]store.Counter{}}
 	err := h.st.View(context.Background(), func(tx store.Tx) error {
 		if err := tx.EachBindingSession(func(b binding.BindingSession) error {
 			s.states[b.ID] = b.State
@@ -225,7 +225,7 @@ func (h *harness) storeState() storeState {
 		}); err != nil {
 			return err
 		}
-		return tx.EachCounter(func(k string, c binding.Counter) error {
+		return tx.EachCounter(func(k string, c store.Counter) error {
 			s.counters[k] = c
 			return nil
 		})

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry/netblock"
 	"github.com/svrp/svrp/store"
@@ -84,10 +83,10 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didke
 	if err := tx.PutCounter(addrKey, c[0].Fail(now, revokeWindow)); err != nil {
 		return err
 	}
-	if err := tx.PutCounter(heldBlock, binding.Counter{Count: c[2].Count + 1, Start: now}); err != nil {
+	if err := tx.PutCounter(heldBlock, store.Counter{Count: c[2].Count + 1, Start: now}); err != nil {
 		return err
 	}
-	if err := tx.PutCounter(heldNetwork, binding.Counter{Count: c[3].Count + 1, Start: now}); err != nil {
+	if err := tx.PutCounter(heldNetwork, store.Counter{Count: c[3].Count + 1, Start: now}); err != nil {
 		return err
 	}
 	pin.Revocations++

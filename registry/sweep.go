@@ -77,7 +77,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		return tx.EachCounter(func(key string, c binding.Counter) error {
+		return tx.EachCounter(func(key string, c store.Counter) error {
 			if now.Sub(c.Start) >= counterWindow(key) {
 				deadCounters = append(deadCounters, key)
 			}

@@ -45,12 +45,12 @@ func cloneBinding(b binding.Binding) binding.Binding {
 	return b
 }
 
-// authn.BearerSession and binding.Counter hold no references; these exist so that the day they
+// authn.BearerSession and Counter hold no references; these exist so that the day they
 // do, there is one place to change and the clone test covers it.
 
 func cloneBearerSession(s authn.BearerSession) authn.BearerSession { return s }
 
-func cloneCounter(c binding.Counter) binding.Counter { return c }
+func cloneCounter(c Counter) Counter { return c }
 
 func clonePtr[T any](p *T) *T {
 	if p == nil {

@@ -34,7 +34,7 @@ func TestClone(t *testing.T) {
 	check("Session", reflect.TypeFor[binding.BindingSession](), func(v any) any { return cloneSession(v.(binding.BindingSession)) })
 	check("Binding", reflect.TypeFor[binding.Binding](), func(v any) any { return cloneBinding(v.(binding.Binding)) })
 	check("OperatorSession", reflect.TypeFor[authn.BearerSession](), func(v any) any { return cloneBearerSession(v.(authn.BearerSession)) })
-	check("Counter", reflect.TypeFor[binding.Counter](), func(v any) any { return cloneCounter(v.(binding.Counter)) })
+	check("Counter", reflect.TypeFor[Counter](), func(v any) any { return cloneCounter(v.(Counter)) })
 }
 
 // fill sets every value reachable from v to one derived from seed. Pointers and slices

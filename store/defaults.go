@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 )
 
@@ -37,7 +36,7 @@ func (Defaults) RemoteChanges() uint64 { return 0 }
 func (Defaults) NodeFeed() NodeFeed { return nil }
 
 // ReadCountersInView is ReadCounters for a store with no cheaper read than a View.
-func ReadCountersInView(ctx context.Context, s Store, keys ...string) (cs []binding.Counter, err error) {
+func ReadCountersInView(ctx context.Context, s Store, keys ...string) (cs []Counter, err error) {
 	err = s.View(ctx, func(tx Tx) error {
 		cs, err = tx.Counters(keys...)
 		return err

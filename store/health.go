@@ -35,7 +35,7 @@ var ErrUnavailable = proto.New(proto.StoreUnavailable, "the registry cannot take
 
 // errUnreachable is [ErrUnavailable] as a client reads it when the store itself cannot be
 // reached, reads included.
-var errUnreachable = proto.New(proto.StoreUnavailable, "the registry's store cannot be reached now; retry later")
+var errUnreachable = ErrUnavailable.With("the registry's store cannot be reached now; retry later")
 
 // Unavailable wraps err, a backend's failure to reach its store, as [ErrUnavailable]: the
 // client reads that the store cannot be reached, errors.Is finds both ErrUnavailable and

@@ -30,7 +30,7 @@ func NewMemory() Store {
 		byOperator: make(map[string]map[didkey.PublicKey]struct{}),
 		opSessions: make(map[[32]byte]authn.BearerSession),
 		byOpSess:   make(map[string]map[[32]byte]struct{}),
-		counters:   make(map[string]binding.Counter),
+		counters:   make(map[string]Counter),
 		revoked:    make(map[[2]string]Revocation),
 		pins:       make(map[string]OperatorPin),
 		usedIDs:    make(map[string]struct{}),
@@ -46,7 +46,7 @@ type memStore struct {
 
 var _ Store = (*memStore)(nil)
 
-func (m *memStore) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+func (m *memStore) ReadCounters(ctx context.Context, keys ...string) ([]Counter, error) {
 	return ReadCountersInView(ctx, m, keys...)
 }
 
@@ -71,7 +71,7 @@ type memData struct {
 	byOperator map[string]map[didkey.PublicKey]struct{}
 	opSessions map[[32]byte]authn.BearerSession
 	byOpSess   map[string]map[[32]byte]struct{}
-	counters   map[string]binding.Counter
+	counters   map[string]Counter
 	revoked    map[[2]string]Revocation
 	pins       map[string]OperatorPin
 	usedIDs    map[string]struct{} // usedIDHash of deleted sessions
@@ -432,22 +432,22 @@ func (t *memTx) EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSess
 	return each(t, t.d.opSessions, rules.CompareHashes, func(h [32]byte, s authn.BearerSession) error { return fn(h, cloneBearerSession(s)) })
 }
 
-func (t *memTx) Counter(key string) (binding.Counter, error) {
+func (t *memTx) Counter(key string) (Counter, error) {
 	if err := t.Readable(); err != nil {
-		return binding.Counter{}, err
+		return Counter{}, err
 	}
 	return cloneCounter(t.d.counters[key]), nil
 }
 
-func (t *memTx) Counters(keys ...string) ([]binding.Counter, error) {
+func (t *memTx) Counters(keys ...string) ([]Counter, error) {
 	return rules.Counters(t, keys)
 }
 
-func (t *memTx) CountEvent(key string, now time.Time, window time.Duration) (binding.Counter, error) {
+func (t *memTx) CountEvent(key string, now time.Time, window time.Duration) (Counter, error) {
 	return rules.CountEvent(t, key, now, window)
 }
 
-func (t *memTx) PutCounter(key string, c binding.Counter) error {
+func (t *memTx) PutCounter(key string, c Counter) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
@@ -463,6 +463,6 @@ func (t *memTx) DeleteCounter(key string) error {
 	return nil
 }
 
-func (t *memTx) EachCounter(fn func(key string, c binding.Counter) error) error {
-	return each(t, t.d.counters, strings.Compare, func(k string, c binding.Counter) error { return fn(k, cloneCounter(c)) })
+func (t *memTx) EachCounter(fn func(key string, c Counter) error) error {
+	return each(t, t.d.counters, strings.Compare, func(k string, c Counter) error { return fn(k, cloneCounter(c)) })
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 	"unique"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 )
 
@@ -375,7 +374,7 @@ func (c *nodeCache) Exclusive(ctx context.Context, lock int64, fn func(context.C
 	return c.inner.Exclusive(ctx, lock, fn)
 }
 
-func (c *nodeCache) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+func (c *nodeCache) ReadCounters(ctx context.Context, keys ...string) ([]Counter, error) {
 	return c.inner.ReadCounters(ctx, keys...)
 }
 

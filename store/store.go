@@ -106,7 +106,7 @@ type Store interface {
 // answers with [ReadCountersInView].
 type CounterReader interface {
 	// ReadCounters returns what Counters would return in a View of its own.
-	ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error)
+	ReadCounters(ctx context.Context, keys ...string) ([]Counter, error)
 }
 
 // NodeToucher records a node's freshness. The node cache records it in memory and makes it
@@ -320,22 +320,22 @@ type Tx interface {
 	EachBearerSession(fn func(tokenHash [32]byte, s authn.BearerSession) error) error
 
 	// Counter returns the counter under key, or the zero Counter when there is none.
-	Counter(key string) (binding.Counter, error)
+	Counter(key string) (Counter, error)
 	// Counters returns the counters under keys, in their order, the zero Counter for a key
 	// with none: what Counter returns for each, in one lookup.
-	Counters(keys ...string) ([]binding.Counter, error)
+	Counters(keys ...string) ([]Counter, error)
 	// CountEvent counts one event at now in the counter under key: it stores c.Fail(now,
 	// window), where c is what Counter(key) returns, and returns what it stored. It is one
 	// step, so a store that runs Updates concurrently may increment the stored value where
 	// it lies instead of reading it first. PostgreSQL compares the counter's start with now
 	// to the microsecond.
-	CountEvent(key string, now time.Time, window time.Duration) (binding.Counter, error)
+	CountEvent(key string, now time.Time, window time.Duration) (Counter, error)
 	// PutCounter stores a counter.
-	PutCounter(key string, c binding.Counter) error
+	PutCounter(key string, c Counter) error
 	// DeleteCounter removes a counter; absent is not an error.
 	DeleteCounter(key string) error
 	// EachCounter calls fn for every counter until fn returns an error.
-	EachCounter(fn func(key string, c binding.Counter) error) error
+	EachCounter(fn func(key string, c Counter) error) error
 
 	ChallengeConsumer
 

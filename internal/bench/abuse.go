@@ -15,6 +15,7 @@ import (
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/internal/pause"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -71,7 +72,7 @@ func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
 	res := &result{Scenario: fmt.Sprintf("abuse row %d", row.N), Target: t.label, Figures: map[string]float64{}}
 	if row.N == 10 {
 		// Idle cost first, before anything is stored or sent.
-		sleep(ctx, 2*time.Second)
+		pause.For(ctx, 2*time.Second)
 		share, err := t.d.cpuOver(ctx, 10*time.Second)
 		if err != nil {
 			return nil, err

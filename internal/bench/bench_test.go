@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/internal/svrpdtest"
+	"github.com/svrp/svrp/internal/testkit"
 )
 
 // run runs svrpd bench with args and returns its exit code, its JSON lines and its stderr.
@@ -253,9 +254,8 @@ echo 'time=x level=INFO msg="node table loaded" nodes=7' >&2
 echo 'time=x level=WARN msg="svrpd serving" addr=http://127.0.0.1:9 store=memory' >&2
 while :; do sleep 0.05; done
 `)
-	var relay bytes.Buffer
-	logs := &lockedWriter{w: &relay}
-	d, err := spawn(t.Context(), serving, nil, logs, slog.LevelWarn)
+	var relay testkit.Buffer
+	d, err := spawn(t.Context(), serving, nil, &relay, slog.LevelWarn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,9 +274,7 @@ while :; do sleep 0.05; done
 		}
 	}
 	<-d.logDone
-	logs.mu.Lock()
 	relayed := relay.String()
-	logs.mu.Unlock()
 	if !strings.Contains(relayed, "svrpd serving") || strings.Contains(relayed, "node table loaded") || strings.Contains(relayed, "closing") {
 		t.Errorf("relayed at warn and above:\n%s", relayed)
 	}

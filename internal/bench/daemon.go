@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/svrp/svrp/internal/pause"
 )
 
 // A spawned daemon is svrpd serve in a process of its own, so that what /proc says about it
@@ -295,7 +297,7 @@ func (d *daemon) cpuOver(ctx context.Context, dur time.Duration) (float64, error
 	if err != nil {
 		return 0, err
 	}
-	if err := sleep(ctx, dur); err != nil {
+	if err := pause.For(ctx, dur); err != nil {
 		return 0, err
 	}
 	c1, err := processCPU(d.pid)

@@ -135,12 +135,10 @@ func (b *bench) heartbeats(ctx context.Context, t *target, nodes []*client.Node,
 		nextTS += int64(rounds)
 		err := parallel(ctx, len(reqs), runtime.NumCPU(), func(i int) error {
 			nd := nodes[i%len(nodes)]
-			req, err := attack.Heartbeat(nd, b.cfg.prefix, first+int64(i/len(nodes)))
+			req, err := nd.SignHeartbeat(first + int64(i/len(nodes)))
 			if err != nil {
 				return err
 			}
-			pub := nd.PublicKey().Hex()
-			req.PublicKey = &pub
 			reqs[i], err = post("/api/v1/heartbeat", req, nil)
 			return err
 		})

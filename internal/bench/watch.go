@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/internal/abuse/attack"
+	"github.com/svrp/svrp/internal/pause"
 	"github.com/svrp/svrp/registry/client"
 )
 
@@ -134,7 +134,7 @@ func (b *bench) watcher(ctx context.Context, t *target, clients, n int) (*result
 func (t *target) poller(clients int, every time.Duration, next func(w int) request, answered func(w int, sent time.Time, res *http.Response)) op {
 	due := make([]time.Time, clients)
 	return func(ctx context.Context, w int) (outcome, bool) {
-		if err := sleep(ctx, time.Until(due[w])); err != nil {
+		if err := pause.For(ctx, time.Until(due[w])); err != nil {
 			return outcome{failed: "cut off"}, true
 		}
 		sent := time.Now()
@@ -211,7 +211,7 @@ func (b *bench) beat(ctx context.Context, t *target, nodes []*client.Node, perSe
 		go func() {
 			defer wg.Done()
 			for nd := range due {
-				req, err := attack.Heartbeat(nd, b.cfg.prefix, time.Now().Unix())
+				req, err := nd.SignHeartbeat(time.Now().Unix())
 				if err == nil {
 					r, _ := post("/api/v1/heartbeat", req, nil)
 					_, o := t.exchange(ctx, r)
@@ -382,19 +382,4 @@ func (p *statsPoller) answerAt(h http.Header) (string, error) {
 		return at, nil
 	}
 	return "", errors.New("it does not begin with at")
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -24,14 +24,14 @@ type contents struct {
 	Bindings []binding.Binding
 	Revoked  []store.Revocation
 	Bearer   map[[32]byte]authn.BearerSession
-	Counters map[string]binding.Counter
+	Counters map[string]store.Counter
 	Log      translog.Checkpoint
 	LogSeed  [32]byte
 }
 
 func dump(t testing.TB, s store.Store) contents {
 	t.Helper()
-	c := contents{Bearer: map[[32]byte]authn.BearerSession{}, Counters: map[string]binding.Counter{}}
+	c := contents{Bearer: map[[32]byte]authn.BearerSession{}, Counters: map[string]store.Counter{}}
 	storetest.View(t, s, func(tx store.Tx) error {
 		return errors.Join(
 			tx.EachNode(func(n store.Node) error { c.Nodes = append(c.Nodes, n); return nil }),
@@ -39,7 +39,7 @@ func dump(t testing.TB, s store.Store) contents {
 			tx.EachBinding(func(b binding.Binding) error { c.Bindings = append(c.Bindings, b); return nil }),
 			tx.EachRevocation(func(r store.Revocation) error { c.Revoked = append(c.Revoked, r); return nil }),
 			tx.EachBearerSession(func(h [32]byte, x authn.BearerSession) error { c.Bearer[h] = x; return nil }),
-			tx.EachCounter(func(k string, x binding.Counter) error { c.Counters[k] = x; return nil }),
+			tx.EachCounter(func(k string, x store.Counter) error { c.Counters[k] = x; return nil }),
 			func() (err error) { c.Log, err = translog.Head(tx, "copy"); return err }(),
 			func() error {
 				var err error
@@ -77,7 +77,7 @@ func fill(t testing.TB, s store.Store, nodes int) {
 				tx.PutBindingSession(storetest.Session(fmt.Sprint("sess-", i), k)),
 				tx.PutBinding(storetest.Binding(k, "did:svrp:o:op1")),
 				tx.PutRevocation(store.Revocation{OperatorDID: "did:svrp:o:op1", RevocationID: fmt.Sprint("rev/", i), RevokedAt: storetest.Time(i), RecordedAt: storetest.Time(i)}),
-				tx.PutCounter(fmt.Sprint("resolve/", i), binding.Counter{Count: i + 1, Start: storetest.Time(i)}),
+				tx.PutCounter(fmt.Sprint("resolve/", i), store.Counter{Count: i + 1, Start: storetest.Time(i)}),
 			)
 		}
 		errs = append(errs,
@@ -147,7 +147,7 @@ func TestCopyRefusesANonEmptyTarget(t *testing.T) {
 			dst := open(t)
 			// One record of the least likely kind is enough to refuse.
 			storetest.Update(t, dst, func(tx store.Tx) error {
-				return tx.PutCounter("x", binding.Counter{Count: 1})
+				return tx.PutCounter("x", store.Counter{Count: 1})
 			})
 			before := dump(t, dst)
 			_, err := Copy(context.Background(), src, dst, io.Discard)

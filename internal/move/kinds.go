@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/authn"
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/translog"
 )
@@ -60,7 +59,7 @@ var kinds = []kind{
 	// Counters are the rate limits' windows and the failed-attempt counts: carried so that a
 	// move does not hand a guesser a fresh budget.
 	{"counters", func(tx store.Tx, _ time.Time, emit func(write) error) error {
-		return tx.EachCounter(func(k string, c binding.Counter) error {
+		return tx.EachCounter(func(k string, c store.Counter) error {
 			return emit(func(t store.Tx) error { return t.PutCounter(k, c) })
 		})
 	}, false},

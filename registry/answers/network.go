@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
@@ -99,7 +98,7 @@ type Network struct {
 	windows []int            // the windows, in seconds, the online counts are given for
 
 	mu      sync.Mutex // the history: one sample's write or one load at a time
-	steps   [][]binding.Counter
+	steps   [][]store.Counter
 	loaded  atomic.Bool
 	version atomic.Uint64 // loads so far, so that an answer built before one is rebuilt
 	sampled uint64        // touches counted into the history so far
@@ -219,7 +218,7 @@ func (n *Network) recordSample(ctx context.Context, now time.Time, c nodeCounts)
 			if stored.Start.Equal(at) {
 				v = se.merge(stored.Count, v)
 			}
-			if err := tx.PutCounter(key, binding.Counter{Count: v, Start: at}); err != nil {
+			if err := tx.PutCounter(key, store.Counter{Count: v, Start: at}); err != nil {
 				return err
 			}
 		}
@@ -238,7 +237,7 @@ func (n *Network) loadLocked(ctx context.Context) error {
 	for _, se := range networkSeries {
 		keys = append(keys, se.keys()...)
 	}
-	var got []binding.Counter
+	var got []store.Counter
 	err := n.store.View(ctx, func(tx store.Tx) error {
 		var err error
 		got, err = tx.Counters(keys...)
@@ -416,7 +415,7 @@ func answerLife(maxAge, pass time.Duration) time.Duration {
 
 // value returns the stored value of the step of se that begins at at, if one was sampled: a
 // stored step is that one when its slot and beginning agree.
-func (se series) value(steps []binding.Counter, at time.Time) (int, bool) {
+func (se series) value(steps []store.Counter, at time.Time) (int, bool) {
 	if slot := se.index(at); slot < len(steps) && steps[slot].Start.Equal(at) {
 		return steps[slot].Count, true
 	}
@@ -424,7 +423,7 @@ func (se series) value(steps []binding.Counter, at time.Time) (int, bool) {
 }
 
 // render encodes the stored steps of se as its series ending at the step now falls in.
-func render(se series, steps []binding.Counter, now time.Time) encodedSeries {
+func render(se series, steps []store.Counter, now time.Time) encodedSeries {
 	_, end := se.slot(now)
 	e := encodedSeries{end: end, step: se.step, starts: make([]int, se.slots)}
 	e.head = fmt.Appendf(nil, `"%s":{"step":%d,"end":"%s","values":[`, se.field, int(se.step/time.Second), canonical.FormatTime(end))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/canonical"
+	"github.com/svrp/svrp/internal/pause"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -225,7 +226,7 @@ func (c *Client) retrying(ctx context.Context, attempt func() error) error {
 		if errors.As(err, &e) && e.RetryAfter > wait {
 			wait = min(e.RetryAfter, c.retry.Cap)
 		}
-		if werr := sleep(ctx, wait); werr != nil {
+		if werr := pause.For(ctx, wait); werr != nil {
 			// The caller gave up while we waited: the last answer says more than ctx does.
 			return err
 		}
@@ -253,20 +254,6 @@ func retryable(ctx context.Context, err error) bool {
 	}
 	var cert *tls.CertificateVerificationError
 	return !errors.As(err, &cert)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // randomHex returns n random bytes of the client's source in hex.

@@ -44,6 +44,12 @@
 //     credential, an authorization that does not verify) carry the code the registry would
 //     have answered.
 //
+// Branch on the code, which is the same whether the registry refused or the client did. A
+// check the client makes with the pure packages returns their errors, which errors.Is also
+// matches against their sentinels (binding.ErrBadSignature, ...); an answer of the registry
+// is an [*Error], which matches no sentinel, since the wire carries a code and not the
+// identity of the error behind it.
+//
 // # Retries
 //
 // HTTP 429, 5xx and network errors are retried with exponential backoff and full jitter:

@@ -45,6 +45,12 @@ func (e *Error) Code() string { return string(e.ErrorCode) }
 
 // Is reports whether target is an *Error with the same code and, when target sets one, the
 // same status, so that errors.Is(err, &client.Error{ErrorCode: proto.NoSession}) works.
+//
+// An answer carries a code, not the identity of the error the registry made, so it matches
+// no package's sentinel: errors.Is(err, authn.ErrNoSession) is false for an answer while
+// CodeOf(err) == proto.NoSession holds. Naming one sentinel per code would claim what the
+// answer does not say, since several share a code (BAD_REQUEST is binding's, authn's and
+// canonical's).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	return ok && t.ErrorCode == e.ErrorCode && (t.Status == 0 || t.Status == e.Status)

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"crypto/ed25519"
-	"errors"
 	"testing"
 	"time"
 
@@ -110,7 +109,7 @@ func TestNewRevocationMatchesTheVector(t *testing.T) {
 	other := ed25519.NewKeyFromSeed(make([]byte, 32))
 	dc := authn.DeviceCredential{}
 	dc.OperatorDID, dc.OperatorRootPublicKey = want.OperatorDID, want.OperatorRootPublicKey
-	if _, err := client.NewRevocation(other, "", "r", at, &dc); !errors.Is(err, proto.New(proto.DCIDBinding, "")) {
+	if _, err := client.NewRevocation(other, "", "r", at, &dc); client.CodeOf(err) != proto.DCIDBinding {
 		t.Errorf("another root key for this credential: %v, want DC_ID_BINDING", err)
 	}
 }

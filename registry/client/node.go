@@ -10,6 +10,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/internal/pause"
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
 )
@@ -123,17 +124,28 @@ func (n *Node) SignRegistration(endpoint string, capabilities []string, region s
 // registered (else UNKNOWN_DID), and the client's clock must be within 300 s of the
 // registry's (else STALE_TS).
 func (n *Node) Heartbeat(ctx context.Context) (api.HeartbeatResult, error) {
+	req, err := n.SignHeartbeat(n.Client.now().Unix())
+	if err != nil {
+		return api.HeartbeatResult{}, err
+	}
+	return n.Client.Heartbeat(ctx, req)
+}
+
+// SignHeartbeat returns the heartbeat at ts that Heartbeat sends, signed and not sent, for a
+// caller that sends it some other way or later: the registry takes it while ts is within 300
+// s of its clock and newer than the last ts it took from the node. It changes nothing in n,
+// so calls may run concurrently.
+func (n *Node) SignHeartbeat(ts int64) (api.HeartbeatRequest, error) {
 	did, pub, err := n.identity()
 	if err != nil {
-		return api.HeartbeatResult{}, err
+		return api.HeartbeatRequest{}, err
 	}
-	ts := n.Client.now().Unix()
 	sig, err := canonical.Sign(n.Key, n.Client.prefix, canonical.Heartbeat{DID: did, TS: ts})
 	if err != nil {
-		return api.HeartbeatResult{}, err
+		return api.HeartbeatRequest{}, err
 	}
 	pubHex := pub.Hex()
-	return n.Client.Heartbeat(ctx, api.HeartbeatRequest{DID: did, TS: ts, Signature: sig, PublicKey: &pubHex})
+	return api.HeartbeatRequest{DID: did, TS: ts, Signature: sig, PublicKey: &pubHex}, nil
 }
 
 // InitiateOptions describe the binding a node asks for. Every field is optional.
@@ -251,7 +263,7 @@ func (n *Node) WaitForAuthorization(ctx context.Context, sessionID string, inter
 		case err != nil && (ctx.Err() != nil || !retryable(ctx, err)):
 			return api.PendingAuthorization{}, err
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := pause.For(ctx, interval); err != nil {
 			return api.PendingAuthorization{}, err
 		}
 	}

@@ -43,7 +43,7 @@ import (
 //	t/<token hash>                authn.BearerSession
 //	u/<operator did>/<token hash> empty; the bearer sessions of an operator
 //	m/opsession-index             "1" once every t/ record has its u/ entry
-//	c/<counter key>               binding.Counter
+//	c/<counter key>               store.Counter
 //	r/<hex operator did>/<hex id> Revocation
 //	m/revocations                 the number of r/ records, decimal
 //	p/<hex did body>              store.OperatorPin (pins.go)

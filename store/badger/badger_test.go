@@ -47,7 +47,7 @@ func populate(t *testing.T, s store.Store) func(*testing.T, store.Store) {
 	s1, s2 := storetest.Session("s1", k1), storetest.Session("s2", k1)
 	b := storetest.Binding(k1, "did:svrp:o:aaaaaaaa")
 	bearer := storetest.BearerSession("did:svrp:o:aaaaaaaa")
-	c := binding.Counter{Count: 4, Start: storetest.Time(20)}
+	c := store.Counter{Count: 4, Start: storetest.Time(20)}
 	storetest.Update(t, s, func(tx store.Tx) error {
 		return errors.Join(tx.PutNode(n1), tx.PutNode(n2), tx.PutBindingSession(s1), tx.PutBindingSession(s2),
 			tx.PutBinding(b), tx.PutBearerSession(storetest.Hash("tok"), bearer), tx.PutCounter("c", c))
@@ -91,7 +91,7 @@ func TestBadgerReopen(t *testing.T) {
 	defer s.Close()
 	check(t, s)
 	// Reopening an existing database keeps accepting writes.
-	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("after", binding.Counter{Count: 1}) })
+	storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("after", store.Counter{Count: 1}) })
 }
 
 func TestBadgerSecondOpenFails(t *testing.T) {
@@ -150,7 +150,7 @@ func TestBadgerMaintain(t *testing.T) {
 	s := openBadger(t, t.TempDir())
 	m := s
 	for i := range 200 {
-		storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: i}) })
+		storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", store.Counter{Count: i}) })
 	}
 	if err := m.Maintain(context.Background()); err != nil {
 		t.Errorf("Maintain: %v", err)
@@ -189,7 +189,7 @@ func TestBadgerLogger(t *testing.T) {
 	dir := t.TempDir()
 	for range 2 { // create, then reopen
 		s := openBadger(t, dir, WithLogger(slog.New(h)))
-		storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) })
+		storetest.Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", store.Counter{Count: 1}) })
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestBadgerCrashHelper(t *testing.T) {
 	}
 	for i := 0; ; i++ {
 		err := s.Update(context.Background(), func(tx store.Tx) error {
-			return tx.PutCounter(strconv.Itoa(i), binding.Counter{Count: i})
+			return tx.PutCounter(strconv.Itoa(i), store.Counter{Count: i})
 		})
 		if err != nil {
 			fmt.Println("error", err)

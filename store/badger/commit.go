@@ -10,7 +10,6 @@ import (
 
 	dgbadger "github.com/dgraph-io/badger/v4"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/rules"
@@ -64,8 +63,9 @@ const (
 	// updateQueue is how many Updates may wait while a group is written.
 	updateQueue = 1024
 	// gatherWindow is how long a group waits for more writers once writers have been
-	// coming together; measured on svrpd bench's login scenario it takes logins from about
-	// 7,500 to 12,000 a second on two cores, and lowers their median latency.
+	// coming together. It is short beside the sync a group shares, so under load waiting
+	// for company costs less than syncing alone: more writes a second and a lower median
+	// latency (docs/performance.md has what svrpd bench's login scenario measured).
 	gatherWindow = 200 * time.Microsecond
 )
 
@@ -76,7 +76,7 @@ func (p panicked) Error() string { return "store: update function panicked" }
 
 var _ store.Store = (*badgerStore)(nil)
 
-func (b *badgerStore) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+func (b *badgerStore) ReadCounters(ctx context.Context, keys ...string) ([]store.Counter, error) {
 	return store.ReadCountersInView(ctx, b, keys...)
 }
 
@@ -147,8 +147,8 @@ func (b *badgerStore) commitLoop() {
 	for u := range b.updates {
 		group = append(group[:0], u)
 		// While writers come together, wait a moment for more of them: a sync costs the same
-		// for one update as for sixty-four, and waiting 200 µs to share it is cheaper than
-		// a sync of one's own. A lone writer never waits.
+		// for one update as for a full group, and waiting gatherWindow to share it is cheaper
+		// than a sync of one's own. A lone writer never waits.
 		var window <-chan time.Time
 		if busy {
 			gather.Reset(gatherWindow)

@@ -1,18 +1,23 @@
 package badger
 
 import (
-	"github.com/svrp/svrp/store"
 	"log/slog"
+
+	"github.com/svrp/svrp/store"
 )
 
-// Badger's compactors are goroutines that each wake every 50 ms to look for work, whether or
-// not anything was written: four of them cost an idle daemon about 1 % of a core. The store
+// Badger's compactors are goroutines that each wake on a short timer to look for work,
+// whether or not anything was written, so an idle daemon keeps paying for them. The store
 // opens Badger with none and compacts when writes give it reason to, from one goroutine
 // that sleeps until a commit wakes it. An idle store therefore does no compaction work at
 // all, and a written one compacts as Badger's own level-0 compactor would: when level 0
 // holds more tables than badgerL0Tables. Level 0 stalls writes only at
 // badgerL0TablesStall tables, and every commit wakes the compactor first, so it runs long
 // before a stall and a stalled write cannot wait on a compactor that is asleep.
+//
+// Both counts are the ones Badger itself defaults to. They are set on open from here, so
+// that the options Badger runs with and the threshold the compactor checks stay one value
+// even if a later Badger changes its defaults.
 const (
 	badgerL0Tables      = 5  // Badger's default NumLevelZeroTables
 	badgerL0TablesStall = 15 // Badger's default NumLevelZeroTablesStall

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/storetest"
 )
@@ -33,7 +32,7 @@ func TestBadgerCompactsOnDemand(t *testing.T) {
 		}
 	}
 	// The last flushes happen after the last commit; one more write wakes the compactor.
-	if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) }); err != nil {
+	if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.PutCounter("c", store.Counter{Count: 1}) }); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()

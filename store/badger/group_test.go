@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/store"
 )
@@ -37,7 +36,7 @@ func TestBadgerGroupCommit(t *testing.T) {
 			if err := tx.PutCounter("shared", shared); err != nil {
 				return err
 			}
-			if err := tx.PutCounter(fmt.Sprintf("own/%03d", i), binding.Counter{Count: i}); err != nil {
+			if err := tx.PutCounter(fmt.Sprintf("own/%03d", i), store.Counter{Count: i}); err != nil {
 				return err
 			}
 			if i%3 == 0 {
@@ -67,7 +66,7 @@ func TestBadgerGroupCommit(t *testing.T) {
 			t.Errorf("shared counter = %d, want %d (one per successful update)", shared.Count, succeeded)
 		}
 		own := 0
-		err = tx.EachCounter(func(key string, c binding.Counter) error {
+		err = tx.EachCounter(func(key string, c store.Counter) error {
 			if key == "shared" {
 				return nil
 			}
@@ -98,7 +97,7 @@ func TestBadgerCloseWaitsForQueuedUpdates(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs <- s.Update(context.Background(), func(tx store.Tx) error {
-				return tx.PutCounter(fmt.Sprintf("c/%d", i), binding.Counter{Count: i})
+				return tx.PutCounter(fmt.Sprintf("c/%d", i), store.Counter{Count: i})
 			})
 		}()
 	}

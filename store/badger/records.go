@@ -287,23 +287,23 @@ func (t *badgerTx) RevocationCount() (int, error) {
 	return n, nil
 }
 
-func (t *badgerTx) Counter(k string) (binding.Counter, error) {
-	c, err := record[binding.Counter](t, key(pCounter, k))
+func (t *badgerTx) Counter(k string) (store.Counter, error) {
+	c, err := record[store.Counter](t, key(pCounter, k))
 	if errors.Is(err, store.ErrNotFound) {
-		return binding.Counter{}, nil
+		return store.Counter{}, nil
 	}
 	return c, err
 }
 
-func (t *badgerTx) Counters(keys ...string) ([]binding.Counter, error) {
+func (t *badgerTx) Counters(keys ...string) ([]store.Counter, error) {
 	return rules.Counters(t, keys)
 }
 
-func (t *badgerTx) CountEvent(k string, now time.Time, window time.Duration) (binding.Counter, error) {
+func (t *badgerTx) CountEvent(k string, now time.Time, window time.Duration) (store.Counter, error) {
 	return rules.CountEvent(t, k, now, window)
 }
 
-func (t *badgerTx) PutCounter(k string, c binding.Counter) error {
+func (t *badgerTx) PutCounter(k string, c store.Counter) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
@@ -317,10 +317,10 @@ func (t *badgerTx) DeleteCounter(k string) error {
 	return t.del(key(pCounter, k))
 }
 
-func (t *badgerTx) EachCounter(fn func(key string, c binding.Counter) error) error {
+func (t *badgerTx) EachCounter(fn func(key string, c store.Counter) error) error {
 	p := []byte(pCounter)
 	return t.scan(p, false, func(rest, v []byte) error {
-		var c binding.Counter
+		var c store.Counter
 		if err := decode(p, v, &c); err != nil {
 			return err
 		}

@@ -227,18 +227,18 @@ func (t *pgTx) RevocationCount() (int, error) {
 	return n, t.check(err)
 }
 
-func (t *pgTx) Counter(key string) (binding.Counter, error) {
+func (t *pgTx) Counter(key string) (store.Counter, error) {
 	if err := t.Readable(); err != nil {
-		return binding.Counter{}, err
+		return store.Counter{}, err
 	}
-	c, err := jsonRow[binding.Counter](t, `SELECT rec FROM svrp_counters WHERE key = $1`, []byte(key))
+	c, err := jsonRow[store.Counter](t, `SELECT rec FROM svrp_counters WHERE key = $1`, []byte(key))
 	if errors.Is(err, store.ErrNotFound) {
-		return binding.Counter{}, nil
+		return store.Counter{}, nil
 	}
 	return c, err
 }
 
-func (t *pgTx) Counters(keys ...string) ([]binding.Counter, error) {
+func (t *pgTx) Counters(keys ...string) ([]store.Counter, error) {
 	if err := t.Readable(); err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (t *pgTx) Counters(keys ...string) ([]binding.Counter, error) {
 }
 
 // ReadCounters implements [store.CounterReader]: one statement, whose snapshot is its own.
-func (p *Store) ReadCounters(ctx context.Context, keys ...string) ([]binding.Counter, error) {
+func (p *Store) ReadCounters(ctx context.Context, keys ...string) ([]store.Counter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -264,8 +264,8 @@ func (p *Store) ReadCounters(ctx context.Context, keys ...string) ([]binding.Cou
 // readCounters reads the counters under keys, in their order, in one statement on q.
 func readCounters(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, keys []string) ([]binding.Counter, error) {
-	out := make([]binding.Counter, len(keys))
+}, keys []string) ([]store.Counter, error) {
+	out := make([]store.Counter, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
@@ -278,13 +278,13 @@ func readCounters(ctx context.Context, q interface {
 		return nil, err
 	}
 	defer rows.Close()
-	found := make(map[string]binding.Counter, len(keys))
+	found := make(map[string]store.Counter, len(keys))
 	for rows.Next() {
 		var k, rec []byte
 		if err := rows.Scan(&k, &rec); err != nil {
 			return nil, err
 		}
-		var c binding.Counter
+		var c store.Counter
 		if err := json.Unmarshal(rec, &c); err != nil {
 			return nil, fmt.Errorf("failed to decode a counter: %w", err)
 		}
@@ -303,14 +303,14 @@ func readCounters(ctx context.Context, q interface {
 // counter queue on its row lock rather than each reading it first. The window is still
 // running when the stored start is after now (as Fail truncates it) less the window;
 // PostgreSQL reads the start, as JSON keeps it, to the microsecond.
-func (t *pgTx) CountEvent(key string, now time.Time, window time.Duration) (binding.Counter, error) {
+func (t *pgTx) CountEvent(key string, now time.Time, window time.Duration) (store.Counter, error) {
 	if err := t.Writable(); err != nil {
-		return binding.Counter{}, err
+		return store.Counter{}, err
 	}
-	fresh := binding.Counter{}.Fail(now, window)
+	fresh := store.Counter{}.Fail(now, window)
 	rec, err := json.Marshal(fresh)
 	if err != nil {
-		return binding.Counter{}, fmt.Errorf("store: encoding a counter: %w", err)
+		return store.Counter{}, fmt.Errorf("store: encoding a counter: %w", err)
 	}
 	var got []byte
 	err = t.tx.QueryRow(t.ctx, `INSERT INTO svrp_counters AS c (key, rec) VALUES ($1, $2)
@@ -322,16 +322,16 @@ func (t *pgTx) CountEvent(key string, now time.Time, window time.Duration) (bind
 			FROM (SELECT convert_from(c.rec, 'UTF8')::jsonb AS old) AS o)
 		RETURNING rec`, []byte(key), rec, fresh.Start.Add(-window)).Scan(&got)
 	if err := t.check(err); err != nil {
-		return binding.Counter{}, err
+		return store.Counter{}, err
 	}
-	var c binding.Counter
+	var c store.Counter
 	if err := json.Unmarshal(got, &c); err != nil {
-		return binding.Counter{}, fmt.Errorf("store: failed to decode a counter: %w", err)
+		return store.Counter{}, fmt.Errorf("store: failed to decode a counter: %w", err)
 	}
 	return c, nil
 }
 
-func (t *pgTx) PutCounter(key string, c binding.Counter) error {
+func (t *pgTx) PutCounter(key string, c store.Counter) error {
 	return t.writeJSON("a counter", c, `INSERT INTO svrp_counters (key, rec) VALUES ($1, $2)
 		ON CONFLICT (key) DO UPDATE SET rec = EXCLUDED.rec`, []byte(key))
 }
@@ -343,7 +343,7 @@ func (t *pgTx) DeleteCounter(key string) error {
 	return t.exec(`DELETE FROM svrp_counters WHERE key = $1`, []byte(key))
 }
 
-func (t *pgTx) EachCounter(fn func(key string, c binding.Counter) error) error {
+func (t *pgTx) EachCounter(fn func(key string, c store.Counter) error) error {
 	return eachRecord(t, `SELECT key, rec FROM svrp_counters WHERE key > $1 ORDER BY key LIMIT $2`, "a counter",
 		func(k []byte) (string, error) { return string(k), nil }, fn)
 }

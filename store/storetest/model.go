@@ -26,7 +26,7 @@ type model struct {
 	sessions   map[string]binding.BindingSession
 	bindings   map[didkey.PublicKey]binding.Binding
 	opSessions map[[32]byte]authn.BearerSession
-	counters   map[string]binding.Counter
+	counters   map[string]store.Counter
 	revoked    map[[2]string]store.Revocation
 	deleted    map[string]bool // ids of deleted sessions, which stay used
 }
@@ -37,7 +37,7 @@ func newModel() *model {
 		sessions:   map[string]binding.BindingSession{},
 		bindings:   map[didkey.PublicKey]binding.Binding{},
 		opSessions: map[[32]byte]authn.BearerSession{},
-		counters:   map[string]binding.Counter{},
+		counters:   map[string]store.Counter{},
 		revoked:    map[[2]string]store.Revocation{},
 		deleted:    map[string]bool{},
 	}
@@ -146,7 +146,7 @@ func genOp(t *rapid.T) modelOp {
 		return modelOp{"DeleteOperatorSession", func(tx store.Tx) error { return tx.DeleteBearerSession(h) }, func(m *model) { delete(m.opSessions, h) }}
 	case 6:
 		k := rapid.SampledFrom(modelCounters).Draw(t, "counter")
-		c := binding.Counter{Count: rapid.IntRange(0, 100).Draw(t, "count"), Start: genTime(t, "start")}
+		c := store.Counter{Count: rapid.IntRange(0, 100).Draw(t, "count"), Start: genTime(t, "start")}
 		return modelOp{"PutCounter", func(tx store.Tx) error { return tx.PutCounter(k, c) }, func(m *model) { m.counters[k] = c }}
 	case 7:
 		id := rapid.SampledFrom(modelSessions).Draw(t, "id")

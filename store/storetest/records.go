@@ -49,7 +49,7 @@ func testNotFound(t *testing.T, s store.Store) {
 			t.Errorf("BindingsByOperator = %v, %v; want empty, nil", bs, err)
 		}
 		c, err := tx.Counter("c")
-		if err != nil || c != (binding.Counter{}) {
+		if err != nil || c != (store.Counter{}) {
 			t.Errorf("Counter = %v, %v; want zero, nil", c, err)
 		}
 		n, err := tx.NodeCount()
@@ -64,7 +64,7 @@ func testNotFound(t *testing.T, s store.Store) {
 			"EachOperatorSession": func() error {
 				return tx.EachBearerSession(func([32]byte, authn.BearerSession) error { return count() })
 			},
-			"EachCounter": func() error { return tx.EachCounter(func(string, binding.Counter) error { return count() }) },
+			"EachCounter": func() error { return tx.EachCounter(func(string, store.Counter) error { return count() }) },
 			"EachBinding": func() error { return tx.EachBinding(func(binding.Binding) error { return count() }) },
 			"EachRevocation": func() error {
 				return tx.EachRevocation(func(store.Revocation) error { return count() })
@@ -99,7 +99,7 @@ func testRoundTrip(t *testing.T, s store.Store) {
 	k := Key(1)
 	n, sess, b := nodeSessionBinding(k)
 	bearer := BearerSession("did:svrp:o:0a1b2c3d")
-	c := binding.Counter{Count: 3, Start: Time(10)}
+	c := store.Counter{Count: 3, Start: Time(10)}
 	// A session as initiate leaves it: no pointers set, no operator yet.
 	bare := binding.BindingSession{ID: "s2", State: binding.Initiated, NodeKey: k, CodeHash: Hash("c2"), CreatedAt: Time(11)}
 	bare.Request.RequestedTaskTypes = []string{}
@@ -268,16 +268,16 @@ func testRevocations(t *testing.T, s store.Store) {
 func testCounters(t *testing.T, s store.Store) {
 	Update(t, s, func(tx store.Tx) error {
 		return errors.Join(
-			tx.PutCounter("b", binding.Counter{Count: 2, Start: Time(1)}),
-			tx.PutCounter("a", binding.Counter{Count: 1, Start: Time(2)}),
-			tx.PutCounter("", binding.Counter{Count: 9}),
+			tx.PutCounter("b", store.Counter{Count: 2, Start: Time(1)}),
+			tx.PutCounter("a", store.Counter{Count: 1, Start: Time(2)}),
+			tx.PutCounter("", store.Counter{Count: 9}),
 		)
 	})
-	all := func() map[string]binding.Counter {
-		out := map[string]binding.Counter{}
+	all := func() map[string]store.Counter {
+		out := map[string]store.Counter{}
 		var order []string
 		View(t, s, func(tx store.Tx) error {
-			return tx.EachCounter(func(k string, c binding.Counter) error {
+			return tx.EachCounter(func(k string, c store.Counter) error {
 				out[k] = c
 				order = append(order, k)
 				return nil
@@ -286,16 +286,16 @@ func testCounters(t *testing.T, s store.Store) {
 		Diff(t, "EachCounter order", []string(rules.SortedKeys(out, strings.Compare)), order)
 		return out
 	}
-	Diff(t, "EachCounter", map[string]binding.Counter{
+	Diff(t, "EachCounter", map[string]store.Counter{
 		"a": {Count: 1, Start: Time(2)}, "b": {Count: 2, Start: Time(1)}, "": {Count: 9},
 	}, all())
 	Update(t, s, func(tx store.Tx) error {
-		return errors.Join(tx.DeleteCounter("b"), tx.PutCounter("a", binding.Counter{Count: 5, Start: Time(3)}))
+		return errors.Join(tx.DeleteCounter("b"), tx.PutCounter("a", store.Counter{Count: 5, Start: Time(3)}))
 	})
-	Diff(t, "EachCounter after delete", map[string]binding.Counter{"a": {Count: 5, Start: Time(3)}, "": {Count: 9}}, all())
+	Diff(t, "EachCounter after delete", map[string]store.Counter{"a": {Count: 5, Start: Time(3)}, "": {Count: 9}}, all())
 	View(t, s, func(tx store.Tx) error {
 		c, err := tx.Counter("b")
-		if c != (binding.Counter{}) {
+		if c != (store.Counter{}) {
 			t.Errorf("Counter after delete = %v, want zero", c)
 		}
 		return err
@@ -303,13 +303,13 @@ func testCounters(t *testing.T, s store.Store) {
 }
 
 func testCountersAtOnce(t *testing.T, s store.Store) {
-	a, b := binding.Counter{Count: 2, Start: Time(1)}, binding.Counter{Count: 7, Start: Time(2)}
+	a, b := store.Counter{Count: 2, Start: Time(1)}, store.Counter{Count: 7, Start: Time(2)}
 	Update(t, s, func(tx store.Tx) error {
 		return errors.Join(tx.PutCounter("a", a), tx.PutCounter("", b), tx.PutCounter("a\x00b", b))
 	})
 	check := func(tx store.Tx) error {
 		got, err := tx.Counters("absent", "a", "", "a", "a\x00b")
-		Diff(t, "Counters", []binding.Counter{{}, a, b, a, b}, got)
+		Diff(t, "Counters", []store.Counter{{}, a, b, a, b}, got)
 		if err != nil {
 			return err
 		}
@@ -324,7 +324,7 @@ func testCountersAtOnce(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	Diff(t, "ReadCounters", []binding.Counter{{}, a, b, a, b}, got)
+	Diff(t, "ReadCounters", []store.Counter{{}, a, b, a, b}, got)
 	// In an Update, Counters sees the transaction's own writes.
 	Update(t, s, func(tx store.Tx) error {
 		b.Count = 8
@@ -332,7 +332,7 @@ func testCountersAtOnce(t *testing.T, s store.Store) {
 			return err
 		}
 		got, err := tx.Counters("a", "a\x00b")
-		Diff(t, "Counters after writes in the Update", []binding.Counter{{}, b}, got)
+		Diff(t, "Counters after writes in the Update", []store.Counter{{}, b}, got)
 		return err
 	})
 }
@@ -344,23 +344,23 @@ func testCountEvent(t *testing.T, s store.Store) {
 	start := time.Date(2025, 3, 1, 12, 0, 0, 0, zone)
 	cases := []struct {
 		name   string
-		stored *binding.Counter
+		stored *store.Counter
 		now    time.Time
 	}{
 		{"absent", nil, start},
-		{"running", &binding.Counter{Count: 3, Start: start}, start.Add(window - time.Second)},
-		{"running, start with nanoseconds", &binding.Counter{Count: 1, Start: Time(1)}, Time(1).Add(window - time.Second)},
-		{"ended exactly", &binding.Counter{Count: 3, Start: start}, start.Add(window)},
-		{"ended long ago", &binding.Counter{Count: 3, Start: start}, start.Add(24 * time.Hour)},
-		{"zero count", &binding.Counter{Count: 0, Start: start}, start.Add(time.Second)},
-		{"negative count", &binding.Counter{Count: -4, Start: start}, start.Add(time.Second)},
-		{"zero start", &binding.Counter{Count: 9}, start},
-		{"at the top", &binding.Counter{Count: math.MaxInt, Start: start}, start.Add(time.Second)},
-		{"below the top", &binding.Counter{Count: math.MaxInt - 1, Start: start}, start.Add(time.Second)},
+		{"running", &store.Counter{Count: 3, Start: start}, start.Add(window - time.Second)},
+		{"running, start with nanoseconds", &store.Counter{Count: 1, Start: Time(1)}, Time(1).Add(window - time.Second)},
+		{"ended exactly", &store.Counter{Count: 3, Start: start}, start.Add(window)},
+		{"ended long ago", &store.Counter{Count: 3, Start: start}, start.Add(24 * time.Hour)},
+		{"zero count", &store.Counter{Count: 0, Start: start}, start.Add(time.Second)},
+		{"negative count", &store.Counter{Count: -4, Start: start}, start.Add(time.Second)},
+		{"zero start", &store.Counter{Count: 9}, start},
+		{"at the top", &store.Counter{Count: math.MaxInt, Start: start}, start.Add(time.Second)},
+		{"below the top", &store.Counter{Count: math.MaxInt - 1, Start: start}, start.Add(time.Second)},
 	}
 	for i, c := range cases {
 		key := fmt.Sprint("event-", i)
-		var want binding.Counter
+		var want store.Counter
 		if c.stored != nil {
 			Update(t, s, func(tx store.Tx) error { return tx.PutCounter(key, *c.stored) })
 			want = *c.stored
@@ -405,7 +405,7 @@ func testEachStops(t *testing.T, s store.Store) {
 				tx.PutNode(Node(k)),
 				tx.PutBindingSession(Session(fmt.Sprint("s", i), k)),
 				tx.PutBearerSession(Hash(fmt.Sprint(i)), BearerSession("op")),
-				tx.PutCounter(fmt.Sprint(i), binding.Counter{Count: i}),
+				tx.PutCounter(fmt.Sprint(i), store.Counter{Count: i}),
 			)
 			if err != nil {
 				return err
@@ -423,7 +423,7 @@ func testEachStops(t *testing.T, s store.Store) {
 			"EachOperatorSession": func(f func() error) error {
 				return tx.EachBearerSession(func([32]byte, authn.BearerSession) error { return f() })
 			},
-			"EachCounter": func(f func() error) error { return tx.EachCounter(func(string, binding.Counter) error { return f() }) },
+			"EachCounter": func(f func() error) error { return tx.EachCounter(func(string, store.Counter) error { return f() }) },
 		} {
 			calls := 0
 			err := each(func() error {

@@ -49,7 +49,7 @@ func snapshot(t *testing.T, s store.Store, keys []didkey.PublicKey, dids, ops []
 			tx.EachNode(func(n store.Node) error { all = append(all, n); return nil }),
 			tx.EachBindingSession(func(s binding.BindingSession) error { all = append(all, s); return nil }),
 			tx.EachBearerSession(func(h [32]byte, s authn.BearerSession) error { all = append(all, h, s); return nil }),
-			tx.EachCounter(func(k string, c binding.Counter) error { all = append(all, k, c); return nil }),
+			tx.EachCounter(func(k string, c store.Counter) error { all = append(all, k, c); return nil }),
 		))
 		out = append(out, all...)
 		return nil
@@ -67,7 +67,7 @@ func testAtomicity(t *testing.T, s store.Store) {
 			tx.PutBindingSession(s1),
 			tx.PutBinding(Binding(k1, opA)),
 			tx.PutBearerSession(Hash("t1"), BearerSession(opA)),
-			tx.PutCounter("c", binding.Counter{Count: 1}),
+			tx.PutCounter("c", store.Counter{Count: 1}),
 		)
 	})
 	keys := []didkey.PublicKey{k1, k2}
@@ -92,8 +92,8 @@ func testAtomicity(t *testing.T, s store.Store) {
 			tx.PutBinding(Binding(k2, opA)),
 			tx.DeleteBearerSession(Hash("t1")),
 			tx.PutBearerSession(Hash("t2"), BearerSession(opB)),
-			tx.PutCounter("c", binding.Counter{Count: 2}),
-			tx.PutCounter("d", binding.Counter{Count: 2}),
+			tx.PutCounter("c", store.Counter{Count: 2}),
+			tx.PutCounter("d", store.Counter{Count: 2}),
 			tx.DeleteCounter("c"),
 		)
 		if err != nil {
@@ -112,7 +112,7 @@ func testAtomicity(t *testing.T, s store.Store) {
 }
 
 func testPanic(t *testing.T, s store.Store) {
-	Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: 1}) })
+	Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", store.Counter{Count: 1}) })
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -120,7 +120,7 @@ func testPanic(t *testing.T, s store.Store) {
 			}
 		}()
 		s.Update(context.Background(), func(tx store.Tx) error {
-			if err := tx.PutCounter("c", binding.Counter{Count: 2}); err != nil {
+			if err := tx.PutCounter("c", store.Counter{Count: 2}); err != nil {
 				return err
 			}
 			panic("in fn")
@@ -134,7 +134,7 @@ func testPanic(t *testing.T, s store.Store) {
 		}
 		return err
 	})
-	Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", binding.Counter{Count: 3}) })
+	Update(t, s, func(tx store.Tx) error { return tx.PutCounter("c", store.Counter{Count: 3}) })
 }
 
 func testMisuse(t *testing.T, s store.Store) {
@@ -148,7 +148,7 @@ func testMisuse(t *testing.T, s store.Store) {
 			"PutBinding":            tx.PutBinding(Binding(Key(2), "op")),
 			"PutOperatorSession":    tx.PutBearerSession(Hash("t"), BearerSession("op")),
 			"DeleteOperatorSession": tx.DeleteBearerSession(Hash("t")),
-			"PutCounter":            tx.PutCounter("c", binding.Counter{}),
+			"PutCounter":            tx.PutCounter("c", store.Counter{}),
 			"DeleteCounter":         tx.DeleteCounter("c"),
 			"CountEvent":            second(tx.CountEvent("c", Time(1), time.Minute)),
 		} {
@@ -167,7 +167,7 @@ func testMisuse(t *testing.T, s store.Store) {
 	err = s.Update(context.Background(), func(tx store.Tx) error {
 		kept = tx
 		return tx.EachNode(func(n store.Node) error {
-			if err := tx.PutCounter("c", binding.Counter{}); !errors.Is(err, store.ErrWriteInEach) {
+			if err := tx.PutCounter("c", store.Counter{}); !errors.Is(err, store.ErrWriteInEach) {
 				t.Errorf("write during EachNode: %v, want store.ErrWriteInEach", err)
 			}
 			// Reads, including scans, are allowed.
@@ -178,7 +178,7 @@ func testMisuse(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kept.PutCounter("c", binding.Counter{}); !errors.Is(err, store.ErrTxDone) {
+	if err := kept.PutCounter("c", store.Counter{}); !errors.Is(err, store.ErrTxDone) {
 		t.Errorf("store.Tx used after Update: %v, want store.ErrTxDone", err)
 	}
 	if _, err := kept.CountEvent("c", Time(1), time.Minute); !errors.Is(err, store.ErrTxDone) {
@@ -296,10 +296,10 @@ func testNoPhantoms(t *testing.T, s store.Store) {
 		}},
 		{"EachCounter", func(tx store.Tx) (int, error) {
 			n := 0
-			err := tx.EachCounter(func(string, binding.Counter) error { n++; return nil })
+			err := tx.EachCounter(func(string, store.Counter) error { n++; return nil })
 			return n, err
 		}, func(tx store.Tx, i int) error {
-			return tx.PutCounter(fmt.Sprint("phantom-", i), binding.Counter{Count: i})
+			return tx.PutCounter(fmt.Sprint("phantom-", i), store.Counter{Count: i})
 		}},
 	}
 	for _, c := range cases {

@@ -331,9 +331,3 @@ func Copied(v api.NodeView) api.RegisterRequest {
 	}
 	return api.RegisterRequest{DID: v.DID, PublicKey: v.PublicKey, Endpoint: v.Endpoint, Capabilities: v.Capabilities, Region: region, Signature: v.Signature}
 }
-
-// Heartbeat is node's signed heartbeat at ts, as a third party who captured it would replay it.
-func Heartbeat(n *client.Node, prefix string, ts int64) (api.HeartbeatRequest, error) {
-	sig, err := canonical.Sign(n.Key, prefix, canonical.Heartbeat{DID: n.DID, TS: ts})
-	return api.HeartbeatRequest{DID: n.DID, TS: ts, Signature: sig}, err
-}

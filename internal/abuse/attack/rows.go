@@ -229,7 +229,8 @@ var Rows = []Row{
 			if _, err := n.Register(ctx, "203.0.113.20:7000", []string{"inference"}, ""); err != nil {
 				return nil, err
 			}
-			return Heartbeat(n, t.Prefix, time.Now().Unix())
+			// The heartbeat as the node sent it, which a third party captured.
+			return n.SignHeartbeat(time.Now().Unix())
 		},
 		Attack: replay("/api/v1/heartbeat"),
 	},

@@ -87,43 +87,50 @@ func SecretHashes(s binding.BindingSession) [][32]byte {
 	return hs
 }
 
+// Counting is what a counter value does: package store's Counter, left a type parameter
+// here because package store imports this one.
+type Counting[C any] interface {
+	Fail(now time.Time, window time.Duration) C
+}
+
 // CounterReader is the part of a Tx that reads a counter, with the state of its life.
-type CounterReader interface {
+type CounterReader[C any] interface {
 	Readable() error
-	Counter(key string) (binding.Counter, error)
+	Counter(key string) (C, error)
 }
 
 // CounterTx is the part of a Tx that reads and writes a counter, with the state of its life.
-type CounterTx interface {
-	CounterReader
+type CounterTx[C any] interface {
+	CounterReader[C]
 	Writable() error
-	PutCounter(key string, c binding.Counter) error
+	PutCounter(key string, c C) error
 }
 
 // CountEvent is CountEvent on a Tx whose Update runs alone, so that a read and a write in
 // one transaction are one step. A Tx that may not write is refused before the read.
-func CountEvent(tx CounterTx, key string, now time.Time, window time.Duration) (binding.Counter, error) {
+func CountEvent[C Counting[C]](tx CounterTx[C], key string, now time.Time, window time.Duration) (C, error) {
+	var zero C
 	if err := tx.Writable(); err != nil {
-		return binding.Counter{}, err
+		return zero, err
 	}
 	c, err := tx.Counter(key)
 	if err != nil {
-		return binding.Counter{}, err
+		return zero, err
 	}
 	c = c.Fail(now, window)
 	if err := tx.PutCounter(key, c); err != nil {
-		return binding.Counter{}, err
+		return zero, err
 	}
 	return c, nil
 }
 
 // Counters is Counters made of one Counter per key. A Tx past its function is refused even
 // for no keys.
-func Counters(tx CounterReader, keys []string) ([]binding.Counter, error) {
+func Counters[C any](tx CounterReader[C], keys []string) ([]C, error) {
 	if err := tx.Readable(); err != nil {
 		return nil, err
 	}
-	out := make([]binding.Counter, len(keys))
+	out := make([]C, len(keys))
 	for i, k := range keys {
 		c, err := tx.Counter(k)
 		if err != nil {

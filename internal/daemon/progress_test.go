@@ -76,6 +76,7 @@ func TestConnCapHierarchy(t *testing.T) {
 	var spread []*limitedConn
 	for _, a := range []string{"198.51.1.1", "198.51.2.1", "198.51.3.1", "198.51.4.1"} {
 		spread = append(spread, l.admit(pipeConn(t), a))
+		clk.t = clk.t.Add(time.Millisecond)
 	}
 	big1, big2 := l.admit(pipeConn(t), "192.0.2.1"), l.admit(pipeConn(t), "192.0.2.1")
 	clk.t = clk.t.Add(5 * time.Second)

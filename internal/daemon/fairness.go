@@ -17,8 +17,10 @@ import (
 // The bounds in flight are the connection caps again (a connection carries one HTTP/1.1
 // request at a time, so for HTTP/1.1 they never bind): without them an HTTP/2 client opens
 // as many streams on each of its connections as the connection allows, and parks each one,
-// a goroutine and its buffers apiece. A request over a bound is answered 429 RATE_LIMITED at
-// once, before its handler runs.
+// a goroutine and its buffers apiece. The total is soft: past it, only a client group with
+// nothing in flight is let in, up to twice the total, so that groups filling the total keep
+// out no one but themselves. A request over a bound is answered 429 RATE_LIMITED at once,
+// before its handler runs.
 //
 // Of the requests in flight, at most workers run their handlers' work at once; a handler
 // holds its turn until its answer starts (writing an answer waits on the client, not on the
@@ -83,7 +85,10 @@ func (f *fairness) serve(next http.Handler) http.Handler {
 func (f *fairness) enter(c *limitedConn) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.all >= f.total || c.group != "" && (f.inFlight[c.group] >= f.perClient || f.inFlight[c.block] >= f.perBlock) {
+	if c.group != "" && (f.inFlight[c.group] >= f.perClient || f.inFlight[c.block] >= f.perBlock) {
+		return false
+	}
+	if f.all >= 2*f.total || f.all >= f.total && (c.group == "" || f.inFlight[c.group] > 0) {
 		return false
 	}
 	f.all++

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,11 +29,23 @@ func TestFairnessBoundsInFlight(t *testing.T) {
 		t.Fatal("the block bound of 3 did not hold")
 	}
 	c := fairConn("192.0.2.1")
-	if !f.enter(c) || !f.enter(fairConn("203.0.113.1")) || f.enter(fairConn("203.0.113.2")) {
-		t.Fatal("the total bound of 5 did not hold")
+	if !f.enter(c) || !f.enter(fairConn("203.0.113.1")) {
+		t.Fatal("refused below the total of 5")
+	}
+	// Past the total, only a group with nothing in flight, up to twice the total.
+	if f.enter(c) {
+		t.Fatal("past the total, a group with a request in flight was let in")
+	}
+	for i := range 5 {
+		if !f.enter(fairConn(fmt.Sprint("203.0.", 10+i, ".1"))) {
+			t.Fatalf("past the total, newcomer %d with nothing in flight was refused below twice the total", i)
+		}
+	}
+	if f.enter(fairConn("203.0.113.99")) {
+		t.Fatal("a newcomer was let in past twice the total")
 	}
 	f.leave(a)
-	if !f.enter(fairConn("203.0.113.2")) {
+	if !f.enter(fairConn("203.0.113.99")) {
 		t.Fatal("a request that left made no room")
 	}
 }

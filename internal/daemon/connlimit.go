@@ -178,13 +178,14 @@ func (l *limitListener) standingLocked(c *limitedConn, now time.Time) standing {
 // holds newHeld (in block, when it is not empty). A stalled connection goes first, then an
 // aged one, and only from a client group holding more than the newcomer's, so that groups at
 // an even share cannot cut each other's connections in turn. A newcomer of a group holding
-// nothing may also cut a connection still within its grace, and failing that one serving
-// from a group holding more than one: slow senders that keep reconnecting keep every
-// connection young, and a new client must find room unless every connection is another
-// client's only one, making progress within its lifetime. Among those that qualify, the one
-// of the network holding the most connections goes, then of its block holding the most, then
-// of its client group holding the most, the one waiting longest first. nil when none
-// qualifies. The caller holds mu.
+// nothing may also cut a connection still within its grace: slow senders that keep
+// reconnecting keep every connection young. Failing those, at the total cap, a newcomer cuts
+// a connection serving from a group holding at least two more than its own (after the cut
+// the two differ by at most one, so no pair of groups churns): a client finds room unless
+// every group holds within one of what its own holds. Among those that qualify, the one of
+// the network holding the most connections goes, then of its block holding the most, then of
+// its client group holding the most, the one waiting longest first. nil when none qualifies.
+// The caller holds mu.
 func (l *limitListener) victimLocked(now time.Time, block string, newHeld int) *limitedConn {
 	var v *limitedConn
 	var vKey victimKey
@@ -211,7 +212,7 @@ func (l *limitListener) victimLocked(now time.Time, block string, newHeld int) *
 				continue
 			}
 		case serving:
-			if newHeld != 0 || client <= 1 {
+			if block != "" || client < newHeld+2 {
 				continue
 			}
 		}

@@ -142,7 +142,7 @@ func waitFor(t *testing.T, what string, deadline time.Duration, cond func() bool
 
 // TestEdgeSlowReaders: 4 addresses × 8 connections, each pipelining GET /openapi.json with
 // a 4 KiB receive buffer and reading 3 KB a second, hold every slot; an honest client gets
-// every one of its requests on new connections answered, and slow readers are cut.
+// every one of its requests on new connections answered.
 func TestEdgeSlowReaders(t *testing.T) {
 	if !atMTU1500(t) {
 		return
@@ -151,13 +151,13 @@ func TestEdgeSlowReaders(t *testing.T) {
 	addr := strings.TrimPrefix(base, "http://")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var reading, cut atomic.Int64
+	var reading atomic.Int64
 	for _, ip := range edgeAttackers {
 		for range edgePerAddr {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				slowReader(ip, addr, stop, &reading, &cut)
+				slowReader(ip, addr, stop, &reading)
 			}()
 		}
 	}
@@ -166,13 +166,12 @@ func TestEdgeSlowReaders(t *testing.T) {
 	if ok := honestGets(t, &http.Transport{}, base, 16, oneHonest); ok != 16 {
 		t.Fatalf("honest requests answered during the attack: %d/16; want all", ok)
 	}
-	waitFor(t, "slow readers cut", 30*time.Second, func() bool { return cut.Load() > 0 })
-	t.Logf("honest 16/16 answered; %d slow-reading connections cut", cut.Load())
+	t.Logf("honest 16/16 answered")
 }
 
 // slowReader holds a connection from ip that pipelines GET /openapi.json and reads 3 KB a
 // second, and reconnects whenever it is cut, until stop is closed.
-func slowReader(ip, addr string, stop <-chan struct{}, reading, cut *atomic.Int64) {
+func slowReader(ip, addr string, stop <-chan struct{}, reading *atomic.Int64) {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second, Control: smallReceiveBuffer}
 	counted := false
 	for {
@@ -198,7 +197,6 @@ func slowReader(ip, addr string, stop <-chan struct{}, reading, cut *atomic.Int6
 			conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 			if _, err := io.ReadFull(conn, buf); err != nil {
 				conn.Close()
-				cut.Add(1)
 				break
 			}
 			if !counted {
@@ -305,6 +303,7 @@ func TestEdgeParkedH2Streams(t *testing.T) {
 	}
 	addr, tr := tlsEdge(t, func(c *Config) { c.Edge.SendTimeout = 2 * time.Second })
 	var resets, goaways atomic.Int64
+	base := inUse()
 	var conns []*h2Conn
 	defer func() {
 		for _, c := range conns {
@@ -323,6 +322,9 @@ func TestEdgeParkedH2Streams(t *testing.T) {
 				c.open("/openapi.json", true)
 			}
 		}
+	}
+	if grew := inUse() - base; grew > edgeMemoryBound(edgeCap)+(8<<20) {
+		t.Fatalf("the attack grew the heap and stacks by %d KiB; the bound is %d KiB", grew>>10, edgeMemoryBound(edgeCap)>>10)
 	}
 	// A client holding no connection is let in at once; one that holds one, once the
 	// parked answers are past their due time at the floor rate.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
@@ -53,6 +54,11 @@ func newFairness(perClient, perBlock, total, workers int) *fairness {
 	}
 }
 
+// refusalWriteGrace is how long a refusal in flight may take to be written: a client that
+// does not take it at once (an HTTP/2 stream with its window shut) is cut, so that streams
+// refused cost no more than the streams let in.
+const refusalWriteGrace = 100 * time.Millisecond
+
 // errInFlight is the refusal of a request over a bound in flight.
 var errInFlight = proto.New(proto.RateLimited, "too many requests in flight from this address; wait for an answer before sending more")
 
@@ -65,6 +71,8 @@ func (f *fairness) serve(next http.Handler) http.Handler {
 			return
 		}
 		if !f.enter(lc) {
+			// A refusal is not parked: a stream whose window is shut is reset instead.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(refusalWriteGrace))
 			w.Header().Set("Retry-After", "1")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)

@@ -417,3 +417,51 @@ func rss(t *testing.T) (now, peak int64) {
 	}
 	return now, peak
 }
+
+// TestEdgeCheapFlood: heartbeats of a node that is not registered and requests for paths
+// that name no endpoint, from 200 addresses of one /24, each on a new connection, cost their
+// block its budget of malformed requests and are refused at the door past it; an honest
+// client is answered throughout.
+func TestEdgeCheapFlood(t *testing.T) {
+	base := serve(t, edgeConfig(t))
+	const senders, requests = 200, 2400
+	heartbeat := []byte(fmt.Sprintf(`{"did":"did:svrp:n:0123abcd","ts":%d,"signature":"x"}`, time.Now().Unix()))
+	var answered, refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < requests; i += 16 {
+				hc := honestClient(&http.Transport{}, fmt.Sprintf("127.5.0.%d", 1+i%senders))
+				var res *http.Response
+				var err error
+				if i%2 == 0 {
+					res, err = hc.Post(base+"/api/v1/heartbeat", "application/json", bytes.NewReader(heartbeat))
+				} else {
+					res, err = hc.Get(base + "/no/such/path")
+				}
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode == http.StatusTooManyRequests {
+					refused.Add(1)
+				} else {
+					answered.Add(1)
+				}
+			}
+		}()
+	}
+	ok := honestGets(t, &http.Transport{}, base, 20, oneHonest)
+	wg.Wait()
+	if ok != 20 {
+		t.Fatalf("honest requests answered during the flood: %d/20; want all", ok)
+	}
+	// The block's budget is 960 a minute; a window that turns during the run may add its own.
+	if a := answered.Load(); a > 2*960 || refused.Load() < requests/2 {
+		t.Fatalf("the flood got %d answers and %d refusals; want at most the block's budget answered", a, refused.Load())
+	}
+	t.Logf("honest 20/20 answered; the flood got %d answers, %d refusals", answered.Load(), refused.Load())
+}

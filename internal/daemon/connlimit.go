@@ -175,17 +175,18 @@ func (l *limitListener) standingLocked(c *limitedConn, now time.Time) standing {
 }
 
 // victimLocked chooses the connection to cut at a cap for a newcomer whose client group
-// holds newHeld (in block, when it is not empty). A stalled connection goes first, then an
-// aged one, and only from a client group holding more than the newcomer's, so that groups at
+// holds newHeld (in block, when it is not empty). A stalled or an aged connection may go,
+// only from a client group holding more than the newcomer's, so that groups at
 // an even share cannot cut each other's connections in turn. A newcomer of a group holding
 // nothing may also cut a connection still within its grace: slow senders that keep
-// reconnecting keep every connection young. Failing those, at the total cap, a newcomer cuts
-// a connection serving from a group holding at least two more than its own (after the cut
+// reconnecting keep every connection young. At the total cap, a newcomer may also cut a
+// connection making progress from a group holding at least two more than its own (after the cut
 // the two differ by at most one, so no pair of groups churns): a client finds room unless
-// every group holds within one of what its own holds. Among those that qualify, the one of
-// the network holding the most connections goes, then of its block holding the most, then of
-// its client group holding the most, the one waiting longest first. nil when none qualifies.
-// The caller holds mu.
+// every group holds within one of what its own holds. Among those that qualify, a connection
+// within its grace goes last; of the others, one of the network holding the most connections
+// goes, then of its block holding the most, then of its client group holding the most;
+// within it, the one making the least progress (stalled, aged, serving), the one waiting
+// longest first. nil when none qualifies. The caller holds mu.
 func (l *limitListener) victimLocked(now time.Time, block string, newHeld int) *limitedConn {
 	var v *limitedConn
 	var vKey victimKey
@@ -230,14 +231,22 @@ type victimKey struct {
 	age      time.Time            // since when it has waited, or held its slot
 }
 
+// before puts a connection within its grace for a request last: it may be an honest
+// newcomer's. Of the others, it orders by what the groups hold first: the crowd pays for room
+// before anyone else's connection is looked at, even an idle one (an honest client's
+// keep-alive connection between two requests is idle); within a group the connection making
+// the least progress goes first.
 func (k victimKey) before(o victimKey) bool {
-	if k.standing != o.standing {
-		return k.standing < o.standing
+	if (k.standing == young) != (o.standing == young) {
+		return o.standing == young
 	}
 	for lv := netblock.Network; lv >= netblock.Client; lv-- {
 		if k.held[lv] != o.held[lv] {
 			return k.held[lv] > o.held[lv]
 		}
+	}
+	if k.standing != o.standing {
+		return k.standing < o.standing
 	}
 	return k.age.Before(o.age)
 }

@@ -75,10 +75,10 @@ func TestEdgeH2Memory(t *testing.T) {
 
 // edgeMemoryBound is what connections and their streams can make the daemon hold at most,
 // beyond its tables: every connection an idle HTTP/2 one with its upload window full, and
-// every request in flight (twice the connection cap, the soft total's hard end) a parked
-// stream. Streams refused in flight are cut within refusalWriteGrace and park nothing.
+// every request in flight (three times the connection cap, the soft total's hard end) a
+// parked stream. Streams refused in flight are cut within refusalWriteGrace and park nothing.
 func edgeMemoryBound(maxConns int) int64 {
-	return int64(maxConns)*(idleH2ConnBytes+h2ConnWindow) + 2*int64(maxConns)*parkedH2StreamBytes
+	return int64(maxConns)*(idleH2ConnBytes+h2ConnWindow) + 3*int64(maxConns)*parkedH2StreamBytes
 }
 
 // TestEdgeMemoryBoundDocumented: the bound §8.1 states for the defaults is the one the

@@ -15,13 +15,14 @@ import (
 // client group, per block and in total, and runs their handlers fairly across address groups
 // when the cores are saturated.
 //
-// The bounds in flight are the connection caps again (a connection carries one HTTP/1.1
-// request at a time, so for HTTP/1.1 they never bind): without them an HTTP/2 client opens
-// as many streams on each of its connections as the connection allows, and parks each one,
-// a goroutine and its buffers apiece. The total is soft: past it, only a client group with
-// nothing in flight is let in, up to twice the total, so that groups filling the total keep
-// out no one but themselves. A request over a bound is answered 429 RATE_LIMITED at once,
-// before its handler runs.
+// The bounds per client group and per block are the connection caps again (a connection
+// carries one HTTP/1.1 request at a time, so for HTTP/1.1 they never bind): without them an
+// HTTP/2 client opens as many streams on each of its connections as the connection allows,
+// and parks each one, a goroutine and its buffers apiece. The total is twice the connection
+// cap, so that connections holding every slot, one request each, do not reach it; and it is
+// soft: past it, only a client group with nothing in flight is let in, up to three times the
+// cap, so that groups filling the total keep out no one but themselves. A request over a
+// bound is answered 429 RATE_LIMITED at once, before its handler runs.
 //
 // Of the requests in flight, at most workers run their handlers' work at once; a handler
 // holds its turn until its answer starts (writing an answer waits on the client, not on the
@@ -30,7 +31,7 @@ import (
 // network over its client groups: one group's flood waits behind its own requests, and an
 // honest request waits for at most one turn of each other network with waiters.
 type fairness struct {
-	perClient, perBlock, total, workers int
+	perClient, perBlock, total, hard, workers int
 
 	mu       sync.Mutex
 	inFlight map[string]int // by client group and by block
@@ -47,9 +48,11 @@ type netQueue struct {
 	waiters map[string][]chan struct{}
 }
 
-func newFairness(perClient, perBlock, total, workers int) *fairness {
+// newFairness bounds the requests in flight by the connection caps maxConns, perClient and
+// perBlock, and runs workers handlers at once.
+func newFairness(perClient, perBlock, maxConns, workers int) *fairness {
 	return &fairness{
-		perClient: perClient, perBlock: perBlock, total: total, workers: max(workers, 1),
+		perClient: perClient, perBlock: perBlock, total: 2 * maxConns, hard: 3 * maxConns, workers: max(workers, 1),
 		inFlight: make(map[string]int), netOf: make(map[string]*netQueue),
 	}
 }
@@ -96,7 +99,7 @@ func (f *fairness) enter(c *limitedConn) bool {
 	if c.group != "" && (f.inFlight[c.group] >= f.perClient || f.inFlight[c.block] >= f.perBlock) {
 		return false
 	}
-	if f.all >= 2*f.total || f.all >= f.total && (c.group == "" || f.inFlight[c.group] > 0) {
+	if f.all >= f.hard || f.all >= f.total && (c.group == "" || f.inFlight[c.group] > 0) {
 		return false
 	}
 	f.all++

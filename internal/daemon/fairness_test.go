@@ -17,9 +17,10 @@ func fairConn(group string) *limitedConn {
 }
 
 // TestFairnessBoundsInFlight: requests in flight are bounded per client group, per block and
-// in total; a request that leaves makes room.
+// in total (twice the connection cap, then up to three times it for groups with nothing in
+// flight); a request that leaves makes room.
 func TestFairnessBoundsInFlight(t *testing.T) {
-	f := newFairness(2, 3, 5, 1)
+	f := newFairness(2, 3, 3, 1) // a total of 6, 9 at most
 	a := fairConn("198.51.100.1")
 	if !f.enter(a) || !f.enter(a) || f.enter(a) {
 		t.Fatal("the client bound of 2 did not hold")
@@ -29,23 +30,23 @@ func TestFairnessBoundsInFlight(t *testing.T) {
 		t.Fatal("the block bound of 3 did not hold")
 	}
 	c := fairConn("192.0.2.1")
-	if !f.enter(c) || !f.enter(fairConn("203.0.113.1")) {
-		t.Fatal("refused below the total of 5")
+	if !f.enter(c) || !f.enter(c) || !f.enter(fairConn("203.0.113.1")) {
+		t.Fatal("refused below the total of 6")
 	}
-	// Past the total, only a group with nothing in flight, up to twice the total.
-	if f.enter(c) {
+	// Past the total, only a group with nothing in flight, up to three times the cap.
+	if f.enter(fairConn("203.0.113.1")) {
 		t.Fatal("past the total, a group with a request in flight was let in")
 	}
-	for i := range 5 {
+	for i := range 3 {
 		if !f.enter(fairConn(fmt.Sprint("203.0.", 10+i, ".1"))) {
-			t.Fatalf("past the total, newcomer %d with nothing in flight was refused below twice the total", i)
+			t.Fatalf("past the total, newcomer %d with nothing in flight was refused below the hard bound", i)
 		}
 	}
-	if f.enter(fairConn("203.0.113.99")) {
-		t.Fatal("a newcomer was let in past twice the total")
+	if f.enter(fairConn("203.0.99.1")) {
+		t.Fatal("a newcomer was let in past the hard bound")
 	}
 	f.leave(a)
-	if !f.enter(fairConn("203.0.113.99")) {
+	if !f.enter(fairConn("203.0.99.1")) {
 		t.Fatal("a request that left made no room")
 	}
 }
@@ -133,7 +134,7 @@ func TestFairnessGiveUp(t *testing.T) {
 // TestFairnessRefusal: a request over a bound in flight is answered 429 RATE_LIMITED
 // before its handler runs.
 func TestFairnessRefusal(t *testing.T) {
-	f := newFairness(1, 1, 1, 1)
+	f := newFairness(1, 1, 10, 1)
 	lc := fairConn("192.0.2.1")
 	release := make(chan struct{})
 	started := make(chan struct{})

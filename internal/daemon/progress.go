@@ -26,8 +26,9 @@ const (
 	// younger, so that no one holds a slot for ever by pipelining.
 	DefaultConnectionLifetime = time.Minute
 	// writeChunk is the piece progress is measured by: small enough that a slow reader
-	// shows within seconds, large enough that a fast one costs a check per 16 KiB.
-	writeChunk = 16 << 10
+	// shows within two seconds at the default floor, large enough that a fast one costs a
+	// check per 8 KiB.
+	writeChunk = 8 << 10
 )
 
 // progressWriter is an answer's writer that measures its progress for its connection.

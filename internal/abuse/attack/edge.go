@@ -17,16 +17,17 @@ import (
 // cost nothing to send. They follow the suite's other rows.
 func init() { Rows = append(Rows, slowReadersRow, unknownHeartbeatsRow) }
 
-// SlowReaders is how many addresses, and connections from each, row 14 holds.
+// SlowReaderAddrs and SlowReaderConns are how many addresses, and connections from each, row
+// 14 holds: every slot, beside the honest clients' own.
 const (
-	SlowReaderAddrs = 4
+	SlowReaderAddrs = 8
 	SlowReaderConns = 64
 )
 
 var slowReadersRow = Row{N: 14,
-	What:  "slow readers: 4 addresses × 64 connections, each pipelining GET /openapi.json with a 4 KiB receive buffer and reading 3 KB a second, at --max-connections 256",
+	What:  "slow readers: 8 addresses × 64 connections, each pipelining GET /openapi.json with a 4 KiB receive buffer and reading 3 KB a second, at --max-connections 768: the attack holds every slot the honest clients' own keep-alive connections leave",
 	Bound: "an answer draining below the floor rate gives its slot to a newcomer: 100 % of honest requests on new connections succeed, honest p99 within 3× of alone; memory bounded by the connections",
-	Flags: []string{"--max-connections", fmt.Sprint(SlowReaderAddrs * SlowReaderConns)},
+	Flags: []string{"--max-connections", fmt.Sprint(SlowReaderAddrs*SlowReaderConns + 256)},
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
 		var wg sync.WaitGroup
 		for a := range SlowReaderAddrs {

@@ -237,17 +237,24 @@ func dialH2(ip, addr string, window uint32) (*h2Conn, error) {
 	return c, nil
 }
 
-// open starts a GET of path, its request complete (endStream) or with a body to come.
-func (c *h2Conn) open(path string, endStream bool) (uint32, error) {
+// open starts a GET of path, its request complete.
+func (c *h2Conn) open(path string, _ bool) (uint32, error) { return c.request("GET", path, nil) }
+
+// request starts a request; with a body, the body is sent and never ended.
+func (c *h2Conn) request(method, path string, body []byte) (uint32, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hbuf.Reset()
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "registry"}, {":path", path}} {
+	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", "registry"}, {":path", path}} {
 		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	id := c.next
 	c.next += 2
-	return id, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: endStream, EndHeaders: true})
+	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: body == nil, EndHeaders: true})
+	if err == nil && body != nil {
+		err = c.fr.WriteData(id, false, body)
+	}
+	return id, err
 }
 
 func (c *h2Conn) reset(id uint32) error {
@@ -294,9 +301,10 @@ func tlsEdge(t *testing.T, edit func(*Config)) (string, *http.Transport) {
 }
 
 // TestEdgeParkedH2Streams: 4 addresses × 8 connections over TLS with HTTP/2, each opening
-// every stream a connection may with a flow-control window of 0, hold every slot and read
-// nothing; an honest client on new connections gets every answer, and the parked streams
-// are reset once their answers make no progress for the send timeout.
+// every stream a connection may — a GET with a flow-control window of 0, or a POST whose 4 KB
+// body never ends — hold every slot and read nothing; an honest client on new connections
+// gets every answer, the daemon's memory stays within its bound, and the parked answers are
+// reset once they make no progress for the send timeout.
 func TestEdgeParkedH2Streams(t *testing.T) {
 	if !atMTU1500(t) {
 		return
@@ -318,8 +326,12 @@ func TestEdgeParkedH2Streams(t *testing.T) {
 			}
 			conns = append(conns, c)
 			go c.drain(&resets, &goaways)
-			for range h2Streams {
-				c.open("/openapi.json", true)
+			for i := range h2Streams {
+				if i%2 == 0 {
+					c.open("/openapi.json", true)
+				} else {
+					c.request("POST", "/v1/auth/device-login", make([]byte, 4096))
+				}
 			}
 		}
 	}

@@ -34,7 +34,7 @@ const (
 	edgeCap     = 32
 	edgePerAddr = 8
 	// edgeNetnsEnv, set, says the test runs inside the namespace atMTU1500 made for it.
-	edgeNetnsEnv = "SVRPD_EDGE_IN_NETNS"
+	edgeNetnsEnv = "SVRP_EDGE_IN_NETNS"
 )
 
 // edgeAttackers are the attackers' addresses: four networks, each holding a client's cap.

@@ -26,7 +26,8 @@ import (
 //
 // Of the requests in flight, at most workers run their handlers' work at once; a handler
 // holds its turn until its answer starts (writing an answer waits on the client, not on the
-// cores) or it returns. The others wait in a queue of their client group, and the queues are
+// cores), it returns, or turnHold has passed (a handler that long is waiting on the store or
+// on a listing's turn, not using a core, and must not hold up the queues meanwhile). The others wait in a queue of their client group, and the queues are
 // served round robin over the networks (IPv4 /16, IPv6 /32) that have waiters, and within a
 // network over its client groups: one group's flood waits behind its own requests, and an
 // honest request waits for at most one turn of each other network with waiters.
@@ -56,6 +57,10 @@ func newFairness(perClient, perBlock, maxConns, workers int) *fairness {
 		inFlight: make(map[string]int), netOf: make(map[string]*netQueue),
 	}
 }
+
+// turnHold bounds a turn: the registry's handlers do their work in well under a millisecond
+// of a core, and one that takes this long is waiting.
+const turnHold = 50 * time.Millisecond
 
 // refusalWriteGrace is how long a refusal in flight may take to be written: a client that
 // does not take it at once (an HTTP/2 stream with its window shut) is cut, so that streams
@@ -87,6 +92,8 @@ func (f *fairness) serve(next http.Handler) http.Handler {
 			return // the client went away while it waited
 		}
 		tw := &turnWriter{ResponseWriter: w, f: f}
+		hold := time.AfterFunc(turnHold, tw.done)
+		defer hold.Stop()
 		defer tw.done()
 		next.ServeHTTP(tw, r)
 	})

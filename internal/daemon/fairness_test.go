@@ -155,3 +155,35 @@ func TestFairnessRefusal(t *testing.T) {
 		t.Fatalf("over the bound: %d %q; want 429 RATE_LIMITED with Retry-After", w.Code, w.Body)
 	}
 }
+
+// TestFairnessTurnHold: a handler that waits without answering (on the store, on a
+// listing's turn) gives up its turn after turnHold, so that it holds no one up.
+func TestFairnessTurnHold(t *testing.T) {
+	f := newFairness(10, 10, 10, 1)
+	release := make(chan struct{})
+	ran := make(chan string, 2)
+	h := f.serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran <- r.URL.Path
+		if r.URL.Path == "/wait" {
+			<-release
+		}
+	}))
+	req := func(path, from string) *http.Request {
+		r := httptest.NewRequest("GET", path, nil)
+		return r.WithContext(context.WithValue(r.Context(), connKey{}, fairConn(from)))
+	}
+	go h.ServeHTTP(httptest.NewRecorder(), req("/wait", "198.51.100.1"))
+	if got := <-ran; got != "/wait" {
+		t.Fatalf("ran %s first", got)
+	}
+	go h.ServeHTTP(httptest.NewRecorder(), req("/next", "192.0.2.1"))
+	select {
+	case got := <-ran:
+		if got != "/next" {
+			t.Fatalf("ran %s; want /next", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a handler waiting without answering held its turn")
+	}
+	close(release)
+}

@@ -34,16 +34,16 @@ const (
 // limitListener accepts connections within a total, a per-address and a per-block cap. A
 // slot is held by progress: when the total is reached it makes room by cutting a connection
 // that is not making any — idle between requests, without a complete request (headers and
-// body) within the grace, or draining its answer below the floor rate — or, failing those,
-// one that has held its slot past the lifetime. It cuts from the address group holding the
-// most connections at every level (network, then block, then client; and only from a client
-// group holding more than the newcomer's), the one waiting longest first, so a crowd of slow,
-// idle or slowly reading connections from a few groups cannot keep out a client that sends
-// its request promptly, and cannot churn its own connections to keep the grace from running
-// out. A block at its cap makes room the same way from its own connections only. When nothing
-// qualifies, or the address is at its own cap, the new connection is closed at once.
-// Connections from a trusted proxy count only against the total, since all its clients share
-// its address.
+// body) within the grace, draining its answer below the floor rate — or one that has held its
+// slot past the lifetime, and only from a client group holding more than the newcomer's; a
+// newcomer may also cut a connection making progress from a group holding at least two more
+// than its own. It cuts from the group holding the most connections at every level (network,
+// then block, then client), so a crowd of slow, idle or slowly reading connections from a few
+// groups cannot keep out a client that sends its request promptly, and cannot churn its own
+// connections to keep the grace from running out (victimLocked has the whole rule). A block
+// at its cap makes room the same way from its own connections only. When nothing qualifies,
+// or the address is at its own cap, the new connection is closed at once. Connections from a
+// trusted proxy count only against the total, since all its clients share its address.
 type limitListener struct {
 	net.Listener
 	max, perAddr int
@@ -176,13 +176,13 @@ func (l *limitListener) standingLocked(c *limitedConn, now time.Time) standing {
 
 // victimLocked chooses the connection to cut at a cap for a newcomer whose client group
 // holds newHeld (in block, when it is not empty). A stalled or an aged connection may go,
-// only from a client group holding more than the newcomer's, so that groups at
-// an even share cannot cut each other's connections in turn. A newcomer of a group holding
-// nothing may also cut a connection still within its grace: slow senders that keep
-// reconnecting keep every connection young. At the total cap, a newcomer may also cut a
-// connection making progress from a group holding at least two more than its own (after the cut
-// the two differ by at most one, so no pair of groups churns): a client finds room unless
-// every group holds within one of what its own holds. Among those that qualify, a connection
+// only from a client group holding more than the newcomer's, so that groups at an even share
+// cannot cut each other's connections in turn. A newcomer of a group holding nothing may also
+// cut a connection still within its grace: slow senders that keep reconnecting keep every
+// connection young. At the total cap, a newcomer may also cut a connection making progress
+// from a group holding at least two more than its own (after the cut the two differ by at
+// most one, so no pair of groups churns): a client finds room unless every group holds within
+// one of what its own holds. Among those that qualify, a connection
 // within its grace goes last; of the others, one of the network holding the most connections
 // goes, then of its block holding the most, then of its client group holding the most;
 // within it, the one making the least progress (stalled, aged, serving), the one waiting

@@ -31,13 +31,16 @@ const (
 	fdReserve = 512
 )
 
-// limitListener accepts connections within a total, a per-address and a per-block cap. When
-// the total is reached it makes room by cutting a connection that is not delivering: one
-// idle between requests, or one that has not delivered a complete request (headers and
-// body) within the grace. It cuts from the address group holding the most connections (and
-// more than the newcomer's group holds), the one waiting longest first, so a crowd of slow or
-// idle connections from a few groups cannot keep out a client that sends its request
-// promptly, and cannot churn its own connections to keep the grace from running out. A block
+// limitListener accepts connections within a total, a per-address and a per-block cap. A
+// slot is held by progress: when the total is reached it makes room by cutting a connection
+// that is not making any — idle between requests, without a complete request (headers and
+// body) within the grace, draining its answer below the floor rate — or one that has held its
+// slot past the lifetime, and only from a client group holding more than the newcomer's; a
+// newcomer may also cut a connection making progress from a group holding at least two more
+// than its own. It cuts from the group holding the most connections at every level (network,
+// then block, then client), so a crowd of slow, idle or slowly reading connections from a few
+// groups cannot keep out a client that sends its request promptly, and cannot churn its own
+// connections to keep the grace from running out (victimLocked has the whole rule). A block
 // at its cap makes room the same way from its own connections only. When nothing qualifies,
 // or the address is at its own cap, the new connection is closed at once. Connections from a
 // trusted proxy count only against the total, since all its clients share its address.
@@ -47,6 +50,9 @@ type limitListener struct {
 	blockFactor  int           // a block may hold this many addresses' worth
 	grace        time.Duration // to deliver a request before being cut first
 	refusalDelay time.Duration // a 429 answer is held back this long (edge.go)
+	sendFloor    int           // bytes a second an answer must drain at to hold its slot (progress.go)
+	sendTimeout  time.Duration // a write making no progress this long is cut, cap or not
+	lifetime     time.Duration // past it a connection is cut at the cap before one that is younger
 	trusted      []netip.Prefix
 	now          func() time.Time
 
@@ -54,6 +60,7 @@ type limitListener struct {
 	total   int
 	byAddr  map[string]int
 	byBlock map[string]int
+	byNet   map[string]int
 	conns   map[*limitedConn]struct{}
 }
 
@@ -61,7 +68,8 @@ func newLimitListener(l net.Listener, max, perAddr int, trusted []netip.Prefix) 
 	return &limitListener{
 		Listener: l, max: max, perAddr: perAddr, trusted: trusted,
 		blockFactor: registry.DefaultLimits().AddressBlockFactor, grace: DefaultRequestGrace, now: time.Now,
-		byAddr: make(map[string]int), byBlock: make(map[string]int), conns: make(map[*limitedConn]struct{}),
+		byAddr: make(map[string]int), byBlock: make(map[string]int), byNet: make(map[string]int),
+		conns: make(map[*limitedConn]struct{}),
 	}
 }
 
@@ -97,9 +105,9 @@ func (l *limitListener) group(a net.Addr) string {
 // admit counts c in, or returns nil when it must be refused.
 func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
 	now := l.now()
-	block := ""
+	block, network := "", ""
 	if group != "" {
-		block = netblock.BlockOf(group)
+		block, network = netblock.BlockOf(group), netblock.Of(group, netblock.Network)
 	}
 	l.mu.Lock()
 	if group != "" && l.byAddr[group] >= l.perAddr {
@@ -123,11 +131,12 @@ func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
 	if cut != nil {
 		l.releaseLocked(cut)
 	}
-	lc := &limitedConn{Conn: c, l: l, group: group, block: block, waiting: now}
+	lc := &limitedConn{Conn: c, l: l, group: group, block: block, network: network, waiting: now, since: now}
 	l.total++
 	if group != "" {
 		l.byAddr[group]++
 		l.byBlock[block]++
+		l.byNet[network]++
 	}
 	l.conns[lc] = struct{}{}
 	l.mu.Unlock()
@@ -137,45 +146,109 @@ func (l *limitListener) admit(c net.Conn, group string) *limitedConn {
 	return lc
 }
 
-// victimLocked chooses the connection to cut at a cap for a newcomer whose group holds
-// newHeld: of those idle or waiting past the grace for a complete request (in block, when
-// it is not empty), one of the group holding the most connections, the one waiting longest —
-// and only from a group holding more than the newcomer's, so that groups at an even share
-// cannot cut each other's connections in turn. A newcomer of a group holding nothing may
-// also cut a connection still within its grace when none is past it: slow senders that keep
-// reconnecting keep every connection young, and a new group must always find room while any
-// connection has not delivered its request. nil when none qualifies. The caller holds mu.
-func (l *limitListener) victimLocked(now time.Time, block string, newHeld int) *limitedConn {
-	var v, young *limitedConn
-	vHeld, youngHeld := newHeld, newHeld
-	for c := range l.conns {
-		if c.waiting.IsZero() || (block != "" && c.block != block) {
-			continue
-		}
-		held := l.byAddr[c.group]
-		if c.group == "" {
-			held = 1 // a trusted proxy's clients are many, not one group
-		}
-		if !c.idle && now.Sub(c.waiting) < l.grace {
-			if newHeld == 0 && better(c, held, young, youngHeld) {
-				young, youngHeld = c, held
-			}
-			continue
-		}
-		if better(c, held, v, vHeld) {
-			v, vHeld = c, held
-		}
-	}
-	if v == nil {
+// standing ranks a connection for a cut at a cap, the first to go first.
+type standing int
+
+const (
+	// stalled: idle between requests, without a complete request past the grace, or with
+	// an answer draining below the floor rate. It holds a slot without making progress.
+	stalled standing = iota
+	// aged: making progress, but holding its slot past the lifetime, so that pipelined
+	// requests and new HTTP/2 streams do not chain a slot without end while others wait.
+	aged
+	// young: within its grace for a complete request.
+	young
+	// serving: making progress within its lifetime.
+	serving
+)
+
+func (l *limitListener) standingLocked(c *limitedConn, now time.Time) standing {
+	switch {
+	case c.idle, !c.waiting.IsZero() && now.Sub(c.waiting) >= l.grace, c.slowLocked(now):
+		return stalled
+	case l.lifetime > 0 && now.Sub(c.since) >= l.lifetime:
+		return aged
+	case !c.waiting.IsZero():
 		return young
+	}
+	return serving
+}
+
+// victimLocked chooses the connection to cut at a cap for a newcomer whose client group
+// holds newHeld (in block, when it is not empty). A stalled or an aged connection may go,
+// only from a client group holding more than the newcomer's, so that groups at an even share
+// cannot cut each other's connections in turn. A newcomer of a group holding nothing may also
+// cut a connection still within its grace: slow senders that keep reconnecting keep every
+// connection young. At the total cap, a newcomer may also cut a connection making progress
+// from a group holding at least two more than its own (after the cut the two differ by at
+// most one, so no pair of groups churns): a client finds room unless every group holds within
+// one of what its own holds. Among those that qualify, a connection
+// within its grace goes last; of the others, one of the network holding the most connections
+// goes, then of its block holding the most, then of its client group holding the most;
+// within it, the one making the least progress (stalled, aged, serving), the one waiting
+// longest first. nil when none qualifies. The caller holds mu.
+func (l *limitListener) victimLocked(now time.Time, block string, newHeld int) *limitedConn {
+	var v *limitedConn
+	var vKey victimKey
+	for c := range l.conns {
+		if block != "" && c.block != block {
+			continue
+		}
+		k := victimKey{standing: l.standingLocked(c, now), age: c.waiting}
+		if k.age.IsZero() {
+			k.age = c.since
+		}
+		k.held = [netblock.Levels]int{1, 1, 1} // a trusted proxy's clients are many, not one group
+		if c.group != "" {
+			k.held = [netblock.Levels]int{l.byAddr[c.group], l.byBlock[c.block], l.byNet[c.network]}
+		}
+		client := k.held[netblock.Client]
+		switch k.standing {
+		case stalled, aged:
+			if client <= newHeld {
+				continue
+			}
+		case young:
+			if newHeld != 0 {
+				continue
+			}
+		case serving:
+			if block != "" || client < newHeld+2 {
+				continue
+			}
+		}
+		if v == nil || k.before(vKey) {
+			v, vKey = c, k
+		}
 	}
 	return v
 }
 
-// better reports whether c, of a group holding held, is a better connection to cut than v,
-// of a group holding vHeld (or than none, when v is nil and vHeld is the newcomer's share).
-func better(c *limitedConn, held int, v *limitedConn, vHeld int) bool {
-	return held > vHeld || (v != nil && held == vHeld && c.waiting.Before(v.waiting))
+// victimKey orders the connections that may be cut, the first to go first.
+type victimKey struct {
+	standing standing
+	held     [netblock.Levels]int // what its groups hold, from the client's
+	age      time.Time            // since when it has waited, or held its slot
+}
+
+// before puts a connection within its grace for a request last: it may be an honest
+// newcomer's. Of the others, it orders by what the groups hold first: the crowd pays for room
+// before anyone else's connection is looked at, even an idle one (an honest client's
+// keep-alive connection between two requests is idle); within a group the connection making
+// the least progress goes first.
+func (k victimKey) before(o victimKey) bool {
+	if (k.standing == young) != (o.standing == young) {
+		return o.standing == young
+	}
+	for lv := netblock.Network; lv >= netblock.Client; lv-- {
+		if k.held[lv] != o.held[lv] {
+			return k.held[lv] > o.held[lv]
+		}
+	}
+	if k.standing != o.standing {
+		return k.standing < o.standing
+	}
+	return k.age.Before(o.age)
 }
 
 // releaseLocked takes c out of the counts, once. The caller holds mu.
@@ -192,6 +265,9 @@ func (l *limitListener) releaseLocked(c *limitedConn) {
 		}
 		if l.byBlock[c.block]--; l.byBlock[c.block] <= 0 {
 			delete(l.byBlock, c.block)
+		}
+		if l.byNet[c.network]--; l.byNet[c.network] <= 0 {
+			delete(l.byNet, c.network)
 		}
 	}
 }
@@ -258,6 +334,7 @@ func (l *limitListener) delivered(next http.Handler) http.Handler {
 			r.Body = &bodyWatch{ReadCloser: r.Body, l: l, conn: lc}
 		}
 		defer l.markDelivered(lc)
+		w = l.progress(w, lc)
 		if l.refusalDelay <= 0 {
 			next.ServeHTTP(w, r)
 			return
@@ -324,13 +401,16 @@ func (l *limitListener) open() (total int) {
 
 type limitedConn struct {
 	net.Conn
-	l            *limitListener
-	group, block string
+	l                     *limitListener
+	group, block, network string
+	since                 time.Time // when it was let in
 	// Guarded by l.mu: waiting is when the connection started waiting for a complete
-	// request, or for its next one when idle; zero while its request is complete.
+	// request, or for its next one when idle; zero while its request is complete. writes
+	// holds, for each write of an answer under way, when it is due at the floor rate.
 	waiting  time.Time
 	idle     bool
 	released bool
+	writes   map[*progressWriter]time.Time
 }
 
 func (c *limitedConn) Close() error {

@@ -341,6 +341,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	ln.blockFactor, ln.grace, ln.refusalDelay = c.Limits.AddressBlockFactor, c.Edge.RequestGrace, c.Edge.RefusalDelay
+	ln.sendFloor, ln.sendTimeout, ln.lifetime = c.Edge.SendFloor, c.Edge.SendTimeout, c.Edge.ConnectionLifetime
+	fair := newFairness(perAddr, perAddr*max(c.Limits.AddressBlockFactor, 1), maxConns, handlerTurns())
 	timeouts := c.Timeouts.orDefaults()
 	newServer := func(h http.Handler) *http.Server {
 		return &http.Server{
@@ -351,9 +353,10 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 			IdleTimeout:       timeouts.Idle,
 			MaxHeaderBytes:    maxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+			HTTP2:             http2Bounds(c.Edge.SendTimeout),
 		}
 	}
-	srv := newServer(ln.delivered(handler))
+	srv := newServer(ln.delivered(fair.serve(handler)))
 	srv.ConnState, srv.ConnContext = ln.connState, ln.connContext
 	served := make(chan error, 4)
 	go func() { served <- fr.serve(srv, ln) }()

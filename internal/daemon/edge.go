@@ -24,6 +24,15 @@ type Edge struct {
 	// RefusalDelay is how long a 429 answer is held back (--refusal-delay; zero sends it at
 	// once). svrpd serve's flag defaults to DefaultRefusalDelay.
 	RefusalDelay time.Duration
+	// SendFloor is the rate, in bytes a second, below which an answer's connection counts
+	// as stalled and is cut first at the connection cap (--send-floor; progress.go).
+	SendFloor int
+	// SendTimeout is how long a piece of an answer may make no progress before its
+	// connection (HTTP/2: its stream) is cut, at the cap or not (--send-timeout).
+	SendTimeout time.Duration
+	// ConnectionLifetime is the age past which, at the connection cap, a connection making
+	// progress is cut before younger ones (--connection-lifetime).
+	ConnectionLifetime time.Duration
 }
 
 // DefaultRequestGrace is the default of --request-grace. An honest client sends a request
@@ -48,6 +57,15 @@ func (e Edge) withDefaults() Edge {
 	if e.RequestGrace == 0 {
 		e.RequestGrace = DefaultRequestGrace
 	}
+	if e.SendFloor == 0 {
+		e.SendFloor = DefaultSendFloor
+	}
+	if e.SendTimeout == 0 {
+		e.SendTimeout = DefaultSendTimeout
+	}
+	if e.ConnectionLifetime == 0 {
+		e.ConnectionLifetime = DefaultConnectionLifetime
+	}
 	return e
 }
 
@@ -63,6 +81,9 @@ func (e Edge) validate() []error {
 	if e.RequestGrace < 0 {
 		errs = append(errs, errors.New("--request-grace must be positive"))
 	}
+	if e.SendFloor < 0 || e.SendTimeout < 0 || e.ConnectionLifetime < 0 {
+		errs = append(errs, errors.New("--send-floor, --send-timeout and --connection-lifetime must be positive"))
+	}
 	if e.RefusalDelay < 0 {
 		errs = append(errs, errors.New("--refusal-delay must be zero or positive"))
 	}
@@ -76,6 +97,12 @@ func (e *Edge) flags(fs *flag.FlagSet) {
 		"time a connection may take to deliver a complete request; at --max-connections, connections past it (and idle ones) are cut first, from the address group holding most, oldest first")
 	fs.DurationVar(&e.RefusalDelay, "refusal-delay", DefaultRefusalDelay,
 		"how long a 429 answer is held back, so that a client flooding past its budget waits instead of costing the daemon; its connection is the first cut at --max-connections meanwhile (0: answer at once)")
+	fs.IntVar(&e.SendFloor, "send-floor", DefaultSendFloor,
+		"bytes a second an answer must drain at to hold its connection's slot; at --max-connections a slower one is cut first (HTTP/2 streams included)")
+	fs.DurationVar(&e.SendTimeout, "send-timeout", DefaultSendTimeout,
+		"time a piece of an answer may make no progress before its connection (HTTP/2: its stream) is cut, whether or not the connections run out")
+	fs.DurationVar(&e.ConnectionLifetime, "connection-lifetime", DefaultConnectionLifetime,
+		"age past which, at --max-connections, a connection still making progress is cut before younger ones, so that pipelined requests and HTTP/2 streams cannot hold a slot for ever")
 }
 
 // option is the handler's share of e: the header the proxies in trusted name the client in.

@@ -165,7 +165,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw, _ := w.(*statusWriter)
 	if sw != nil {
 		defer func() {
-			if sw.code == proto.BadRequest || sw.code == proto.PayloadTooLarge {
+			if meteredAsMalformed(sw) {
 				h.s.CountMalformed(addr)
 			}
 		}()

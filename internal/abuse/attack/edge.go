@@ -1,0 +1,119 @@
+package attack
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The edge's rows: connections that hold their slots without progress, and refusals that
+// cost nothing to send. They follow the suite's other rows.
+func init() { Rows = append(Rows, slowReadersRow, unknownHeartbeatsRow) }
+
+// SlowReaderAddrs and SlowReaderConns are how many addresses, and connections from each, row
+// 14 holds: every slot, beside the honest clients' own.
+const (
+	SlowReaderAddrs = 8
+	SlowReaderConns = 64
+)
+
+var slowReadersRow = Row{N: 14,
+	What:  "slow readers: 8 addresses × 64 connections, each pipelining GET /openapi.json with a 4 KiB receive buffer and reading 3 KB a second, at --max-connections 768: the attack holds every slot the honest clients' own keep-alive connections leave",
+	Bound: "an answer draining below the floor rate gives its slot to a newcomer: 100 % of honest requests on new connections succeed, honest p99 within 3× of alone; memory bounded by the connections",
+	Flags: []string{"--max-connections", fmt.Sprint(SlowReaderAddrs*SlowReaderConns + 256)},
+	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+		var wg sync.WaitGroup
+		for a := range SlowReaderAddrs {
+			for range SlowReaderConns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					SlowRead(t.URL, Addr(Attackers, a), stop, count)
+				}()
+			}
+		}
+		wg.Wait()
+	},
+}
+
+// SlowRead holds a connection from ip to the registry at base that pipelines GET
+// /openapi.json and reads 3 KB a second, and connects again whenever it is cut, until stop is
+// closed. It counts a 200 for each connection that got to reading, "refused" for each cut
+// or refused.
+func SlowRead(base, ip string, stop <-chan struct{}, count func(Answer)) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second, Control: smallReceiveBuffer}
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		conn, err := d.Dial("tcp", u.Host)
+		if err != nil {
+			count(Answer{Code: "refused"})
+			pause(stop, 100*time.Millisecond)
+			continue
+		}
+		conn.Write(bytes.Repeat([]byte("GET /openapi.json HTTP/1.1\r\nHost: registry\r\n\r\n"), 20))
+		buf := make([]byte, 300)
+		reading := false
+		for pause(stop, 100*time.Millisecond) {
+			conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.ReadFull(conn, buf); err != nil {
+				count(Answer{Code: "refused"})
+				break
+			}
+			if !reading {
+				reading = true
+				count(Answer{Status: http.StatusOK})
+			}
+		}
+		conn.Close()
+	}
+}
+
+// pause waits d, and reports false when stop was closed first.
+func pause(stop <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-stop:
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// smallReceiveBuffer dials with a 4 KiB receive buffer, so that the server's writes block
+// once the little the client holds and the server's own buffer are full.
+func smallReceiveBuffer(_, _ string, rc syscall.RawConn) error {
+	var err error
+	rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	return err
+}
+
+// UnknownHeartbeatAddrs is how many addresses row 15 sends from.
+const UnknownHeartbeatAddrs = 1000
+
+var unknownHeartbeatsRow = Row{N: 15,
+	What:  "UNKNOWN_DID heartbeats of a node never registered, from 1,000 addresses",
+	Bound: "each counts against its sender's malformed-request budget: past 60 an address, past 960 its /24, is refused at the door; handlers are served in turns fair across networks; 100 % of honest logins and heartbeats succeed, honest p99 within 3× of alone",
+	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+		body := func() []byte {
+			return []byte(fmt.Sprintf(`{"did":"did:svrp:n:0123abcd","ts":%d,"signature":"x"}`, time.Now().Unix()))
+		}
+		Flood(16, stop, func(w, i int) {
+			ip := Addr(Attackers, (w+16*i)%UnknownHeartbeatAddrs)
+			count(t.Post(ctx, t.HTTP(ip), "/api/v1/heartbeat", body()))
+		})
+	},
+}

@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// What an HTTP/2 connection and a parked stream may cost the daemon at most: the figures
+// docs/protocol.md §8.1 bounds the daemon's memory with. They are measured with the attacker
+// in the same process, its buffers counted too, so the daemon's own share is below them.
+const (
+	idleH2ConnBytes     = 64 << 10
+	parkedH2StreamBytes = 24 << 10
+)
+
+// inUse is the memory the Go runtime holds for the heap and the stacks, after a collection.
+func inUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse + m.StackInuse)
+}
+
+// TestEdgeH2Memory measures what an idle HTTP/2 connection and a stream parked with a
+// window of 0 cost, and holds them under the figures §8.1 computes its bound from.
+func TestEdgeH2Memory(t *testing.T) {
+	const conns = 64
+	addr, _ := tlsEdge(t, func(c *Config) {
+		c.MaxConnections, c.MaxConnectionsPerAddress = 2*conns*h2Streams, h2Streams
+		c.Edge.SendTimeout = time.Hour
+	})
+	var resets, goaways atomic.Int64
+	var open []*h2Conn
+	defer func() {
+		for _, c := range open {
+			c.conn.Close()
+		}
+	}()
+	before := inUse()
+	g0 := runtime.NumGoroutine()
+	for i := range conns {
+		c, err := dialH2(fmt.Sprintf("127.%d.0.1", 10+i), addr, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+		go c.drain(&resets, &goaways)
+	}
+	// Each connection's server side runs two goroutines once its preface is read.
+	waitFor(t, "the connections served", 30*time.Second, func() bool { return runtime.NumGoroutine()-g0 >= 3*conns })
+	idle := inUse()
+	perConn := (idle - before) / conns
+	for _, c := range open {
+		for range h2Streams {
+			c.open("/openapi.json", true)
+		}
+	}
+	streams := conns * h2Streams
+	waitFor(t, "the streams parked", 30*time.Second, func() bool { return runtime.NumGoroutine()-g0 >= 3*conns+streams })
+	perStream := (inUse() - idle) / int64(streams)
+	t.Logf("an idle HTTP/2 connection: %d KiB; a parked stream: %d KiB (both sides)", perConn>>10, perStream>>10)
+	if perConn > idleH2ConnBytes || perStream > parkedH2StreamBytes {
+		t.Fatalf("an idle connection costs %d bytes, a parked stream %d; §8.1 counts at most %d and %d", perConn, perStream, idleH2ConnBytes, parkedH2StreamBytes)
+	}
+	if resets.Load() != 0 {
+		t.Fatalf("%d streams reset before the send timeout", resets.Load())
+	}
+}
+
+// edgeMemoryBound is what connections and their streams can make the daemon hold at most,
+// beyond its tables: every connection an idle HTTP/2 one with its upload window full, and
+// every request in flight (three times the connection cap, the soft total's hard end) a
+// parked stream. Streams refused in flight are cut within refusalWriteGrace and park nothing.
+func edgeMemoryBound(maxConns int) int64 {
+	return int64(maxConns)*(idleH2ConnBytes+h2ConnWindow) + 3*int64(maxConns)*parkedH2StreamBytes
+}
+
+// TestEdgeMemoryBoundDocumented: the bound §8.1 states for the defaults is the one the
+// measured figures give.
+func TestEdgeMemoryBoundDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mib := edgeMemoryBound(DefaultMaxConnections) >> 20
+	want := fmt.Sprintf("= %d,%03d MiB**", mib/1000, mib%1000)
+	if !strings.Contains(string(doc), want) {
+		t.Fatalf("docs/protocol.md §8.1 does not state the bound at the defaults, %q", want)
+	}
+}

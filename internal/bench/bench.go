@@ -262,7 +262,7 @@ func (b *bench) target(ctx context.Context, clients int, args []string) (*target
 	if err != nil {
 		return nil, fmt.Errorf("starting the daemon: %w", err)
 	}
-	return &target{label: "spawn", base: "http://" + d.addr, d: d, http: newHTTP(clients), stop: func() {
+	return &target{label: "spawn", base: d.scheme + "://" + d.addr, d: d, http: newHTTP(clients), stop: func() {
 		if err := d.stop(); err != nil {
 			fmt.Fprintf(b.stderr, "svrpd bench: %v\n", err)
 			b.failed = true

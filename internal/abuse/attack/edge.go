@@ -202,13 +202,19 @@ func onH2(t *Target, ip string, window uint32, stop <-chan struct{}, count func(
 			defer close(ended)
 			c.Drain(&resets, &goaways, nil)
 		}()
+		// The connection is held until the server ends it or the attack stops; closing it
+		// then also ends a write the server's flow control holds up.
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			select {
+			case <-stop:
+			case <-ended:
+			}
+			c.Close()
+		}()
 		attack(c)
-		// Hold the connection until the server ends it or the attack stops.
-		select {
-		case <-stop:
-		case <-ended:
-		}
-		c.Close()
+		<-closed
 		<-ended
 		pause(stop, 100*time.Millisecond)
 	}

@@ -38,9 +38,27 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// freshGet asks for /health on a new connection from ip.
+// startTLS is start for a row served over TLS: with a certificate of its own, which the
+// target's clients and freshGet trust.
+func startTLS(t *testing.T, flags ...string) *daemon {
+	t.Helper()
+	args, cert, err := attack.SelfSigned(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := start(t, append(flags, args...)...)
+	if d.tg.TLS, err = attack.Trusting(cert); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// freshGet asks for /health on a new connection from ip, over HTTP/2 when d serves TLS.
 func freshGet(d *daemon, ip string) error {
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}).DialContext}
+	if tc := d.target().TLS; tc != nil {
+		tr.TLSClientConfig, tr.ForceAttemptHTTP2 = tc.Clone(), true
+	}
 	res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(d.URL + "/health")
 	if err != nil {
 		return err
@@ -115,4 +133,67 @@ func TestRow15UnknownHeartbeats(t *testing.T) {
 		t.Fatalf("%d UNKNOWN_DID answers; want at most the four blocks' budgets", u)
 	}
 	t.Logf("%d honest heartbeats succeeded; the flood got %d UNKNOWN_DID answers and %d refusals", ran, unknown.Load(), refused.Load())
+}
+
+// edgeRSSBound is the resident set the connections and streams of an attack from conns
+// connections may add, as docs/protocol.md §8.1 counts them (a connection and its upload
+// buffer 128 KiB, a stream in flight 24 KiB, each connection at most 16 streams), with room
+// for the runtime's own growth.
+func edgeRSSBound(conns int64) int64 { return conns*128<<10 + conns*16*24<<10 + 32<<20 }
+
+// TestRow16ParkedH2Streams: 256 connections over TLS, each opening 250 streams that make
+// no progress, hold their slots and read nothing; an honest client's requests on new
+// connections all succeed, and the daemon's memory stays within what §8.1 counts for the
+// attack's connections.
+func TestRow16ParkedH2Streams(t *testing.T) {
+	row := attack.Get(16)
+	d := startTLS(t, row.Flags...)
+	rss0, _ := d.memory(t)
+	var conns atomic.Int64
+	stop := runRow(d, row, func(a attack.Answer) {
+		if a.Status == http.StatusOK {
+			conns.Add(1)
+		}
+	})
+	defer stop()
+	const all = attack.ParkedAddrs * attack.ParkedConns
+	waitUntil(t, "every attack connection open", func() bool { return conns.Load() >= all })
+	for i := range 16 {
+		if err := freshGet(d, "127.0.0.1"); err != nil {
+			t.Fatalf("honest request %d during the attack: %v", i, err)
+		}
+	}
+	_, peak := d.memory(t)
+	if bound := rss0 + edgeRSSBound(all); peak > bound {
+		t.Fatalf("peak resident set %d MiB; want under %d MiB", peak>>20, bound>>20)
+	}
+	t.Logf("honest 16/16 answered; peak resident set %d MiB (from %d MiB)", peak>>20, rss0>>20)
+}
+
+// TestRow17RapidReset: connections opening and resetting streams as fast as they can; an
+// honest client's requests on new connections all succeed, and the daemon's memory stays
+// within what §8.1 counts for the attack's connections.
+func TestRow17RapidReset(t *testing.T) {
+	row := attack.Get(17)
+	d := startTLS(t, row.Flags...)
+	rss0, _ := d.memory(t)
+	var conns atomic.Int64
+	stop := runRow(d, row, func(a attack.Answer) {
+		if a.Status == http.StatusOK {
+			conns.Add(1)
+		}
+	})
+	defer stop()
+	waitUntil(t, "every attack connection open", func() bool { return conns.Load() >= attack.RapidResetConns })
+	for i := range 16 {
+		if err := freshGet(d, "127.0.0.1"); err != nil {
+			t.Fatalf("honest request %d during the attack: %v", i, err)
+		}
+	}
+	stop()
+	_, peak := d.memory(t)
+	if bound := rss0 + edgeRSSBound(attack.RapidResetConns); peak > bound {
+		t.Fatalf("peak resident set %d MiB; want under %d MiB", peak>>20, bound>>20)
+	}
+	t.Logf("honest 16/16 answered over %d attack connections; peak resident set %d MiB (from %d MiB)", conns.Load(), peak>>20, rss0>>20)
 }

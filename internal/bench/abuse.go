@@ -61,14 +61,31 @@ func (b *bench) abuse(ctx context.Context) error {
 }
 
 func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
-	t, err := b.target(ctx, 16, row.Flags)
+	flags := slices.Clone(row.Flags)
+	var certPEM []byte
+	if row.TLS {
+		dir, err := os.MkdirTemp("", "svrpd-bench-tls-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		var args []string
+		if args, certPEM, err = attack.SelfSigned(dir); err != nil {
+			return nil, fmt.Errorf("the daemon's certificate: %w", err)
+		}
+		flags = append(flags, args...)
+	}
+	t, err := b.target(ctx, 16, flags)
 	if err != nil {
 		return nil, err
 	}
 	// stop is replaced once a row that needs a reference daemon has stopped this one.
 	stop := t.stop
 	defer func() { stop() }()
-	tg := attack.NewTarget(t.base, b.cfg.prefix)
+	tg, err := newTarget(t.base, b.cfg.prefix, certPEM)
+	if err != nil {
+		return nil, err
+	}
 	res := &result{Scenario: fmt.Sprintf("abuse row %d", row.N), Target: t.label, Figures: map[string]float64{}}
 	if row.N == 10 {
 		// Idle cost first, before anything is stored or sent.
@@ -79,7 +96,7 @@ func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
 		}
 		res.Figures["idle_cpu_percent"] = round(100*share, 3)
 	}
-	hs, err := b.honestSetup(ctx, tg)
+	hs, err := b.honestSetup(ctx, tg, certPEM)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +161,7 @@ func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
 	defer ref.stop()
 	rtg := attack.NewTarget(ref.base, b.cfg.prefix)
 	ref.d.resetPeak()
-	rhs, err := b.honestSetup(ctx, rtg)
+	rhs, err := b.honestSetup(ctx, rtg, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -174,11 +191,25 @@ type honestSpec struct {
 	Operator   []byte        `json:"device_seed"`
 	Credential []byte        `json:"credential"`
 	Nodes      [][]byte      `json:"node_seeds"`
+	Cert       []byte        `json:"cert,omitempty"` // the daemon's, in PEM, when it serves TLS
+}
+
+// newTarget is the registry at url, its clients trusting certPEM when it serves TLS.
+func newTarget(url, prefix string, certPEM []byte) (*attack.Target, error) {
+	tg := attack.NewTarget(url, prefix)
+	if certPEM != nil {
+		tc, err := attack.Trusting(certPEM)
+		if err != nil {
+			return nil, err
+		}
+		tg.TLS = tc
+	}
+	return tg, nil
 }
 
 // honestSetup makes the honest operator and registers the honest nodes, each from an address
-// of its own.
-func (b *bench) honestSetup(ctx context.Context, tg *attack.Target) (honestSpec, error) {
+// of its own; certPEM is the daemon's certificate when it serves TLS.
+func (b *bench) honestSetup(ctx context.Context, tg *attack.Target, certPEM []byte) (honestSpec, error) {
 	op, err := attack.NewOperator()
 	if err != nil {
 		return honestSpec{}, err
@@ -187,7 +218,7 @@ func (b *bench) honestSetup(ctx context.Context, tg *attack.Target) (honestSpec,
 	if err != nil {
 		return honestSpec{}, err
 	}
-	hs := honestSpec{URL: tg.URL, Prefix: tg.Prefix, Operator: op.Device.Seed(), Credential: cred}
+	hs := honestSpec{URL: tg.URL, Prefix: tg.Prefix, Operator: op.Device.Seed(), Credential: cred, Cert: certPEM}
 	for i := range honestNodes {
 		n, err := attack.FreshNode(tg.Client(attack.Addr(attack.Honest, 1000+i)))
 		if err != nil {
@@ -253,7 +284,11 @@ func runHonest(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) i
 		return 2
 	}
 	op.Device = ed25519.NewKeyFromSeed(hs.Operator)
-	tg := attack.NewTarget(hs.URL, hs.Prefix)
+	tg, err := newTarget(hs.URL, hs.Prefix, hs.Cert)
+	if err != nil {
+		fmt.Fprintf(stderr, "svrpd bench --abuse-honest: %v\n", err)
+		return 2
+	}
 	var nodes []*client.Node
 	for i, seed := range hs.Nodes {
 		n, err := client.NewNode(tg.Client(attack.Addr(attack.Honest, 1000+i)), ed25519.NewKeyFromSeed(seed), didkey.FormShort)

@@ -262,7 +262,7 @@ func (b *bench) target(ctx context.Context, clients int, args []string) (*target
 	if err != nil {
 		return nil, fmt.Errorf("starting the daemon: %w", err)
 	}
-	return &target{label: "spawn", base: "http://" + d.addr, d: d, http: newHTTP(clients), stop: func() {
+	return &target{label: "spawn", base: d.scheme + "://" + d.addr, d: d, http: newHTTP(clients), stop: func() {
 		if err := d.stop(); err != nil {
 			fmt.Fprintf(b.stderr, "svrpd bench: %v\n", err)
 			b.failed = true
@@ -387,7 +387,8 @@ Scenarios. What a window sends is signed before it begins:
              for 5 s alone and 5 s while the row's attack runs from 127.1.x.y: their p99
              ratios, the attack's answers, the daemon's peak RSS; for rows whose attack stores
              records, the peak of a daemon holding as many honest ones. Row 10 measures the idle
-             daemon's CPU.
+             daemon's CPU. Rows whose attack speaks HTTP/2 (16, 17) serve TLS with a
+             certificate bench makes for 127.0.0.1, which only the honest clients trust.
 
 Output. Each scenario prints its phases as text and one JSON line (scenario, target, clients,
 nodes, verify_us, phases: ops, ops_per_s, p50_ms, p99_ms, failed, bytes_per_op, cpu_us_per_op,

@@ -153,6 +153,34 @@ func TestAbuseRow(t *testing.T) {
 	}
 }
 
+// A row whose attack speaks HTTP/2 is served over TLS with a certificate bench makes, which
+// the honest clients, speaking HTTP/2 too, trust.
+func TestAbuseRowOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an abuse row for 10 s")
+	}
+	bin := svrpdtest.Binary(t)
+	honestBinary = bin
+	defer func() { honestBinary = "" }()
+	code, res, stderr := run(t, "--spawn-binary", bin, "--scenario", "abuse", "--abuse-rows", "17", "--json")
+	if code != 0 || len(res) != 1 {
+		t.Fatalf("exit %d, %d results\n%s", code, len(res), stderr)
+	}
+	r := res[0]
+	if len(r.Phases) != 5 || r.Figures["daemon_peak_mb"] <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	for _, p := range r.Phases[:4] {
+		if p.Ops == 0 || p.failures() > 0 {
+			t.Errorf("%s: %d ops, failed %v", p.Name, p.Ops, p.Failed)
+		}
+	}
+	// The attack's answers are its connections, each made over TLS.
+	if attack := r.Phases[4]; attack.Ops == 0 {
+		t.Errorf("attack: %d connections made, the rest %v", attack.Ops, attack.Failed)
+	}
+}
+
 func TestFlagErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "nope"},

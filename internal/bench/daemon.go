@@ -68,6 +68,7 @@ type daemon struct {
 
 	mu        sync.Mutex
 	addr      string // host:port from the "svrpd serving" line
+	scheme    string // http, or https when served over TLS
 	debugAddr string // host:port of its profiler, when started with --debug-listen
 	tail      []string
 }
@@ -176,11 +177,11 @@ func (d *daemon) note(line string) {
 	if d.addr != "" || !strings.Contains(line, `msg="svrpd serving"`) {
 		return
 	}
-	addr, ok := strings.CutPrefix(logField(line, "addr"), "http://")
-	if !ok || addr == "" {
+	scheme, addr, ok := strings.Cut(logField(line, "addr"), "://")
+	if !ok || addr == "" || (scheme != "http" && scheme != "https") {
 		return
 	}
-	d.addr = addr
+	d.addr, d.scheme = addr, scheme
 	d.debugAddr = strings.TrimSuffix(strings.TrimPrefix(logField(line, "pprof"), "http://"), "/debug/pprof/")
 	close(d.serving)
 }

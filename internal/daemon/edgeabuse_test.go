@@ -16,12 +16,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
+	"github.com/svrp/svrp/internal/abuse/attack"
 )
 
 // The attacks of the edge: slow readers, parked HTTP/2 streams and rapid resets, each against
@@ -86,14 +84,6 @@ func edgeConfig(t *testing.T) Config {
 	return c
 }
 
-// smallReceiveBuffer dials with a 4 KiB receive buffer, as a slow reader does to make the
-// server's writes block early.
-var smallReceiveBuffer = func(_, _ string, rc syscall.RawConn) error {
-	var err error
-	rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-	return err
-}
-
 // honestGets asks for /health n times, each on a new connection from the address from(i)
 // and returns how many were answered 200.
 func honestGets(t *testing.T, tr *http.Transport, base string, n int, from func(i int) string) int {
@@ -148,7 +138,6 @@ func TestEdgeSlowReaders(t *testing.T) {
 		return
 	}
 	base := serve(t, edgeConfig(t))
-	addr := strings.TrimPrefix(base, "http://")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var reading atomic.Int64
@@ -157,7 +146,11 @@ func TestEdgeSlowReaders(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				slowReader(ip, addr, stop, &reading)
+				attack.SlowRead(base, ip, stop, func(a attack.Answer) {
+					if a.Status == http.StatusOK {
+						reading.Add(1)
+					}
+				})
 			}()
 		}
 	}
@@ -167,123 +160,6 @@ func TestEdgeSlowReaders(t *testing.T) {
 		t.Fatalf("honest requests answered during the attack: %d/16; want all", ok)
 	}
 	t.Logf("honest 16/16 answered")
-}
-
-// slowReader holds a connection from ip that pipelines GET /openapi.json and reads 3 KB a
-// second, and reconnects whenever it is cut, until stop is closed.
-func slowReader(ip, addr string, stop <-chan struct{}, reading *atomic.Int64) {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second, Control: smallReceiveBuffer}
-	counted := false
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		conn, err := d.Dial("tcp", addr)
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		conn.Write(bytes.Repeat([]byte("GET /openapi.json HTTP/1.1\r\nHost: registry\r\n\r\n"), 20))
-		buf := make([]byte, 300)
-		for {
-			select {
-			case <-stop:
-				conn.Close()
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-			if _, err := io.ReadFull(conn, buf); err != nil {
-				conn.Close()
-				break
-			}
-			if !counted {
-				counted = true
-				reading.Add(1)
-			}
-		}
-	}
-}
-
-// h2Conn is a raw HTTP/2 client connection from ip: it opens streams as it likes and never
-// grants the server any window unless told.
-type h2Conn struct {
-	conn net.Conn
-	fr   *http2.Framer
-	mu   sync.Mutex
-	next uint32
-	hbuf bytes.Buffer
-	enc  *hpack.Encoder
-}
-
-func dialH2(ip, addr string, window uint32) (*h2Conn, error) {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	c := &h2Conn{conn: conn, fr: http2.NewFramer(conn, conn), next: 1}
-	c.enc = hpack.NewEncoder(&c.hbuf)
-	if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// open starts a GET of path, its request complete.
-func (c *h2Conn) open(path string, _ bool) (uint32, error) { return c.request("GET", path, nil) }
-
-// request starts a request; with a body, the body is sent and never ended.
-func (c *h2Conn) request(method, path string, body []byte) (uint32, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.hbuf.Reset()
-	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", "registry"}, {":path", path}} {
-		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	id := c.next
-	c.next += 2
-	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: body == nil, EndHeaders: true})
-	if err == nil && body != nil {
-		err = c.fr.WriteData(id, false, body)
-	}
-	return id, err
-}
-
-func (c *h2Conn) reset(id uint32) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
-}
-
-// drain reads frames until the connection ends, acknowledging settings and counting the
-// streams the server reset and whether it sent GOAWAY.
-func (c *h2Conn) drain(resets, goaways *atomic.Int64) {
-	for {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			return
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				c.mu.Lock()
-				c.fr.WriteSettingsAck()
-				c.mu.Unlock()
-			}
-		case *http2.RSTStreamFrame:
-			resets.Add(1)
-		case *http2.GoAwayFrame:
-			goaways.Add(1)
-		}
-	}
 }
 
 // tlsEdge serves edgeConfig over TLS with HTTP/2 and returns its host:port and an honest
@@ -312,27 +188,21 @@ func TestEdgeParkedH2Streams(t *testing.T) {
 	addr, tr := tlsEdge(t, func(c *Config) { c.Edge.SendTimeout = 2 * time.Second })
 	var resets, goaways atomic.Int64
 	base := inUse()
-	var conns []*h2Conn
+	var conns []*attack.H2Conn
 	defer func() {
 		for _, c := range conns {
-			c.conn.Close()
+			c.Close()
 		}
 	}()
 	for _, ip := range edgeAttackers {
 		for range edgePerAddr {
-			c, err := dialH2(ip, addr, 0)
+			c, err := attack.DialH2(ip, addr, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			conns = append(conns, c)
-			go c.drain(&resets, &goaways)
-			for i := range h2Streams {
-				if i%2 == 0 {
-					c.open("/openapi.json", true)
-				} else {
-					c.request("POST", "/v1/auth/device-login", make([]byte, 4096))
-				}
-			}
+			go c.Drain(&resets, &goaways, nil)
+			c.Park(h2Streams)
 		}
 	}
 	if grew := inUse() - base; grew > edgeMemoryBound(edgeCap)+(8<<20) {
@@ -368,24 +238,24 @@ func TestEdgeRapidReset(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				c, err := dialH2(ip, addr, 65535)
+				c, err := attack.DialH2(ip, addr, 65535)
 				if err != nil {
 					return
 				}
-				go c.drain(&resets, &goaways)
+				go c.Drain(&resets, &goaways, nil)
 				for {
 					select {
 					case <-stop:
-						c.conn.Close()
+						c.Close()
 						return
 					default:
 					}
-					id, err := c.open("/openapi.json", true)
+					id, err := c.Get("/openapi.json")
 					if err == nil {
-						err = c.reset(id)
+						err = c.Reset(id)
 					}
 					if err != nil {
-						c.conn.Close()
+						c.Close()
 						break
 					}
 					if g := int64(runtime.NumGoroutine() - before); g > peak.Load() {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/internal/abuse/attack"
 )
 
 // What an HTTP/2 connection and a parked stream may cost the daemon at most: the figures
@@ -36,21 +38,21 @@ func TestEdgeH2Memory(t *testing.T) {
 		c.Edge.SendTimeout = time.Hour
 	})
 	var resets, goaways atomic.Int64
-	var open []*h2Conn
+	var open []*attack.H2Conn
 	defer func() {
 		for _, c := range open {
-			c.conn.Close()
+			c.Close()
 		}
 	}()
 	before := inUse()
 	g0 := runtime.NumGoroutine()
 	for i := range conns {
-		c, err := dialH2(fmt.Sprintf("127.%d.0.1", 10+i), addr, 0)
+		c, err := attack.DialH2(fmt.Sprintf("127.%d.0.1", 10+i), addr, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		open = append(open, c)
-		go c.drain(&resets, &goaways)
+		go c.Drain(&resets, &goaways, nil)
 	}
 	// Each connection's server side runs two goroutines once its preface is read.
 	waitFor(t, "the connections served", 30*time.Second, func() bool { return runtime.NumGoroutine()-g0 >= 3*conns })
@@ -58,7 +60,7 @@ func TestEdgeH2Memory(t *testing.T) {
 	perConn := (idle - before) / conns
 	for _, c := range open {
 		for range h2Streams {
-			c.open("/openapi.json", true)
+			c.Get("/openapi.json")
 		}
 	}
 	streams := conns * h2Streams

@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,6 +65,9 @@ func From(ip string) *http.Client {
 type Target struct {
 	URL    string // without a trailing slash
 	Prefix string // of every signed message
+	// TLS, for a registry served over HTTPS, is the clients' configuration: the roots
+	// that trust its certificate. Set it before the first client is made.
+	TLS *tls.Config
 
 	mu      sync.Mutex
 	http    map[string]*http.Client
@@ -85,6 +89,11 @@ func (t *Target) HTTP(ip string) *http.Client {
 	hc, ok := t.http[ip]
 	if !ok {
 		hc = From(ip)
+		if t.TLS != nil {
+			tr := hc.Transport.(*http.Transport)
+			// A transport with its own dialer speaks HTTP/2 only when asked to.
+			tr.TLSClientConfig, tr.ForceAttemptHTTP2 = t.TLS.Clone(), true
+		}
 		t.http[ip] = hc
 	}
 	return hc

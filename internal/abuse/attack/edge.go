@@ -9,13 +9,16 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 // The edge's rows: connections that hold their slots without progress, and refusals that
 // cost nothing to send. They follow the suite's other rows.
-func init() { Rows = append(Rows, slowReadersRow, unknownHeartbeatsRow) }
+func init() {
+	Rows = append(Rows, slowReadersRow, unknownHeartbeatsRow, parkedStreamsRow, rapidResetRow)
+}
 
 // SlowReaderAddrs and SlowReaderConns are how many addresses, and connections from each, row
 // 14 holds: every slot, beside the honest clients' own.
@@ -116,4 +119,103 @@ var unknownHeartbeatsRow = Row{N: 15,
 			count(t.Post(ctx, t.HTTP(ip), "/api/v1/heartbeat", body()))
 		})
 	},
+}
+
+// ParkedAddrs, ParkedConns and ParkedStreams are how many addresses (each in a /24 of its
+// own), connections from each (the per-address cap at the defaults) and streams on each
+// row 16 opens: as many streams as Go's server let a connection open before the daemon
+// bounded them.
+const (
+	ParkedAddrs   = 4
+	ParkedConns   = 64
+	ParkedStreams = 250
+)
+
+var parkedStreamsRow = Row{N: 16,
+	What:  "parked HTTP/2 streams: 4 addresses × 64 connections over TLS, each opening 250 streams that make no progress (a GET with a flow-control window of 0, or a POST whose 4 KB body never ends), and opening again whenever one is reset or its connection cut",
+	Bound: "at most 16 streams a connection and the requests in flight per group and in total; parked answers reset after the send timeout; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 1,600 MiB §8.1 bounds any connection-level attack with at the defaults",
+	TLS:   true,
+	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+		var wg sync.WaitGroup
+		for a := range ParkedAddrs {
+			for range ParkedConns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					onH2(t, Addr(Attackers, a*250), 0, stop, count, func(c *H2Conn) {
+						c.Park(ParkedStreams)
+					})
+				}()
+			}
+		}
+		wg.Wait()
+	},
+}
+
+// RapidResetConns is how many connections, each from an address of its own, row 17 resets
+// streams on.
+const RapidResetConns = 4
+
+var rapidResetRow = Row{N: 17,
+	What:  "rapid reset (CVE-2023-44487): 4 connections over TLS from 4 addresses, each opening GET /openapi.json streams and resetting them at once, as fast as they can",
+	Bound: "a connection runs at most its 16 handlers and queues at most four times as many, and is closed past that; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 1,600 MiB of §8.1",
+	TLS:   true,
+	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+		var wg sync.WaitGroup
+		for a := range RapidResetConns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				onH2(t, Addr(Attackers, a*250), 65535, stop, count, func(c *H2Conn) {
+					c.RapidReset(stop)
+				})
+			}()
+		}
+		wg.Wait()
+	},
+}
+
+// onH2 keeps an HTTP/2 connection from ip to the registry, running attack on it, and
+// connects again whenever the server closes it, until stop is closed. It counts a 200 for each connection made, "refused" for
+// each that could not be.
+func onH2(t *Target, ip string, window uint32, stop <-chan struct{}, count func(Answer), attack func(*H2Conn)) {
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return
+	}
+	var resets, goaways atomic.Int64
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		c, err := DialH2(ip, u.Host, window)
+		if err != nil {
+			count(Answer{Code: "refused"})
+			pause(stop, 100*time.Millisecond)
+			continue
+		}
+		count(Answer{Status: http.StatusOK})
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			c.Drain(&resets, &goaways, nil)
+		}()
+		// The connection is held until the server ends it or the attack stops; closing it
+		// then also ends a write the server's flow control holds up.
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			select {
+			case <-stop:
+			case <-ended:
+			}
+			c.Close()
+		}()
+		attack(c)
+		<-closed
+		<-ended
+		pause(stop, 100*time.Millisecond)
+	}
 }

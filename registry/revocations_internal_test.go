@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/registry/limits"
 	"pgregory.net/rapid"
+
+	"github.com/svrp/svrp/registry/limits"
 )
 
 // oldestVictims keeps the limits.RevokeVictimCount oldest candidates, whatever the order it sees

@@ -50,8 +50,8 @@ import (
 //     keys that never logged in, and makes room by displacing one of the block holding most
 //     (package registry's revocations.go).
 //   - the capped tables — node records, bearer sessions, open binding sessions (package
-//     registry's tables.go, package registry/admission): what one client, block and network may hold of each, a
-//     share of its cap. Each refuses only that group's newcomers; a full table or group
+//     registry's tables.go, package registry/admission): what one client, block and
+//     network may hold of each, a share of its cap. Each refuses only that group's newcomers; a full table or group
 //     gives a newcomer only the place of a stale entry, never of one in use, and otherwise
 //     refuses it with a Retry-After.
 //
@@ -69,9 +69,9 @@ type Limits struct {
 	// MaxNodes caps the node records the registry holds. Registering is free and the
 	// per-address limit only slows one address, so without a cap enough addresses grow the
 	// table, its memory and every listing without end. A full table gives a newcomer the
-	// place of a stale record — one not seen within DefaultOnlineWindow and not bound — never
-	// of a node in use; when none is stale the newcomer is refused (429, Retry-After) until
-	// one is (package registry/admission). It refuses only newcomers: known keys still
+	// place of a stale record — one not seen within registry.DefaultOnlineWindow and not
+	// bound — never of a node in use; when none is stale the newcomer is refused (429,
+	// Retry-After) until one is (package registry/admission). It refuses only newcomers: known keys still
 	// re-register and heartbeat.
 	MaxNodes int
 	// MaxNodesPerClient, MaxNodesPerBlock and MaxNodesPerNetwork are how many node records

@@ -22,6 +22,7 @@ import (
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/registry/httpapi"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -123,7 +124,7 @@ func buildHTTPFixture() (*httpFixture, error) {
 		Store: store.NewMemory(), Clock: func() time.Time { return httpNow },
 		// The fuzzer sends many failing resolves and malformed requests from one address;
 		// the limits are not what this target is about.
-		Limits: registry.Limits{
+		Limits: limits.Limits{
 			ResolveAddressLimit: 1 << 30, RegisterAddressLimit: 1 << 30, RevokeAddressLimit: 1 << 30,
 			ResolveOperatorLimit: 1 << 30, ResolveGlobalLimit: 1 << 30, InitiateAddressLimit: 1 << 30,
 			LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30,

@@ -17,6 +17,7 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/httpapi"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 )
@@ -55,7 +56,7 @@ func benchStores() []benchStore {
 
 func benchService(b *testing.B, st store.Store) http.Handler {
 	b.Cleanup(func() { st.Close() })
-	svc, err := registry.New(registry.Config{Store: st, Limits: registry.Limits{RegisterAddressLimit: 1 << 30}})
+	svc, err := registry.New(registry.Config{Store: st, Limits: limits.Limits{RegisterAddressLimit: 1 << 30}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"github.com/svrp/svrp/registry/budget"
 	"time"
+
+	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -27,7 +29,7 @@ func errSessionNotFound() error {
 }
 
 // Initiate opens a binding session from a node's signed description (docs/protocol.md §5.4). addr is
-// the client address (limits.go): its initiates are counted per initiateWindow.
+// the client address (package registry/limits): its initiates are counted per limits.InitiateWindow.
 func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, addr string) (api.InitiateResult, error) {
 	now := s.now()
 	key, err := binding.CheckInitiate(req, now)
@@ -95,13 +97,13 @@ func (s *Service) Initiate(ctx context.Context, req binding.InitiateRequest, add
 		if open >= binding.MaxOpenSessionsPerNode {
 			return budget.RateLimited(budget.LimitOpenSessionsPerNode, "this node has too many open binding sessions; cancel one or let it expire")
 		}
-		if err := tx.PutCounter(budgets.addr, c[0].Fail(now, initiateWindow)); err != nil {
+		if err := tx.PutCounter(budgets.addr, c[0].Fail(now, limits.InitiateWindow)); err != nil {
 			return err
 		}
-		if err := tx.PutCounter(budgets.key, c[1].Fail(now, initiateWindow)); err != nil {
+		if err := tx.PutCounter(budgets.key, c[1].Fail(now, limits.InitiateWindow)); err != nil {
 			return err
 		}
-		if err := tx.PutCounter(budgets.block, c[2].Fail(now, initiateWindow)); err != nil {
+		if err := tx.PutCounter(budgets.block, c[2].Fail(now, limits.InitiateWindow)); err != nil {
 			return err
 		}
 		return tx.PutBindingSession(sess)
@@ -135,11 +137,11 @@ func (s *Service) initiateBudgets(ctx context.Context, b initiateKeys, now time.
 // initiateAllowed checks the counters of initiateKeys' addr, key and block, in that order.
 func (s *Service) initiateAllowed(c []store.Counter, now time.Time) error {
 	switch {
-	case c[0].Blocked(now, s.limits.InitiateAddressLimit, initiateWindow):
+	case c[0].Blocked(now, s.limits.InitiateAddressLimit, limits.InitiateWindow):
 		return budget.RateLimited(budget.LimitInitiatePerAddress, "too many binding initiates from this address; wait and try again")
-	case c[2].Blocked(now, budget.BlockLimit(s.limits.InitiateAddressLimit, s.limits.AddressBlockFactor), initiateWindow):
+	case c[2].Blocked(now, budget.BlockLimit(s.limits.InitiateAddressLimit, s.limits.AddressBlockFactor), limits.InitiateWindow):
 		return budget.RateLimited(budget.LimitInitiatePerBlock, "too many binding initiates from this address block; wait and try again")
-	case c[1].Blocked(now, s.limits.InitiateKeyLimit, initiateWindow):
+	case c[1].Blocked(now, s.limits.InitiateKeyLimit, limits.InitiateWindow):
 		return budget.RateLimited(budget.LimitInitiatePerKey, "too many binding initiates for this node key; wait and try again")
 	}
 	return nil
@@ -245,11 +247,11 @@ type resolveBudget struct {
 }
 
 // resolveBudgets lists the store counters a resolve's failure counts against, the code's
-// first: per code, per client address and per operator (limits.go), so that a guesser gains
+// first: per code, per client address and per operator (package registry/limits), so that a guesser gains
 // nothing from many addresses or many sessions; and, when the resolve does not name its node,
 // over all clients. A resolve naming its node is budgeted per node instead (budget.NodeFailures),
 // so that strangers spending the global budget cannot refuse it.
-func resolveBudgets(codeHash, addr, operator string, l Limits, global bool) []resolveBudget {
+func resolveBudgets(codeHash, addr, operator string, l limits.Limits, global bool) []resolveBudget {
 	b := []resolveBudget{
 		{"resolve-code/" + codeHash, binding.ResolveFailureLimit, budget.LimitResolvePerCode},
 		{"resolve-addr/" + addr, l.ResolveAddressLimit, budget.LimitResolvePerAddress},

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/proto"
@@ -100,7 +102,7 @@ func TestLoginFailuresNamingAVictimRefuseOnlyTheirSenders(t *testing.T) {
 func TestLoginFailureTablesFullOfStrangers(t *testing.T) {
 	testkit.Heavy(t)
 	const tracked = 64
-	svc, c := budgetService(t, registry.Config{Limits: registry.Limits{MaxTrackedClients: tracked}})
+	svc, c := budgetService(t, registry.Config{Limits: limits.Limits{MaxTrackedClients: tracked}})
 	honest := newOperator(t, "honest", c.Now(), "nodes.bind")
 	for a := range 4 * tracked {
 		addr := fmt.Sprintf("10.%d.%d.1", a/256, a%256)
@@ -135,7 +137,7 @@ func TestAddressBlockBudgets(t *testing.T) {
 		{"IPv6 /48", func(i int) string { return fmt.Sprintf("2001:db8:5:%x::/64", i) }, "2001:db8:6::/64"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			svc, _ := budgetService(t, registry.Config{Limits: registry.Limits{RegisterAddressLimit: 2, AddressBlockFactor: 4}})
+			svc, _ := budgetService(t, registry.Config{Limits: limits.Limits{RegisterAddressLimit: 2, AddressBlockFactor: 4}})
 			register := func(i int, addr string) error {
 				n := newNode(t, fmt.Sprintf("%s-%d", c.name, i))
 				_, err := svc.Register(context.Background(), n.registration(t, "203.0.113.1:7000"), addr)
@@ -163,7 +165,7 @@ func TestAddressBlockBudgets(t *testing.T) {
 func TestInitiateKeyBudget(t *testing.T) {
 	h := newHarness(t)
 	n, other := newNode(t, "n"), newNode(t, "other")
-	for i := range registry.DefaultLimits().InitiateKeyLimit {
+	for i := range limits.DefaultLimits().InitiateKeyLimit {
 		id := fmt.Sprintf("bs-%03d", i)
 		h.ok("POST", "/v1/bindings/initiate", n.initiate(t, id, h.now(), nil, nil), "", nil)
 		h.ok("POST", "/v1/bindings/"+id+"/cancel", n.cancelRequest(t, id, n.did, h.now()), "", nil)
@@ -183,7 +185,7 @@ func TestInitiateKeyBudget(t *testing.T) {
 // it sends next, until the window ends; other addresses and other answers are not counted.
 func TestMalformedBudget(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC))
-	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now, Limits: registry.Limits{MalformedAddressLimit: 3}})
+	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now, Limits: limits.Limits{MalformedAddressLimit: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +238,7 @@ func TestMalformedBudget(t *testing.T) {
 // refused such heartbeats with the limit's name, and no one else is. The node's own retries
 // never count, and a heartbeat with a new ts from a refused address is verified and accepted.
 func TestHeartbeatReplayBudget(t *testing.T) {
-	svc, c := budgetService(t, registry.Config{Limits: registry.Limits{HeartbeatReplayAddressLimit: 3, AddressBlockFactor: 2}})
+	svc, c := budgetService(t, registry.Config{Limits: limits.Limits{HeartbeatReplayAddressLimit: 3, AddressBlockFactor: 2}})
 	var limits []string
 	h := httpapi.New(svc, httpapi.WithObserver(func(e httpapi.Exchange) { limits = append(limits, e.Limit) }))
 	type answer struct {

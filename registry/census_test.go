@@ -2,13 +2,14 @@ package registry_test
 
 import (
 	"context"
-	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/registry/budget"
 
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"

@@ -16,6 +16,7 @@ import (
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -242,7 +243,7 @@ func TestExhaustionInitiateHeap(t *testing.T) {
 func TestExhaustionHistoryNotRead(t *testing.T) {
 	c := testkit.NewClock(epoch)
 	st := store.NewMemory()
-	svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, Limits: registry.Limits{InitiateAddressLimit: 1 << 30}})
+	svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, Limits: limits.Limits{InitiateAddressLimit: 1 << 30}})
 	if err != nil {
 		t.Fatal(err)
 	}

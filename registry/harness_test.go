@@ -25,6 +25,7 @@ import (
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/httpapi"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/store/postgres"
@@ -114,7 +115,7 @@ func startHarness(t *testing.T, st store.Store, dir string, c *testkit.Clock, op
 	// The hostile and login tables send thousands of failing logins and malformed requests
 	// from one address; those budgets have their own tests (budgets_test.go,
 	// internal/abuse).
-	cfg := registry.Config{Store: st, Clock: c.Now, ChallengesInStore: pgStores[st], Limits: registry.Limits{
+	cfg := registry.Config{Store: st, Clock: c.Now, ChallengesInStore: pgStores[st], Limits: limits.Limits{
 		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30}}
 	for _, o := range opts {
 		o(&cfg)

@@ -159,28 +159,40 @@ func slotFree(tx store.Tx, rv authn.Revoked) error {
 // such session of the operator ends too: a spare login is cheaper than a revoked device
 // keeping its session.
 func endSessions(tx store.Tx, rv authn.Revoked) ([][32]byte, error) {
-	hashes, err := tx.BearerSessionsOf(rv.OperatorDID)
+	var ended [][32]byte
+	err := eachBearerSession(tx, rv.OperatorDID, func(h [32]byte, sess authn.BearerSession) (bool, error) {
+		if sess.RevocationID != rv.RevocationID && sess.RevocationID != "" {
+			return false, nil
+		}
+		ended = append(ended, h)
+		return false, tx.DeleteBearerSession(h)
+	})
 	if err != nil {
 		return nil, err
 	}
-	var ended [][32]byte
+	return ended, nil
+}
+
+// eachBearerSession calls fn with each bearer session kept under the operator DID did, one
+// read at a time, leaving out any deleted since the list was read, until fn says stop.
+func eachBearerSession(tx store.Tx, did string, fn func(h [32]byte, sess authn.BearerSession) (stop bool, err error)) error {
+	hashes, err := tx.BearerSessionsOf(did)
+	if err != nil {
+		return err
+	}
 	for _, h := range hashes {
 		sess, err := tx.BearerSession(h)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if sess.RevocationID != rv.RevocationID && sess.RevocationID != "" {
-			continue
+		if stop, err := fn(h, sess); stop || err != nil {
+			return err
 		}
-		if err := tx.DeleteBearerSession(h); err != nil {
-			return nil, err
-		}
-		ended = append(ended, h)
 	}
-	return ended, nil
+	return nil
 }
 
 // endBindings ends the operator's active bindings that the revoked pair made, as an unbind

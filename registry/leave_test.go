@@ -17,6 +17,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 )
@@ -459,7 +460,7 @@ func BenchmarkRevoke(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { st.Close() })
-			svc, err := registry.New(registry.Config{Store: st, Clock: func() time.Time { return epoch }, Limits: registry.Limits{RevokeAddressLimit: 1 << 30, RevocationsPerRoot: 1 << 30, RevocationsPerBlock: 1 << 30}})
+			svc, err := registry.New(registry.Config{Store: st, Clock: func() time.Time { return epoch }, Limits: limits.Limits{RevokeAddressLimit: 1 << 30, RevocationsPerRoot: 1 << 30, RevocationsPerBlock: 1 << 30}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -93,7 +93,7 @@ func fillHistory(b *testing.B, st store.Store, now time.Time) {
 // BenchmarkNetworkStats compares GET /v1/network/stats with GET /health on a table of
 // 100,000 nodes held as svrpd holds it (the node cache in front of the store), with a week
 // of history, every step sampled. "stats" is a read of the whole answer as built, which is
-// what all but one request per networkStatsMaxAge cost; "stats-since" the console's poll,
+// what all but one request per limits.NetworkStatsMaxAge cost; "stats-since" the console's poll,
 // changed_since the at of an answer five seconds old; "stats-rebuild" is the one request
 // that builds the answer again.
 func BenchmarkNetworkStats(b *testing.B) {

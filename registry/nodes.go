@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
@@ -134,10 +135,10 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 			if cb, err = tx.Counter(blockKey); err != nil {
 				return err
 			}
-			if c.Blocked(now, s.limits.RegisterAddressLimit, registerWindow) {
+			if c.Blocked(now, s.limits.RegisterAddressLimit, limits.RegisterWindow) {
 				return budget.RateLimited(budget.LimitRegisterPerAddress, "too many new node keys from this address; try again later")
 			}
-			if cb.Blocked(now, budget.BlockLimit(s.limits.RegisterAddressLimit, s.limits.AddressBlockFactor), registerWindow) {
+			if cb.Blocked(now, budget.BlockLimit(s.limits.RegisterAddressLimit, s.limits.AddressBlockFactor), limits.RegisterWindow) {
 				return budget.RateLimited(budget.LimitRegisterPerBlock, "too many new node keys from this address block; try again later")
 			}
 			if place == nil {
@@ -159,9 +160,9 @@ func (s *Service) Register(ctx context.Context, req api.RegisterRequest, addr st
 		}
 		if exists {
 			rec.FirstSeen, rec.Origin = old.FirstSeen, old.Origin
-		} else if err := tx.PutCounter(counterKey, c.Fail(now, registerWindow)); err != nil {
+		} else if err := tx.PutCounter(counterKey, c.Fail(now, limits.RegisterWindow)); err != nil {
 			return err
-		} else if err := tx.PutCounter(blockKey, cb.Fail(now, registerWindow)); err != nil {
+		} else if err := tx.PutCounter(blockKey, cb.Fail(now, limits.RegisterWindow)); err != nil {
 			return err
 		}
 		changed, added = true, !exists
@@ -231,7 +232,7 @@ func checkRegisterFields(req api.RegisterRequest) error {
 	if err := checkText("endpoint", req.Endpoint); err != nil {
 		return err
 	}
-	if req.Signature != nil && len(*req.Signature) > MaxSignatureBytes {
+	if req.Signature != nil && len(*req.Signature) > limits.MaxSignatureBytes {
 		return badRequest("field signature must be at most 256 bytes")
 	}
 	if strings.IndexFunc(req.Endpoint, isSpace) >= 0 {
@@ -279,7 +280,7 @@ func checkList(field string, items []string) error {
 }
 
 // Heartbeat refreshes a registered node's last_seen (docs/protocol.md §5.1, §10.3); addr is
-// the client address (see limits.go). The DID is parsed once and bound once: the key is the
+// the client address (package registry/limits). The DID is parsed once and bound once: the key is the
 // one registered under it, so only freshness and the signature are left to check, and a
 // heartbeat the key's mark already settles (an older ts, or a repeat) is answered without
 // verifying it — unless it is a replay from another address than the accepted heartbeat's

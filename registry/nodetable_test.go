@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/svrp/svrp/registry/budget"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
@@ -19,7 +21,7 @@ import (
 
 // quotaService is a registry on the memory store with the node bounds given and a clock
 // the test moves.
-func quotaService(t *testing.T, l Limits) (*Service, *time.Time) {
+func quotaService(t *testing.T, l limits.Limits) (*Service, *time.Time) {
 	t.Helper()
 	now := time.Unix(1_700_000_000, 0).UTC()
 	s, err := New(Config{Store: store.NewMemory(), Clock: func() time.Time { return now }, Limits: l})
@@ -77,7 +79,7 @@ func bind(t *testing.T, s *Service, i int) {
 // A block at its quota is refused a new key; another block is not, and the refused block's
 // known keys still register.
 func TestNodeQuotaPerBlock(t *testing.T) {
-	s, _ := quotaService(t, Limits{MaxNodes: 100, MaxNodesPerBlock: 3})
+	s, _ := quotaService(t, limits.Limits{MaxNodes: 100, MaxNodesPerBlock: 3})
 	for i := range 3 {
 		mustRegister(t, s, i, fmt.Sprint("198.51.100.", i+1))
 	}
@@ -96,7 +98,7 @@ func TestNodeQuotaPerBlock(t *testing.T) {
 // (unseen for the online window) and not bound, whatever its block; a node in use is never
 // displaced, and when none is stale the newcomer is refused with a Retry-After.
 func TestNodeDisplacementOrder(t *testing.T) {
-	s, now := quotaService(t, Limits{MaxNodes: 6})
+	s, now := quotaService(t, limits.Limits{MaxNodes: 6})
 	// Keys 0–4 from one /24, a minute apart; key 10 from another.
 	for i := range 5 {
 		mustRegister(t, s, i, "192.0.2.7")
@@ -136,7 +138,7 @@ func TestNodeDisplacementOrder(t *testing.T) {
 // A block at its quota gives its newcomer the place of its own stalest record, never another
 // block's; a network's quota holds however many blocks the newcomers spread over.
 func TestNodeQuotaLevels(t *testing.T) {
-	s, now := quotaService(t, Limits{MaxNodes: 100, MaxNodesPerBlock: 2, MaxNodesPerNetwork: 3})
+	s, now := quotaService(t, limits.Limits{MaxNodes: 100, MaxNodesPerBlock: 2, MaxNodesPerNetwork: 3})
 	mustRegister(t, s, 0, "192.0.2.1")
 	mustRegister(t, s, 1, "198.51.100.1")
 	*now = now.Add(time.Minute)
@@ -166,7 +168,7 @@ func TestNodeQuotaLevels(t *testing.T) {
 // The sweep removes the nodes unseen for the expiry that are not bound, from the store, the
 // node count and the blocks' counts; a bound node stays however long unseen.
 func TestNodeExpiry(t *testing.T) {
-	s, now := quotaService(t, Limits{MaxNodes: 3, MaxNodesPerBlock: 3, NodeExpiry: 2 * time.Hour})
+	s, now := quotaService(t, limits.Limits{MaxNodes: 3, MaxNodesPerBlock: 3, NodeExpiry: 2 * time.Hour})
 	for i := range 3 {
 		mustRegister(t, s, i, "192.0.2.7")
 	}
@@ -195,7 +197,7 @@ func TestNodeExpiry(t *testing.T) {
 // service's back leaves its block's count at the next refresh, and one registered elsewhere
 // joins it.
 func TestNodeBlocksRefresh(t *testing.T) {
-	s, now := quotaService(t, Limits{MaxNodes: 10, MaxNodesPerBlock: 10})
+	s, now := quotaService(t, limits.Limits{MaxNodes: 10, MaxNodesPerBlock: 10})
 	for i := range 3 {
 		mustRegister(t, s, i, "192.0.2.7")
 	}
@@ -219,7 +221,7 @@ func TestNodeBlocksRefresh(t *testing.T) {
 
 // The longest expiry, given to mean never, expires nothing.
 func TestNodeExpiryHuge(t *testing.T) {
-	s, now := quotaService(t, Limits{NodeExpiry: math.MaxInt64})
+	s, now := quotaService(t, limits.Limits{NodeExpiry: math.MaxInt64})
 	mustRegister(t, s, 0, "192.0.2.7")
 	*now = now.Add(24 * time.Hour)
 	if err := s.Sweep(context.Background()); err != nil {
@@ -238,7 +240,7 @@ func TestNodeExpiryHuge(t *testing.T) {
 // clock, on which no record goes stale within a test; this row lives here for that.)
 func TestNodeBindOnlyTheTopBlock(t *testing.T) {
 	const bound, blocks, perBlock, newcomers = 10, 110, 9, 20
-	s, now := quotaService(t, Limits{MaxNodes: bound + blocks*perBlock, MaxNodesPerBlock: bound, MaxNodesPerNetwork: bound + blocks*perBlock})
+	s, now := quotaService(t, limits.Limits{MaxNodes: bound + blocks*perBlock, MaxNodesPerBlock: bound, MaxNodesPerNetwork: bound + blocks*perBlock})
 	for i := range bound {
 		mustRegister(t, s, i, fmt.Sprint("10.0.0.", i+1))
 		bind(t, s, i)
@@ -277,7 +279,7 @@ func TestNodeBindOnlyTheTopBlock(t *testing.T) {
 // Retry-After.
 func TestNodeSpreadThin(t *testing.T) {
 	const honest, thin = 12, 48
-	s, now := quotaService(t, Limits{MaxNodes: honest + thin})
+	s, now := quotaService(t, limits.Limits{MaxNodes: honest + thin})
 	for i := range honest {
 		mustRegister(t, s, i, fmt.Sprint("198.51.100.", i+1))
 	}

@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"github.com/svrp/svrp/registry/budget"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -36,7 +38,7 @@ func (s *Service) Challenge() (api.ChallengeResult, error) {
 // the client address: failed logins are counted per address and per address and operator
 // DID, never per DID alone, so failures only refuse the address that made them; and the
 // attempts of one address per challenge lifetime are bounded, so that no one party can fill
-// the used-challenge set (limits.go). The checks and their order are authn.VerifyLogin's; the
+// the used-challenge set (package registry/limits). The checks and their order are authn.VerifyLogin's; the
 // registry answers its questions from the store: the operator DID's pin (DID_COLLISION when
 // pinned to another root key, §10.8) and the revocation list. A login that got past the pin
 // pins the operator DID to the credential's root key however it ends, and a successful one
@@ -158,7 +160,7 @@ func (s *Service) loginShared(ctx context.Context, l authn.Login, addr string, n
 				return failed
 			}
 			for _, k := range []string{keys.failAddr, keys.failBlock, keys.failPair} {
-				if _, err := tx.CountEvent(k, now, loginWindow); err != nil {
+				if _, err := tx.CountEvent(k, now, limits.LoginWindow); err != nil {
 					return err
 				}
 			}
@@ -265,13 +267,13 @@ func (s *Service) loginBudgets(ctx context.Context, k loginKeys, now time.Time) 
 	failAddr, failPair, attempts, failBlock, attemptsBlock := c[0], c[1], c[2], c[3], c[4]
 	factor := s.limits.AddressBlockFactor
 	switch {
-	case failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, loginWindow):
+	case failAddr.Blocked(now, s.limits.LoginFailureAddressLimit, limits.LoginWindow):
 		return budget.RateLimited(budget.LimitLoginFailuresPerAddress, "too many failed logins from this address; wait and try again")
-	case failBlock.Blocked(now, budget.BlockLimit(s.limits.LoginFailureAddressLimit, factor), loginWindow):
+	case failBlock.Blocked(now, budget.BlockLimit(s.limits.LoginFailureAddressLimit, factor), limits.LoginWindow):
 		return budget.RateLimited(budget.LimitLoginFailuresPerBlock, "too many failed logins from this address block; wait and try again")
 	case attemptsBlock.Blocked(now, budget.BlockLimit(s.limits.LoginAddressLimit, factor), authn.ChallengeTTL):
 		return budget.RateLimited(budget.LimitLoginsPerBlock, "too many logins from this address block; wait and try again")
-	case failPair.Blocked(now, s.limits.LoginFailureOperatorLimit, loginWindow):
+	case failPair.Blocked(now, s.limits.LoginFailureOperatorLimit, limits.LoginWindow):
 		return budget.RateLimited(budget.LimitLoginFailuresPerOperator, "too many failed logins for this operator from this address; wait and try again")
 	case attempts.Blocked(now, s.limits.LoginAddressLimit, authn.ChallengeTTL):
 		return budget.RateLimited(budget.LimitLoginsPerAddress, "too many logins from this address; wait and try again")

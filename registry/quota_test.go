@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
 // An operator at its quota of sessions keeps logging in: each login ends its oldest session,
 // and the operator never holds more than the quota.
 func TestBearerQuotaPerOperatorEndsOldest(t *testing.T) {
-	s, now := quotaService(t, Limits{MaxBearerSessionsPerOperator: 2})
+	s, now := quotaService(t, limits.Limits{MaxBearerSessionsPerOperator: 2})
 	ctx := context.Background()
 	var hashes [][32]byte
 	for i := range 4 {
@@ -66,7 +67,7 @@ func (r sessionReads) BearerSession(h [32]byte) (authn.BearerSession, error) {
 // from the ends the bearer table holds; only a session it does not hold (another daemon's,
 // since the last count) is read from the store.
 func TestOldestBearerReadsOnlyWhatMemoryLacks(t *testing.T) {
-	s, now := quotaService(t, Limits{})
+	s, now := quotaService(t, limits.Limits{})
 	ctx := context.Background()
 	const op = "did:svrp:o:0a1b2c3d"
 	var hashes [][32]byte

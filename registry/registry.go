@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"
@@ -67,8 +68,8 @@ type Config struct {
 	Logger *slog.Logger
 	// StrictSignatures turns grace mode off: every registration must carry a valid signature.
 	StrictSignatures bool
-	// Limits are the bounds put on strangers (limits.go); a zero field takes its default.
-	Limits Limits
+	// Limits are the bounds put on strangers (package registry/limits); a zero field takes its default.
+	Limits limits.Limits
 	// FlushEvery is how often [Service.Run] makes heartbeat times kept in memory durable;
 	// default DefaultFlushEvery.
 	FlushEvery time.Duration
@@ -99,10 +100,10 @@ type Service struct {
 	verifier    sigverify.Verifier
 	log         *slog.Logger
 	strict      bool
-	limits      Limits // defaults applied
+	limits      limits.Limits // defaults applied
 	upkeep      upkeep
 
-	// In-memory state of the global caps and login budgets (limits.go). The open binding
+	// In-memory state of the global caps and login budgets (package registry/limits). The open binding
 	// sessions are loaded by RepairAtStart; bearer sessions likewise.
 	tables        tables
 	loginAttempts *budget.Addresses    // per client address and block, per challenge lifetime
@@ -116,7 +117,7 @@ type Service struct {
 	revokeVictims   revokeVictims
 	warnRevocations rareWarning
 
-	// Replays and the node table (limits.go).
+	// Replays and the node table (package registry/limits).
 	heartbeats   budget.HeartbeatMarks
 	listingTurns listingSlots
 
@@ -146,22 +147,22 @@ func New(cfg Config) (*Service, error) {
 		log:          cfg.Logger,
 		strict:       cfg.StrictSignatures,
 		logOrigin:    cfg.LogOrigin,
-		listingTurns: make(listingSlots, listingSlotCount),
+		listingTurns: make(listingSlots, limits.ListingSlotCount),
 		limits:       cfg.Limits.OrDefaults(),
-		resolveNodes: budget.NewNodeFailures(maxResolveNodes, maxResolveNodePairs),
+		resolveNodes: budget.NewNodeFailures(limits.MaxResolveNodes, limits.MaxResolveNodePairs),
 		upkeep: upkeep{
 			flushEvery:   cmp.Or(max(cfg.FlushEvery, 0), DefaultFlushEvery),
 			sweepEvery:   cmp.Or(max(cfg.SweepEvery, 0), DefaultSweepEvery),
 			observeFlush: cfg.FlushObserver,
 		},
 	}
-	s.tables = newTables(&s.limits)
+	s.tables = newTables(s.limits)
 	tracked, block := s.limits.MaxTrackedClients, s.limits.AddressBlockFactor
 	s.loginAttempts = budget.NewAddresses(authn.ChallengeTTL, tracked, block)
-	s.loginFailAddr = budget.NewAddresses(loginWindow, tracked, block)
-	s.loginFailPair = budget.NewWindow(loginWindow, tracked)
-	s.malformed = budget.NewAddresses(malformedWindow, tracked, block)
-	s.replays = budget.NewAddresses(heartbeatReplayWindow, tracked, block)
+	s.loginFailAddr = budget.NewAddresses(limits.LoginWindow, tracked, block)
+	s.loginFailPair = budget.NewWindow(limits.LoginWindow, tracked)
+	s.malformed = budget.NewAddresses(limits.MalformedWindow, tracked, block)
+	s.replays = budget.NewAddresses(limits.HeartbeatReplayWindow, tracked, block)
 	if s.prefix == "" {
 		s.prefix = canonical.DefaultPrefix
 	}
@@ -177,12 +178,12 @@ func New(cfg Config) (*Service, error) {
 		s.clock = time.Now
 	}
 	s.lists = answers.NewListings(answers.Bounds{
-		MaxBytes: maxListingBytes, MaxGzipBytes: maxListingGzipBytes, MaxVariants: maxListingVariants,
-		MaxPage: maxListingPage, MaxCursorKey: maxCursorKey,
+		MaxBytes: limits.MaxListingBytes, MaxGzipBytes: limits.MaxListingGzipBytes, MaxVariants: limits.MaxListingVariants,
+		MaxPage: limits.MaxListingPage, MaxCursorKey: limits.MaxCursorKey,
 	}, s.now)
 	s.network = answers.NewNetwork(answers.NetworkBounds{
-		MaxAge: networkStatsMaxAge, Groups: networkStatsGroups, HistorySpan: networkHistorySpan,
-		HistorySettle: networkHistorySettle, Variants: networkStatsVariants,
+		MaxAge: limits.NetworkStatsMaxAge, Groups: limits.NetworkStatsGroups, HistorySpan: limits.NetworkHistorySpan,
+		HistorySettle: limits.NetworkHistorySettle, Variants: limits.NetworkStatsVariants,
 	}, s.store, s.clock, s.touches.Load, DefaultOnlineWindow)
 	s.verifier = cfg.Verifier
 	if s.verifier == nil {

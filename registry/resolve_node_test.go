@@ -5,10 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/svrp/svrp/registry/budget"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"

@@ -15,6 +15,7 @@ import (
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -36,7 +37,7 @@ func TestRevocationProperty(t *testing.T) {
 		c := testkit.NewClock(epoch)
 		st := store.NewMemory()
 		defer st.Close()
-		svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, Limits: registry.Limits{InitiateAddressLimit: 1 << 30, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30}})
+		svc, err := registry.New(registry.Config{Store: st, Clock: c.Now, Limits: limits.Limits{InitiateAddressLimit: 1 << 30, LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30}})
 		if err != nil {
 			rt.Fatal(err)
 		}

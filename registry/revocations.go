@@ -4,10 +4,13 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"github.com/svrp/svrp/registry/budget"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/svrp/svrp/authn"
+	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry/netblock"
@@ -41,13 +44,13 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didke
 	proven := pin.LoggedIn()
 	block := netblock.BlockOf(addr)
 	network := netblock.Of(block, netblock.Network)
-	addrKey, blockKey := revokeCounterPrefix+addr, revokeCounterPrefix+block
-	heldBlock, heldNetwork := revokeHeldPrefix+block, revokeHeldPrefix+network
+	addrKey, blockKey := limits.RevokeCounterPrefix+addr, limits.RevokeCounterPrefix+block
+	heldBlock, heldNetwork := limits.RevokeHeldPrefix+block, limits.RevokeHeldPrefix+network
 	c, err := tx.Counters(addrKey, blockKey, heldBlock, heldNetwork)
 	if err != nil {
 		return err
 	}
-	if c[0].Blocked(now, s.limits.RevokeAddressLimit, revokeWindow) {
+	if c[0].Blocked(now, s.limits.RevokeAddressLimit, limits.RevokeWindow) {
 		return budget.RateLimited(budget.LimitRevokePerAddress, "too many new revocations from this address; wait and try again")
 	}
 	for _, b := range []struct {
@@ -64,10 +67,10 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didke
 		}
 	}
 	if !proven {
-		if c[1].Blocked(now, budget.BlockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), revokeWindow) {
+		if c[1].Blocked(now, budget.BlockLimit(s.limits.RevokeAddressLimit, s.limits.AddressBlockFactor), limits.RevokeWindow) {
 			return budget.RateLimited(budget.LimitRevokePerBlock, "too many new revocations from this address block; wait and try again")
 		}
-		if err := tx.PutCounter(blockKey, c[1].Fail(now, revokeWindow)); err != nil {
+		if err := tx.PutCounter(blockKey, c[1].Fail(now, limits.RevokeWindow)); err != nil {
 			return err
 		}
 	}
@@ -80,7 +83,7 @@ func (s *Service) admitRevocation(tx store.Tx, pin store.OperatorPin, root didke
 			return err
 		}
 	}
-	if err := tx.PutCounter(addrKey, c[0].Fail(now, revokeWindow)); err != nil {
+	if err := tx.PutCounter(addrKey, c[0].Fail(now, limits.RevokeWindow)); err != nil {
 		return err
 	}
 	if err := tx.PutCounter(heldBlock, store.Counter{Count: c[2].Count + 1, Start: now}); err != nil {
@@ -102,22 +105,14 @@ func revocationNeeded(tx store.Tx, root didkey.PublicKey, id string) (bool, erro
 	if err != nil {
 		return false, err
 	}
+	var needed bool
 	for _, did := range spellings {
-		hashes, err := tx.BearerSessionsOf(did)
-		if err != nil {
-			return false, err
-		}
-		for _, h := range hashes {
-			sess, err := tx.BearerSession(h)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return false, err
-			}
-			if sess.RevocationID == id {
-				return true, nil
-			}
+		err := eachBearerSession(tx, did, func(_ [32]byte, sess authn.BearerSession) (bool, error) {
+			needed = sess.RevocationID == id
+			return needed, nil
+		})
+		if err != nil || needed {
+			return needed, err
 		}
 	}
 	return false, nil
@@ -193,7 +188,7 @@ func removeUnproven(tx store.Tx, did, id string) (bool, error) {
 		}
 	}
 	for _, g := range []string{r.Group, netblock.Of(r.Group, netblock.Network)} {
-		if err := countDown(tx, revokeHeldPrefix+g); err != nil {
+		if err := countDown(tx, limits.RevokeHeldPrefix+g); err != nil {
 			return false, err
 		}
 	}
@@ -285,9 +280,9 @@ func (s *Service) recountRevocations(ctx context.Context, now time.Time) error {
 	return err
 }
 
-// scanRevocations reads the list once: it keeps the revokeVictimCount oldest unproven
+// scanRevocations reads the list once: it keeps the limits.RevokeVictimCount oldest unproven
 // revocations as the displacement candidates, and returns, when expire, the unproven ones
-// past RevocationTTL (at most revokeExpiryPerSweep).
+// past RevocationTTL (at most limits.RevokeExpiryPerSweep).
 func (s *Service) scanRevocations(ctx context.Context, now time.Time, expire bool) ([][2]string, error) {
 	ttl := s.limits.RevocationTTL
 	var expired [][2]string
@@ -299,7 +294,7 @@ func (s *Service) scanRevocations(ctx context.Context, now time.Time, expire boo
 				return nil
 			}
 			if expire && now.Sub(r.RecordedAt) >= ttl {
-				if len(expired) < revokeExpiryPerSweep {
+				if len(expired) < limits.RevokeExpiryPerSweep {
 					expired = append(expired, [2]string{r.OperatorDID, r.RevocationID})
 				}
 				return nil
@@ -317,7 +312,7 @@ func (s *Service) scanRevocations(ctx context.Context, now time.Time, expire boo
 	return expired, nil
 }
 
-// oldestVictims keeps the revokeVictimCount oldest candidates it is shown, newest on top of
+// oldestVictims keeps the limits.RevokeVictimCount oldest candidates it is shown, newest on top of
 // a heap, so that finding them costs that many entries of memory however long the list.
 type oldestVictims []revokeVictim
 
@@ -334,7 +329,7 @@ func (h *oldestVictims) Pop() any {
 
 // keep adds c when it is among the oldest seen.
 func (h *oldestVictims) keep(c revokeVictim) {
-	if len(*h) < revokeVictimCount {
+	if len(*h) < limits.RevokeVictimCount {
 		heap.Push(h, c)
 		return
 	}

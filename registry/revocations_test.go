@@ -3,9 +3,10 @@ package registry_test
 import (
 	"context"
 	"fmt"
-	"github.com/svrp/svrp/registry/budget"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/registry/budget"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/canonical"

@@ -10,6 +10,7 @@ import (
 	"github.com/svrp/svrp/registry/answers"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -56,11 +57,11 @@ func (s *Service) listVersion() answers.Version {
 	return answers.Version{Registrations: regs, Touches: s.touches.Load(), Second: s.now().Unix()}
 }
 
-// listingSlots lets listingSlotCount listings be written at once (see limits.go).
+// listingSlots lets limits.ListingSlotCount listings be written at once (package registry/limits).
 type listingSlots chan struct{}
 
 // ListingTurn waits for a turn to write a listing and reports whether it got one before ctx
-// ended. The turn ends when the request does, or listingSlotHold after it began, whichever
+// ended. The turn ends when the request does, or limits.ListingSlotHold after it began, whichever
 // comes first: a reader too slow to take its listing in that time keeps receiving it, but
 // no longer holds up anyone else's.
 func (s *Service) ListingTurn(ctx context.Context) bool {
@@ -70,7 +71,7 @@ func (s *Service) ListingTurn(ctx context.Context) bool {
 		return false
 	}
 	release := sync.OnceFunc(func() { <-s.listingTurns })
-	timer := time.AfterFunc(listingSlotHold, release)
+	timer := time.AfterFunc(limits.ListingSlotHold, release)
 	context.AfterFunc(ctx, func() {
 		timer.Stop()
 		release()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/registry/limits"
 )
 
-// TestListingTurn: a turn ends with its request, or after listingSlotHold when the reader is
+// TestListingTurn: a turn ends with its request, or after limits.ListingSlotHold when the reader is
 // slow; meanwhile the next reader waits, and gives up when its own request ends.
 func TestListingTurn(t *testing.T) {
 	s := &Service{listingTurns: make(listingSlots, 1)}
@@ -28,7 +30,7 @@ func TestListingTurn(t *testing.T) {
 	if !s.ListingTurn(t.Context()) {
 		t.Fatal("no turn after the slow reader's hold")
 	}
-	if waited := time.Since(start); waited < listingSlotHold/2 {
-		t.Fatalf("the turn was given back after %v, before the hold of %v", waited, listingSlotHold)
+	if waited := time.Since(start); waited < limits.ListingSlotHold/2 {
+		t.Fatalf("the turn was given back after %v, before the hold of %v", waited, limits.ListingSlotHold)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/proto"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -42,7 +43,7 @@ var errSessionChanged = errors.New("registry: the binding session changed since 
 
 // changeSession makes c's change of session id and returns the session written.
 func (s *Service) changeSession(ctx context.Context, id string, now time.Time, c sessionChange) (binding.BindingSession, error) {
-	for range maxVerifyRounds {
+	for range limits.MaxVerifyRounds {
 		var read binding.BindingSession
 		err := s.store.View(ctx, func(tx store.Tx) (err error) {
 			if read, err = sessionAt(tx, id, now); err != nil || c.read == nil {
@@ -76,7 +77,7 @@ func (s *Service) changeSession(ctx context.Context, id string, now time.Time, c
 			return next, err
 		}
 	}
-	return binding.BindingSession{}, fmt.Errorf("binding session %s changed %d times while being verified", id, maxVerifyRounds)
+	return binding.BindingSession{}, fmt.Errorf("binding session %s changed %d times while being verified", id, limits.MaxVerifyRounds)
 }
 
 // sessionOf reads session id; an unknown id is NOT_FOUND.

@@ -11,6 +11,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/registry/answers"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -25,7 +26,7 @@ import (
 //
 // A sweep also counts again, from the store, what the global caps count in memory (node
 // records, open binding sessions, live bearer sessions), so that on a store shared by several
-// daemons each sees what the others added at least once a sweep interval (limits.go); and it
+// daemons each sees what the others added at least once a sweep interval (package registry/limits); and it
 // expires unproven revocations and finds the revocations that may give way (revocations.go).
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.now()
@@ -233,19 +234,19 @@ const sweepBatch = 256
 func counterWindow(key string) time.Duration {
 	switch {
 	case strings.HasPrefix(key, "register/"):
-		return registerWindow
+		return limits.RegisterWindow
 	case strings.HasPrefix(key, "initiate-addr/"), strings.HasPrefix(key, "initiate-key/"):
-		return initiateWindow
-	case strings.HasPrefix(key, revokeCounterPrefix):
-		return revokeWindow
-	case strings.HasPrefix(key, revokeHeldPrefix):
+		return limits.InitiateWindow
+	case strings.HasPrefix(key, limits.RevokeCounterPrefix):
+		return limits.RevokeWindow
+	case strings.HasPrefix(key, limits.RevokeHeldPrefix):
 		return math.MaxInt64 // a holding, not a window: it goes when the holding does
 	case strings.HasPrefix(key, "login-addr/"):
 		return authn.ChallengeTTL
 	case strings.HasPrefix(key, "login-fail-"):
-		return loginWindow
+		return limits.LoginWindow
 	case strings.HasPrefix(key, answers.NetworkCounterPrefix):
-		return networkHistorySpan
+		return limits.NetworkHistorySpan
 	}
 	return binding.ResolveWindow
 }

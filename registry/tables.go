@@ -3,9 +3,11 @@ package registry
 import (
 	"context"
 	"errors"
-	"github.com/svrp/svrp/registry/budget"
 	"sync"
 	"time"
+
+	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
 
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
@@ -14,7 +16,7 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-// The registry's capped tables (limits.go, docs/protocol.md §8.1), each an admission.Table
+// The registry's capped tables (package registry/limits, docs/protocol.md §8.1), each an admission.Table
 // held in memory beside the store: node records, live bearer sessions and open binding
 // sessions. Each entry carries the client group it came from (its Origin, stored with it), so
 // a count from the store — at the first registration or start, and at every sweep — finds
@@ -30,21 +32,21 @@ type tables struct {
 	nodesMu     sync.Mutex
 	nodesLoaded bool
 
-	kinds []table        // the tables' bounds, as in Limits.tables
+	kinds []limits.Table // the tables' bounds, as in Limits.Tables
 	warn  [3]rareWarning // per table, as kinds
 }
 
-func newTables(l *Limits) tables {
-	t := l.tables()
+func newTables(l limits.Limits) tables {
+	t := l.Tables()
 	return tables{
-		nodes:    admission.New[didkey.PublicKey](t[0].name, t[0].quota(), DefaultOnlineWindow),
-		bearers:  admission.New[[32]byte](t[1].name, t[1].quota(), bearerIdle),
-		sessions: admission.New[string](t[2].name, t[2].quota(), 0),
+		nodes:    admission.New[didkey.PublicKey](t[0].Name, t[0].Quota, DefaultOnlineWindow),
+		bearers:  admission.New[[32]byte](t[1].Name, t[1].Quota, limits.BearerIdle),
+		sessions: admission.New[string](t[2].Name, t[2].Quota, 0),
 		kinds:    t,
 	}
 }
 
-// refused is the RATE_LIMITED answer to a newcomer that table i (of Limits.tables) refused
+// refused is the RATE_LIMITED answer to a newcomer that table i (of Limits.Tables) refused
 // with err, an *admission.Refusal; a full table is also logged, once a minute at most.
 func (s *Service) refused(i int, err error) error {
 	var r *admission.Refusal
@@ -52,10 +54,10 @@ func (s *Service) refused(i int, err error) error {
 		return err
 	}
 	t := s.tables.kinds[i]
-	limit := t.limits[r.Level]
+	limit := t.Refusals[r.Level]
 	if r.Full {
-		limit = t.limits[len(t.limits)-1]
-		s.capReached(&s.tables.warn[i], t.name, *t.cap)
+		limit = t.Refusals[len(t.Refusals)-1]
+		s.capReached(&s.tables.warn[i], t.Name, t.Quota.Cap)
 	}
 	return budget.RetryLater(limit, r.Error()+"; try again later", r.RetryAfter)
 }
@@ -148,7 +150,7 @@ func (s *Service) placeNode(tx store.Tx, r *admission.Reservation[didkey.PublicK
 			return deleted(tx, n, gone, err)
 		}
 	}
-	for range maxVictimChecks {
+	for range limits.MaxVictimChecks {
 		k, ok := r.Next()
 		if !ok {
 			return nil, s.refused(0, r.Refusal())
@@ -321,7 +323,7 @@ func (c sessionCount) end(err error, now time.Time) {
 	c.s.tables.bearers.EndCount(err == nil, now)
 }
 
-// rareWarning logs one warning per capWarnEvery at most.
+// rareWarning logs one warning per limits.CapWarnEvery at most.
 type rareWarning struct {
 	mu   sync.Mutex
 	last time.Time
@@ -330,7 +332,7 @@ type rareWarning struct {
 func (r *rareWarning) due(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.last.IsZero() && now.Sub(r.last) < capWarnEvery {
+	if !r.last.IsZero() && now.Sub(r.last) < limits.CapWarnEvery {
 		return false
 	}
 	r.last = now

@@ -10,6 +10,7 @@ import (
 
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/httpapi"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkRegisterLog(b *testing.B) {
 				}
 				st := stores[name](b)
 				b.Cleanup(func() { st.Close() })
-				svc, err := registry.New(registry.Config{Store: st, Limits: registry.Limits{RegisterAddressLimit: 1 << 30, AddressBlockFactor: 1 << 20}})
+				svc, err := registry.New(registry.Config{Store: st, Limits: limits.Limits{RegisterAddressLimit: 1 << 30, AddressBlockFactor: 1 << 20}})
 				if err != nil {
 					b.Fatal(err)
 				}

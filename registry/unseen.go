@@ -11,7 +11,7 @@ import (
 	"github.com/svrp/svrp/store"
 )
 
-// Bound nodes gone unseen (limits.go, [Limits.BoundNodeExpiry]). A binding keeps its node's
+// Bound nodes gone unseen (package registry/limits, [limits.Limits.BoundNodeExpiry]). A binding keeps its node's
 // record from the node expiry, so without an end of its own a bound node would hold its
 // place in the node table for good. The sweep ends the binding of a node unseen for
 // BoundNodeExpiry as an unbind would (docs/protocol.md §10.6): the binding is removed, so the

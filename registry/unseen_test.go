@@ -9,6 +9,7 @@ import (
 	"github.com/svrp/svrp/authn"
 	"github.com/svrp/svrp/binding"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -19,20 +20,20 @@ func TestUnseenBindingsEnd(t *testing.T) {
 	const day = 24 * time.Hour
 	for _, tc := range []struct {
 		name   string
-		limits Limits
+		limits limits.Limits
 		unseen time.Duration
 		// session: the session that made the binding is still stored.
 		session bool
 		// wantBound: the binding stays; wantRecord: the node's record stays.
 		wantBound, wantRecord bool
 	}{
-		{"seen 29 days ago", Limits{}, 29 * day, true, true, true},
-		{"unseen for exactly the expiry", Limits{}, 30 * day, true, true, true},
-		{"unseen 31 days", Limits{}, 31 * day, true, false, false},
-		{"unseen 31 days, its session deleted", Limits{}, 31 * day, false, false, false},
-		{"unseen 31 days, a longer node expiry", Limits{NodeExpiry: 60 * day}, 31 * day, true, false, true},
-		{"a shorter bound expiry", Limits{BoundNodeExpiry: 2 * time.Hour}, 3 * time.Hour, true, false, true},
-		{"a shorter bound expiry, seen within it", Limits{BoundNodeExpiry: 2 * time.Hour}, time.Hour, true, true, true},
+		{"seen 29 days ago", limits.Limits{}, 29 * day, true, true, true},
+		{"unseen for exactly the expiry", limits.Limits{}, 30 * day, true, true, true},
+		{"unseen 31 days", limits.Limits{}, 31 * day, true, false, false},
+		{"unseen 31 days, its session deleted", limits.Limits{}, 31 * day, false, false, false},
+		{"unseen 31 days, a longer node expiry", limits.Limits{NodeExpiry: 60 * day}, 31 * day, true, false, true},
+		{"a shorter bound expiry", limits.Limits{BoundNodeExpiry: 2 * time.Hour}, 3 * time.Hour, true, false, true},
+		{"a shorter bound expiry, seen within it", limits.Limits{BoundNodeExpiry: 2 * time.Hour}, time.Hour, true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, now := quotaService(t, tc.limits)
@@ -76,7 +77,7 @@ func TestUnseenBindingsEnd(t *testing.T) {
 // the bound one) is an ordinary unbound node: stale, its record is reclaimed by a newcomer to
 // a full table.
 func TestUnseenBindingThenNodeExpiry(t *testing.T) {
-	s, now := quotaService(t, Limits{NodeExpiry: 48 * time.Hour, BoundNodeExpiry: 24 * time.Hour, MaxNodes: 1, MaxNodesPerBlock: 1})
+	s, now := quotaService(t, limits.Limits{NodeExpiry: 48 * time.Hour, BoundNodeExpiry: 24 * time.Hour, MaxNodes: 1, MaxNodesPerBlock: 1})
 	ctx := context.Background()
 	mustRegister(t, s, 0, "192.0.2.7")
 	bindActive(t, s, 0, *now, true)

@@ -16,7 +16,7 @@ const (
 	// DefaultSweepEvery is how often expired sessions, counters and heartbeat marks are
 	// swept, and the global caps counted again from the store. Reads apply expiry on their
 	// own, so this only bounds how long the store keeps what time has decided and how stale
-	// another daemon's additions may be in the caps (limits.go).
+	// another daemon's additions may be in the caps (package registry/limits).
 	DefaultSweepEvery = time.Minute
 )
 

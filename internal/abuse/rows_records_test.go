@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/internal/abuse/attack"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/limits"
 )
 
 // largestRecordBytes bounds one record as GET /nodes writes it: every stored string at its
-// cap, every byte of it one that JSON escapes to six (see registry/limits.go).
+// cap, every byte of it one that JSON escapes to six (see package registry/limits).
 const largestRecordBytes = 32 << 10
 
 // largest is a grace-mode registration with every field at its cap, each byte a '<' that
@@ -48,7 +48,7 @@ func TestRow1BoundedRecordsAndListings(t *testing.T) {
 		r.Signature = &attack.HugeSignature
 		a := d.send(t, attacker, "POST", "/api/v1/register", r)
 		want, code := http.StatusBadRequest, "BAD_REQUEST"
-		if i >= registry.DefaultLimits().MalformedAddressLimit {
+		if i >= limits.DefaultLimits().MalformedAddressLimit {
 			want, code = http.StatusTooManyRequests, "RATE_LIMITED"
 		}
 		if a.Status != want || a.Code != code {
@@ -160,7 +160,7 @@ func TestRow9GlobalNodeCap(t *testing.T) {
 // The load tool spreads row 9's attack and the reference registrations of rows 1 and 9 by
 // the default register budgets that package attack keeps a copy of: they are the daemon's.
 func TestRow9AttackKnowsTheDefaultRegisterBudgets(t *testing.T) {
-	def := registry.DefaultLimits()
+	def := limits.DefaultLimits()
 	for _, c := range []struct {
 		name           string
 		attack, daemon int

@@ -1,7 +1,6 @@
 package abuse
 
 import (
-	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svrp/svrp/registry/budget"
+	"github.com/svrp/svrp/registry/limits"
+
 	"github.com/svrp/svrp/internal/abuse/attack"
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
 )
 
@@ -130,7 +131,7 @@ func TestRow8HeartbeatReplay(t *testing.T) {
 	before := d.node(t, n.key)
 	time.Sleep(1100 * time.Millisecond)
 
-	limits := registry.DefaultLimits()
+	limits := limits.DefaultLimits()
 	blockBudget := limits.HeartbeatReplayAddressLimit * limits.AddressBlockFactor
 	refusedInAll := 0
 	for _, c := range []struct {

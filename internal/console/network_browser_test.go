@@ -25,6 +25,7 @@ import (
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/registry/client"
 	"github.com/svrp/svrp/registry/httpapi"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 )
@@ -71,7 +72,7 @@ func networkRegistry(t *testing.T) (string, *registry.Service, *testkit.Clock, *
 		t.Fatal(err)
 	}
 	clock := testkit.NewClock(time.Now().UTC().Truncate(time.Minute))
-	svc, err := registry.New(registry.Config{Store: cached, Clock: clock.Now, Prefix: "service", Limits: registry.Limits{RegisterAddressLimit: 1 << 20}})
+	svc, err := registry.New(registry.Config{Store: cached, Clock: clock.Now, Prefix: "service", Limits: limits.Limits{RegisterAddressLimit: 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}

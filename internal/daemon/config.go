@@ -15,6 +15,7 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/translog"
 )
@@ -33,8 +34,8 @@ type Config struct {
 	// made from the prefix and the log's key.
 	LogOrigin    string
 	SingleVerify bool // verify each signature alone, not in batches (--batch-verify=false)
-	// Limits are the registry's bounds on strangers (registry/limits.go), one flag each.
-	Limits registry.Limits
+	// Limits are the registry's bounds on strangers (package registry/limits), one flag each.
+	Limits limits.Limits
 	// The connection bounds of connlimit.go.
 	MaxConnections           int
 	MaxConnectionsPerAddress int
@@ -161,11 +162,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// limitFlags defines on fs the flag of every field of l, as registry.Bounds declares them
-// (registry/limits.go gives their reasons).
-func limitFlags(fs *flag.FlagSet, l *registry.Limits) {
-	def := registry.DefaultLimits()
-	for _, b := range registry.Bounds() {
+// limitFlags defines on fs the flag of every field of l, as limits.Bounds declares them
+// (package registry/limits gives their reasons).
+func limitFlags(fs *flag.FlagSet, l *limits.Limits) {
+	def := limits.DefaultLimits()
+	for _, b := range limits.Bounds() {
 		switch p := b.Int(l); {
 		case p != nil && b.Share:
 			// Zero is the share of the table's cap that the cap, as set, gives.
@@ -184,9 +185,9 @@ func limitFlags(fs *flag.FlagSet, l *registry.Limits) {
 
 // validateLimits refuses a bound its flag cannot mean: a count below 1 (or below 0 where zero
 // takes the default), a negative duration.
-func validateLimits(l registry.Limits) []error {
+func validateLimits(l limits.Limits) []error {
 	var errs []error
-	for _, b := range registry.Bounds() {
+	for _, b := range limits.Bounds() {
 		if p := b.Int(&l); p != nil && (*p < 0 || (*p == 0 && !b.ZeroTakesDefault)) {
 			errs = append(errs, fmt.Errorf("--%s must be at least 1", b.Flag))
 		}

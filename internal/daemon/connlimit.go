@@ -10,11 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/registry/netblock"
 )
 
-// Connection bounds (see registry/limits.go for the registry's own). Every open connection
+// Connection bounds (see package registry/limits for the registry's own). Every open connection
 // holds a file descriptor and a goroutine: without a cap, idle keep-alive connections from a
 // few addresses exhaust the process's file limit and the daemon stops accepting anyone.
 const (
@@ -67,7 +67,7 @@ type limitListener struct {
 func newLimitListener(l net.Listener, max, perAddr int, trusted []netip.Prefix) *limitListener {
 	return &limitListener{
 		Listener: l, max: max, perAddr: perAddr, trusted: trusted,
-		blockFactor: registry.DefaultLimits().AddressBlockFactor, grace: DefaultRequestGrace, now: time.Now,
+		blockFactor: limits.DefaultLimits().AddressBlockFactor, grace: DefaultRequestGrace, now: time.Now,
 		byAddr: make(map[string]int), byBlock: make(map[string]int), byNet: make(map[string]int),
 		conns: make(map[*limitedConn]struct{}),
 	}

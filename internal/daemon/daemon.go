@@ -31,6 +31,7 @@ import (
 	"github.com/svrp/svrp/internal/move"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/httpapi"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/store/postgres"
@@ -160,7 +161,7 @@ func (t Timeouts) orDefaults() Timeouts {
 // fixedLimits names, in serve's usage, the bounds no flag changes.
 var fixedLimits = fmt.Sprintf("Fixed limits: request bodies %d KiB; %d failed resolves per code per %d minutes; %d open binding sessions per node key; registration signatures %d bytes; keep-alive connections idle %d s.",
 	httpapi.MaxBodyBytes>>10, binding.ResolveFailureLimit, int(binding.ResolveWindow/time.Minute), binding.MaxOpenSessionsPerNode,
-	registry.MaxSignatureBytes, int(idleTimeout/time.Second))
+	limits.MaxSignatureBytes, int(idleTimeout/time.Second))
 
 // Main is "svrpd serve": it parses the flags (and their SVRPD_ variables), serves until ctx is
 // done and returns the exit code: 0 after a clean shutdown, 1 after a failure, 2 after a usage

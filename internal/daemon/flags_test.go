@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store/badger"
 )
 
@@ -143,14 +143,14 @@ func TestTrustedProxyFlag(t *testing.T) {
 	}
 }
 
-// Every field of registry.Limits has its flag, with the registry's default (zero for a
+// Every field of limits.Limits has its flag, with the registry's default (zero for a
 // table's quota per group, a share of its cap), and the flags left alone give the defaults.
 func TestLimitFlags(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var l registry.Limits
+	var l limits.Limits
 	limitFlags(fs, &l)
-	def := registry.DefaultLimits()
-	for _, b := range registry.Bounds() {
+	def := limits.DefaultLimits()
+	for _, b := range limits.Bounds() {
 		f := fs.Lookup(b.Flag)
 		if f == nil {
 			t.Errorf("%s has no flag --%s", b.Field, b.Flag)
@@ -170,7 +170,7 @@ func TestLimitFlags(t *testing.T) {
 
 // flagDefault is how a bound's default reads as its flag's: zero for a share, a whole number
 // of its unit for a flag that takes one.
-func flagDefault(b registry.Bound, def registry.Limits) string {
+func flagDefault(b limits.Bound, def limits.Limits) string {
 	switch {
 	case b.Share:
 		return "0"
@@ -186,7 +186,7 @@ func flagDefault(b registry.Bound, def registry.Limits) string {
 // number too large for a duration, given to mean never, is the longest duration.
 func TestLimitFlagsInHours(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var l registry.Limits
+	var l limits.Limits
 	limitFlags(fs, &l)
 	if err := fs.Parse([]string{"--node-expiry-hours", "48", "--revocation-ttl-hours", "1073741824000"}); err != nil {
 		t.Fatal(err)
@@ -212,8 +212,8 @@ func TestLimitFlagsInREADME(t *testing.T) {
 		t.Fatal("README has no Flags section")
 	}
 	flags, _, _ = strings.Cut(flags, "\n## ")
-	def := registry.DefaultLimits()
-	for _, bd := range registry.Bounds() {
+	def := limits.DefaultLimits()
+	for _, bd := range limits.Bounds() {
 		row := "\n| `--" + bd.Flag + "` | `"
 		i := strings.Index(flags, row)
 		if i < 0 {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/svrp/svrp/canonical"
 	"github.com/svrp/svrp/internal/testkit"
-	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/limits"
 )
 
 // serveConfig is a daemon configuration for tests: loopback, any free port, Badger in a
@@ -20,7 +20,7 @@ import (
 func serveConfig(t *testing.T) Config {
 	return Config{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), Prefix: canonical.DefaultPrefix,
-		Limits: registry.DefaultLimits(), SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", MetricsListen: MetricsOnMain,
+		Limits: limits.DefaultLimits(), SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", MetricsListen: MetricsOnMain,
 	}.WithDefaults()
 }
 

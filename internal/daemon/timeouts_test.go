@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/limits"
 )
 
 // slowServe starts the daemon's own serve with short client timeouts and returns its
@@ -19,7 +19,7 @@ func slowServe(t *testing.T, timeouts Timeouts) string {
 	t.Helper()
 	c := Config{
 		Listen: "127.0.0.1:0", Memory: true, Prefix: canonical.DefaultPrefix,
-		Limits: registry.DefaultLimits(), SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", Timeouts: timeouts,
+		Limits: limits.DefaultLimits(), SweepEvery: time.Minute, LogLevel: "info", LogFormat: "text", Timeouts: timeouts,
 	}.WithDefaults()
 	return strings.TrimPrefix(serve(t, c), "http://")
 }

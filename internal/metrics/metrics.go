@@ -8,7 +8,6 @@ package metrics
 
 import (
 	"context"
-	"github.com/svrp/svrp/registry/budget"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/budget"
 	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )

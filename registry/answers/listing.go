@@ -158,7 +158,7 @@ type Listings struct {
 }
 
 // Bounds are the listings' bounds. They are the registry's, kept with its other bounds and
-// their reasons (registry/limits.go), and handed in by it.
+// their reasons (package registry/limits), and handed in by it.
 type Bounds struct {
 	MaxBytes     int // the memory the snapshots held at once and their spare buffer take
 	MaxGzipBytes int // the gzip forms one snapshot keeps of its answers

@@ -78,7 +78,7 @@ func (se series) keys() []string {
 }
 
 // NetworkBounds are the network view's bounds. They are the registry's, kept with its other
-// bounds and their reasons (registry/limits.go), and handed in by it.
+// bounds and their reasons (package registry/limits), and handed in by it.
 type NetworkBounds struct {
 	MaxAge        time.Duration // how old the answer may grow before a request rebuilds it
 	Groups        int           // the regions and capabilities a breakdown names

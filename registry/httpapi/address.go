@@ -15,7 +15,7 @@ const (
 	HeaderForwarded     = "Forwarded"
 )
 
-// clientAddr is the client group of r (see registry/limits.go): of the TCP peer, or, when the peer is
+// clientAddr is the client group of r (see package registry/limits): of the TCP peer, or, when the peer is
 // one of the trusted proxies, of the nearest address that the proxies report in the header
 // the registry was told to trust and that is not itself a trusted proxy. The other header is
 // ignored, so a client cannot name itself in the header its proxy does not write; a peer that

@@ -11,6 +11,7 @@ import (
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/httpapi"
+	"github.com/svrp/svrp/registry/limits"
 	"github.com/svrp/svrp/store"
 )
 
@@ -19,7 +20,7 @@ import (
 // them is refused at the door once the budget is spent; another address is not refused.
 func TestCheapRefusalsMetered(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC))
-	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now, Limits: registry.Limits{MalformedAddressLimit: 3}})
+	svc, err := registry.New(registry.Config{Store: store.NewMemory(), Clock: clock.Now, Limits: limits.Limits{MalformedAddressLimit: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/svrp/svrp/store"
-	"github.com/svrp/svrp/store/storetest"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
 )
 
 func putNode(s store.Store, i int) error {

@@ -432,7 +432,7 @@ const (
 	freshEndpoint  = "203.0.113.1:7000"
 )
 
-// The register budgets of svrpd serve's default limits (registry.DefaultLimits, to which the
+// The register budgets of svrpd serve's default limits (limits.DefaultLimits, to which the
 // abuse tests hold them): the new node keys one address may register per window, how many
 // addresses' worth of that one address block may spend, and how many nodes one block's keys
 // may hold. This package reaches a registry only over HTTP, so it keeps its own copy.

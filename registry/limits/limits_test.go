@@ -1,23 +1,23 @@
-package registry_test
+package limits_test
 
 import (
 	"reflect"
 	"testing"
 
-	"github.com/svrp/svrp/registry"
+	"github.com/svrp/svrp/registry/limits"
 )
 
 // Every limit has a default above zero, and OrDefaults keeps each field that is set and
 // defaults each that is not: a field added to Limits but left out of either fails here.
 func TestLimitsDefaults(t *testing.T) {
-	def := registry.DefaultLimits()
+	def := limits.DefaultLimits()
 	dv := reflect.ValueOf(def)
 	for i := range dv.NumField() {
 		name := dv.Type().Field(i).Name
 		if dv.Field(i).Int() <= 0 {
 			t.Errorf("DefaultLimits().%s = %d, want a bound above zero", name, dv.Field(i).Int())
 		}
-		var l registry.Limits
+		var l limits.Limits
 		reflect.ValueOf(&l).Elem().Field(i).SetInt(7)
 		want := def
 		reflect.ValueOf(&want).Elem().Field(i).SetInt(7)
@@ -29,7 +29,7 @@ func TestLimitsDefaults(t *testing.T) {
 			t.Errorf("with only %s set, OrDefaults() = %+v, want %+v", name, got, want)
 		}
 	}
-	if got := (registry.Limits{}).OrDefaults(); got != def {
+	if got := (limits.Limits{}).OrDefaults(); got != def {
 		t.Errorf("zero Limits: OrDefaults() = %+v, want DefaultLimits() %+v", got, def)
 	}
 }
@@ -51,7 +51,7 @@ func TestGroupQuotaShares(t *testing.T) {
 		{1_000, 16, 16, 50},
 		{10, 10, 10, 10},
 	} {
-		l := registry.Limits{MaxNodes: c.cap}.OrDefaults()
+		l := limits.Limits{MaxNodes: c.cap}.OrDefaults()
 		if got := [3]int{l.MaxNodesPerClient, l.MaxNodesPerBlock, l.MaxNodesPerNetwork}; got != [3]int{c.client, c.block, c.network} {
 			t.Errorf("MaxNodes %d: quotas per client, block and network %v; want %v", c.cap, got, [3]int{c.client, c.block, c.network})
 		}

@@ -1,4 +1,15 @@
-package registry
+// Package limits declares every bound the registry applies to what strangers send, with the
+// reason it has the value it has and who it can refuse. The bounds an operator may change are
+// the fields of [Limits], each declared once in [Bounds] (bounds.go) with its flag of svrpd
+// serve, its default and the refusals it makes; the others are the constants below. The
+// protocol's own bounds (docs/protocol.md §8: field lengths, per-code and per-node limits) are
+// in package binding and authn; these are the ones a public service adds where the protocol
+// is silent.
+//
+// It decides values only. It does not count, refuse or remember anything: package registry
+// applies each bound where its declaration says, with the tables of package registry/budget
+// and registry/admission, and package registry/httpapi names the refusals.
+package limits
 
 import (
 	"time"
@@ -7,13 +18,6 @@ import (
 	"github.com/svrp/svrp/registry/netblock"
 )
 
-// Every bound the registry applies to what strangers send, with the reason it has the value
-// it has and who it can refuse. The bounds an operator may change are the fields of [Limits],
-// each declared once in [Bounds] (bounds.go) with its flag of svrpd serve, its default and the
-// refusals it makes; the others are constants below. The protocol's own
-// bounds (docs/protocol.md §8: field lengths, per-code and per-node limits) are in package
-// binding and authn; these are the ones a public service adds where the protocol is silent.
-//
 // A client address is the TCP peer's IP, or, when the peer is a trusted proxy, the address
 // the proxy reports in the one header it was said to write (see WithClientAddress in package
 // registry/httpapi). IPv4 addresses count one by one; IPv6 addresses count by
@@ -25,17 +29,17 @@ import (
 //
 //   - login attempts (memory; store counters when challenges are kept in the store): logins
 //     per address and per block per challenge lifetime. Refuses that address or block.
-//   - login failures (likewise): failed logins per address and per block per loginWindow.
+//   - login failures (likewise): failed logins per address and per block per LoginWindow.
 //     Refuses that address or block, for every operator.
 //   - login failures per address and operator (likewise): failed logins of one address naming
 //     one operator DID. Refuses that address, for that operator only. Nothing counts per
 //     DID alone, so no stranger can spend a budget an operator's own logins need.
 //   - malformed requests (memory): 400s and 413s per address and per block per
-//     malformedWindow. Refuses that address or block, before reading its bodies.
+//     MalformedWindow. Refuses that address or block, before reading its bodies.
 //   - heartbeat replays (memory): heartbeats a node key's mark answers without a
 //     verification (a repeat of the last accepted one, or an older ts) that come from
 //     another address than the accepted one, per address and per block per
-//     heartbeatReplayWindow. Refuses that address or block, for such heartbeats only.
+//     HeartbeatReplayWindow. Refuses that address or block, for such heartbeats only.
 //   - register, initiate, failed resolve and revoke counters (store): per address and per
 //     block. Each refuses that address or block for that action only.
 //   - failed resolves per code, per operator and over all (store): the guessing bounds of
@@ -44,10 +48,10 @@ import (
 //   - revocations held per address block (store counters) and per root key (its operator
 //     pin): refuse that block or root key. The list's total refuses only revocations by root
 //     keys that never logged in, and makes room by displacing one of the block holding most
-//     (revocations.go).
-//   - the capped tables — node records, bearer sessions, open binding sessions (tables.go,
-//     package registry/admission): what one client, block and network may hold of each, a
-//     share of its cap. Each refuses only that group's newcomers; a full table or group
+//     (package registry's revocations.go).
+//   - the capped tables — node records, bearer sessions, open binding sessions (package
+//     registry's tables.go, package registry/admission): what one client, block and
+//     network may hold of each, a share of its cap. Each refuses only that group's newcomers; a full table or group
 //     gives a newcomer only the place of a stale entry, never of one in use, and otherwise
 //     refuses it with a Retry-After.
 //
@@ -59,15 +63,15 @@ import (
 // limit (see Exchange.Limit in package registry/httpapi).
 type Limits struct {
 	// RegisterAddressLimit is the number of new node keys one client address may register
-	// per registerWindow. Registering is free, so without it one address could fill the
+	// per RegisterWindow. Registering is free, so without it one address could fill the
 	// node table up to MaxNodes; a host running many nodes registers each key once.
 	RegisterAddressLimit int
 	// MaxNodes caps the node records the registry holds. Registering is free and the
 	// per-address limit only slows one address, so without a cap enough addresses grow the
 	// table, its memory and every listing without end. A full table gives a newcomer the
-	// place of a stale record — one not seen within DefaultOnlineWindow and not bound — never
-	// of a node in use; when none is stale the newcomer is refused (429, Retry-After) until
-	// one is (package registry/admission). It refuses only newcomers: known keys still
+	// place of a stale record — one not seen within registry.DefaultOnlineWindow and not
+	// bound — never of a node in use; when none is stale the newcomer is refused (429,
+	// Retry-After) until one is (package registry/admission). It refuses only newcomers: known keys still
 	// re-register and heartbeat.
 	MaxNodes int
 	// MaxNodesPerClient, MaxNodesPerBlock and MaxNodesPerNetwork are how many node records
@@ -98,13 +102,13 @@ type Limits struct {
 	BoundNodeExpiry time.Duration
 
 	// InitiateAddressLimit is the number of binding initiates one client address may make
-	// per initiateWindow. A node opens a session when its operator binds it, a few times in
+	// per InitiateWindow. A node opens a session when its operator binds it, a few times in
 	// its life; the default leaves room for a host running dozens of nodes, while one
 	// address can no longer fill the store with sessions of fresh keys (each key may hold
 	// binding.MaxOpenSessionsPerNode open sessions, and keys are free).
 	InitiateAddressLimit int
 	// InitiateKeyLimit is the number of binding initiates one node key may make per
-	// initiateWindow, from any addresses. A node opens a session when an operator binds it,
+	// InitiateWindow, from any addresses. A node opens a session when an operator binds it,
 	// once or a few times; a key that opens and cancels sessions as fast as it can from many
 	// addresses (each under its own limit) is doing nothing a node needs, and each initiate
 	// costs the registry a verification and a durable write. Both initiate budgets are read
@@ -143,7 +147,7 @@ type Limits struct {
 
 	// MaxBearerSessions caps the operator bearer sessions alive at once (each lives an
 	// hour). A full table gives a login the place of a session not presented within
-	// bearerIdle, the least recently presented first, never of one in use; when every session
+	// BearerIdle, the least recently presented first, never of one in use; when every session
 	// is in use the login is refused (429, Retry-After) until one is idle or ends. A session
 	// is a few hundred bytes.
 	//
@@ -179,12 +183,12 @@ type Limits struct {
 	// is far more than an operator's devices make.
 	LoginAddressLimit int
 	// LoginFailureAddressLimit is the number of failed logins one client address may make
-	// per loginWindow; further attempts from it are refused until the window ends. An
+	// per LoginWindow; further attempts from it are refused until the window ends. An
 	// operator who mistypes nothing (logins are signed by a device) fails rarely; a flood
 	// of garbage signatures stops after this many.
 	LoginFailureAddressLimit int
 	// LoginFailureOperatorLimit is the number of failed logins one client address may make
-	// naming one operator DID per loginWindow; beyond it that address's logins for that DID
+	// naming one operator DID per LoginWindow; beyond it that address's logins for that DID
 	// are refused, and nobody else's. Failures are never counted per DID alone: a DID is
 	// public, so a count any stranger can add to would let strangers lock its operator out.
 	// It refuses only the address that failed; the per-address budget above bounds how many
@@ -192,7 +196,7 @@ type Limits struct {
 	LoginFailureOperatorLimit int
 
 	// MalformedAddressLimit is the number of malformed requests — answered 400 BAD_REQUEST
-	// or 413 PAYLOAD_TOO_LARGE — one client address may send per malformedWindow. Beyond it
+	// or 413 PAYLOAD_TOO_LARGE — one client address may send per MalformedWindow. Beyond it
 	// every request from that address is refused before its body is read, and its
 	// connection is closed, until the window ends. A client that follows the protocol sends
 	// none, but a 64 KiB body of one long string costs the registry a noticeable share of a
@@ -201,7 +205,7 @@ type Limits struct {
 	// so each daemon counts in memory what reaches it.
 	MalformedAddressLimit int
 	// HeartbeatReplayAddressLimit is the number of replayed heartbeats one client address
-	// may send per heartbeatReplayWindow: heartbeats a node key's mark answers without
+	// may send per HeartbeatReplayWindow: heartbeats a node key's mark answers without
 	// verifying them (docs/protocol.md §10.3) — a repeat of the heartbeat accepted last, or
 	// an older ts — from an address other than the one that heartbeat came from. Beyond it
 	// that address's replays are refused; its heartbeats with a new ts are verified and
@@ -226,7 +230,7 @@ type Limits struct {
 	// hundred bytes.
 	MaxRevocations int
 	// RevokeAddressLimit is the number of new revocations one client address may record per
-	// revokeWindow. An operator revokes a handful of devices on a bad day; this keeps one
+	// RevokeWindow. An operator revokes a handful of devices on a bad day; this keeps one
 	// address from filling the list. Repeats of a recorded revocation do not count. It
 	// refuses that address only, proven root keys included (the address spent it); the
 	// aggregate per address block refuses unproven revocations only, so neighbours in a /24
@@ -352,40 +356,54 @@ func (l *Limits) tables() []table {
 	return out
 }
 
-// quota is t's admission.Quota.
-func (t table) quota() admission.Quota {
-	q := admission.Quota{Cap: *t.cap}
-	for lv, v := range t.perGroup {
-		q.PerGroup[lv] = *v
+// A Table is one capped table's bounds (package registry/admission) as a Limits sets them:
+// its name, its cap and quotas per group, and the limits its refusals name, per level then
+// the cap's.
+type Table struct {
+	Name     string
+	Quota    admission.Quota
+	Refusals [netblock.Levels + 1]string
+}
+
+// Tables returns the capped tables' bounds as l sets them, in the order of capped: nodes,
+// bearer sessions, open binding sessions.
+func (l Limits) Tables() []Table {
+	ts := l.tables()
+	out := make([]Table, len(ts))
+	for i, t := range ts {
+		out[i] = Table{Name: t.name, Quota: admission.Quota{Cap: *t.cap}, Refusals: t.limits}
+		for lv, v := range t.perGroup {
+			out[i].Quota.PerGroup[lv] = *v
+		}
 	}
-	return q
+	return out
 }
 
 // The windows the limits count in, and the bounds no operator needs to change.
 const (
-	registerWindow        = time.Hour
-	initiateWindow        = 10 * time.Minute
-	loginWindow           = 10 * time.Minute
-	malformedWindow       = time.Minute
-	heartbeatReplayWindow = time.Minute
-	revokeWindow          = time.Hour
+	RegisterWindow        = time.Hour
+	InitiateWindow        = 10 * time.Minute
+	LoginWindow           = 10 * time.Minute
+	MalformedWindow       = time.Minute
+	HeartbeatReplayWindow = time.Minute
+	RevokeWindow          = time.Hour
 
-	revokeCounterPrefix = "revoke/"
-	// revokeHeldPrefix counts the revocations an address block or network holds. Its
+	RevokeCounterPrefix = "revoke/"
+	// RevokeHeldPrefix counts the revocations an address block or network holds. Its
 	// counters are no window's: the sweep never removes them, and a revocation's removal
 	// counts it down.
-	revokeHeldPrefix = "revoke-held/"
+	RevokeHeldPrefix = "revoke-held/"
 
 	// revokeVictims bounds the displacement candidates a sweep keeps in memory: the oldest
 	// unproven revocations of the whole list. Between sweeps a full list admits as many
 	// newcomers as that; beyond them a newcomer is refused until the next sweep finds more.
 	// Each candidate is a pair of at most 512 bytes.
-	revokeVictimCount = 8192
-	// revokeExpiryPerSweep bounds the expired revocations one sweep removes, so that a sweep
+	RevokeVictimCount = 8192
+	// RevokeExpiryPerSweep bounds the expired revocations one sweep removes, so that a sweep
 	// after a long stop does not hold the store for long; the rest go at the next.
-	revokeExpiryPerSweep = 20_000
+	RevokeExpiryPerSweep = 20_000
 
-	// maxResolveNodes and maxResolveNodePairs bound the tables of failed resolves that name
+	// MaxResolveNodes and MaxResolveNodePairs bound the tables of failed resolves that name
 	// a node (docs/protocol.md §10.9): per node key, and per node key and client address. They
 	// refuse no one by being full: past its size a table forgets its least useful entry (the
 	// least recently failed of those that refuse no one yet, unless one that reached the limit
@@ -394,33 +412,34 @@ const (
 	// them — each entry costs a failure, which the per-address budget meters — buys at most
 	// ResolveNodeFailureLimit more guesses of a node's code, or one more per address, per
 	// flush. An entry is some two hundred bytes: both tables stay under some 40 MiB.
-	maxResolveNodes     = 1 << 16
-	maxResolveNodePairs = 1 << 17
+	MaxResolveNodes     = 1 << 16
+	MaxResolveNodePairs = 1 << 17
 
-	// bearerIdle is how long a bearer session stays in use after it was last presented (or
+	// BearerIdle is how long a bearer session stays in use after it was last presented (or
 	// issued). A client in use presents its session every few minutes (the console polls
 	// every few seconds); a session idle longer is one a client logged in for and left, and
 	// a full table gives its place to a login. It is still valid until it ends, until then.
-	bearerIdle = 15 * time.Minute
+	BearerIdle = 15 * time.Minute
 
-	// maxVictimChecks bounds the records one registration reads to find a stale one for a
+	// MaxVictimChecks bounds the records one registration reads to find a stale one for a
 	// full table. The table offers the stalest first, as of its last count, so a record it
 	// offers is in use only when it was seen since; each such record is offered once per
 	// count, so a registration past this bound finds the next ones at once when it tries
 	// again (it is asked to, in a second), and no registration holds its transaction long.
-	maxVictimChecks = 1024
+	MaxVictimChecks = 1024
 
-	// capWarnEvery is how often reaching a global cap is logged: once per interval at warn
+	// CapWarnEvery is how often reaching a global cap is logged: once per interval at warn
 	// level, not once per refused request, so a flood cannot flood the log too.
-	capWarnEvery = time.Minute
+	CapWarnEvery = time.Minute
 
-	// maxVerifyRounds bounds how often a binding session's change that verifies signatures
-	// starts over because the session changed between its read and its write (sessionchange.go).
+	// MaxVerifyRounds bounds how often a binding session's change that verifies signatures
+	// starts over because the session changed between its read and its write (package
+	// registry's sessionchange.go).
 	// A session's record changes only a few times in its life: its state only moves
 	// forward, through at most four stored states, and an ACTIVE session is marked unbound
 	// once. So no honest request is refused by it; a change that starts over this often has
 	// met something other than a session's life, and fails INTERNAL rather than loop.
-	maxVerifyRounds = 8
+	MaxVerifyRounds = 8
 )
 
 // Node records, their listings and replays (docs/protocol.md §8 and §10.1–10.3).
@@ -435,82 +454,82 @@ const (
 	// whatever 64 KiB strings strangers registered, once per node.
 	MaxSignatureBytes = 256
 
-	// maxListingBytes bounds the memory that encoded listings hold at once: the current
+	// MaxListingBytes bounds the memory that encoded listings hold at once: the current
 	// snapshot, and older ones that slow readers are still being sent. A new snapshot is
 	// built only when the ones still held leave room for it; otherwise readers get the
 	// newest one already built, at most as stale as those readers are slow (the write
 	// timeout bounds that). One snapshot is always allowed, however large: refusing to list
 	// would be worse than holding it.
-	maxListingBytes = 512 << 20
+	MaxListingBytes = 512 << 20
 
-	// listingSlotCount listings are written at once; other readers wait their turn. Writing
+	// ListingSlotCount listings are written at once; other readers wait their turn. Writing
 	// a large listing is mostly copying, and many greedy readers copying at once starved
 	// every other request of the cores (an honest login waited on them); queued, they cost
 	// the others far less and lose no throughput.
-	listingSlotCount = 2
+	ListingSlotCount = 2
 
-	// listingSlotHold is the longest one listing holds its turn. A reader that has not taken
+	// ListingSlotHold is the longest one listing holds its turn. A reader that has not taken
 	// its listing by then keeps receiving it without a turn, so slow readers cannot keep
 	// everyone else's listings waiting for the write timeout.
-	listingSlotHold = time.Second
+	ListingSlotHold = time.Second
 )
 
 // Pages of the node listings (docs/protocol.md §5.1).
 const (
-	// maxListingPage is the largest limit a listing answers; a larger one is BAD_REQUEST.
+	// MaxListingPage is the largest limit a listing answers; a larger one is BAD_REQUEST.
 	// A page is built whole to be tagged and compressed, and a client that pages does so to
 	// take the table in parts: 10,000 records is about 5 MB, a part a phone takes in one
 	// answer, and a watcher of a busy network collects a minute of changes in a page or two.
-	maxListingPage = 10_000
+	MaxListingPage = 10_000
 
-	// maxCursorKey bounds the tie-breaking key a cursor carries: a node key is 32 bytes,
+	// MaxCursorKey bounds the tie-breaking key a cursor carries: a node key is 32 bytes,
 	// and a bound node's DID at most 256. A longer cursor is none the registry gave.
-	maxCursorKey = 512
+	MaxCursorKey = 512
 
-	// maxListingVariants is how many distinct answers (filter, page and kind) a listing
+	// MaxListingVariants is how many distinct answers (filter, page and kind) a listing
 	// snapshot keeps the entity tag and gzip form of. The popular answers — the whole
 	// table, the pages watchers follow — are asked for many times per snapshot and computed
 	// once; a stranger spelling ever new filters gets each computed for itself (the cost of
 	// answering it, no more) and cannot grow the snapshot beyond this many.
-	maxListingVariants = 256
+	MaxListingVariants = 256
 
-	// maxListingGzipBytes bounds the gzip forms one snapshot keeps of its answers. The whole
+	// MaxListingGzipBytes bounds the gzip forms one snapshot keeps of its answers. The whole
 	// table and the pages watchers follow are asked for first and most, and fit; a stranger
 	// asking for ever new filters with gzip, once the room is spent, gets each answer
 	// compressed for itself, paying with its own wait in the listing slots rather than with
 	// the registry's memory.
-	maxListingGzipBytes = 32 << 20
+	MaxListingGzipBytes = 32 << 20
 )
 
 // The network view (GET /v1/network/stats, package registry/answers).
 const (
-	// networkStatsMaxAge is how old the answer may grow before a request rebuilds it, in one
+	// NetworkStatsMaxAge is how old the answer may grow before a request rebuilds it, in one
 	// pass over the node table. Every other request reads the answer as built, so a client
 	// polling as fast as it can costs what reading a few kilobytes costs, whatever the
 	// network's size; the page polls every few seconds, and counts this stale are fresh
 	// enough for a picture of the network.
-	networkStatsMaxAge = 5 * time.Second
+	NetworkStatsMaxAge = 5 * time.Second
 
-	// networkStatsGroups is how many regions and capabilities a breakdown names; the rest
+	// NetworkStatsGroups is how many regions and capabilities a breakdown names; the rest
 	// are counted together. Both are strings strangers choose, as many as they like: without
 	// a bound one answer would carry them all.
-	networkStatsGroups = 20
+	NetworkStatsGroups = 20
 
-	// networkHistorySpan is how long the sweep keeps a step of the history: the span of the
+	// NetworkHistorySpan is how long the sweep keeps a step of the history: the span of the
 	// longest series (a week). Older steps are no longer shown, and the ring reuses their
 	// keys anyway, so the history takes a fixed number of counters in the store.
-	networkHistorySpan = 7 * 24 * time.Hour
+	NetworkHistorySpan = 7 * 24 * time.Hour
 
-	// networkHistorySettle is how far before changed_since the series of a shorter answer
+	// NetworkHistorySettle is how far before changed_since the series of a shorter answer
 	// begin. A step changes while samples fall in it, and a registry reads the samples of
 	// the others sharing its store at its own, once a minute: an answer built at t may lack
 	// a sample taken up to a minute before t. The second minute leaves room for the
 	// daemons' clocks to differ a little.
-	networkHistorySettle = 2 * time.Minute
+	NetworkHistorySettle = 2 * time.Minute
 
-	// networkStatsVariants bounds the shorter answers (changed_since) kept with one answer,
+	// NetworkStatsVariants bounds the shorter answers (changed_since) kept with one answer,
 	// each with its gzip form once asked for. The pages polling ask for a few, those whose
 	// series begin a few minutes back; a client spelling ever new times gets each built
 	// for itself, holding none of the registry's memory.
-	networkStatsVariants = 16
+	NetworkStatsVariants = 16
 )

@@ -1,7 +1,6 @@
 package answers
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
@@ -195,44 +194,55 @@ func (s *Selection) each(fn func(i int)) {
 	}
 }
 
-// emit hands the bytes of s's answer to f, in order.
-func (s *Selection) emit(f func([]byte)) {
-	k, snap := s.k, s.snap
-	var head []byte
-	head = append(head, k.head...)
-	if k.counted {
+// head is the beginning of s's answer, up to its first record.
+func (s *Selection) head() []byte {
+	head := []byte(s.k.head)
+	if s.k.counted {
 		head = strconv.AppendInt(head, int64(s.count), 10)
 		head = append(head, `,"nodes":[`...)
 	}
-	f(head)
-	switch {
-	case s.whole() && k.json:
-		f(snap.json)
-	case s.whole():
-		f(snap.peers)
-	default:
-		record := snap.peerLine
-		if k.json {
-			record = snap.jsonRecord
-		}
-		first := true
-		s.each(func(i int) {
-			if k.json && !first {
-				f(comma)
-			}
-			first = false
-			f(record(i))
-		})
-	}
-	if s.next == "" || !k.json {
-		f([]byte(k.tail))
-		return
-	}
-	// Every JSON tail closes the array first: the cursor goes right after it.
-	f([]byte(`],"next":"` + s.next + `"` + k.tail[1:]))
+	return head
 }
 
-var comma = []byte{','}
+// tail is the end of s's answer, after its last record.
+func (s *Selection) tail() string {
+	if s.next == "" || !s.k.json {
+		return s.k.tail
+	}
+	// Every JSON tail closes the array first: the cursor goes right after it.
+	return `],"next":"` + s.next + `"` + s.k.tail[1:]
+}
+
+// writeBuffer is how much of an answer is encoded before it is handed on: a listing costs
+// this much per reader being sent it, not a copy of the listing. It is no bound: larger
+// hands on in fewer writes, smaller holds less per reader.
+const writeBuffer = 32 << 10
+
+// emit hands the bytes of s's answer to f, in order, encoding the records as it goes and
+// handing them on writeBuffer bytes at a time. f must not keep the slice it is given.
+func (s *Selection) emit(f func([]byte)) {
+	snap := s.snap
+	buf := make([]byte, 0, writeBuffer+writeBuffer/4)
+	buf = append(buf, s.head()...)
+	first := true
+	s.each(func(i int) {
+		n := snap.nodes[i]
+		if s.k.json {
+			if !first {
+				buf = append(buf, ',')
+			}
+			buf = appendNodeJSON(buf, *n)
+		} else {
+			buf = appendPeerLine(buf, n)
+		}
+		first = false
+		if len(buf) >= writeBuffer {
+			f(buf)
+			buf = buf[:0]
+		}
+	})
+	f(append(buf, s.tail()...))
+}
 
 // Next is the cursor of the page after s, "" when s is the last.
 func (s *Selection) Next() string { return s.next }
@@ -240,29 +250,47 @@ func (s *Selection) Next() string { return s.next }
 // Tag is the strong entity tag of s's answer, computed once per snapshot and query.
 func (s *Selection) Tag() string { return s.v.tag }
 
-// Size is the length of s's answer.
+// Size is the length of s's answer, known before any of it is encoded.
 func (s *Selection) Size() int {
-	n := 0
-	s.emit(func(b []byte) { n += len(b) })
-	return n
-}
-
-// writeBuffer is what a filtered listing copies its records through: a filter costs this
-// much per reader, not a copy of the listing. It is no bound: larger copies in fewer writes,
-// smaller holds less per reader being sent an answer.
-const writeBuffer = 32 << 10
-
-// Write sends s's answer to w, through a buffer of writeBuffer bytes when it is a part of
-// the table.
-func (s *Selection) Write(w io.Writer) {
-	if s.whole() {
-		s.emit(func(b []byte) { w.Write(b) })
-		return
+	size := len(s.head()) + len(s.tail())
+	switch {
+	case s.whole() && s.k.json:
+		return size + s.snap.jsonTotal
+	case s.whole():
+		return size + s.snap.peerTotal
 	}
-	bw := bufio.NewWriterSize(w, writeBuffer)
-	s.emit(func(b []byte) { bw.Write(b) })
-	bw.Flush()
+	records := 0
+	s.each(func(i int) {
+		if s.k.json {
+			size += int(s.snap.jsonLen[i])
+		} else {
+			size += int(s.snap.peerLen[i])
+		}
+		records++
+	})
+	if s.k.json && records > 1 {
+		size += records - 1
+	}
+	return size
 }
+
+// Write sends s's answer to w as it is encoded.
+func (s *Selection) Write(w io.Writer) { s.emit(func(b []byte) { w.Write(b) }) }
+
+// WriteGzip sends the gzip form of s's answer to w as it is encoded and compressed, at the
+// level Compress uses.
+func (s *Selection) WriteGzip(w io.Writer) {
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
+	s.emit(func(b []byte) { zw.Write(b) })
+	zw.Close()
+}
+
+// small reports whether s holds at most a page of records. A small answer is tagged by its
+// bytes and its gzip form may be kept, as a page's is encoded in a moment and held in
+// little; a larger one is tagged by its snapshot and query and never held whole, so that a
+// listing of the whole table costs no memory in proportion to the table and its first byte
+// leaves at once.
+func (s *Selection) small() bool { return s.count <= s.snap.cache.bounds.MaxPage }
 
 // variant is what a snapshot keeps of one answer it gave: its entity tag, and its gzip form
 // once a client asked for it.
@@ -312,13 +340,31 @@ func (c *Listings) variantOf(s *Selection, key string) *variant {
 		}
 	}
 	c.mu.Unlock()
-	v.tagOnce.Do(func() { v.tag = ETag(s.emit) })
+	v.tagOnce.Do(func() {
+		if s.small() {
+			v.tag = ETag(s.emit)
+			return
+		}
+		v.tag = snapshotTag(snap.id, key)
+	})
 	return v
 }
 
-// Gzip returns the gzip form of s's answer, compressed once per answer asked for more than
-// once and kept with its snapshot while the listings held stay within their bounds.
+// snapshotTag is the entity tag of the answer named key of the snapshot named id: its
+// records are those of the snapshot, so it changes when the snapshot does.
+func snapshotTag(id uint64, key string) string {
+	sum := crc64.Update(0, crcTable, binary.BigEndian.AppendUint64(nil, id))
+	sum = crc64.Update(sum, crcTable, []byte(key))
+	return `"s` + strconv.FormatUint(sum, 16) + `"`
+}
+
+// Gzip returns the gzip form of s's answer when it is small, compressed once per answer
+// asked for more than once and kept with its snapshot while the listings held stay within
+// their bounds; nil when it is larger, for WriteGzip to compress as it writes.
 func (s *Selection) Gzip() []byte {
+	if !s.small() {
+		return nil
+	}
 	c, v := s.snap.cache, s.v
 	// An answer is kept compressed from its second asking on: watchers ask for the same
 	// answers again and again, while a stranger spelling ever new filters asks each once and

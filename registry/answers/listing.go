@@ -2,7 +2,9 @@ package answers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"math/big"
 	"math/rand/v2"
@@ -74,20 +76,37 @@ type Scanner interface {
 // node table in memory hands out its own unchanging records, so a listing of a large table
 // needs a slice of pointers rather than a copy of the table.
 func SortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.Time) ([]*store.Node, error) {
-	var out []*store.Node
-	keep := func(n *store.Node) error {
+	// The sort compares a copy of each record's sort key beside its pointer: following the
+	// pointers of a large table for every comparison costs a cache miss each.
+	type entry struct {
+		at   int64  // first_seen's second
+		ns   int32  // and nanosecond
+		key0 uint64 // the key's first eight bytes
+		n    *store.Node
+	}
+	var entries []entry
+	err := table.ScanNodes(ctx, func(n *store.Node) error {
 		if Keep(f, n, now) {
-			out = append(out, n)
+			entries = append(entries, entry{at: n.FirstSeen.Unix(), ns: int32(n.FirstSeen.Nanosecond()), key0: binary.BigEndian.Uint64(n.Key[:]), n: n})
 		}
 		return nil
-	}
-	err := table.ScanNodes(ctx, keep)
-	slices.SortFunc(out, func(a, b *store.Node) int {
-		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
+	})
+	slices.SortFunc(entries, func(a, b entry) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
 			return c
 		}
-		return bytes.Compare(a.Key[:], b.Key[:])
+		if c := cmp.Compare(a.ns, b.ns); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.key0, b.key0); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.n.Key[8:], b.n.Key[8:])
 	})
+	out := make([]*store.Node, len(entries))
+	for i, e := range entries {
+		out[i] = e.n
+	}
 	return out, err
 }
 

@@ -68,7 +68,7 @@ func drawNode(t *rapid.T, i int) *store.Node {
 		Capabilities:      rapid.OneOf(rapid.Just([]string(nil)), rapid.SliceOfN(rapid.SampledFrom([]string{"inference", "storage", "relay", "", "<x>"}), 0, 4)).Draw(t, "capabilities"),
 		Region:            rapid.SampledFrom([]string{"", "eu-west", "us-east", "ap\u2028south", `r"\`}).Draw(t, "region"),
 		SignatureVerified: rapid.Bool().Draw(t, "verified"),
-		FirstSeen:         time.Unix(rapid.Int64Range(1_700_000_000, 1_700_000_050).Draw(t, "first"), 0),
+		FirstSeen:         time.Unix(rapid.Int64Range(1_700_000_000, 1_700_000_050).Draw(t, "first"), rapid.SampledFrom([]int64{0, 0, 1, 999_999_999}).Draw(t, "first ns")),
 		LastSeen:          time.Unix(rapid.Int64Range(1_700_000_000, 1_700_000_100).Draw(t, "last"), 0),
 	}
 	if rapid.Bool().Draw(t, "signed") {

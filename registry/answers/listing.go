@@ -130,6 +130,7 @@ type Snapshot struct {
 	// answer's length is known before its first byte is written.
 	jsonLen []int32
 	peerLen []int32
+	reach   []uint8 // each record's reachability, an index into reaches
 	// jsonTotal and peerTotal are the sums of the columns above.
 	jsonTotal, peerTotal int
 
@@ -272,9 +273,12 @@ func (snap *Snapshot) Build(ctx context.Context, table Scanner) error {
 	snap.seen = make([]int64, len(nodes))
 	snap.jsonLen = make([]int32, len(nodes))
 	snap.peerLen = make([]int32, len(nodes))
+	snap.reach = make([]uint8, len(nodes))
 	for i, n := range nodes {
+		reach := api.Reachability(n.Endpoint)
+		snap.reach[i] = uint8(slices.Index(reaches, reach))
 		snap.seen[i] = n.LastSeen.Unix()
-		snap.jsonLen[i] = int32(nodeJSONLen(n))
+		snap.jsonLen[i] = int32(nodeJSONLen(n, reach))
 		snap.peerLen[i] = int32(peerLineLen(n))
 		snap.jsonTotal += int(snap.jsonLen[i])
 		snap.peerTotal += int(snap.peerLen[i])
@@ -286,9 +290,12 @@ func (snap *Snapshot) Build(ctx context.Context, table Scanner) error {
 	return nil
 }
 
-// snapshotBytesPerNode is what a snapshot holds per record: the pointer, last_seen and the
-// two lengths.
-const snapshotBytesPerNode = 8 + 8 + 4 + 4
+// snapshotBytesPerNode is what a snapshot holds per record: the pointer, last_seen, the
+// two lengths and the reachability.
+const snapshotBytesPerNode = 8 + 8 + 4 + 4 + 1
+
+// reaches are the reachabilities a record may have, which a snapshot keeps by index.
+var reaches = []string{api.ReachPublic, api.ReachPrivate, api.ReachUnroutable}
 
 // appendPeerLine appends n's /peers line.
 func appendPeerLine(b []byte, n *store.Node) []byte {
@@ -329,6 +336,31 @@ func NodeView(n store.Node) api.NodeView {
 
 // appendNodeJSON appends the JSON of n as NodeView renders it.
 func appendNodeJSON(b []byte, n store.Node) []byte {
+	return appendRecordJSON(b, &n, api.Reachability(n.Endpoint), nil)
+}
+
+// timeMemo keeps the last times a listing wrote, as text: the records of a table share a
+// few seconds of last_seen and first_seen, and formatting a time costs more than the rest of
+// a record's fields.
+type timeMemo struct {
+	at   [2]int64
+	text [2][]byte
+}
+
+// appendTime appends canonical.AppendTime of t, from slot of the memo when it holds t.
+func (m *timeMemo) appendTime(b []byte, slot int, t time.Time) []byte {
+	if m == nil || t.Nanosecond() != 0 {
+		return canonical.AppendTime(b, t)
+	}
+	if sec := t.Unix(); m.text[slot] == nil || m.at[slot] != sec {
+		m.at[slot], m.text[slot] = sec, canonical.AppendTime(m.text[slot][:0], t)
+	}
+	return append(b, m.text[slot]...)
+}
+
+// appendRecordJSON appends the JSON of *n as NodeView renders it, given its reachability,
+// formatting its times through memo when it is not nil.
+func appendRecordJSON(b []byte, n *store.Node, reach string, memo *timeMemo) []byte {
 	b = append(b, `{"did":`...)
 	b = appendJSONString(b, n.DID)
 	b = append(b, `,"public_key":"`...)
@@ -349,9 +381,9 @@ func appendNodeJSON(b []byte, n store.Node) []byte {
 		b = appendJSONString(b, n.Region)
 	}
 	b = append(b, `,"status":"active","last_seen":"`...)
-	b = canonical.AppendTime(b, n.LastSeen)
+	b = memo.appendTime(b, 0, n.LastSeen)
 	b = append(b, `","first_seen":"`...)
-	b = canonical.AppendTime(b, n.FirstSeen)
+	b = memo.appendTime(b, 1, n.FirstSeen)
 	b = append(b, `","signature":`...)
 	if n.Signature == nil {
 		b = append(b, "null"...)
@@ -363,7 +395,7 @@ func appendNodeJSON(b []byte, n store.Node) []byte {
 	b = append(b, `,"signature_verified":`...)
 	b = strconv.AppendBool(b, n.SignatureVerified)
 	b = append(b, `,"reachability":"`...)
-	b = append(b, api.Reachability(n.Endpoint)...)
+	b = append(b, reach...)
 	b = append(b, `","registration_ts":`...)
 	if n.RegistrationTS == nil {
 		b = append(b, "null"...)
@@ -373,14 +405,15 @@ func appendNodeJSON(b []byte, n store.Node) []byte {
 	return append(b, '}')
 }
 
-// nodeJSONLen is the length of appendNodeJSON's output for *n, computed without writing it.
-func nodeJSONLen(n *store.Node) int {
+// nodeJSONLen is the length of appendRecordJSON's output for *n of reachability reach,
+// computed without writing it.
+func nodeJSONLen(n *store.Node, reach string) int {
 	size := len(`{"did":`) + jsonStringLen(n.DID) + len(`,"public_key":"`) + 2*len(n.Key) +
 		len(`","endpoint":`) + jsonStringLen(n.Endpoint) + len(`,"capabilities":[`) + len(`],"region":`) +
 		len(`,"status":"active","last_seen":"`) + len(canonical.TimeLayout) +
 		len(`","first_seen":"`) + len(canonical.TimeLayout) + len(`","signature":`) +
 		len(`,"signature_present":`) + len(`,"signature_verified":`) + len(`,"reachability":"`) +
-		len(api.Reachability(n.Endpoint)) + len(`","registration_ts":`) + len(`}`)
+		len(reach) + len(`","registration_ts":`) + len(`}`)
 	for i, c := range n.Capabilities {
 		if i > 0 {
 			size++

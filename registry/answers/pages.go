@@ -225,13 +225,14 @@ func (s *Selection) emit(f func([]byte)) {
 	buf := make([]byte, 0, writeBuffer+writeBuffer/4)
 	buf = append(buf, s.head()...)
 	first := true
+	var memo timeMemo
 	s.each(func(i int) {
 		n := snap.nodes[i]
 		if s.k.json {
 			if !first {
 				buf = append(buf, ',')
 			}
-			buf = appendNodeJSON(buf, *n)
+			buf = appendRecordJSON(buf, n, reaches[snap.reach[i]], &memo)
 		} else {
 			buf = appendPeerLine(buf, n)
 		}

@@ -175,7 +175,7 @@ func New(cfg Config) (*Service, error) {
 		s.clock = time.Now
 	}
 	s.lists = answers.NewListings(answers.Bounds{
-		MaxBytes: maxListingBytes, MaxGzipBytes: maxListingGzipBytes, MaxVariants: maxListingVariants,
+		MaxBytes: maxListingBytes, MaxGzipBytes: maxListingGzipBytes, MaxHeldBytes: maxListingHeldBytes, MaxVariants: maxListingVariants,
 		MaxPage: maxListingPage, MaxCursorKey: maxCursorKey,
 	}, s.now)
 	s.network = answers.NewNetwork(answers.NetworkBounds{

@@ -76,26 +76,37 @@ type Scanner interface {
 // node table in memory hands out its own unchanging records, so a listing of a large table
 // needs a slice of pointers rather than a copy of the table.
 func SortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.Time) ([]*store.Node, error) {
+	return sortedNodes(ctx, table, f, now, 0)
+}
+
+// sortedNodes is SortedNodes expecting about hint records.
+func sortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.Time, hint int) ([]*store.Node, error) {
 	// The sort compares a copy of each record's sort key beside its pointer: following the
-	// pointers of a large table for every comparison costs a cache miss each.
+	// pointers of a large table for every comparison costs a cache miss each. first_seen is
+	// in whole seconds in every record the registry writes; a table that holds another is
+	// sorted through the pointers.
 	type entry struct {
 		at   int64  // first_seen's second
-		ns   int32  // and nanosecond
 		key0 uint64 // the key's first eight bytes
 		n    *store.Node
 	}
-	var entries []entry
+	entries := make([]entry, 0, hint+hint/16)
+	whole := true
 	err := table.ScanNodes(ctx, func(n *store.Node) error {
 		if Keep(f, n, now) {
-			entries = append(entries, entry{at: n.FirstSeen.Unix(), ns: int32(n.FirstSeen.Nanosecond()), key0: binary.BigEndian.Uint64(n.Key[:]), n: n})
+			whole = whole && n.FirstSeen.Nanosecond() == 0
+			entries = append(entries, entry{at: n.FirstSeen.Unix(), key0: binary.BigEndian.Uint64(n.Key[:]), n: n})
 		}
 		return nil
 	})
 	slices.SortFunc(entries, func(a, b entry) int {
-		if c := cmp.Compare(a.at, b.at); c != 0 {
-			return c
+		if !whole {
+			if c := a.n.FirstSeen.Compare(b.n.FirstSeen); c != 0 {
+				return c
+			}
+			return bytes.Compare(a.n.Key[:], b.n.Key[:])
 		}
-		if c := cmp.Compare(a.ns, b.ns); c != 0 {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.key0, b.key0); c != 0 {
@@ -120,6 +131,7 @@ func SortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.
 type Snapshot struct {
 	v     Version
 	id    uint64        // names the snapshot in the tags of its large answers
+	hint  int           // the records of the snapshot it replaces: about as many as it will hold
 	cache *Listings     // the cache it was built for
 	ready chan struct{} // closed once the fields below are set
 	err   error
@@ -166,6 +178,7 @@ type Listings struct {
 type Bounds struct {
 	MaxBytes     int // the memory the snapshots held at once and their spare buffer take
 	MaxGzipBytes int // the gzip forms one snapshot keeps of its answers
+	MaxHeldBytes int // the largest answer of more than a page kept encoded with its snapshot
 	MaxVariants  int // the distinct answers a snapshot keeps the tag and gzip form of
 	MaxPage      int // the largest page a listing answers
 	MaxCursorKey int // the longest tie-breaking key a cursor carries
@@ -212,6 +225,7 @@ func (c *Listings) Get(now Version, build func(*Snapshot) error) (*Snapshot, fun
 	s := &Snapshot{v: now, id: c.epoch + c.built, cache: c, ready: make(chan struct{}), refs: 2} // the cache's and ours
 	c.cur = s
 	if cur != nil {
+		s.hint = len(cur.nodes)
 		c.drop(cur)
 	}
 	c.mu.Unlock()
@@ -265,7 +279,7 @@ func (c *Listings) drop(s *Snapshot) {
 // Build takes the node table into snap: its records in listing order, and what the
 // answers cut from them need to know before they are written.
 func (snap *Snapshot) Build(ctx context.Context, table Scanner) error {
-	nodes, err := SortedNodes(ctx, table, api.NodeFilter{}, snap.cache.now())
+	nodes, err := sortedNodes(ctx, table, api.NodeFilter{}, snap.cache.now(), snap.hint)
 	if err != nil {
 		return err
 	}

@@ -108,6 +108,7 @@ type Selection struct {
 	count    int
 	next     string
 	picked   []int32
+	size     int // the answer's length once Size has computed it
 }
 
 // whole reports whether s is the whole listing as it was before pages existed.
@@ -253,6 +254,14 @@ func (s *Selection) Tag() string { return s.v.tag }
 
 // Size is the length of s's answer, known before any of it is encoded.
 func (s *Selection) Size() int {
+	if s.size == 0 {
+		s.size = s.measure()
+	}
+	return s.size
+}
+
+// measure is Size, computed.
+func (s *Selection) measure() int {
 	size := len(s.head()) + len(s.tail())
 	switch {
 	case s.whole() && s.k.json:
@@ -275,8 +284,42 @@ func (s *Selection) Size() int {
 	return size
 }
 
-// Write sends s's answer to w as it is encoded.
-func (s *Selection) Write(w io.Writer) { s.emit(func(b []byte) { w.Write(b) }) }
+// Write sends s's answer to w: from its encoding kept with its snapshot when it is held
+// (see held) and asked for more than once, else as it is encoded.
+func (s *Selection) Write(w io.Writer) {
+	if plain := s.plain(); plain != nil {
+		w.Write(plain)
+		return
+	}
+	s.emit(func(b []byte) { w.Write(b) })
+}
+
+// plain returns the encoding of s kept with its snapshot, encoding it on its second asking,
+// or nil when it is small (a page is encoded in a moment), not held or beyond the memory
+// the listings may hold.
+func (s *Selection) plain() []byte {
+	c, v := s.snap.cache, s.v
+	if s.small() || !v.kept || !s.held() || v.plainAsked.Add(1) < 2 {
+		return nil
+	}
+	v.plainOnce.Do(func() {
+		size := s.Size()
+		c.mu.Lock()
+		room := c.used()+size <= c.bounds.MaxBytes
+		if room {
+			s.snap.size += size
+			c.held += size
+		}
+		c.mu.Unlock()
+		if !room {
+			return
+		}
+		b := make([]byte, 0, size)
+		s.emit(func(p []byte) { b = append(b, p...) })
+		v.plain = b
+	})
+	return v.plain
+}
 
 // WriteGzip sends the gzip form of s's answer to w as it is encoded and compressed, at the
 // level Compress uses.
@@ -284,6 +327,14 @@ func (s *Selection) WriteGzip(w io.Writer) {
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
 	s.emit(func(b []byte) { zw.Write(b) })
 	zw.Close()
+}
+
+// held reports whether s's answer may be kept encoded with its snapshot: a small one, or a
+// larger one within Bounds.MaxHeldBytes, which watchers of a table of moderate size ask
+// for whole again and again. Beyond that bound an answer is encoded each time it is asked
+// for, so that the memory a listing holds does not grow with the table.
+func (s *Selection) held() bool {
+	return s.small() || s.Size() <= s.snap.cache.bounds.MaxHeldBytes
 }
 
 // small reports whether s holds at most a page of records. A small answer is tagged by its
@@ -302,6 +353,11 @@ type variant struct {
 	gz      []byte // nil when it did not fit within Bounds.MaxBytes
 	kept    bool   // in its snapshot's variants
 	gzAsked atomic.Int32
+	// plain is the encoding of an answer larger than a page but held (Selection.held), once
+	// it is asked for a second time and while the listings held stay within their bounds.
+	plainOnce  sync.Once
+	plain      []byte
+	plainAsked atomic.Int32
 }
 
 // variantKey names an answer of a snapshot: its kind and its query, spelled canonically, and
@@ -359,11 +415,11 @@ func snapshotTag(id uint64, key string) string {
 	return `"s` + strconv.FormatUint(sum, 16) + `"`
 }
 
-// Gzip returns the gzip form of s's answer when it is small, compressed once per answer
-// asked for more than once and kept with its snapshot while the listings held stay within
-// their bounds; nil when it is larger, for WriteGzip to compress as it writes.
+// Gzip returns the gzip form of s's answer when it is held (see held), compressed once per
+// answer asked for more than once and kept with its snapshot while the listings held stay
+// within their bounds; nil when it is larger, for WriteGzip to compress as it writes.
 func (s *Selection) Gzip() []byte {
-	if !s.small() {
+	if !s.held() {
 		return nil
 	}
 	c, v := s.snap.cache, s.v

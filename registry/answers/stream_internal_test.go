@@ -128,8 +128,8 @@ func gunzip(t *rapid.T, b []byte) []byte {
 // TestStreamedListingsMatchEncodingJSON: for tables of varied records and a page bound
 // small enough that some answers are held and some streamed, every answer — each kind, whole
 // or filtered, paged or not — is byte for byte what encoding/json makes of the records the
-// filter keeps, in listing order; Size is its length; its gzip form, held or streamed,
-// decodes to it.
+// filter keeps, in listing order, whether encoded as it is written or kept encoded; Size is
+// its length; its gzip form, held or streamed, decodes to it.
 func TestStreamedListingsMatchEncodingJSON(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var tab table
@@ -138,6 +138,7 @@ func TestStreamedListingsMatchEncodingJSON(t *testing.T) {
 		}
 		bounds := testBounds
 		bounds.MaxPage = rapid.IntRange(1, 12).Draw(t, "max page")
+		bounds.MaxHeldBytes = rapid.SampledFrom([]int{0, 2000, 1 << 20}).Draw(t, "max held")
 		now := time.Unix(1_700_000_100, 0).UTC()
 		c := NewListings(bounds, func() time.Time { return now })
 		snap, done, err := c.Get(Version{Second: now.Unix()}, func(s *Snapshot) error { return s.Build(context.Background(), tab) })
@@ -193,10 +194,12 @@ func TestStreamedListingsMatchEncodingJSON(t *testing.T) {
 					next = ""
 				}
 				w := want(k, recs, next)
-				var got bytes.Buffer
-				sel.Write(&got)
-				if !bytes.Equal(got.Bytes(), w) {
-					t.Fatalf("%s %+v %+v:\n got %s\nwant %s", k.head, q.f, q.p, got.Bytes(), w)
+				for range 2 { // encoded, then kept when it is held
+					var got bytes.Buffer
+					sel.Write(&got)
+					if !bytes.Equal(got.Bytes(), w) {
+						t.Fatalf("%s %+v %+v:\n got %s\nwant %s", k.head, q.f, q.p, got.Bytes(), w)
+					}
 				}
 				if sel.Size() != len(w) {
 					t.Fatalf("%s %+v %+v: Size %d, want %d", k.head, q.f, q.p, sel.Size(), len(w))
@@ -208,8 +211,8 @@ func TestStreamedListingsMatchEncodingJSON(t *testing.T) {
 				}
 				for range 2 { // kept from the second asking
 					held := sel.Gzip()
-					if (held == nil) != (sel.count > bounds.MaxPage) {
-						t.Fatalf("%s: %d records, page bound %d: gzip form held %v", k.head, sel.count, bounds.MaxPage, held != nil)
+					if want := sel.count <= bounds.MaxPage || len(w) <= bounds.MaxHeldBytes; (held != nil) != want {
+						t.Fatalf("%s: %d records of %d bytes, page bound %d, held bound %d: gzip form given whole %v", k.head, sel.count, len(w), bounds.MaxPage, bounds.MaxHeldBytes, held != nil)
 					}
 					if held != nil && !bytes.Equal(gunzip(t, held), w) {
 						t.Fatalf("%s %+v %+v: the held gzip form decodes to other bytes", k.head, q.f, q.p)

@@ -176,7 +176,7 @@ type Listings struct {
 // Bounds are the listings' bounds. They are the registry's, kept with its other bounds and
 // their reasons (registry/limits.go), and handed in by it.
 type Bounds struct {
-	MaxBytes     int // the memory the snapshots held at once and their spare buffer take
+	MaxBytes     int // the memory the snapshots held at once take, with the answers they keep
 	MaxGzipBytes int // the gzip forms one snapshot keeps of its answers
 	MaxHeldBytes int // the largest answer of more than a page kept encoded with its snapshot
 	MaxVariants  int // the distinct answers a snapshot keeps the tag and gzip form of

@@ -90,6 +90,14 @@ func sortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.
 		key0 uint64 // the key's first eight bytes
 		n    *store.Node
 	}
+	if hint == 0 {
+		// Without a size to expect, one pass to count costs less than growing the slice a
+		// quarter at a time, which allocates several times its final size over a large table.
+		err := table.ScanNodes(ctx, func(*store.Node) error { hint++; return nil })
+		if err != nil {
+			return nil, err
+		}
+	}
 	entries := make([]entry, 0, hint+hint/16)
 	whole := true
 	err := table.ScanNodes(ctx, func(n *store.Node) error {

@@ -2,13 +2,13 @@ package answers
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -81,52 +81,68 @@ func SortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.
 
 // sortedNodes is SortedNodes expecting about hint records.
 func sortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.Time, hint int) ([]*store.Node, error) {
-	// The sort compares a copy of each record's sort key beside its pointer: following the
-	// pointers of a large table for every comparison costs a cache miss each. first_seen is
-	// in whole seconds in every record the registry writes; a table that holds another is
-	// sorted through the pointers.
-	type entry struct {
-		at   int64  // first_seen's second
-		key0 uint64 // the key's first eight bytes
-		n    *store.Node
-	}
 	if hint == 0 {
-		// Without a size to expect, one pass to count costs less than growing the slice a
-		// quarter at a time, which allocates several times its final size over a large table.
+		// Without a size to expect, one pass to count costs less than growing the slices a
+		// quarter at a time, which allocates several times their final size over a large
+		// table.
 		err := table.ScanNodes(ctx, func(*store.Node) error { hint++; return nil })
 		if err != nil {
 			return nil, err
 		}
 	}
-	entries := make([]entry, 0, hint+hint/16)
-	whole := true
+	o := order{nodes: make([]*store.Node, 0, hint), keys: make([]sortKey, 0, hint), whole: true}
 	err := table.ScanNodes(ctx, func(n *store.Node) error {
 		if Keep(f, n, now) {
-			whole = whole && n.FirstSeen.Nanosecond() == 0
-			entries = append(entries, entry{at: n.FirstSeen.Unix(), key0: binary.BigEndian.Uint64(n.Key[:]), n: n})
+			o.whole = o.whole && n.FirstSeen.Nanosecond() == 0
+			o.nodes = append(o.nodes, n)
+			o.keys = append(o.keys, sortKey{at: n.FirstSeen.Unix(), key0: binary.BigEndian.Uint64(n.Key[:])})
 		}
 		return nil
 	})
-	slices.SortFunc(entries, func(a, b entry) int {
-		if !whole {
-			if c := a.n.FirstSeen.Compare(b.n.FirstSeen); c != 0 {
-				return c
-			}
-			return bytes.Compare(a.n.Key[:], b.n.Key[:])
+	sort.Sort(o)
+	return o.nodes, err
+}
+
+// order sorts records into listing order. It compares a copy of each record's sort key,
+// kept beside the records rather than with them, so that the sorted records need no copy:
+// following the pointers of a large table for every comparison costs a cache miss each.
+// first_seen is in whole seconds in every record the registry writes (whole); a table that
+// holds another is compared through the pointers.
+type order struct {
+	nodes []*store.Node
+	keys  []sortKey
+	whole bool
+}
+
+// sortKey is what order compares first: first_seen's second and the key's first 8 bytes.
+type sortKey struct {
+	at   int64
+	key0 uint64
+}
+
+func (o order) Len() int { return len(o.nodes) }
+
+func (o order) Swap(i, j int) {
+	o.nodes[i], o.nodes[j] = o.nodes[j], o.nodes[i]
+	o.keys[i], o.keys[j] = o.keys[j], o.keys[i]
+}
+
+func (o order) Less(i, j int) bool {
+	a, b := o.nodes[i], o.nodes[j]
+	if !o.whole {
+		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
+			return c < 0
 		}
-		if c := cmp.Compare(a.at, b.at); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.key0, b.key0); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.n.Key[8:], b.n.Key[8:])
-	})
-	out := make([]*store.Node, len(entries))
-	for i, e := range entries {
-		out[i] = e.n
+		return bytes.Compare(a.Key[:], b.Key[:]) < 0
 	}
-	return out, err
+	ka, kb := o.keys[i], o.keys[j]
+	if ka.at != kb.at {
+		return ka.at < kb.at
+	}
+	if ka.key0 != kb.key0 {
+		return ka.key0 < kb.key0
+	}
+	return bytes.Compare(a.Key[8:], b.Key[8:]) < 0
 }
 
 // Snapshot is the node table at one version, in listing order: a pointer to each record

@@ -181,7 +181,7 @@ type Snapshot struct {
 // changed the node table since it was built, and — when heartbeats have moved last_seen
 // since — while the registry clock stays in the second it was built in. So a listing is at
 // most one second stale (timestamps have one-second precision), and an unchanging table is
-// encoded once. One snapshot is built at a time: readers that arrive meanwhile wait for it.
+// visited and sorted once. One snapshot is built at a time: readers that arrive meanwhile wait for it.
 // The snapshots held at once (the current one and older ones that slow readers are still
 // being sent) stay within [Bounds.MaxBytes].
 type Listings struct {

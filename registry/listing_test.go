@@ -47,8 +47,8 @@ func TestListingFreshness(t *testing.T) {
 	}
 }
 
-// BenchmarkBuildListing100k is one build of GET /nodes over 100,000 nodes held in the node
-// cache: what the registry allocates to answer it once (then it serves the cached bytes).
+// BenchmarkBuildListing100k is GET /nodes over 100,000 nodes held in the node cache, each
+// the first after a change: the snapshot taken and the answer encoded as it is written.
 func BenchmarkBuildListing100k(b *testing.B) {
 	const n = 100_000
 	inner := store.NewMemory()

@@ -101,8 +101,8 @@ func TestListingsUnchanged(t *testing.T) {
 	}
 }
 
-// TestListingsAfterHeartbeats: a listing taken after heartbeats alone (a snapshot patched
-// from the one before) is what encoding/json makes of the records, as is one after a
+// TestListingsAfterHeartbeats: a listing taken after heartbeats alone (a new snapshot of
+// the same records in the same order) is what encoding/json makes of the records, as is one after a
 // registration; /peers is unchanged by heartbeats.
 func TestListingsAfterHeartbeats(t *testing.T) {
 	h := newHarness(t)

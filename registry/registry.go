@@ -178,7 +178,7 @@ func New(cfg Config) (*Service, error) {
 		s.clock = time.Now
 	}
 	s.lists = answers.NewListings(answers.Bounds{
-		MaxBytes: limits.MaxListingBytes, MaxGzipBytes: limits.MaxListingGzipBytes, MaxVariants: limits.MaxListingVariants,
+		MaxBytes: limits.MaxListingBytes, MaxGzipBytes: limits.MaxListingGzipBytes, MaxHeldBytes: limits.MaxListingHeldBytes, MaxVariants: limits.MaxListingVariants,
 		MaxPage: limits.MaxListingPage, MaxCursorKey: limits.MaxCursorKey,
 	}, s.now)
 	s.network = answers.NewNetwork(answers.NetworkBounds{

@@ -3,15 +3,18 @@ package answers
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
+	"math/big"
+	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/svrp/svrp/canonical"
-	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 )
@@ -73,46 +76,99 @@ type Scanner interface {
 // node table in memory hands out its own unchanging records, so a listing of a large table
 // needs a slice of pointers rather than a copy of the table.
 func SortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.Time) ([]*store.Node, error) {
-	var out []*store.Node
-	keep := func(n *store.Node) error {
-		if Keep(f, n, now) {
-			out = append(out, n)
-		}
-		return nil
-	}
-	err := table.ScanNodes(ctx, keep)
-	slices.SortFunc(out, func(a, b *store.Node) int {
-		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.Key[:], b.Key[:])
-	})
-	return out, err
+	return sortedNodes(ctx, table, f, now, 0)
 }
 
-// Snapshot is the whole node table encoded once, at one version: the JSON of every
-// record (for GET /nodes and /api/v1/peers) and its /peers line, in listing order. Every
-// listing, whatever its filter, is written from the one current snapshot by picking records
-// out of it, so a thousand distinct filters cost one encoding and no copies, and a listing
-// holds at most the table's records, each at most the largest record.
+// sortedNodes is SortedNodes expecting about hint records.
+func sortedNodes(ctx context.Context, table Scanner, f api.NodeFilter, now time.Time, hint int) ([]*store.Node, error) {
+	if hint == 0 {
+		// Without a size to expect, one pass to count costs less than growing the slices a
+		// quarter at a time, which allocates several times their final size over a large
+		// table.
+		err := table.ScanNodes(ctx, func(*store.Node) error { hint++; return nil })
+		if err != nil {
+			return nil, err
+		}
+	}
+	o := order{nodes: make([]*store.Node, 0, hint), keys: make([]sortKey, 0, hint), whole: true}
+	err := table.ScanNodes(ctx, func(n *store.Node) error {
+		if Keep(f, n, now) {
+			o.whole = o.whole && n.FirstSeen.Nanosecond() == 0
+			o.nodes = append(o.nodes, n)
+			o.keys = append(o.keys, sortKey{at: n.FirstSeen.Unix(), key0: binary.BigEndian.Uint64(n.Key[:])})
+		}
+		return nil
+	})
+	sort.Sort(o)
+	return o.nodes, err
+}
+
+// order sorts records into listing order. It compares a copy of each record's sort key,
+// kept beside the records rather than with them, so that the sorted records need no copy:
+// following the pointers of a large table for every comparison costs a cache miss each.
+// first_seen is in whole seconds in every record the registry writes (whole); a table that
+// holds another is compared through the pointers.
+type order struct {
+	nodes []*store.Node
+	keys  []sortKey
+	whole bool
+}
+
+// sortKey is what order compares first: first_seen's second and the key's first 8 bytes.
+type sortKey struct {
+	at   int64
+	key0 uint64
+}
+
+func (o order) Len() int { return len(o.nodes) }
+
+func (o order) Swap(i, j int) {
+	o.nodes[i], o.nodes[j] = o.nodes[j], o.nodes[i]
+	o.keys[i], o.keys[j] = o.keys[j], o.keys[i]
+}
+
+func (o order) Less(i, j int) bool {
+	a, b := o.nodes[i], o.nodes[j]
+	if !o.whole {
+		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
+			return c < 0
+		}
+		return bytes.Compare(a.Key[:], b.Key[:]) < 0
+	}
+	ka, kb := o.keys[i], o.keys[j]
+	if ka.at != kb.at {
+		return ka.at < kb.at
+	}
+	if ka.key0 != kb.key0 {
+		return ka.key0 < kb.key0
+	}
+	return bytes.Compare(a.Key[8:], b.Key[8:]) < 0
+}
+
+// Snapshot is the node table at one version, in listing order: a pointer to each record
+// (a store that holds the table in memory hands out its own unchanging records), its
+// last_seen for changed_since, and the length of its JSON and of its /peers line. Every
+// listing, whatever its filter, is cut from the one current snapshot and encoded from the
+// records as it is written, so a snapshot holds a few words a record whatever the records
+// hold, a listing of the whole table starts at once, and no answer is held whole in memory
+// unless it is small (see Selection.Gzip).
 type Snapshot struct {
 	v     Version
+	id    uint64        // names the snapshot in the tags of its large answers
+	hint  int           // the records of the snapshot it replaces: about as many as it will hold
 	cache *Listings     // the cache it was built for
 	ready chan struct{} // closed once the fields below are set
 	err   error
 
-	nodes    []*store.Node
-	json     []byte // the records' JSON joined by ','
-	jsonEnd  []int  // record i is json[start(i):jsonEnd[i]], start(i) = jsonEnd[i-1]+1
-	peers    []byte // the /peers lines, one after another
-	peersEnd []int
-	seen     []int64 // each record's last_seen in Unix seconds, for changed_since
-
-	// base is the snapshot this one replaces, while this one is built from it; index maps
-	// each key to its record's place, shared by the snapshots patched from one build.
-	base  *Snapshot
-	spare []byte // a buffer the patch may copy base's JSON into, while this one is built
-	index map[didkey.PublicKey]int32
+	nodes []*store.Node
+	seen  []int64 // each record's last_seen in Unix seconds, for changed_since
+	// jsonLen and peerLen are the lengths of each record's JSON and /peers line, so that an
+	// answer's length is known before its first byte is written.
+	jsonLen []int32
+	peerLen []int32
+	reach   []uint8 // each record's reachability, an index into reaches
+	// jsonTotal and peerTotal are the sums of the columns above.
+	jsonTotal, peerTotal int
 
 	size   int // bytes held, for Bounds.MaxBytes
 	gzHeld int // bytes of the gzip forms kept with it, for Bounds.MaxGzipBytes
@@ -121,27 +177,11 @@ type Snapshot struct {
 	variants map[string]*variant // the answers given from it, by variantKey; under Listings.mu
 }
 
-func (s *Snapshot) jsonRecord(i int) []byte {
-	start := 0
-	if i > 0 {
-		start = s.jsonEnd[i-1] + 1
-	}
-	return s.json[start:s.jsonEnd[i]]
-}
-
-func (s *Snapshot) peerLine(i int) []byte {
-	start := 0
-	if i > 0 {
-		start = s.peersEnd[i-1]
-	}
-	return s.peers[start:s.peersEnd[i]]
-}
-
 // Listings keeps the current snapshot. A snapshot is reused while no registration has
 // changed the node table since it was built, and — when heartbeats have moved last_seen
 // since — while the registry clock stays in the second it was built in. So a listing is at
 // most one second stale (timestamps have one-second precision), and an unchanging table is
-// encoded once. One snapshot is built at a time: readers that arrive meanwhile wait for it.
+// visited and sorted once. One snapshot is built at a time: readers that arrive meanwhile wait for it.
 // The snapshots held at once (the current one and older ones that slow readers are still
 // being sent) stay within [Bounds.MaxBytes].
 type Listings struct {
@@ -151,17 +191,18 @@ type Listings struct {
 	mu   sync.Mutex
 	cur  *Snapshot
 	held int // bytes of every snapshot still referenced
-	// spare is the JSON buffer of the last snapshot no reader holds any more, for the next
-	// patched snapshot to copy into: a fresh buffer of the table's size every second costs
-	// several times the copy in page faults. It is kept only while held leaves room for it.
-	spare []byte
+	// epoch and built name the snapshots: a random start, so that a restarted registry
+	// names none of its snapshots as one before the restart did, and the count since.
+	epoch uint64
+	built uint64
 }
 
 // Bounds are the listings' bounds. They are the registry's, kept with its other bounds and
 // their reasons (package registry/limits), and handed in by it.
 type Bounds struct {
-	MaxBytes     int // the memory the snapshots held at once and their spare buffer take
+	MaxBytes     int // the memory the snapshots held at once take, with the answers they keep
 	MaxGzipBytes int // the gzip forms one snapshot keeps of its answers
+	MaxHeldBytes int // the largest answer of more than a page kept encoded with its snapshot
 	MaxVariants  int // the distinct answers a snapshot keeps the tag and gzip form of
 	MaxPage      int // the largest page a listing answers
 	MaxCursorKey int // the longest tie-breaking key a cursor carries
@@ -170,7 +211,7 @@ type Bounds struct {
 // NewListings returns an empty cache; now is the registry's clock in whole seconds, the
 // clock of the online filters.
 func NewListings(b Bounds, now func() time.Time) *Listings {
-	return &Listings{bounds: b, now: now}
+	return &Listings{bounds: b, now: now, epoch: rand.Uint64()}
 }
 
 // Version is what a snapshot was built from: the registrations and heartbeats seen so far,
@@ -204,24 +245,17 @@ func (c *Listings) Get(now Version, build func(*Snapshot) error) (*Snapshot, fun
 		}
 		return cur, func() { c.release(cur) }, nil
 	}
-	s := &Snapshot{v: now, cache: c, ready: make(chan struct{}), refs: 2} // the cache's and ours
+	c.built++
+	s := &Snapshot{v: now, id: c.epoch + c.built, cache: c, ready: make(chan struct{}), refs: 2} // the cache's and ours
 	c.cur = s
 	if cur != nil {
-		// The build may start from the snapshot it replaces: it is held until then.
-		if cur.err == nil {
-			s.base, s.spare, c.spare = cur, c.spare, nil
-			cur.refs++
-		}
+		s.hint = len(cur.nodes)
 		c.drop(cur)
 	}
 	c.mu.Unlock()
 
 	err := build(s)
 	c.mu.Lock()
-	if s.base != nil {
-		c.drop(s.base)
-		s.base, s.spare = nil, nil
-	}
 	s.err = err
 	c.held += s.size
 	if err != nil && c.cur == s {
@@ -250,8 +284,8 @@ func (c *Listings) roomFor(cur *Snapshot) bool {
 	return others == 0 || c.used()+cur.size <= c.bounds.MaxBytes
 }
 
-// used is the bytes the listings hold, their spare buffer included; c.mu is held.
-func (c *Listings) used() int { return c.held + cap(c.spare) }
+// used is the bytes the listings hold; c.mu is held.
+func (c *Listings) used() int { return c.held }
 
 func (c *Listings) release(s *Snapshot) {
 	c.mu.Lock()
@@ -263,102 +297,43 @@ func (c *Listings) release(s *Snapshot) {
 func (c *Listings) drop(s *Snapshot) {
 	if s.refs--; s.refs == 0 {
 		c.held -= s.size
-		if c.spare == nil && c.used()+cap(s.json) <= c.bounds.MaxBytes {
-			c.spare = s.json[:0]
-		}
 	}
 }
 
-// Build encodes the whole node table into snap, or patches the snapshot it replaces when
-// only heartbeats have changed the table since.
+// Build takes the node table into snap: its records in listing order, and what the
+// answers cut from them need to know before they are written.
 func (snap *Snapshot) Build(ctx context.Context, table Scanner) error {
-	if base := snap.base; base != nil && base.v.Registrations == snap.v.Registrations {
-		if ok, err := snap.patch(ctx, table, base); ok || err != nil {
-			return err
-		}
-	}
-	nodes, err := SortedNodes(ctx, table, api.NodeFilter{}, snap.cache.now())
+	nodes, err := sortedNodes(ctx, table, api.NodeFilter{}, snap.cache.now(), snap.hint)
 	if err != nil {
 		return err
 	}
-	jsonSize, peersSize := 0, 0
-	for _, n := range nodes {
-		jsonSize += nodeJSONSize(*n) + 1
-		peersSize += len(n.DID) + len(n.Endpoint) + 48
-	}
 	snap.nodes = nodes
-	snap.json = make([]byte, 0, jsonSize)
-	snap.jsonEnd = make([]int, len(nodes))
-	snap.peers = make([]byte, 0, peersSize)
-	snap.peersEnd = make([]int, len(nodes))
 	snap.seen = make([]int64, len(nodes))
+	snap.jsonLen = make([]int32, len(nodes))
+	snap.peerLen = make([]int32, len(nodes))
+	snap.reach = make([]uint8, len(nodes))
 	for i, n := range nodes {
+		reach := api.Reachability(n.Endpoint)
+		snap.reach[i] = uint8(slices.Index(reaches, reach))
 		snap.seen[i] = n.LastSeen.Unix()
-		if i > 0 {
-			snap.json = append(snap.json, ',')
-		}
-		snap.json = appendNodeJSON(snap.json, *n)
-		snap.jsonEnd[i] = len(snap.json)
-		snap.peers = appendPeerLine(snap.peers, n)
-		snap.peersEnd[i] = len(snap.peers)
+		snap.jsonLen[i] = int32(nodeJSONLen(n, reach))
+		snap.peerLen[i] = int32(peerLineLen(n))
+		snap.jsonTotal += int(snap.jsonLen[i])
+		snap.peerTotal += int(snap.peerLen[i])
 	}
-	snap.size = cap(snap.json) + cap(snap.peers) + len(nodes)*snapshotWordsPerNode*8
+	if len(nodes) > 1 {
+		snap.jsonTotal += len(nodes) - 1 // the commas between records
+	}
+	snap.size = len(nodes) * snapshotBytesPerNode
 	return nil
 }
 
-// snapshotWordsPerNode is what a snapshot holds per record besides its encodings: the
-// pointer, the two offsets and last_seen.
-const snapshotWordsPerNode = 4
+// snapshotBytesPerNode is what a snapshot holds per record: the pointer, last_seen, the
+// two lengths and the reachability.
+const snapshotBytesPerNode = 8 + 8 + 4 + 4 + 1
 
-// patch builds snap from base when the table holds the same nodes in the same order
-// and every record that changed encodes to as many bytes as before, as a heartbeat's new
-// last_seen does: a copy of base's JSON with those records written over, while the /peers
-// lines, which a heartbeat does not change, are shared. A heartbeat a second over a large
-// table would otherwise cost a whole encoding of the table each second. It reports false,
-// and leaves snap for a whole build, when the table changed in any other way.
-func (snap *Snapshot) patch(ctx context.Context, table Scanner, base *Snapshot) (bool, error) {
-	index := base.index
-	if index == nil {
-		index = make(map[didkey.PublicKey]int32, len(base.nodes))
-		for i, n := range base.nodes {
-			index[n.Key] = int32(i)
-		}
-	}
-	var changed []int32
-	nodes := slices.Clone(base.nodes)
-	same, count := true, 0
-	err := table.ScanNodes(ctx, func(n *store.Node) error {
-		i, ok := index[n.Key]
-		count++
-		switch {
-		case !ok || count > len(nodes):
-			same = false
-		case nodes[i] != n:
-			nodes[i] = n
-			changed = append(changed, i)
-		}
-		return nil
-	})
-	if err != nil || !same || count != len(nodes) {
-		return false, err
-	}
-	json, seen := append(snap.spare[:0], base.json...), slices.Clone(base.seen)
-	var rec []byte
-	for _, i := range changed {
-		n, was := nodes[i], base.nodes[i]
-		old := base.jsonRecord(int(i))
-		rec = appendNodeJSON(rec[:0], *n)
-		if len(rec) != len(old) || !n.FirstSeen.Equal(was.FirstSeen) || !bytes.Equal(appendPeerLine(nil, n), base.peerLine(int(i))) {
-			return false, nil
-		}
-		copy(json[base.jsonEnd[i]-len(old):], rec)
-		seen[i] = n.LastSeen.Unix()
-	}
-	snap.nodes, snap.index, snap.json, snap.seen = nodes, index, json, seen
-	snap.jsonEnd, snap.peers, snap.peersEnd = base.jsonEnd, base.peers, base.peersEnd
-	snap.size = cap(snap.json) + cap(snap.peers) + len(nodes)*snapshotWordsPerNode*8 + len(index)*(len(didkey.PublicKey{})+8)
-	return true, nil
-}
+// reaches are the reachabilities a record may have, which a snapshot keeps by index.
+var reaches = []string{api.ReachPublic, api.ReachPrivate, api.ReachUnroutable}
 
 // appendPeerLine appends n's /peers line.
 func appendPeerLine(b []byte, n *store.Node) []byte {
@@ -399,6 +374,31 @@ func NodeView(n store.Node) api.NodeView {
 
 // appendNodeJSON appends the JSON of n as NodeView renders it.
 func appendNodeJSON(b []byte, n store.Node) []byte {
+	return appendRecordJSON(b, &n, api.Reachability(n.Endpoint), nil)
+}
+
+// timeMemo keeps the last times a listing wrote, as text: the records of a table share a
+// few seconds of last_seen and first_seen, and formatting a time costs more than the rest of
+// a record's fields.
+type timeMemo struct {
+	at   [2]int64
+	text [2][]byte
+}
+
+// appendTime appends canonical.AppendTime of t, from slot of the memo when it holds t.
+func (m *timeMemo) appendTime(b []byte, slot int, t time.Time) []byte {
+	if m == nil || t.Nanosecond() != 0 {
+		return canonical.AppendTime(b, t)
+	}
+	if sec := t.Unix(); m.text[slot] == nil || m.at[slot] != sec {
+		m.at[slot], m.text[slot] = sec, canonical.AppendTime(m.text[slot][:0], t)
+	}
+	return append(b, m.text[slot]...)
+}
+
+// appendRecordJSON appends the JSON of *n as NodeView renders it, given its reachability,
+// formatting its times through memo when it is not nil.
+func appendRecordJSON(b []byte, n *store.Node, reach string, memo *timeMemo) []byte {
 	b = append(b, `{"did":`...)
 	b = appendJSONString(b, n.DID)
 	b = append(b, `,"public_key":"`...)
@@ -419,9 +419,9 @@ func appendNodeJSON(b []byte, n store.Node) []byte {
 		b = appendJSONString(b, n.Region)
 	}
 	b = append(b, `,"status":"active","last_seen":"`...)
-	b = canonical.AppendTime(b, n.LastSeen)
+	b = memo.appendTime(b, 0, n.LastSeen)
 	b = append(b, `","first_seen":"`...)
-	b = canonical.AppendTime(b, n.FirstSeen)
+	b = memo.appendTime(b, 1, n.FirstSeen)
 	b = append(b, `","signature":`...)
 	if n.Signature == nil {
 		b = append(b, "null"...)
@@ -433,7 +433,7 @@ func appendNodeJSON(b []byte, n store.Node) []byte {
 	b = append(b, `,"signature_verified":`...)
 	b = strconv.AppendBool(b, n.SignatureVerified)
 	b = append(b, `,"reachability":"`...)
-	b = append(b, api.Reachability(n.Endpoint)...)
+	b = append(b, reach...)
 	b = append(b, `","registration_ts":`...)
 	if n.RegistrationTS == nil {
 		b = append(b, "null"...)
@@ -443,15 +443,109 @@ func appendNodeJSON(b []byte, n store.Node) []byte {
 	return append(b, '}')
 }
 
-// nodeJSONSize estimates the length of appendNodeJSON's output, so that a listing's buffer
-// is allocated once.
-func nodeJSONSize(n store.Node) int {
-	size := 370 + len(n.DID) + len(n.Endpoint) + len(n.Region)
-	for _, c := range n.Capabilities {
-		size += len(c) + 3
+// nodeJSONLen is the length of appendRecordJSON's output for *n of reachability reach,
+// computed without writing it.
+func nodeJSONLen(n *store.Node, reach string) int {
+	size := len(`{"did":`) + jsonStringLen(n.DID) + len(`,"public_key":"`) + 2*len(n.Key) +
+		len(`","endpoint":`) + jsonStringLen(n.Endpoint) + len(`,"capabilities":[`) + len(`],"region":`) +
+		len(`,"status":"active","last_seen":"`) + len(canonical.TimeLayout) +
+		len(`","first_seen":"`) + len(canonical.TimeLayout) + len(`","signature":`) +
+		len(`,"signature_present":`) + len(`,"signature_verified":`) + len(`,"reachability":"`) +
+		len(reach) + len(`","registration_ts":`) + len(`}`)
+	for i, c := range n.Capabilities {
+		if i > 0 {
+			size++
+		}
+		size += jsonStringLen(c)
 	}
-	if n.Signature != nil {
-		size += len(*n.Signature)
+	if n.Region == "" {
+		size += len("null")
+	} else {
+		size += jsonStringLen(n.Region)
+	}
+	if n.Signature == nil {
+		size += len("null") + len("false")
+	} else {
+		size += jsonStringLen(*n.Signature) + len("true")
+	}
+	size += len(strconv.FormatBool(n.SignatureVerified))
+	if n.RegistrationTS == nil {
+		size += len("null")
+	} else {
+		size += intLen(*n.RegistrationTS)
+	}
+	return size
+}
+
+// intLen is the length of v in decimal.
+func intLen(v int64) int {
+	size := 1
+	if v < 0 {
+		size++
+	}
+	for ; v >= 10 || v <= -10; v /= 10 {
+		size++
+	}
+	return size
+}
+
+// peerLineLen is the length of appendPeerLine's output for n, computed without writing it.
+func peerLineLen(n *store.Node) int {
+	return len(n.DID) + 1 + base58Len(n.Key[:]) + 1 + len(n.Endpoint) + 1
+}
+
+// base58Pow holds 58^d for d = 0…44 as 33 big-endian bytes: the smallest numbers of
+// d+1 base58 digits, against which a key's length is read without encoding it.
+var base58Pow = func() (pow [45][33]byte) {
+	p := big.NewInt(1)
+	for d := range pow {
+		p.FillBytes(pow[d][:])
+		p.Mul(p, big.NewInt(58))
+	}
+	return pow
+}()
+
+// base58Len is the length of the base58 text of b (Bitcoin alphabet, one '1' per leading
+// zero byte), for b of at most 32 bytes.
+func base58Len(b []byte) int {
+	zeros := 0
+	for zeros < len(b) && b[zeros] == 0 {
+		zeros++
+	}
+	var v [33]byte
+	copy(v[33-len(b):], b)
+	digits := 0
+	for digits < len(base58Pow) && bytes.Compare(v[:], base58Pow[digits][:]) >= 0 {
+		digits++
+	}
+	return zeros + digits
+}
+
+// jsonStringLen is the length of appendJSONString's output for s, computed without writing it.
+func jsonStringLen(s string) int {
+	size := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
+				size++
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				size += 2
+			default:
+				size += 6
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1, r == '\u2028' || r == '\u2029':
+			size += 6
+		default:
+			size += n
+		}
+		i += n
 	}
 	return size
 }

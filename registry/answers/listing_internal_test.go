@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/svrp/svrp/didkey"
+	"github.com/svrp/svrp/registry/api"
 	"github.com/svrp/svrp/store"
 	"pgregory.net/rapid"
 )
@@ -165,8 +166,11 @@ func TestAppendNodeJSONMatchesEncodingJSON(t *testing.T) {
 		if got := appendNodeJSON(nil, n); !bytes.Equal(got, want) {
 			t.Fatalf("appendNodeJSON:\n got %s\nwant %s", got, want)
 		}
-		if size := nodeJSONSize(n); size < len(want)/6 {
-			t.Fatalf("size estimate %d is far below %d", size, len(want))
+		if size := nodeJSONLen(&n, api.Reachability(n.Endpoint)); size != len(want) {
+			t.Fatalf("nodeJSONLen %d, want %d", size, len(want))
+		}
+		if size, line := peerLineLen(&n), appendPeerLine(nil, &n); size != len(line) {
+			t.Fatalf("peerLineLen %d, want %d (%q)", size, len(line), line)
 		}
 	})
 }

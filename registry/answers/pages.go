@@ -1,7 +1,6 @@
 package answers
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
@@ -109,6 +108,7 @@ type Selection struct {
 	count    int
 	next     string
 	picked   []int32
+	size     int // the answer's length once Size has computed it
 }
 
 // whole reports whether s is the whole listing as it was before pages existed.
@@ -195,44 +195,56 @@ func (s *Selection) each(fn func(i int)) {
 	}
 }
 
-// emit hands the bytes of s's answer to f, in order.
-func (s *Selection) emit(f func([]byte)) {
-	k, snap := s.k, s.snap
-	var head []byte
-	head = append(head, k.head...)
-	if k.counted {
+// head is the beginning of s's answer, up to its first record.
+func (s *Selection) head() []byte {
+	head := []byte(s.k.head)
+	if s.k.counted {
 		head = strconv.AppendInt(head, int64(s.count), 10)
 		head = append(head, `,"nodes":[`...)
 	}
-	f(head)
-	switch {
-	case s.whole() && k.json:
-		f(snap.json)
-	case s.whole():
-		f(snap.peers)
-	default:
-		record := snap.peerLine
-		if k.json {
-			record = snap.jsonRecord
-		}
-		first := true
-		s.each(func(i int) {
-			if k.json && !first {
-				f(comma)
-			}
-			first = false
-			f(record(i))
-		})
-	}
-	if s.next == "" || !k.json {
-		f([]byte(k.tail))
-		return
-	}
-	// Every JSON tail closes the array first: the cursor goes right after it.
-	f([]byte(`],"next":"` + s.next + `"` + k.tail[1:]))
+	return head
 }
 
-var comma = []byte{','}
+// tail is the end of s's answer, after its last record.
+func (s *Selection) tail() string {
+	if s.next == "" || !s.k.json {
+		return s.k.tail
+	}
+	// Every JSON tail closes the array first: the cursor goes right after it.
+	return `],"next":"` + s.next + `"` + s.k.tail[1:]
+}
+
+// writeBuffer is how much of an answer is encoded before it is handed on: a listing costs
+// this much per reader being sent it, not a copy of the listing. It is no bound: larger
+// hands on in fewer writes, smaller holds less per reader.
+const writeBuffer = 32 << 10
+
+// emit hands the bytes of s's answer to f, in order, encoding the records as it goes and
+// handing them on writeBuffer bytes at a time. f must not keep the slice it is given.
+func (s *Selection) emit(f func([]byte)) {
+	snap := s.snap
+	buf := make([]byte, 0, writeBuffer+writeBuffer/4)
+	buf = append(buf, s.head()...)
+	first := true
+	var memo timeMemo
+	s.each(func(i int) {
+		n := snap.nodes[i]
+		if s.k.json {
+			if !first {
+				buf = append(buf, ',')
+			}
+			buf = appendRecordJSON(buf, n, reaches[snap.reach[i]], &memo)
+		} else {
+			buf = appendPeerLine(buf, n)
+		}
+		first = false
+		if len(buf) >= writeBuffer {
+			f(buf)
+			buf = buf[:0]
+		}
+	})
+	f(append(buf, s.tail()...))
+}
 
 // Next is the cursor of the page after s, "" when s is the last.
 func (s *Selection) Next() string { return s.next }
@@ -240,29 +252,97 @@ func (s *Selection) Next() string { return s.next }
 // Tag is the strong entity tag of s's answer, computed once per snapshot and query.
 func (s *Selection) Tag() string { return s.v.tag }
 
-// Size is the length of s's answer.
+// Size is the length of s's answer, known before any of it is encoded.
 func (s *Selection) Size() int {
-	n := 0
-	s.emit(func(b []byte) { n += len(b) })
-	return n
+	if s.size == 0 {
+		s.size = s.measure()
+	}
+	return s.size
 }
 
-// writeBuffer is what a filtered listing copies its records through: a filter costs this
-// much per reader, not a copy of the listing. It is no bound: larger copies in fewer writes,
-// smaller holds less per reader being sent an answer.
-const writeBuffer = 32 << 10
+// measure is Size, computed.
+func (s *Selection) measure() int {
+	size := len(s.head()) + len(s.tail())
+	switch {
+	case s.whole() && s.k.json:
+		return size + s.snap.jsonTotal
+	case s.whole():
+		return size + s.snap.peerTotal
+	}
+	records := 0
+	s.each(func(i int) {
+		if s.k.json {
+			size += int(s.snap.jsonLen[i])
+		} else {
+			size += int(s.snap.peerLen[i])
+		}
+		records++
+	})
+	if s.k.json && records > 1 {
+		size += records - 1
+	}
+	return size
+}
 
-// Write sends s's answer to w, through a buffer of writeBuffer bytes when it is a part of
-// the table.
+// Write sends s's answer to w: from its encoding kept with its snapshot when it is held
+// (see held) and asked for more than once, else as it is encoded.
 func (s *Selection) Write(w io.Writer) {
-	if s.whole() {
-		s.emit(func(b []byte) { w.Write(b) })
+	if plain := s.plain(); plain != nil {
+		w.Write(plain)
 		return
 	}
-	bw := bufio.NewWriterSize(w, writeBuffer)
-	s.emit(func(b []byte) { bw.Write(b) })
-	bw.Flush()
+	s.emit(func(b []byte) { w.Write(b) })
 }
+
+// plain returns the encoding of s kept with its snapshot, encoding it on its second asking,
+// or nil when it is small (a page is encoded in a moment), not held or beyond the memory
+// the listings may hold.
+func (s *Selection) plain() []byte {
+	c, v := s.snap.cache, s.v
+	if s.small() || !v.kept || !s.held() || v.plainAsked.Add(1) < 2 {
+		return nil
+	}
+	v.plainOnce.Do(func() {
+		size := s.Size()
+		c.mu.Lock()
+		room := c.used()+size <= c.bounds.MaxBytes
+		if room {
+			s.snap.size += size
+			c.held += size
+		}
+		c.mu.Unlock()
+		if !room {
+			return
+		}
+		b := make([]byte, 0, size)
+		s.emit(func(p []byte) { b = append(b, p...) })
+		v.plain = b
+	})
+	return v.plain
+}
+
+// WriteGzip sends the gzip form of s's answer to w as it is encoded and compressed, at the
+// level Compress uses.
+func (s *Selection) WriteGzip(w io.Writer) {
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
+	s.emit(func(b []byte) { zw.Write(b) })
+	zw.Close()
+}
+
+// held reports whether s's answer may be kept encoded with its snapshot: a small one, or a
+// larger one within Bounds.MaxHeldBytes, which watchers of a table of moderate size ask
+// for whole again and again. Beyond that bound an answer is encoded each time it is asked
+// for, so that the memory a listing holds does not grow with the table.
+func (s *Selection) held() bool {
+	return s.small() || s.Size() <= s.snap.cache.bounds.MaxHeldBytes
+}
+
+// small reports whether s holds at most a page of records. A small answer is tagged by its
+// bytes and its gzip form may be kept, as a page's is encoded in a moment and held in
+// little; a larger one is tagged by its snapshot and query and never held whole, so that a
+// listing of the whole table costs no memory in proportion to the table and its first byte
+// leaves at once.
+func (s *Selection) small() bool { return s.count <= s.snap.cache.bounds.MaxPage }
 
 // variant is what a snapshot keeps of one answer it gave: its entity tag, and its gzip form
 // once a client asked for it.
@@ -273,6 +353,11 @@ type variant struct {
 	gz      []byte // nil when it did not fit within Bounds.MaxBytes
 	kept    bool   // in its snapshot's variants
 	gzAsked atomic.Int32
+	// plain is the encoding of an answer larger than a page but held (Selection.held), once
+	// it is asked for a second time and while the listings held stay within their bounds.
+	plainOnce  sync.Once
+	plain      []byte
+	plainAsked atomic.Int32
 }
 
 // variantKey names an answer of a snapshot: its kind and its query, spelled canonically, and
@@ -312,13 +397,31 @@ func (c *Listings) variantOf(s *Selection, key string) *variant {
 		}
 	}
 	c.mu.Unlock()
-	v.tagOnce.Do(func() { v.tag = ETag(s.emit) })
+	v.tagOnce.Do(func() {
+		if s.small() {
+			v.tag = ETag(s.emit)
+			return
+		}
+		v.tag = snapshotTag(snap.id, key)
+	})
 	return v
 }
 
-// Gzip returns the gzip form of s's answer, compressed once per answer asked for more than
-// once and kept with its snapshot while the listings held stay within their bounds.
+// snapshotTag is the entity tag of the answer named key of the snapshot named id: its
+// records are those of the snapshot, so it changes when the snapshot does.
+func snapshotTag(id uint64, key string) string {
+	sum := crc64.Update(0, crcTable, binary.BigEndian.AppendUint64(nil, id))
+	sum = crc64.Update(sum, crcTable, []byte(key))
+	return `"s` + strconv.FormatUint(sum, 16) + `"`
+}
+
+// Gzip returns the gzip form of s's answer when it is held (see held), compressed once per
+// answer asked for more than once and kept with its snapshot while the listings held stay
+// within their bounds; nil when it is larger, for WriteGzip to compress as it writes.
 func (s *Selection) Gzip() []byte {
+	if !s.held() {
+		return nil
+	}
 	c, v := s.snap.cache, s.v
 	// An answer is kept compressed from its second asking on: watchers ask for the same
 	// answers again and again, while a stranger spelling ever new filters asks each once and

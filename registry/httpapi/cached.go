@@ -18,8 +18,9 @@ import (
 
 // listing answers one of the three node listings from the current snapshot of the node
 // table (package registry/answers): the filter and the page pick records out of it, and they
-// are written straight from it, so a listing allocates nothing in proportion to the table.
-// Its entity tag and its gzip form are computed once per snapshot and query.
+// are encoded as they are written, so a listing allocates nothing in proportion to the table.
+// Its entity tag is computed once per snapshot and query, and so is the gzip form of a small
+// answer; a larger one is compressed as it is written.
 func (h *handler) listing(w http.ResponseWriter, r *http.Request, k answers.Kind) {
 	q := r.URL.Query()
 	f, err := api.ParseNodeFilter(q)
@@ -50,7 +51,14 @@ func (h *handler) listing(w http.ResponseWriter, r *http.Request, k answers.Kind
 		return // the client went away while it waited
 	}
 	if gz {
-		writeGzip(w, k.ContentType, sel.Gzip())
+		if held := sel.Gzip(); held != nil {
+			writeGzip(w, k.ContentType, held)
+			return
+		}
+		// A large answer is compressed as it is written: its length is not known before.
+		w.Header()["Content-Type"] = k.ContentType
+		w.Header()["Content-Encoding"] = contentEncodingGzip
+		sel.WriteGzip(w)
 		return
 	}
 	w.Header()["Content-Type"] = k.ContentType

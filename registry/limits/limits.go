@@ -499,6 +499,14 @@ const (
 	// compressed for itself, paying with its own wait in the listing slots rather than with
 	// the registry's memory.
 	MaxListingGzipBytes = 32 << 20
+
+	// MaxListingHeldBytes is the largest listing answer of more than a page that a snapshot
+	// keeps encoded (and compressed) once it is asked for twice. Watchers of a table of some
+	// hundred thousand nodes take the whole listing again and again, and a copy of bytes kept
+	// costs a fraction of encoding them each time; beyond this the answer is encoded as it is
+	// written, each time, so that a listing of a larger table holds no memory in proportion
+	// to it. A stranger's filters can hold at most MaxListingBytes this way.
+	MaxListingHeldBytes = 64 << 20
 )
 
 // The network view (GET /v1/network/stats, package registry/answers).

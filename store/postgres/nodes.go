@@ -74,7 +74,7 @@ func (p *Store) reseed(ctx context.Context) error {
 		return nil
 	}
 	_, err := p.pool.Exec(ctx, `INSERT INTO svrp_node_seen (key, seen)
-		SELECT key, $1 FROM svrp_nodes UNION ALL SELECT ''::bytea, 0
+		SELECT key, $1::bigint FROM svrp_nodes UNION ALL SELECT ''::bytea, 0
 		ON CONFLICT (key) DO NOTHING`, time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("store: reseeding the liveness table: %w", err)

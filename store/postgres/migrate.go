@@ -104,7 +104,7 @@ var migrations = []string{
 	INSERT INTO svrp_node_seen (key, seen)
 		SELECT key, COALESCE(touched, 0) FROM svrp_nodes UNION ALL SELECT ''::bytea, 0;
 	ALTER TABLE svrp_nodes DROP COLUMN touched;
-	CREATE UNLOGGED TABLE svrp_node_touches (xid bigint NOT NULL, at bigint NOT NULL, keys bytea NOT NULL, seen bigint[] NOT NULL);
+	CREATE UNLOGGED TABLE svrp_node_touches (xid bigint NOT NULL, at bigint NOT NULL, keys bytea[] NOT NULL, seen bigint[] NOT NULL);
 	CREATE INDEX svrp_node_touches_xid ON svrp_node_touches (xid);`,
 }
 

@@ -30,10 +30,6 @@ func (p *Store) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.T
 // leaves the keys and times in the flush log for the other daemons to follow, and drops the
 // log's entries older than touchKept.
 func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, error) {
-	packed := make([]byte, 0, len(keys)*len(didkey.PublicKey{}))
-	for _, k := range keys {
-		packed = append(packed, k...)
-	}
 	now := time.Now()
 	for attempt := 1; ; attempt++ {
 		var n int64
@@ -44,12 +40,12 @@ func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, 
 				RETURNING 1
 			), logged AS (
 				INSERT INTO svrp_node_touches (xid, at, keys, seen)
-				VALUES (pg_current_xact_id()::text::bigint, $4, $3, $2)
+				VALUES (pg_current_xact_id()::text::bigint, $3, $1, $2)
 			), pruned AS (
-				DELETE FROM svrp_node_touches WHERE at < $5
+				DELETE FROM svrp_node_touches WHERE at < $4
 			)
 			SELECT count(*) FROM touched`,
-			keys, seen, packed, now.Unix(), now.Add(-touchKept).Unix()).Scan(&n)
+			keys, seen, now.Unix(), now.Add(-touchKept).Unix()).Scan(&n)
 		if err == nil {
 			return n, nil
 		}
@@ -257,17 +253,21 @@ func followTouches(ctx context.Context, tx pgx.Tx, mark int64, seen func(didkey.
 		return err
 	}
 	defer rows.Close()
-	var keys []byte
+	var keys [][]byte
 	var times []int64
 	for rows.Next() {
 		if err := rows.Scan(&keys, &times); err != nil {
 			return err
 		}
-		if len(keys) != len(times)*len(didkey.PublicKey{}) {
-			return fmt.Errorf("store: a heartbeat flush logs %d bytes of keys for %d times", len(keys), len(times))
+		if len(keys) != len(times) {
+			return fmt.Errorf("store: a heartbeat flush logs %d keys for %d times", len(keys), len(times))
 		}
-		for i, at := range times {
-			seen(didkey.PublicKey(keys[i*len(didkey.PublicKey{}):]), time.Unix(0, at).UTC())
+		for i, k := range keys {
+			key, err := keyFrom(k)
+			if err != nil {
+				return err
+			}
+			seen(key, time.Unix(0, times[i]).UTC())
 		}
 	}
 	return rows.Err()

@@ -185,14 +185,14 @@ func (p *Store) ScanNodes(ctx context.Context, fn func(*store.Node) error) error
 // it was taken, so a transaction that commits after this read but started before it is read
 // next time. Rows read twice are told apart by their revision. Heartbeats come from the
 // flush log, keys and times only; a first read (mark 0) skips the log, since the records
-// it reads carry their liveness rows.
+// it reads carry their liveness rows. A read that finds the liveness table emptied by a
+// crash reseeds it.
 func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Node, rev uint64), gone func(key didkey.PublicKey, rev uint64), seen func(key didkey.PublicKey, at time.Time)) (int64, error) {
 	next := mark
-	if err := p.reseed(ctx); err != nil {
-		return mark, err
-	}
+	var kept bool
 	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&next); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
+			EXISTS (SELECT 1 FROM svrp_node_seen WHERE key = '')`).Scan(&next, &kept); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT n.rec, s.seen, n.rev FROM svrp_nodes AS n
@@ -242,6 +242,13 @@ func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Nod
 	})
 	if err != nil {
 		return mark, fmt.Errorf("store: reading node changes: %w", err)
+	}
+	if !kept {
+		// The records just read carried no liveness rows; memory keeps the later times it
+		// holds, and the next read has the reseeded ones.
+		if err := p.reseed(ctx); err != nil {
+			return mark, err
+		}
 	}
 	return next, nil
 }

@@ -46,7 +46,8 @@ const followEvery = 250 * time.Millisecond
 // A store shared by several processes (one with a NodeFeed, as the PostgreSQL store) is
 // followed instead: every followEvery the cache reads the node records written since its
 // last read, by this process or any other, and keeps each record's latest revision
-// (PutNodeRevision); touches are flushed through the feed in one statement. Reads in a
+// (PutNodeRevision), and the heartbeats flushed since, by key and time alone; touches are
+// flushed through the feed in one statement. Reads in a
 // View that miss memory ask the store, so a node registered through another daemon a
 // moment ago is found. Memory never moves last_seen back. Close stops the following.
 func WithNodeCache(ctx context.Context, inner Store) (Store, error) {

@@ -17,7 +17,7 @@ func (c *nodeCache) follow(ctx context.Context, feed NodeFeed) (Store, error) {
 	c.byShort = map[shortBody]didkey.PublicKey{}
 	c.sharedShort = map[shortBody][]didkey.PublicKey{}
 	c.capSets = map[string][]string{}
-	mark, err := feed.NodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) }, func(didkey.PublicKey, uint64) {})
+	mark, err := feed.NodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) }, func(didkey.PublicKey, uint64) {}, c.seenRemote)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (c *nodeCache) followLoop(mark int64) {
 			return
 		case <-t.C:
 		}
-		next, err := c.feed.NodeChanges(ctx, mark, c.applyRemote, c.forgetRemote)
+		next, err := c.feed.NodeChanges(ctx, mark, c.applyRemote, c.forgetRemote, c.seenRemote)
 		if err == nil {
 			mark = next
 		}
@@ -78,6 +78,22 @@ func (c *nodeCache) applyRemote(n Node, rev uint64) {
 	if isDirty {
 		c.dirty[n.Key] = dirty
 	}
+	c.remote.Add(1)
+}
+
+// seenRemote moves the last_seen of key forward to at: a heartbeat another daemon (or this
+// one) flushed. The record and its revision stay; a key memory does not hold is passed
+// over, since its record, when it comes, carries its last_seen.
+func (c *nodeCache) seenRemote(key didkey.PublicKey, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.nodes[key]
+	if !ok || !at.After(cur.n.LastSeen) {
+		return
+	}
+	n := cur.n
+	n.LastSeen = at
+	c.nodes[key] = &cachedNode{n: n, seq: cur.seq}
 	c.remote.Add(1)
 }
 

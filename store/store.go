@@ -148,8 +148,11 @@ type NodeFeed interface {
 	// its revision, which grows with each write of the record (and goes on growing when a
 	// deleted key is registered again), and gone with each key whose record was deleted since
 	// mark and not written again, with the revision it had; it returns the next mark. It
-	// may call fn and gone again for changes already seen.
-	NodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64), gone func(key didkey.PublicKey, rev uint64)) (int64, error)
+	// may call fn and gone again for changes already seen. It calls seen with each
+	// heartbeat flushed (TouchNodes) since mark, by key and time alone: a heartbeat does
+	// not rewrite the record, so it comes without one, and seen may name a key fn has not
+	// given (deleted since, or not yet read), which the caller passes over.
+	NodeChanges(ctx context.Context, mark int64, fn func(n Node, rev uint64), gone func(key didkey.PublicKey, rev uint64), seen func(key didkey.PublicKey, at time.Time)) (int64, error)
 	// TouchNodes moves last_seen of keys[i] forward to seen[i], in one step.
 	TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen []time.Time) error
 }

@@ -162,7 +162,7 @@ func benchFlush(b *testing.B, ctx context.Context, pg *postgres.Store, url strin
 	report(b, float64(tableBytes)/float64(n), "pg-bytes/node")
 	var mark int64
 	timed(b, "follow-all-s", func() (err error) {
-		mark, err = pg.NodeChanges(ctx, 0, func(store.Node, uint64) {}, func(didkey.PublicKey, uint64) {})
+		mark, err = pg.NodeChanges(ctx, 0, func(store.Node, uint64) {}, func(didkey.PublicKey, uint64) {}, func(didkey.PublicKey, time.Time) {})
 		return err
 	})
 	rows := max(1, n/60)
@@ -192,7 +192,9 @@ func benchFlush(b *testing.B, ctx context.Context, pg *postgres.Store, url strin
 		// What each other daemon then reads to follow the flush.
 		start = time.Now()
 		followed := 0
-		if mark, err = pg.NodeChanges(ctx, mark, func(store.Node, uint64) { followed++ }, func(didkey.PublicKey, uint64) {}); err != nil {
+		count := func() { followed++ }
+		if mark, err = pg.NodeChanges(ctx, mark, func(store.Node, uint64) { count() }, func(didkey.PublicKey, uint64) {},
+			func(didkey.PublicKey, time.Time) { count() }); err != nil {
 			b.Fatal(err)
 		}
 		if round == 2 {

@@ -32,6 +32,8 @@ import (
 //
 //	m/version                     "2"; Open refuses any other value
 //	n/<node key>                  Node, binary
+//	g/<node key>                  last_seen of the node's latest flushed heartbeat, unix
+//	                              nanoseconds as 8 bytes big-endian (nodes.go)
 //	d/<did>                       node key (hex) registered under exactly this DID string
 //	s/<short body>/<node key>     empty; every key with a record, by ShortBody
 //	b/<session id>                binding.BindingSession
@@ -61,6 +63,7 @@ const (
 
 	pVersion   = "m/version"
 	pNode      = "n/"
+	pSeen      = "g/"
 	pDID       = "d/"
 	pBody      = "s/"
 	pSession   = "b/"

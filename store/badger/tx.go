@@ -82,7 +82,7 @@ func key(prefix string, parts ...string) []byte {
 // kinds name the record kinds of the key layout for error messages, which carry no key or
 // value; any other key is an index entry.
 var kinds = []struct{ prefix, name string }{
-	{pNode, "node"}, {pSession, "binding session"}, {pBinding, "binding"},
+	{pNode, "node"}, {pSeen, "node heartbeat"}, {pSession, "binding session"}, {pBinding, "binding"},
 	{pOpSession, "bearer session"}, {pCounter, "counter"}, {pRevoked, "revocation"},
 	{pPin, "operator pin"}, {pLogEntry, "log entry"},
 }

@@ -93,6 +93,19 @@ var migrations = []string{
 	CREATE TABLE svrp_log_hashes (idx bigint PRIMARY KEY, hash bytea NOT NULL);
 	CREATE TABLE svrp_log_size (n bigint NOT NULL);
 	INSERT INTO svrp_log_size VALUES (0);`,
+
+	// 8: liveness out of the node row (nodes.go, touch). A heartbeat flush rewrote each node
+	// row and its index entries, since the indexed xid moved with it. last_seen moves to a
+	// narrow table with one index, on the key, so that a flush's updates are HOT; the other
+	// daemons follow the flushes in a log of keys and times. Both tables are UNLOGGED: they
+	// write no WAL, and a crash empties them, which the sentinel row (key '') lets a
+	// daemon notice and repair (reseed).
+	`CREATE UNLOGGED TABLE svrp_node_seen (key bytea PRIMARY KEY, seen bigint NOT NULL) WITH (fillfactor = 80);
+	INSERT INTO svrp_node_seen (key, seen)
+		SELECT key, COALESCE(touched, 0) FROM svrp_nodes UNION ALL SELECT ''::bytea, 0;
+	ALTER TABLE svrp_nodes DROP COLUMN touched;
+	CREATE UNLOGGED TABLE svrp_node_touches (xid bigint NOT NULL, at bigint NOT NULL, keys bytea[] NOT NULL, seen bigint[] NOT NULL);
+	CREATE INDEX svrp_node_touches_xid ON svrp_node_touches (xid);`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

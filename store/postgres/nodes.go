@@ -22,18 +22,32 @@ func (p *Store) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.T
 	return err
 }
 
-// touch moves last_seen of keys[i] forward to seen[i] (unix nanoseconds) in one statement,
-// and returns the rows it found. Moving forward only makes the order in which daemons'
-// batches land irrelevant, and makes one statement outside any SERIALIZABLE transaction
-// enough.
+// touch moves the last_seen of keys[i] forward to seen[i] (unix nanoseconds) in one
+// statement, and returns the rows it found. Moving forward only makes the order in which
+// daemons' batches land irrelevant, and makes one statement outside any SERIALIZABLE
+// transaction enough. The statement updates the narrow liveness table, whose one index is
+// on the key, which a heartbeat does not change, so that each update is HOT and small; it
+// leaves the keys and times in the flush log for the other daemons to follow, and drops the
+// log's entries older than touchKept.
 func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, error) {
+	now := time.Now()
 	for attempt := 1; ; attempt++ {
-		tag, err := p.pool.Exec(ctx, `UPDATE svrp_nodes AS n
-			SET touched = GREATEST(n.touched, u.seen), rev = n.rev + 1, xid = pg_current_xact_id()::text::bigint
-			FROM unnest($1::bytea[], $2::bigint[]) AS u(key, seen)
-			WHERE n.key = u.key`, keys, seen)
+		var n int64
+		err := p.pool.QueryRow(ctx, `WITH touched AS (
+				UPDATE svrp_node_seen AS s SET seen = GREATEST(s.seen, u.seen)
+				FROM unnest($1::bytea[], $2::bigint[]) AS u(key, seen)
+				WHERE s.key = u.key AND u.key <> ''
+				RETURNING 1
+			), logged AS (
+				INSERT INTO svrp_node_touches (xid, at, keys, seen)
+				VALUES (pg_current_xact_id()::text::bigint, $3, $1, $2)
+			), pruned AS (
+				DELETE FROM svrp_node_touches WHERE at < $4
+			)
+			SELECT count(*) FROM touched`,
+			keys, seen, now.Unix(), now.Add(-touchKept).Unix()).Scan(&n)
 		if err == nil {
-			return tag.RowsAffected(), nil
+			return n, nil
 		}
 		if !retryable(err) || attempt == maxPostgresAttempts {
 			return 0, unavailable(fmt.Errorf("store: recording heartbeats: %w", err))
@@ -41,8 +55,31 @@ func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, 
 	}
 }
 
-// nodeFrom decodes a node row: the record, and last_seen moved to the latest coalesced
-// heartbeat when that is later.
+// reseed gives every node without a liveness row one at now, and puts back the sentinel
+// row, when the sentinel is missing: the server truncates an unlogged table in its recovery
+// from a crash. Until every node heartbeats again, the moment of the reseed is the best
+// known floor of its last_seen that does not make a live node look gone for long enough to
+// be expired or lose its binding (see the Store's documentation). Several daemons may
+// reseed at once; each row is written once.
+func (p *Store) reseed(ctx context.Context) error {
+	var ok bool
+	if err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM svrp_node_seen WHERE key = '')`).Scan(&ok); err != nil {
+		return fmt.Errorf("store: reading the liveness table: %w", err)
+	}
+	if ok {
+		return nil
+	}
+	_, err := p.pool.Exec(ctx, `INSERT INTO svrp_node_seen (key, seen)
+		SELECT key, $1::bigint FROM svrp_nodes UNION ALL SELECT ''::bytea, 0
+		ON CONFLICT (key) DO NOTHING`, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("store: reseeding the liveness table: %w", err)
+	}
+	return nil
+}
+
+// nodeFrom decodes a node row: the record, and last_seen moved to the node's liveness row
+// when that is later.
 func nodeFrom(rec []byte, touched *int64) (store.Node, error) {
 	n, err := nodecodec.Decode(rec)
 	if err != nil {
@@ -62,7 +99,7 @@ func (t *pgTx) Node(k didkey.PublicKey) (store.Node, error) {
 	}
 	var rec []byte
 	var touched *int64
-	err := t.tx.QueryRow(t.ctx, `SELECT rec, touched FROM svrp_nodes WHERE key = $1`, k[:]).Scan(&rec, &touched)
+	err := t.tx.QueryRow(t.ctx, `SELECT n.rec, s.seen FROM svrp_nodes AS n LEFT JOIN svrp_node_seen AS s ON s.key = n.key WHERE n.key = $1`, k[:]).Scan(&rec, &touched)
 	if err := t.check(err); err != nil {
 		return store.Node{}, err
 	}
@@ -97,7 +134,8 @@ func (t *pgTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
 }
 
 func (t *pgTx) EachNode(fn func(store.Node) error) error {
-	return page(t, `SELECT key, rec, touched FROM svrp_nodes WHERE key > $1 ORDER BY key LIMIT $2`, []any{[]byte{}},
+	return page(t, `SELECT n.key, n.rec, s.seen FROM svrp_nodes AS n LEFT JOIN svrp_node_seen AS s ON s.key = n.key
+		WHERE n.key > $1 ORDER BY n.key LIMIT $2`, []any{[]byte{}},
 		func(r pgx.Rows) ([]any, store.Node, error) {
 			var k, rec []byte
 			var touched *int64
@@ -124,7 +162,8 @@ func (t *pgTx) DeleteNode(k didkey.PublicKey) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	_, err := t.tx.Exec(t.ctx, `WITH d AS (DELETE FROM svrp_nodes WHERE key = $1 RETURNING key, rev)
+	_, err := t.tx.Exec(t.ctx, `WITH d AS (DELETE FROM svrp_nodes WHERE key = $1 RETURNING key, rev),
+			s AS (DELETE FROM svrp_node_seen WHERE key = $1)
 		INSERT INTO svrp_node_deletions (key, rev, xid, deleted_at)
 			SELECT key, rev, pg_current_xact_id()::text::bigint, $2 FROM d
 		ON CONFLICT (key) DO UPDATE SET rev = EXCLUDED.rev, xid = EXCLUDED.xid, deleted_at = EXCLUDED.deleted_at`,
@@ -144,14 +183,20 @@ func (p *Store) ScanNodes(ctx context.Context, fn func(*store.Node) error) error
 // may not have seen: every row written by a transaction at or after it is read again. The
 // next mark is the xmin of this read's snapshot, the oldest transaction still running when
 // it was taken, so a transaction that commits after this read but started before it is read
-// next time. Rows read twice are told apart by their revision.
-func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Node, rev uint64), gone func(key didkey.PublicKey, rev uint64)) (int64, error) {
+// next time. Rows read twice are told apart by their revision. Heartbeats come from the
+// flush log, keys and times only; a first read (mark 0) skips the log, since the records
+// it reads carry their liveness rows. A read that finds the liveness table emptied by a
+// crash reseeds it.
+func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Node, rev uint64), gone func(key didkey.PublicKey, rev uint64), seen func(key didkey.PublicKey, at time.Time)) (int64, error) {
 	next := mark
+	var kept bool
 	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&next); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
+			EXISTS (SELECT 1 FROM svrp_node_seen WHERE key = '')`).Scan(&next, &kept); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT rec, touched, rev FROM svrp_nodes WHERE xid >= $1`, mark)
+		rows, err := tx.Query(ctx, `SELECT n.rec, s.seen, n.rev FROM svrp_nodes AS n
+			LEFT JOIN svrp_node_seen AS s ON s.key = n.key WHERE n.xid >= $1`, mark)
 		if err != nil {
 			return err
 		}
@@ -190,12 +235,49 @@ func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Nod
 			}
 			gone(key, uint64(rev))
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil || mark == 0 {
+			return err
+		}
+		return followTouches(ctx, tx, mark, seen)
 	})
 	if err != nil {
 		return mark, fmt.Errorf("store: reading node changes: %w", err)
 	}
+	if !kept {
+		// The records just read carried no liveness rows; memory keeps the later times it
+		// holds, and the next read has the reseeded ones.
+		if err := p.reseed(ctx); err != nil {
+			return mark, err
+		}
+	}
 	return next, nil
+}
+
+// followTouches calls seen with each heartbeat of the flushes logged since mark.
+func followTouches(ctx context.Context, tx pgx.Tx, mark int64, seen func(didkey.PublicKey, time.Time)) error {
+	rows, err := tx.Query(ctx, `SELECT keys, seen FROM svrp_node_touches WHERE xid >= $1`, mark)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var keys [][]byte
+	var times []int64
+	for rows.Next() {
+		if err := rows.Scan(&keys, &times); err != nil {
+			return err
+		}
+		if len(keys) != len(times) {
+			return fmt.Errorf("store: a heartbeat flush logs %d keys for %d times", len(keys), len(times))
+		}
+		for i, k := range keys {
+			key, err := keyFrom(k)
+			if err != nil {
+				return err
+			}
+			seen(key, time.Unix(0, times[i]).UTC())
+		}
+	}
+	return rows.Err()
 }
 
 // TouchNodes implements [store.NodeFeed], in one statement.
@@ -222,15 +304,17 @@ func (t *pgTx) PutNodeRevision(n store.Node) (uint64, error) {
 		return 0, err
 	}
 	var rev int64
-	err := t.tx.QueryRow(t.ctx, `INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, touched, rev, xid)
-		VALUES ($1, $2, nextval('svrp_put_seq'), $3, $4, NULL,
+	err := t.tx.QueryRow(t.ctx, `WITH s AS (INSERT INTO svrp_node_seen (key, seen) VALUES ($1, $5)
+			ON CONFLICT (key) DO UPDATE SET seen = EXCLUDED.seen)
+		INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, rev, xid)
+		VALUES ($1, $2, nextval('svrp_put_seq'), $3, $4,
 			COALESCE((SELECT d.rev FROM svrp_node_deletions AS d WHERE d.key = $1), 0) + 1,
 			pg_current_xact_id()::text::bigint)
 		ON CONFLICT (key) DO UPDATE SET
 			did = EXCLUDED.did,
 			did_seq = CASE WHEN svrp_nodes.did = EXCLUDED.did THEN svrp_nodes.did_seq ELSE EXCLUDED.did_seq END,
-			rec = EXCLUDED.rec, touched = NULL, rev = svrp_nodes.rev + 1, xid = EXCLUDED.xid
+			rec = EXCLUDED.rec, rev = svrp_nodes.rev + 1, xid = EXCLUDED.xid
 		RETURNING rev`,
-		n.Key[:], []byte(n.DID), n.Key.ShortBody(), nodecodec.Append(nil, n)).Scan(&rev)
+		n.Key[:], []byte(n.DID), n.Key.ShortBody(), nodecodec.Append(nil, n), n.LastSeen.UnixNano()).Scan(&rev)
 	return uint64(rev), t.check(err)
 }

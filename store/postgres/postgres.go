@@ -34,9 +34,24 @@ import (
 // need, each with its index: nodes by DID and short body, binding sessions by node key and
 // secret hash, bindings by operator. Strings that are keys are bytea, so that any byte
 // string is kept and rows sort as Go compares strings. Node rows also carry what other
-// daemons need to follow the table ([Store.NodeChanges]): a revision, the id of the
-// transaction that last wrote the row, and the latest coalesced heartbeat, kept apart from
-// the record so that a batch of heartbeats is one UPDATE.
+// daemons need to follow the table ([Store.NodeChanges]): a revision and the id of the
+// transaction that last wrote the row.
+//
+// # Liveness
+//
+// A heartbeat does not write the node row. Each node's latest heartbeat is a row of its own
+// in a narrow table (key and time, indexed by key alone), so that a flush of a second's
+// heartbeats is one UPDATE whose row versions are HOT and small; the flush also logs its
+// keys and times, which is all the other daemons read to follow it, and which is kept for
+// touchKept. Both tables are UNLOGGED, since a lost heartbeat costs freshness only: they
+// write no WAL, are not replicated to standbys, and are emptied by the server's recovery
+// from a crash. A daemon that finds them emptied (at Open, or at its next read of the
+// feed) gives every node a last_seen of that moment. So after a database crash or a
+// failover, clients see every node as seen at the repair, as online for one online
+// window; each node's next heartbeat puts back its true time, a node that had gone quiet
+// before the crash looks seen at the repair and is expired that much later, and no node is
+// expired or loses its binding because its heartbeats were lost. Daemons that stayed up
+// keep the last_seen they hold in memory, which never moves back.
 //
 // # Isolation
 //
@@ -78,6 +93,11 @@ const (
 	// caches, which read the feed every fraction of a second: an hour covers any daemon that
 	// is following at all, and keeps the table to the deletions of one hour.
 	nodeDeletionKept = time.Hour
+	// touchKept is how long a heartbeat flush's log entry stays for the other daemons,
+	// which read it within a second. A daemon that stops reading for longer misses those
+	// heartbeats, which costs freshness only until each node's next heartbeat, within a
+	// minute; a longer stay would hold more of the log, at every daemon's flush rate.
+	touchKept = time.Minute
 )
 
 // Open connects to the PostgreSQL server at url (a postgres:// URL or a keyword/value
@@ -104,6 +124,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	p.pool = pool
 	if err := p.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := p.reseed(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -15,10 +15,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
 	"runtime/metrics"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -30,18 +28,6 @@ import (
 	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 )
-
-// scaleNodes is the size of the benchmark's table.
-func scaleNodes(b *testing.B) int {
-	n := 100_000
-	if v := os.Getenv("SVRPD_BENCH_NODES"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			b.Fatalf("SVRPD_BENCH_NODES=%q", v)
-		}
-	}
-	return n
-}
 
 // scaleNode is node i of the benchmark's table, as a daemon of a live network holds it: a
 // short DID, a public IPv4 endpoint, one of a few regions and capability lists, a signature.
@@ -170,7 +156,7 @@ func (w *gunzipWriter) close() error {
 // and the most memory it held beyond the table while it was written, and logs the digest of
 // the bytes, for comparing two builds.
 func BenchmarkListingScale(b *testing.B) {
-	n := scaleNodes(b)
+	n := testkit.BenchNodes(b)
 	ctx := context.Background()
 	// A fixed clock, so that two builds answer with the same bytes.
 	now := time.Unix(1_767_225_600, 0).UTC()

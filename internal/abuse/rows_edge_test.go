@@ -76,28 +76,37 @@ func freshGet(d *daemon, ip string) error {
 // connections may hold.
 func TestRow14SlowReaders(t *testing.T) {
 	row := attack.Get(14)
-	d := start(t, row.Flags...)
+	const conns = attack.SlowReaderAddrs * attack.SlowReaderConns
+	// A connection with its buffers and a request's answer under way: some 200 KiB at most.
+	honestThrough(t, start(t, row.Flags...), row, conns, conns*200<<10+32<<20)
+}
+
+// honestThrough runs row against d until open of its answers have come (each attack
+// connection answers once when it is open), then sends 16 honest requests on new
+// connections, each of which must succeed, and stops the attack: the daemon's peak
+// resident set must stay within bound of where it started.
+func honestThrough(t *testing.T, d *daemon, row attack.Row, open, bound int64) {
+	t.Helper()
 	rss0, _ := d.memory(t)
-	var reading atomic.Int64
+	var answered atomic.Int64
 	stop := runRow(d, row, func(a attack.Answer) {
 		if a.Status == http.StatusOK {
-			reading.Add(1)
+			answered.Add(1)
 		}
 	})
 	defer stop()
-	const conns = attack.SlowReaderAddrs * attack.SlowReaderConns
-	waitUntil(t, "every slow reader reading", func() bool { return reading.Load() >= conns })
+	waitUntil(t, "every attack connection open", func() bool { return answered.Load() >= open })
 	for i := range 16 {
 		if err := freshGet(d, "127.0.0.1"); err != nil {
 			t.Fatalf("honest request %d during the attack: %v", i, err)
 		}
 	}
+	stop()
 	_, peak := d.memory(t)
-	// A connection with its buffers and a request's answer under way: some 200 KiB at most.
-	if bound := rss0 + conns*200<<10 + 32<<20; peak > bound {
-		t.Fatalf("peak resident set %d MiB; want under %d MiB", peak>>20, bound>>20)
+	if peak > rss0+bound {
+		t.Fatalf("peak resident set %d MiB; want under %d MiB", peak>>20, (rss0+bound)>>20)
 	}
-	t.Logf("honest 16/16 answered; peak resident set %d MiB (from %d MiB)", peak>>20, rss0>>20)
+	t.Logf("honest 16/16 answered over %d attack answers; peak resident set %d MiB (from %d MiB)", answered.Load(), peak>>20, rss0>>20)
 }
 
 // TestRow15UnknownHeartbeats: heartbeats of a node never registered, from 1,000 addresses,
@@ -147,27 +156,8 @@ func edgeRSSBound(conns int64) int64 { return conns*128<<10 + conns*16*24<<10 + 
 // attack's connections.
 func TestRow16ParkedH2Streams(t *testing.T) {
 	row := attack.Get(16)
-	d := startTLS(t, row.Flags...)
-	rss0, _ := d.memory(t)
-	var conns atomic.Int64
-	stop := runRow(d, row, func(a attack.Answer) {
-		if a.Status == http.StatusOK {
-			conns.Add(1)
-		}
-	})
-	defer stop()
 	const all = attack.ParkedAddrs * attack.ParkedConns
-	waitUntil(t, "every attack connection open", func() bool { return conns.Load() >= all })
-	for i := range 16 {
-		if err := freshGet(d, "127.0.0.1"); err != nil {
-			t.Fatalf("honest request %d during the attack: %v", i, err)
-		}
-	}
-	_, peak := d.memory(t)
-	if bound := rss0 + edgeRSSBound(all); peak > bound {
-		t.Fatalf("peak resident set %d MiB; want under %d MiB", peak>>20, bound>>20)
-	}
-	t.Logf("honest 16/16 answered; peak resident set %d MiB (from %d MiB)", peak>>20, rss0>>20)
+	honestThrough(t, startTLS(t, row.Flags...), row, all, edgeRSSBound(all))
 }
 
 // TestRow17RapidReset: connections opening and resetting streams as fast as they can; an
@@ -175,25 +165,5 @@ func TestRow16ParkedH2Streams(t *testing.T) {
 // within what §8.1 counts for the attack's connections.
 func TestRow17RapidReset(t *testing.T) {
 	row := attack.Get(17)
-	d := startTLS(t, row.Flags...)
-	rss0, _ := d.memory(t)
-	var conns atomic.Int64
-	stop := runRow(d, row, func(a attack.Answer) {
-		if a.Status == http.StatusOK {
-			conns.Add(1)
-		}
-	})
-	defer stop()
-	waitUntil(t, "every attack connection open", func() bool { return conns.Load() >= attack.RapidResetConns })
-	for i := range 16 {
-		if err := freshGet(d, "127.0.0.1"); err != nil {
-			t.Fatalf("honest request %d during the attack: %v", i, err)
-		}
-	}
-	stop()
-	_, peak := d.memory(t)
-	if bound := rss0 + edgeRSSBound(attack.RapidResetConns); peak > bound {
-		t.Fatalf("peak resident set %d MiB; want under %d MiB", peak>>20, bound>>20)
-	}
-	t.Logf("honest 16/16 answered over %d attack connections; peak resident set %d MiB (from %d MiB)", conns.Load(), peak>>20, rss0>>20)
+	honestThrough(t, startTLS(t, row.Flags...), row, attack.RapidResetConns, edgeRSSBound(attack.RapidResetConns))
 }

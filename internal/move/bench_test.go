@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,25 +17,13 @@ import (
 
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/pgtest"
+	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
 	"github.com/svrp/svrp/store/postgres"
 )
-
-// benchNodes is the registry size of BenchmarkMillion: SVRPD_BENCH_NODES, 100,000 unless
-// set.
-func benchNodes(b *testing.B) int {
-	n := 100_000
-	if v := os.Getenv("SVRPD_BENCH_NODES"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			b.Fatalf("SVRPD_BENCH_NODES=%q", v)
-		}
-	}
-	return n
-}
 
 func benchKey(i int) didkey.PublicKey {
 	var seed [32]byte
@@ -84,7 +71,7 @@ func heapInUse() uint64 {
 // that heartbeat in one second when each does once a minute.
 func BenchmarkMillion(b *testing.B) {
 	pgtest.URL(b)
-	n := benchNodes(b)
+	n := testkit.BenchNodes(b)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	for range b.N {

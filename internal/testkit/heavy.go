@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -17,4 +18,23 @@ func Heavy(t testing.TB) {
 	if os.Getenv(HeavyEnv) != "1" {
 		t.Skip(HeavyEnv + "=1 is not set: a heavy load test, run by CI, skipped")
 	}
+}
+
+// BenchNodesEnv names the variable that sizes the benchmarks of a whole registry's table
+// (docs/scale.md): how many nodes they hold.
+const BenchNodesEnv = "SVRPD_BENCH_NODES"
+
+// BenchNodes is the table size BenchNodesEnv asks for, 100,000 unless it is set; a value
+// that is not a positive number fails b.
+func BenchNodes(b testing.TB) int {
+	b.Helper()
+	v := os.Getenv(BenchNodesEnv)
+	if v == "" {
+		return 100_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive number of nodes", BenchNodesEnv, v)
+	}
+	return n
 }

@@ -1,7 +1,10 @@
 package limits
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,4 +152,17 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// Where a bound says it is applied in a file of the module, that file exists: a file moved
+// or renamed without its bounds following fails here.
+func TestBoundsNameFilesThatExist(t *testing.T) {
+	file := regexp.MustCompile(`[a-z/]+\.go`)
+	for _, b := range Bounds() {
+		for _, name := range file.FindAllString(b.Enforced, -1) {
+			if _, err := os.Stat(filepath.Join("..", "..", name)); err != nil {
+				t.Errorf("%s: applied in %s, which is no file of the module", b.Field, name)
+			}
+		}
+	}
 }

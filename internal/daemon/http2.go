@@ -25,9 +25,8 @@ const (
 	// cancelBudget is how many streams a connection may cancel before their answers start
 	// within cancelWindow; past it the connection is closed (cancelbudget.go). An honest
 	// client cancels a request when its user gives up on it, a few a minute; a rapid-reset
-	// attacker cancels thousands a second, each costing the daemon a handler's start and a
-	// turn's bookkeeping. It refuses only a client that cancels more than one stream in ten of
-	// the streams it may open a second, for ten seconds; a trusted proxy, whose connections
+	// attacker cancels thousands a second, each costing the daemon a handler's start. Ten a
+	// second for ten seconds refuses only the attacker; a trusted proxy, whose connections
 	// carry many clients' cancellations, is never cut by it.
 	cancelBudget = 100
 	cancelWindow = 10 * time.Second

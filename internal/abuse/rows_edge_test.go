@@ -160,7 +160,7 @@ func TestRow16ParkedH2Streams(t *testing.T) {
 	honestThrough(t, startTLS(t, row.Flags...), row, all, edgeRSSBound(all))
 }
 
-// TestRow17RapidReset: connections opening and resetting streams as fast as they can; an
+// TestRow17RapidReset: connections opening and resetting streams at row 17's pace; an
 // honest client's requests on new connections all succeed, and the daemon's memory stays
 // within what §8.1 counts for the attack's connections.
 func TestRow17RapidReset(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -55,6 +56,7 @@ type limitListener struct {
 	lifetime     time.Duration // past it a connection is cut at the cap before one that is younger
 	trusted      []netip.Prefix
 	now          func() time.Time
+	log          *slog.Logger // nil: no log lines
 
 	mu      sync.Mutex
 	total   int
@@ -411,6 +413,11 @@ type limitedConn struct {
 	idle     bool
 	released bool
 	writes   map[*progressWriter]time.Time
+	// cancels counts the streams cancelled before their answers since cancelsSince
+	// (cancelbudget.go); cancelCut is set once they passed the budget.
+	cancels      int
+	cancelsSince time.Time
+	cancelCut    bool
 }
 
 func (c *limitedConn) Close() error {

@@ -343,6 +343,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready chan<- string) e
 	ln := newLimitListener(tcp, maxConns, perAddr, c.TrustedProxies)
 	ln.blockFactor, ln.grace, ln.refusalDelay = c.Limits.AddressBlockFactor, c.Edge.RequestGrace, c.Edge.RefusalDelay
 	ln.sendFloor, ln.sendTimeout, ln.lifetime = c.Edge.SendFloor, c.Edge.SendTimeout, c.Edge.ConnectionLifetime
+	ln.log = log
 	fair := newFairness(perAddr, perAddr*max(c.Limits.AddressBlockFactor, 1), maxConns, handlerTurns())
 	timeouts := c.Timeouts.orDefaults()
 	newServer := func(h http.Handler) *http.Server {

@@ -89,13 +89,15 @@ func (f *fairness) serve(next http.Handler) http.Handler {
 		}
 		defer f.leave(lc)
 		if !f.turn(r.Context(), lc) {
-			return // the client went away while it waited
+			lc.l.noteStream(lc, true) // the client went away before its turn
+			return
 		}
-		tw := &turnWriter{ResponseWriter: w, f: f}
+		tw := &turnWriter{ResponseWriter: w, f: f, ctx: r.Context()}
 		hold := time.AfterFunc(turnHold, tw.done)
 		defer hold.Stop()
 		defer tw.done()
 		next.ServeHTTP(tw, r)
+		lc.l.noteStream(lc, tw.cancelledFirst())
 	})
 }
 
@@ -131,8 +133,12 @@ func (f *fairness) leave(c *limitedConn) {
 }
 
 // turn waits for a turn to run, in c's group's queue when every turn is taken. false when
-// ctx ended first.
+// ctx ended first: a stream cancelled before it is served takes no turn and leaves the
+// queue at once.
 func (f *fairness) turn(ctx context.Context, c *limitedConn) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	f.mu.Lock()
 	if f.running < f.workers && len(f.nets) == 0 {
 		f.running++
@@ -231,21 +237,45 @@ func (f *fairness) dropLocked(q *netQueue, client string, ch chan struct{}) {
 	}
 }
 
-// turnWriter gives up its handler's turn when the answer starts.
+// turnWriter gives up its handler's turn when the answer starts, and notes whether the
+// client had cancelled the request by then.
 type turnWriter struct {
 	http.ResponseWriter
 	f    *fairness
+	ctx  context.Context
 	once sync.Once
+
+	startMu   sync.Mutex
+	started   bool
+	cancelled bool // by the client before the answer started
 }
 
 func (w *turnWriter) done() { w.once.Do(w.f.done) }
 
+// start records the answer's start, once.
+func (w *turnWriter) start() {
+	w.startMu.Lock()
+	if !w.started {
+		w.started, w.cancelled = true, w.ctx.Err() != nil
+	}
+	w.startMu.Unlock()
+}
+
+// cancelledFirst reports, once its handler has returned, whether the client cancelled the
+// request before its answer started: answered or not, a request whose context ended first.
+func (w *turnWriter) cancelledFirst() bool {
+	w.start()
+	return w.cancelled
+}
+
 func (w *turnWriter) WriteHeader(status int) {
+	w.start()
 	w.done()
 	w.ResponseWriter.WriteHeader(status)
 }
 
 func (w *turnWriter) Write(p []byte) (int, error) {
+	w.start()
 	w.done()
 	return w.ResponseWriter.Write(p)
 }

@@ -13,7 +13,8 @@ import (
 )
 
 func fairConn(group string) *limitedConn {
-	return &limitedConn{group: group, block: netblock.BlockOf(group), network: netblock.Of(group, netblock.Network)}
+	l := newLimitListener(nil, 100, 100, nil)
+	return &limitedConn{l: l, group: group, block: netblock.BlockOf(group), network: netblock.Of(group, netblock.Network)}
 }
 
 // TestFairnessBoundsInFlight: requests in flight are bounded per client group, per block and

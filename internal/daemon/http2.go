@@ -22,13 +22,23 @@ const (
 	// h2FrameSize is the largest frame read: HTTP/2's minimum. A connection keeps a read
 	// buffer as large as the largest frame it was sent.
 	h2FrameSize = 16 << 10
+	// cancelBudget is how many streams a connection may cancel before their answers start
+	// within cancelWindow; past it the connection is closed (cancelbudget.go). An honest
+	// client cancels a request when its user gives up on it, a few a minute; a rapid-reset
+	// attacker cancels thousands a second, each costing the daemon a handler's start. Ten a
+	// second for ten seconds refuses only the attacker; a trusted proxy, whose connections
+	// carry many clients' cancellations, is never cut by it.
+	cancelBudget = 100
+	cancelWindow = 10 * time.Second
 )
 
 // http2Bounds is the HTTP/2 configuration of the API's server. Zero-window streams are cut
 // by the progress of their answers (progress.go: sendTimeout moves each stream's write
 // deadline); WriteByteTimeout cuts a connection whose socket takes nothing for as long.
-// Rapid reset (CVE-2023-44487) is bounded by Go itself: a connection runs at most its
-// stream limit of handlers, queues at most four times as many, and is closed past that.
+// Rapid reset (CVE-2023-44487) is bounded by Go itself, a connection running at most its
+// stream limit of handlers, queueing at most four times as many, and closed past that; and
+// besides by cancelBudget, since within Go's bound a connection may still have its streams
+// started and cancelled thousands of times a second.
 func http2Bounds(sendTimeout time.Duration) *http.HTTP2Config {
 	return &http.HTTP2Config{
 		MaxConcurrentStreams:          h2Streams,

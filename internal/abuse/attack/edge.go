@@ -32,18 +32,24 @@ var slowReadersRow = Row{N: 14,
 	Bound: "an answer draining below the floor rate gives its slot to a newcomer: 100 % of honest requests on new connections succeed, honest p99 within 3× of alone; memory bounded by the connections",
 	Flags: []string{"--max-connections", fmt.Sprint(SlowReaderAddrs*SlowReaderConns + 256)},
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
-		var wg sync.WaitGroup
-		for a := range SlowReaderAddrs {
-			for range SlowReaderConns {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					SlowRead(t.URL, Addr(Attackers, a), stop, count)
-				}()
-			}
-		}
-		wg.Wait()
+		holdEach(SlowReaderAddrs, SlowReaderConns, func(a int) { SlowRead(t.URL, Addr(Attackers, a), stop, count) })
 	},
+}
+
+// holdEach runs hold(a), for each of addrs addresses a, on conns goroutines of its own,
+// and returns once every one has returned.
+func holdEach(addrs, conns int, hold func(a int)) {
+	var wg sync.WaitGroup
+	for a := range addrs {
+		for range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				hold(a)
+			}()
+		}
+	}
+	wg.Wait()
 }
 
 // SlowRead holds a connection from ip to the registry at base that pipelines GET
@@ -136,19 +142,9 @@ var parkedStreamsRow = Row{N: 16,
 	Bound: "at most 16 streams a connection and the requests in flight per group and in total; parked answers reset after the send timeout; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 1,600 MiB §8.1 bounds any connection-level attack with at the defaults",
 	TLS:   true,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
-		var wg sync.WaitGroup
-		for a := range ParkedAddrs {
-			for range ParkedConns {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					onH2(t, Addr(Attackers, a*250), 0, stop, count, func(c *H2Conn) {
-						c.Park(ParkedStreams)
-					})
-				}()
-			}
-		}
-		wg.Wait()
+		holdEach(ParkedAddrs, ParkedConns, func(a int) {
+			onH2(t, Addr(Attackers, a*250), 0, stop, count, func(c *H2Conn) { c.Park(ParkedStreams) })
+		})
 	},
 }
 
@@ -166,17 +162,9 @@ var rapidResetRow = Row{N: 17,
 	Bound: "a connection runs at most its 16 handlers and queues at most four times as many, and is closed past that or once it has cancelled more than 100 streams before their answers within 10 s; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 1,600 MiB of §8.1",
 	TLS:   true,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
-		var wg sync.WaitGroup
-		for a := range RapidResetConns {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				onH2(t, Addr(Attackers, a*250), 65535, stop, count, func(c *H2Conn) {
-					c.RapidReset(stop, RapidResetRate)
-				})
-			}()
-		}
-		wg.Wait()
+		holdEach(RapidResetConns, 1, func(a int) {
+			onH2(t, Addr(Attackers, a*250), 65535, stop, count, func(c *H2Conn) { c.RapidReset(stop, RapidResetRate) })
+		})
 	},
 }
 

@@ -17,7 +17,7 @@ import (
 // The edge's rows: connections that hold their slots without progress, and refusals that
 // cost nothing to send. They follow the suite's other rows.
 func init() {
-	Rows = append(Rows, slowReadersRow, unknownHeartbeatsRow, parkedStreamsRow, rapidResetRow)
+	Rows = append(Rows, slowReadersRow, unknownHeartbeatsRow, parkedStreamsRow, rapidResetRow, manyBlocksRow)
 }
 
 // SlowReaderAddrs and SlowReaderConns are how many addresses, and connections from each, row
@@ -212,3 +212,116 @@ func onH2(t *Target, ip string, window uint32, stop <-chan struct{}, count func(
 		pause(stop, 100*time.Millisecond)
 	}
 }
+
+// ManyBlocksConns is the connection cap of row 18, and ManyBlocks and ManyBlocksSingles how
+// many blocks hold a connection of 16 parked streams each, and how many client groups more
+// hold one parked stream each: the blocks alone fill the soft total of requests in flight
+// (twice the connection cap), each block within its own bounds, and the singles take it
+// towards the hard total (three times the cap) with the connections the honest clients leave.
+const (
+	ManyBlocksConns   = 512
+	ManyBlocks        = 64
+	ManyBlocksSingles = 32
+)
+
+// manyBlocksStreams is how many streams each of row 18's block connections keeps parked: as
+// many as a connection may carry.
+const manyBlocksStreams = 16
+
+var manyBlocksRow = Row{N: 18,
+	What:  "many blocks: 64 /24s of one /16, each a connection over TLS keeping 16 streams parked (a POST whose body never ends), and 32 more addresses one stream each, at --max-connections 512: the requests in flight past their soft total, each block within its own bounds",
+	Bound: "past the soft total a newcomer, or a client with a request in flight, makes room by evicting the longest-waiting request of the network, block and client holding the most: 100 % of honest requests succeed, honest p99 within 3× of alone",
+	Flags: []string{"--max-connections", fmt.Sprint(ManyBlocksConns)},
+	TLS:   true,
+	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+		HoldManyBlocks(t, func(i int) string { return Addr(Attackers, i*250) }, func(i int) string { return Addr(Attackers, i*250+1) }, stop, count)
+	},
+}
+
+// HoldManyBlocks runs row 18's attack: from block(i), for each of ManyBlocks blocks, a
+// connection keeping 16 streams parked, and from single(i), for each of ManyBlocksSingles
+// addresses, a connection keeping one; each stream the server ends is opened again, until
+// stop is closed. It counts a 200 for each connection made, "refused" for each that could not
+// be, and StreamEnded for each stream the server ended.
+func HoldManyBlocks(t *Target, block, single func(i int) string, stop <-chan struct{}, count func(Answer)) {
+	var wg sync.WaitGroup
+	for i := range ManyBlocks + ManyBlocksSingles {
+		ip, streams := "", manyBlocksStreams
+		if i < ManyBlocks {
+			ip = block(i)
+		} else {
+			ip, streams = single(i-ManyBlocks), 1
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			onH2Refilled(t, ip, streams, stop, count)
+		}()
+	}
+	wg.Wait()
+}
+
+// onH2Refilled is onH2 keeping streams POSTs parked on each connection, each with a 4 KB body
+// that never ends, opening another each time the server ends one (refused, reset or
+// answered), paced so that a refused stream costs the attacker's core no more than the
+// daemon's.
+func onH2Refilled(t *Target, ip string, streams int, stop <-chan struct{}, count func(Answer)) {
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return
+	}
+	var resets, goaways atomic.Int64
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		c, err := DialH2(ip, u.Host, 65535)
+		if err != nil {
+			count(Answer{Code: "refused"})
+			pause(stop, 100*time.Millisecond)
+			continue
+		}
+		count(Answer{Status: http.StatusOK})
+		ended := make(chan struct{})
+		again := make(chan struct{}, streams)
+		go func() {
+			defer close(ended)
+			c.Drain(&resets, &goaways, func() {
+				count(Answer{Code: StreamEnded})
+				select {
+				case again <- struct{}{}:
+				default:
+				}
+			})
+		}()
+		park := func() bool {
+			_, err := c.Request("POST", "/v1/auth/device-login", make([]byte, 4096))
+			return err == nil
+		}
+		ok := true
+		for range streams {
+			ok = ok && park()
+		}
+		for ok {
+			select {
+			case <-stop:
+				ok = false
+			case <-ended:
+				ok = false
+			case <-again:
+				ok = pause(stop, refillPause) && park()
+			}
+		}
+		c.Close()
+		<-ended
+		pause(stop, 100*time.Millisecond)
+	}
+}
+
+// StreamEnded is the outcome row 18 counts for each stream the server ended.
+const StreamEnded = "stream ended"
+
+// refillPause is how long row 18 waits before opening a stream in place of one that ended.
+const refillPause = 10 * time.Millisecond

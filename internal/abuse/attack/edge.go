@@ -286,18 +286,27 @@ func onH2Refilled(t *Target, ip string, streams int, stop <-chan struct{}, count
 		count(Answer{Status: http.StatusOK})
 		ended := make(chan struct{})
 		again := make(chan struct{}, streams)
+		var mu sync.Mutex
+		open := map[uint32]bool{}
 		go func() {
 			defer close(ended)
-			c.Drain(&resets, &goaways, func() {
-				count(Answer{Code: StreamEnded})
-				select {
-				case again <- struct{}{}:
-				default:
+			c.Drain(&resets, &goaways, func(id uint32) {
+				mu.Lock()
+				was := open[id]
+				delete(open, id)
+				mu.Unlock()
+				if !was {
+					return
 				}
+				count(Answer{Code: StreamEnded})
+				again <- struct{}{}
 			})
 		}()
 		park := func() bool {
-			_, err := c.Request("POST", "/v1/auth/device-login", make([]byte, 4096))
+			mu.Lock()
+			defer mu.Unlock()
+			id, err := c.Request("POST", "/v1/auth/device-login", make([]byte, 4096))
+			open[id] = true
 			return err == nil
 		}
 		ok := true

@@ -31,6 +31,7 @@ var slowReadersRow = Row{N: 14,
 	What:  "slow readers: 8 addresses × 64 connections, each pipelining GET /openapi.json with a 4 KiB receive buffer and reading 3 KB a second, at --max-connections 768: the attack holds every slot the honest clients' own keep-alive connections leave",
 	Bound: "an answer draining below the floor rate gives its slot to a newcomer: 100 % of honest requests on new connections succeed, honest p99 within 3× of alone; memory bounded by the connections",
 	Flags: []string{"--max-connections", fmt.Sprint(SlowReaderAddrs*SlowReaderConns + 256)},
+	Holds: SlowReaderAddrs * SlowReaderConns,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
 		holdEach(SlowReaderAddrs, SlowReaderConns, func(a int) { SlowRead(t.URL, Addr(Attackers, a), stop, count) })
 	},
@@ -141,6 +142,7 @@ var parkedStreamsRow = Row{N: 16,
 	What:  "parked HTTP/2 streams: 4 addresses × 64 connections over TLS, each opening 250 streams that make no progress (a GET with a flow-control window of 0, or a POST whose 4 KB body never ends), and opening again whenever one is reset or its connection cut",
 	Bound: "at most 16 streams a connection and the requests in flight per group and in total; parked answers reset after the send timeout; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 1,600 MiB §8.1 bounds any connection-level attack with at the defaults",
 	TLS:   true,
+	Holds: ParkedAddrs * ParkedConns,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
 		holdEach(ParkedAddrs, ParkedConns, func(a int) {
 			onH2(t, Addr(Attackers, a*250), 0, stop, count, func(c *H2Conn) { c.Park(ParkedStreams) })
@@ -233,6 +235,7 @@ var manyBlocksRow = Row{N: 18,
 	Bound: "past the soft total a newcomer, or a client with a request in flight, makes room by evicting the longest-waiting request of the network, block and client holding the most: 100 % of honest requests succeed, honest p99 within 3× of alone",
 	Flags: []string{"--max-connections", fmt.Sprint(ManyBlocksConns)},
 	TLS:   true,
+	Holds: ManyBlocks + ManyBlocksSingles,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
 		HoldManyBlocks(t, func(i int) string { return Addr(Attackers, i*250) }, func(i int) string { return Addr(Attackers, i*250+1) }, stop, count)
 	},

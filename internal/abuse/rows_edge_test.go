@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,4 +168,82 @@ func TestRow16ParkedH2Streams(t *testing.T) {
 func TestRow17RapidReset(t *testing.T) {
 	row := attack.Get(17)
 	honestThrough(t, startTLS(t, row.Flags...), row, attack.RapidResetConns, edgeRSSBound(attack.RapidResetConns))
+}
+
+// TestRow18ManyBlocks: 64 /24s of one /16 (127.1.x.1), each a connection of 16 parked
+// streams, and 32 more addresses one stream each, take the requests in flight past their
+// soft total; an honest newcomer's requests all succeed, and so do those of an honest client
+// that already has a request in flight.
+func TestRow18ManyBlocks(t *testing.T) {
+	manyBlocks(t, startTLS(t, attack.Get(18).Flags...), attack.Get(18).Attack, "127.0.0.7", "127.0.0.8")
+}
+
+// TestRow18ManyBlocksIPv6: row 18 from 64 /48s of one /32 (2001:db8::/32) and 32 more /64s,
+// the honest clients in another /32 (3fff::/32). It runs in an IPv6 network namespace of its
+// own, whose loopback holds every address the row sends from and the daemon listens on ::1
+// (inNetns); without root it is
+// skipped, and the IPv4 row above runs the same attack.
+func TestRow18ManyBlocksIPv6(t *testing.T) {
+	block := func(i int) string { return fmt.Sprintf("2001:db8:%x::1", i) }
+	single := func(i int) string { return fmt.Sprintf("2001:db8:%x:1::1", i) }
+	const newcomer, busy = "3fff:0:1::1", "3fff:0:2::1"
+	if os.Getenv(netnsEnv) == "" {
+		addrs := []string{newcomer, busy}
+		for i := range attack.ManyBlocks {
+			addrs = append(addrs, block(i))
+		}
+		for i := range attack.ManyBlocksSingles {
+			addrs = append(addrs, single(i))
+		}
+		inNetns(t, addrs)
+		return
+	}
+	d := startTLS(t, append(attack.Get(18).Flags, "--listen", "[::1]:0")...)
+	manyBlocks(t, d, func(_ context.Context, tg *attack.Target, _ any, stop <-chan struct{}, count func(attack.Answer)) {
+		attack.HoldManyBlocks(tg, block, single, stop, count)
+	}, newcomer, busy)
+}
+
+// manyBlocks runs row 18's attack against d until every attack connection is open and the
+// requests in flight are at their bound (streams refused), then sends 16 honest requests on
+// new connections from newcomer, and 16 from busy while busy has a request of its own in
+// flight (a POST whose body it is still sending): each must succeed.
+func manyBlocks(t *testing.T, d *daemon, attackFn func(context.Context, *attack.Target, any, <-chan struct{}, func(attack.Answer)), newcomer, busy string) {
+	t.Helper()
+	var open, ended atomic.Int64
+	stop := runRow(d, attack.Row{Attack: attackFn}, func(a attack.Answer) {
+		switch {
+		case a.Status == http.StatusOK:
+			open.Add(1)
+		case a.Code == attack.StreamEnded:
+			ended.Add(1)
+		}
+	})
+	defer stop()
+	const conns = attack.ManyBlocks + attack.ManyBlocksSingles
+	waitUntil(t, "every attack connection open and streams refused", func() bool { return open.Load() >= conns && ended.Load() >= 100 })
+	for i := range 16 {
+		if err := freshGet(d, newcomer); err != nil {
+			t.Fatalf("honest newcomer's request %d during the attack: %v", i, err)
+		}
+	}
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := attack.DialH2(busy, u.Host, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if _, err := own.Request("POST", "/v1/auth/device-login", make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 {
+		if err := freshGet(d, busy); err != nil {
+			t.Fatalf("request %d of an honest client with one in flight, during the attack: %v", i, err)
+		}
+	}
+	stop()
+	t.Logf("honest accepted 32/32; the attack opened %d connections and had %d streams ended", open.Load(), ended.Load())
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -116,16 +117,27 @@ func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
 	attacked := make(chan struct{})
 	var mu sync.Mutex
 	answers := map[string]int64{}
+	held := make(chan struct{})
 	go func() {
 		defer close(attacked)
 		if row.Attack != nil {
 			row.Attack(ctx, tg, state, halt, func(a attack.Answer) {
 				mu.Lock()
 				answers[a.Outcome()]++
+				if row.Holds > 0 && a.Outcome() == "200" && answers["200"] == int64(row.Holds) {
+					close(held)
+				}
 				mu.Unlock()
 			})
 		}
 	}()
+	if row.Holds > 0 {
+		if err := holding(ctx, held, attacked); err != nil {
+			close(halt)
+			<-attacked
+			return nil, err
+		}
+	}
 	under, err := b.honestElsewhere(ctx, hs, " under attack", 1)
 	close(halt)
 	<-attacked
@@ -178,6 +190,29 @@ func (b *bench) abuseRow(ctx context.Context, row attack.Row) (*result, error) {
 	res.Figures["reference_peak_mb"] = rpeak
 	res.setRatio("peak_over_reference", peak, rpeak)
 	return res, nil
+}
+
+// holdBound bounds the wait for an attack's connections to open; holdSettle is the wait
+// after, in which the answers the connections asked for as they opened are written.
+const (
+	holdBound  = 30 * time.Second
+	holdSettle = time.Second
+)
+
+// holding waits until the attack holds its connections (held is closed) and holdSettle more.
+func holding(ctx context.Context, held, attacked <-chan struct{}) error {
+	t := time.NewTimer(holdBound)
+	defer t.Stop()
+	select {
+	case <-held:
+	case <-attacked:
+		return errors.New("the attack stopped before it held its connections")
+	case <-t.C:
+		return fmt.Errorf("the attack did not hold its connections within %v", holdBound)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return pause.For(ctx, holdSettle)
 }
 
 // honestSpec is what one honest phase needs: the registry, the honest operator and nodes,

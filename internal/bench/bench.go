@@ -384,10 +384,11 @@ Scenarios. What a window sends is signed before it begins:
   abuse      (only when named) for each row of the abuse suite (--abuse-rows 1,3 for some),
              spawns svrpd serve with its default limits and the row's flags, and measures
              honest logins and heartbeats (4 clients in a process of their own, from 127.2.x.y)
-             for 5 s alone and 5 s while the row's attack runs from 127.1.x.y: their p99
+             for 5 s alone and 5 s while the row's attack runs from 127.1.x.y (for a row
+             whose attack holds connections, from once it holds them and a second more): their p99
              ratios, the attack's answers, the daemon's peak RSS; for rows whose attack stores
              records, the peak of a daemon holding as many honest ones. Row 10 measures the idle
-             daemon's CPU. Rows whose attack speaks HTTP/2 (16, 17) serve TLS with a
+             daemon's CPU. Rows whose attack speaks HTTP/2 (16-18) serve TLS with a
              certificate bench makes for 127.0.0.1, which only the honest clients trust.
 
 Output. Each scenario prints its phases as text and one JSON line (scenario, target, clients,

@@ -3,12 +3,16 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svrp/svrp/proto"
 	"github.com/svrp/svrp/registry/api"
+	"github.com/svrp/svrp/registry/netblock"
 )
 
 // fairness bounds the requests in flight — HTTP/1.1 requests and HTTP/2 streams alike — per
@@ -20,22 +24,34 @@ import (
 // HTTP/2 client opens as many streams on each of its connections as the connection allows,
 // and parks each one, a goroutine and its buffers apiece. The total is twice the connection
 // cap, so that connections holding every slot, one request each, do not reach it; and it is
-// soft: past it, only a client group with nothing in flight is let in, up to three times the
-// cap, so that groups filling the total keep out no one but themselves. A request over a
-// bound is answered 429 RATE_LIMITED at once, before its handler runs.
+// soft: past it, a client group with nothing in flight is let in, up to three times the cap.
+// Past the soft total, any other newcomer, and at the hard total every newcomer, makes room
+// by evicting the request in flight longest of the group holding the most, at every level:
+// the network holding the most requests; within it, when it is the newcomer's own, the
+// block holding the most; within that, when it is the newcomer's own, the client group
+// holding the most. The evicted group must hold at least two more than the newcomer's at the
+// level where they part, so that after the swap it still holds at least as many and no two
+// groups evict each other in turn. Strangers spread over many blocks, each within its own
+// bounds, thus cannot fill the total against an honest newcomer: their network, or their
+// largest block, pays for its room. An evicted request still waiting for its turn is answered
+// 429 RATE_LIMITED; one already running is reset (its HTTP/2 stream, or its HTTP/1.1
+// connection, which carries nothing else). A request over a bound that nothing can make room
+// for is answered 429 RATE_LIMITED at once, before its handler runs. A trusted proxy's
+// requests count only against the totals and make no room: its clients are many groups.
 //
 // Of the requests in flight, at most workers run their handlers' work at once; a handler
 // holds its turn until its answer starts (writing an answer waits on the client, not on the
 // cores), it returns, or turnHold has passed (a handler that long is waiting on the store or
-// on a listing's turn, not using a core, and must not hold up the queues meanwhile). The others wait in a queue of their client group, and the queues are
-// served round robin over the networks (IPv4 /16, IPv6 /32) that have waiters, and within a
-// network over its client groups: one group's flood waits behind its own requests, and an
-// honest request waits for at most one turn of each other network with waiters.
+// on a listing's turn, not using a core, and must not hold up the queues meanwhile). The
+// others wait in a queue of their client group, and the queues are served round robin over
+// the networks (IPv4 /16, IPv6 /32) that have waiters, and within a network over its client
+// groups: one group's flood waits behind its own requests, and an honest request waits for at
+// most one turn of each other network with waiters.
 type fairness struct {
 	perClient, perBlock, total, hard, workers int
 
 	mu       sync.Mutex
-	inFlight map[string]int // by client group and by block
+	networks map[string]*holding // the requests in flight by network, block and client group
 	all      int
 	running  int
 	nets     []*netQueue // networks with waiters, in turn order
@@ -54,7 +70,7 @@ type netQueue struct {
 func newFairness(perClient, perBlock, maxConns, workers int) *fairness {
 	return &fairness{
 		perClient: perClient, perBlock: perBlock, total: 2 * maxConns, hard: 3 * maxConns, workers: max(workers, 1),
-		inFlight: make(map[string]int), netOf: make(map[string]*netQueue),
+		networks: make(map[string]*holding), netOf: make(map[string]*netQueue),
 	}
 }
 
@@ -70,6 +86,9 @@ const refusalWriteGrace = 100 * time.Millisecond
 // errInFlight is the refusal of a request over a bound in flight.
 var errInFlight = proto.New(proto.RateLimited, "too many requests in flight from this address; wait for an answer before sending more")
 
+// errEvicted ends the context of a request evicted to make room for a newcomer.
+var errEvicted = errors.New("evicted to make room for a newcomer")
+
 // serve wraps next with the bounds and the turns.
 func (f *fairness) serve(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,57 +97,231 @@ func (f *fairness) serve(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !f.enter(lc) {
-			// A refusal is not parked: a stream whose window is shut is reset instead.
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(refusalWriteGrace))
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusTooManyRequests)
-			json.NewEncoder(w).Encode(api.ErrorBody{Code: string(proto.RateLimited), Error: errInFlight.Error()})
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		fl := f.enter(lc, cancel)
+		if fl == nil {
+			refuse(w)
 			return
 		}
-		defer f.leave(lc)
-		if !f.turn(r.Context(), lc) {
+		defer f.leave(fl)
+		var running atomic.Bool
+		defer resetOnEviction(ctx, &running, w, r, lc)()
+		if !f.turn(ctx, lc) {
+			if context.Cause(ctx) == errEvicted {
+				refuse(w)
+				return
+			}
 			lc.l.noteStream(lc, true) // the client went away before its turn
+			return
+		}
+		// Evicted as its turn came, before the reset could see it run: refused all the same.
+		if running.Store(true); context.Cause(ctx) == errEvicted {
+			f.done()
+			refuse(w)
 			return
 		}
 		tw := &turnWriter{ResponseWriter: w, f: f, ctx: r.Context()}
 		hold := time.AfterFunc(turnHold, tw.done)
 		defer hold.Stop()
 		defer tw.done()
-		next.ServeHTTP(tw, r)
+		next.ServeHTTP(tw, r.WithContext(ctx))
 		lc.l.noteStream(lc, tw.cancelledFirst())
 	})
 }
 
-// enter counts a request in flight, or reports false when a bound refuses it.
-func (f *fairness) enter(c *limitedConn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c.group != "" && (f.inFlight[c.group] >= f.perClient || f.inFlight[c.block] >= f.perBlock) {
-		return false
-	}
-	if f.all >= f.hard || f.all >= f.total && (c.group == "" || f.inFlight[c.group] > 0) {
-		return false
-	}
-	f.all++
-	if c.group != "" {
-		f.inFlight[c.group]++
-		f.inFlight[c.block]++
-	}
-	return true
+// refuse answers 429 RATE_LIMITED. A refusal is not parked: a stream whose window is shut is
+// reset instead.
+func refuse(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(refusalWriteGrace))
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTooManyRequests)
+	json.NewEncoder(w).Encode(api.ErrorBody{Code: string(proto.RateLimited), Error: errInFlight.Error()})
 }
 
-func (f *fairness) leave(c *limitedConn) {
+// resetOnEviction resets the request once ctx ends by eviction while its handler runs (once
+// running is set): an HTTP/2 stream by deadlines already past (its body's reads fail, its
+// stream is reset), an HTTP/1.1 request by closing its connection, which carries nothing
+// else. The function it returns waits for the reset to finish, so that the writer is not
+// touched after the handler has returned.
+func resetOnEviction(ctx context.Context, running *atomic.Bool, w http.ResponseWriter, r *http.Request, lc *limitedConn) func() {
+	done := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(done)
+		if context.Cause(ctx) != errEvicted || !running.Load() {
+			return
+		}
+		if r.ProtoMajor < 2 {
+			lc.Close()
+			return
+		}
+		rc := http.NewResponseController(w)
+		past := time.Now().Add(-time.Second)
+		_ = rc.SetReadDeadline(past)
+		_ = rc.SetWriteDeadline(past)
+	})
+	return func() {
+		if !stop() {
+			<-done
+		}
+	}
+}
+
+// holding is what one group holds in flight: a network's blocks, a block's client groups,
+// a client group's requests, the one in flight longest first.
+type holding struct {
+	held    int
+	subs    map[string]*holding
+	flights []*flight
+}
+
+// flight is one request in flight.
+type flight struct {
+	conn    *limitedConn
+	cancel  context.CancelCauseFunc
+	evicted bool // guarded by fairness.mu
+}
+
+// groupsLocked is c's holdings at each level, nil where it holds nothing. The caller holds mu.
+func (f *fairness) groupsLocked(c *limitedConn) (network, block, client *holding) {
+	if network = f.networks[c.network]; network != nil {
+		if block = network.subs[c.block]; block != nil {
+			client = block.subs[c.group]
+		}
+	}
+	return network, block, client
+}
+
+// enter counts a request in flight, evicting another if it must make room, or returns nil when
+// a bound refuses it. cancel ends the request's context if it is evicted in turn.
+func (f *fairness) enter(c *limitedConn, cancel context.CancelCauseFunc) *flight {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.all--
-	if c.group != "" {
-		for _, k := range []string{c.group, c.block} {
-			if f.inFlight[k]--; f.inFlight[k] <= 0 {
-				delete(f.inFlight, k)
+	if c.group == "" {
+		defer f.mu.Unlock()
+		if f.all >= f.total {
+			return nil
+		}
+		f.all++
+		return &flight{conn: c, cancel: cancel}
+	}
+	_, block, client := f.groupsLocked(c)
+	if client.count() >= f.perClient || block.count() >= f.perBlock {
+		f.mu.Unlock()
+		return nil
+	}
+	var victim *flight
+	if f.all >= f.hard || f.all >= f.total && client.count() > 0 {
+		if victim = f.victimLocked(c); victim == nil {
+			f.mu.Unlock()
+			return nil
+		}
+		victim.evicted = true
+		f.removeLocked(victim)
+	}
+	fl := &flight{conn: c, cancel: cancel}
+	f.addLocked(fl)
+	f.mu.Unlock()
+	if victim != nil && victim.cancel != nil {
+		victim.cancel(errEvicted)
+	}
+	return fl
+}
+
+// victimLocked is the request to evict for a newcomer on c, or nil when no group holds at
+// least two more than the newcomer's where they part. The caller holds mu.
+func (f *fairness) victimLocked(c *limitedConn) *flight {
+	subs, own := f.networks, [netblock.Levels]string{netblock.Client: c.group, netblock.Block: c.block, netblock.Network: c.network}
+	for lv := netblock.Network; lv >= netblock.Client; lv-- {
+		name, most := "", -1
+		for n, h := range subs {
+			if h.held > most || h.held == most && n == own[lv] {
+				name, most = n, h.held
 			}
 		}
+		if name != own[lv] {
+			if most < subs[own[lv]].count()+2 {
+				return nil
+			}
+			h := subs[name]
+			for ; lv > netblock.Client; lv-- {
+				h = largest(h.subs)
+			}
+			return h.flights[0]
+		}
+		subs = subs[name].subs
+	}
+	return nil
+}
+
+// largest is the holding of subs holding the most.
+func largest(subs map[string]*holding) *holding {
+	var most *holding
+	for _, h := range subs {
+		if most == nil || h.held > most.held {
+			most = h
+		}
+	}
+	return most
+}
+
+func (h *holding) count() int {
+	if h == nil {
+		return 0
+	}
+	return h.held
+}
+
+// addLocked counts fl in at every level. The caller holds mu.
+func (f *fairness) addLocked(fl *flight) {
+	f.all++
+	c := fl.conn
+	subs := f.networks
+	for _, name := range [...]string{c.network, c.block, c.group} {
+		h := subs[name]
+		if h == nil {
+			h = &holding{}
+			subs[name] = h
+		}
+		h.held++
+		if h.subs == nil && name != c.group {
+			h.subs = make(map[string]*holding)
+		}
+		if name == c.group {
+			h.flights = append(h.flights, fl)
+		}
+		subs = h.subs
+	}
+}
+
+// removeLocked takes fl out at every level, and the groups left holding nothing. The caller
+// holds mu.
+func (f *fairness) removeLocked(fl *flight) {
+	f.all--
+	c := fl.conn
+	network, block, client := f.groupsLocked(c)
+	if i := slices.Index(client.flights, fl); i >= 0 {
+		client.flights = slices.Delete(client.flights, i, i+1)
+	}
+	for _, g := range []struct {
+		h    *holding
+		in   map[string]*holding
+		name string
+	}{{client, block.subs, c.group}, {block, network.subs, c.block}, {network, f.networks, c.network}} {
+		if g.h.held--; g.h.held <= 0 {
+			delete(g.in, g.name)
+		}
+	}
+}
+
+func (f *fairness) leave(fl *flight) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case fl.conn.group == "":
+		f.all--
+	case !fl.evicted:
+		f.removeLocked(fl)
 	}
 }
 

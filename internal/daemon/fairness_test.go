@@ -17,39 +17,133 @@ func fairConn(group string) *limitedConn {
 	return &limitedConn{l: l, group: group, block: netblock.BlockOf(group), network: netblock.Of(group, netblock.Network)}
 }
 
+// in is f.enter(c) for a test: whether the request was let in, and its flight.
+func in(f *fairness, c *limitedConn) (*flight, bool) {
+	fl := f.enter(c, nil)
+	return fl, fl != nil
+}
+
 // TestFairnessBoundsInFlight: requests in flight are bounded per client group, per block and
 // in total (twice the connection cap, then up to three times it for groups with nothing in
 // flight); a request that leaves makes room.
 func TestFairnessBoundsInFlight(t *testing.T) {
 	f := newFairness(2, 3, 3, 1) // a total of 6, 9 at most
 	a := fairConn("198.51.100.1")
-	if !f.enter(a) || !f.enter(a) || f.enter(a) {
+	first, _ := in(f, a)
+	if _, ok := in(f, a); !ok || f.enter(a, nil) != nil {
 		t.Fatal("the client bound of 2 did not hold")
 	}
 	b := fairConn("198.51.100.2")
-	if !f.enter(b) || f.enter(b) {
+	if _, ok := in(f, b); !ok || f.enter(b, nil) != nil {
 		t.Fatal("the block bound of 3 did not hold")
 	}
 	c := fairConn("192.0.2.1")
-	if !f.enter(c) || !f.enter(c) || !f.enter(fairConn("203.0.113.1")) {
+	_, ok1 := in(f, c)
+	_, ok2 := in(f, c)
+	_, ok3 := in(f, fairConn("203.0.113.1"))
+	if !ok1 || !ok2 || !ok3 {
 		t.Fatal("refused below the total of 6")
 	}
-	// Past the total, only a group with nothing in flight, up to three times the cap.
-	if f.enter(fairConn("203.0.113.1")) {
-		t.Fatal("past the total, a group with a request in flight was let in")
+	// Past the total, a group with a request in flight is let in only by evicting: 203.0/16
+	// holds 1, and 198.51/16 3, of which 198.51.100.1's first request is the one to go.
+	if _, ok := in(f, fairConn("203.0.113.1")); !ok {
+		t.Fatal("past the total, a group with a request in flight evicted nothing from a network holding two more")
 	}
-	for i := range 3 {
-		if !f.enter(fairConn(fmt.Sprint("203.0.", 10+i, ".1"))) {
+	f.mu.Lock()
+	gone := first.evicted
+	f.mu.Unlock()
+	if !gone {
+		t.Fatal("the request evicted was not the first in flight of the client holding the most")
+	}
+	if f.enter(fairConn("192.0.2.2"), nil) == nil {
+		t.Fatal("past the total, a newcomer with nothing in flight was refused below the hard bound")
+	}
+	if f.enter(fairConn("198.51.100.2"), nil) != nil {
+		t.Fatal("past the total, a group with a request in flight was let in with no group two above its own")
+	}
+	var last *flight
+	for i := range 2 {
+		if last = f.enter(fairConn(fmt.Sprint("100.64.", i, ".1")), nil); last == nil {
 			t.Fatalf("past the total, newcomer %d with nothing in flight was refused below the hard bound", i)
 		}
 	}
-	if f.enter(fairConn("203.0.99.1")) {
-		t.Fatal("a newcomer was let in past the hard bound")
+	// At the hard bound 192.0/16 holds the most, 3, one more than 203.0/16.
+	if f.enter(fairConn("203.0.99.1"), nil) != nil {
+		t.Fatal("a newcomer was let in past the hard bound with no group two above its own")
 	}
-	f.leave(a)
-	if !f.enter(fairConn("203.0.99.1")) {
+	f.leave(last)
+	if f.enter(fairConn("203.0.99.1"), nil) == nil {
 		t.Fatal("a request that left made no room")
 	}
+}
+
+// TestFairnessEvictsForNewcomer: at the hard total, filled by strangers spread over many
+// blocks each within its bounds, a newcomer of a fresh network makes room by evicting the
+// request in flight longest of the network, then block, then client group holding the most;
+// the evicted request's context ends. Groups at an even share never evict each other.
+func TestFairnessEvictsForNewcomer(t *testing.T) {
+	f := newFairness(2, 4, 8, 1) // a total of 16, 24 at most
+	type req struct {
+		fl    *flight
+		ended *error
+	}
+	enter := func(group string) (req, bool) {
+		var cause error
+		fl := f.enter(fairConn(group), func(err error) { cause = err })
+		return req{fl, &cause}, fl != nil
+	}
+	// 12 blocks of one IPv6 /32, 2 clients each (one per /64), 1 request each: 24.
+	var strangers []req
+	for blk := range 12 {
+		for cl := range 2 {
+			r, ok := enter(fmt.Sprintf("2001:db8:%x:%x::/64", blk, cl))
+			if !ok {
+				t.Fatalf("stranger %d.%d refused below the hard total", blk, cl)
+			}
+			strangers = append(strangers, r)
+		}
+	}
+	if _, ok := enter("2001:db8:0:5::/64"); ok {
+		t.Fatal("a new client of a stranger's block evicted from a group holding less than two more than its own")
+	}
+	honest, ok := enter("192.0.2.7")
+	if !ok {
+		t.Fatal("an honest newcomer of a fresh network was refused at a hard total filled by many blocks")
+	}
+	var gone *flight
+	for _, s := range strangers {
+		if *s.ended == errEvicted {
+			if gone != nil {
+				t.Fatal("more than one request evicted for one newcomer")
+			}
+			gone = s.fl
+		}
+	}
+	if gone == nil {
+		t.Fatal("no stranger's request was evicted, its context ended")
+	}
+	f.mu.Lock()
+	marked := gone.evicted
+	f.mu.Unlock()
+	if !marked {
+		t.Fatal("a request's context ended by eviction, yet it is not marked evicted")
+	}
+	f.leave(gone) // an evicted request leaving frees nothing more
+	f.mu.Lock()
+	all := f.all
+	f.mu.Unlock()
+	if all != 24 {
+		t.Fatalf("in flight %d after the swap and the evicted request leaving; want 24", all)
+	}
+	// The honest network holds 1 now: its own next request is no newcomer past the total and
+	// evicts too (the strangers' network holds 23), but one of the strangers cannot take back.
+	if _, ok := enter("192.0.2.7"); !ok {
+		t.Fatal("past the total, an honest client holding one was refused while a network held 22 more")
+	}
+	if f.enter(gone.conn, nil) != nil {
+		t.Fatal("the evicted stranger evicted in turn from its own crowded network")
+	}
+	f.leave(honest.fl)
 }
 
 // TestFairnessRoundRobin: with every turn taken, a flood queued by one network waits behind
@@ -187,4 +281,46 @@ func TestFairnessTurnHold(t *testing.T) {
 		t.Fatal("a handler waiting without answering held its turn")
 	}
 	close(release)
+}
+
+// TestFairnessEvictionResetsRunning: a request evicted while its handler runs ends: its
+// context ends by eviction and its HTTP/1.1 connection is closed, while the newcomer's
+// handler runs.
+func TestFairnessEvictionResetsRunning(t *testing.T) {
+	l, _ := testListener(10, 10, 16)
+	f := newFairness(4, 8, 1, 4) // a total of 2, 3 at most
+	started := make(chan string, 4)
+	ended := make(chan error, 4)
+	h := f.serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- r.URL.Path
+		if r.URL.Path == "/newcomer" {
+			return
+		}
+		<-r.Context().Done()
+		ended <- context.Cause(r.Context())
+	}))
+	send := func(path string, c *limitedConn) {
+		r := httptest.NewRequest("GET", path, nil)
+		go h.ServeHTTP(httptest.NewRecorder(), r.WithContext(context.WithValue(r.Context(), connKey{}, c)))
+		if got := <-started; got != path {
+			t.Fatalf("%s started; want %s", got, path)
+		}
+	}
+	first, firstEnd := budgetConn(t, l, "198.51.100.1")
+	second, _ := budgetConn(t, l, "198.51.100.1")
+	other, _ := budgetConn(t, l, "198.51.100.2")
+	send("/first", first)
+	send("/second", second)
+	send("/other", other)
+	newcomer, _ := budgetConn(t, l, "192.0.2.1")
+	send("/newcomer", newcomer)
+	if err := <-ended; err != errEvicted {
+		t.Fatalf("the evicted handler's context ended with %v; want eviction", err)
+	}
+	if _, err := firstEnd.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the evicted request's connection is still open")
+	}
+	if !isCut(l, first) || isCut(l, second) {
+		t.Fatal("the connection closed was not the one of the request in flight longest")
+	}
 }

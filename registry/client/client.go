@@ -126,6 +126,10 @@ type request struct {
 	query  url.Values
 	token  string // bearer; "" for none
 	body   any    // marshalled to JSON; nil sends no body
+	// replaySafe marks a request the protocol answers alike however often it arrives (a
+	// signed registration or heartbeat), so that the transport may send it again on a new
+	// connection when the registry closed an idle keep-alive one as it was being reused.
+	replaySafe bool
 }
 
 // call runs req with the retry policy and decodes a 2xx JSON answer into out (when not nil).
@@ -178,6 +182,11 @@ func (c *Client) once(ctx context.Context, req request, raw []byte) ([]byte, err
 	hr.Header.Set("User-Agent", userAgent)
 	if req.token != "" {
 		hr.Header.Set("Authorization", "Bearer "+req.token)
+	}
+	if req.replaySafe {
+		// Go's transport retries a request on a reused connection that closed before any
+		// answer only when it is idempotent; a nil Idempotency-Key says so without sending it.
+		hr.Header["Idempotency-Key"] = nil
 	}
 	resp, err := c.http.Do(hr)
 	if err != nil {

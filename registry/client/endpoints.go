@@ -18,12 +18,12 @@ import (
 
 // Register sends POST /api/v1/register.
 func (c *Client) Register(ctx context.Context, req api.RegisterRequest) (api.RegisterResult, error) {
-	return send[api.RegisterResult](ctx, c, request{method: http.MethodPost, path: "/api/v1/register", body: req})
+	return send[api.RegisterResult](ctx, c, request{method: http.MethodPost, path: "/api/v1/register", body: req, replaySafe: true})
 }
 
 // Heartbeat sends POST /api/v1/heartbeat.
 func (c *Client) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResult, error) {
-	return send[api.HeartbeatResult](ctx, c, request{method: http.MethodPost, path: "/api/v1/heartbeat", body: req})
+	return send[api.HeartbeatResult](ctx, c, request{method: http.MethodPost, path: "/api/v1/heartbeat", body: req, replaySafe: true})
 }
 
 // Challenge sends POST /v1/auth/challenge. A challenge is single-use and lives 300 s: fetch

@@ -17,7 +17,7 @@ import (
 // The edge's rows: connections that hold their slots without progress, and refusals that
 // cost nothing to send. They follow the suite's other rows.
 func init() {
-	Rows = append(Rows, slowReadersRow, unknownHeartbeatsRow, parkedStreamsRow, rapidResetRow)
+	Rows = append(Rows, slowReadersRow, unknownHeartbeatsRow, parkedStreamsRow, rapidResetRow, manyBlocksRow)
 }
 
 // SlowReaderAddrs and SlowReaderConns are how many addresses, and connections from each, row
@@ -31,6 +31,7 @@ var slowReadersRow = Row{N: 14,
 	What:  "slow readers: 8 addresses × 64 connections, each pipelining GET /openapi.json with a 4 KiB receive buffer and reading 3 KB a second, at --max-connections 768: the attack holds every slot the honest clients' own keep-alive connections leave",
 	Bound: "an answer draining below the floor rate gives its slot to a newcomer: 100 % of honest requests on new connections succeed, honest p99 within 3× of alone; memory bounded by the connections",
 	Flags: []string{"--max-connections", fmt.Sprint(SlowReaderAddrs*SlowReaderConns + 256)},
+	Holds: SlowReaderAddrs * SlowReaderConns,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
 		holdEach(SlowReaderAddrs, SlowReaderConns, func(a int) { SlowRead(t.URL, Addr(Attackers, a), stop, count) })
 	},
@@ -141,6 +142,7 @@ var parkedStreamsRow = Row{N: 16,
 	What:  "parked HTTP/2 streams: 4 addresses × 64 connections over TLS, each opening 250 streams that make no progress (a GET with a flow-control window of 0, or a POST whose 4 KB body never ends), and opening again whenever one is reset or its connection cut",
 	Bound: "at most 16 streams a connection and the requests in flight per group and in total; parked answers reset after the send timeout; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 1,600 MiB §8.1 bounds any connection-level attack with at the defaults",
 	TLS:   true,
+	Holds: ParkedAddrs * ParkedConns,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
 		holdEach(ParkedAddrs, ParkedConns, func(a int) {
 			onH2(t, Addr(Attackers, a*250), 0, stop, count, func(c *H2Conn) { c.Park(ParkedStreams) })
@@ -212,3 +214,126 @@ func onH2(t *Target, ip string, window uint32, stop <-chan struct{}, count func(
 		pause(stop, 100*time.Millisecond)
 	}
 }
+
+// ManyBlocksConns is the connection cap of row 18, and ManyBlocks and ManyBlocksSingles how
+// many blocks hold a connection of 16 parked streams each, and how many client groups more
+// hold one parked stream each: the blocks alone fill the soft total of requests in flight
+// (twice the connection cap), each block within its own bounds, and the singles take it
+// towards the hard total (three times the cap) with the connections the honest clients leave.
+const (
+	ManyBlocksConns   = 512
+	ManyBlocks        = 64
+	ManyBlocksSingles = 32
+)
+
+// manyBlocksStreams is how many streams each of row 18's block connections keeps parked: as
+// many as a connection may carry.
+const manyBlocksStreams = 16
+
+var manyBlocksRow = Row{N: 18,
+	What:  "many blocks: 64 /24s of one /16, each a connection over TLS keeping 16 streams parked (a POST whose body never ends), and 32 more addresses one stream each, at --max-connections 512: the requests in flight past their soft total, each block within its own bounds",
+	Bound: "past the soft total a newcomer, or a client with a request in flight, makes room by evicting the longest-waiting request of the network, block and client holding the most: 100 % of honest requests succeed, honest p99 within 3× of alone",
+	Flags: []string{"--max-connections", fmt.Sprint(ManyBlocksConns)},
+	TLS:   true,
+	Holds: ManyBlocks + ManyBlocksSingles,
+	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
+		HoldManyBlocks(t, func(i int) string { return Addr(Attackers, i*250) }, func(i int) string { return Addr(Attackers, i*250+1) }, stop, count)
+	},
+}
+
+// HoldManyBlocks runs row 18's attack: from block(i), for each of ManyBlocks blocks, a
+// connection keeping 16 streams parked, and from single(i), for each of ManyBlocksSingles
+// addresses, a connection keeping one; each stream the server ends is opened again, until
+// stop is closed. It counts a 200 for each connection made, "refused" for each that could not
+// be, and StreamEnded for each stream the server ended.
+func HoldManyBlocks(t *Target, block, single func(i int) string, stop <-chan struct{}, count func(Answer)) {
+	var wg sync.WaitGroup
+	for i := range ManyBlocks + ManyBlocksSingles {
+		ip, streams := "", manyBlocksStreams
+		if i < ManyBlocks {
+			ip = block(i)
+		} else {
+			ip, streams = single(i-ManyBlocks), 1
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			onH2Refilled(t, ip, streams, stop, count)
+		}()
+	}
+	wg.Wait()
+}
+
+// onH2Refilled is onH2 keeping streams POSTs parked on each connection, each with a 4 KB body
+// that never ends, opening another each time the server ends one (refused, reset or
+// answered), paced so that a refused stream costs the attacker's core no more than the
+// daemon's.
+func onH2Refilled(t *Target, ip string, streams int, stop <-chan struct{}, count func(Answer)) {
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return
+	}
+	var resets, goaways atomic.Int64
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		c, err := DialH2(ip, u.Host, 65535)
+		if err != nil {
+			count(Answer{Code: "refused"})
+			pause(stop, 100*time.Millisecond)
+			continue
+		}
+		count(Answer{Status: http.StatusOK})
+		ended := make(chan struct{})
+		again := make(chan struct{}, streams)
+		var mu sync.Mutex
+		open := map[uint32]bool{}
+		go func() {
+			defer close(ended)
+			c.Drain(&resets, &goaways, func(id uint32) {
+				mu.Lock()
+				was := open[id]
+				delete(open, id)
+				mu.Unlock()
+				if !was {
+					return
+				}
+				count(Answer{Code: StreamEnded})
+				again <- struct{}{}
+			})
+		}()
+		park := func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			id, err := c.Request("POST", "/v1/auth/device-login", make([]byte, 4096))
+			open[id] = true
+			return err == nil
+		}
+		ok := true
+		for range streams {
+			ok = ok && park()
+		}
+		for ok {
+			select {
+			case <-stop:
+				ok = false
+			case <-ended:
+				ok = false
+			case <-again:
+				ok = pause(stop, refillPause) && park()
+			}
+		}
+		c.Close()
+		<-ended
+		pause(stop, 100*time.Millisecond)
+	}
+}
+
+// StreamEnded is the outcome row 18 counts for each stream the server ended.
+const StreamEnded = "stream ended"
+
+// refillPause is how long row 18 waits before opening a stream in place of one that ended.
+const refillPause = 10 * time.Millisecond

@@ -77,9 +77,10 @@ func (c *H2Conn) Reset(id uint32) error {
 func (c *H2Conn) Close() error { return c.conn.Close() }
 
 // Drain reads frames until the connection ends, acknowledging settings, counting the
-// streams the server reset and the GOAWAYs it sent, and calling onReset (when not nil) for
-// each reset stream.
-func (c *H2Conn) Drain(resets, goaways *atomic.Int64, onReset func()) {
+// streams the server reset and the GOAWAYs it sent, and calling onEnd (when not nil) with
+// the id of each stream the server ended: reset, or answered to its end (a stream answered
+// and then reset, as a server stops an upload it will not read, is ended twice).
+func (c *H2Conn) Drain(resets, goaways *atomic.Int64, onEnd func(id uint32)) {
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
@@ -94,8 +95,16 @@ func (c *H2Conn) Drain(resets, goaways *atomic.Int64, onReset func()) {
 			}
 		case *http2.RSTStreamFrame:
 			resets.Add(1)
-			if onReset != nil {
-				onReset()
+			if onEnd != nil {
+				onEnd(f.StreamID)
+			}
+		case *http2.HeadersFrame:
+			if f.StreamEnded() && onEnd != nil {
+				onEnd(f.StreamID)
+			}
+		case *http2.DataFrame:
+			if f.StreamEnded() && onEnd != nil {
+				onEnd(f.StreamID)
 			}
 		case *http2.GoAwayFrame:
 			goaways.Add(1)

@@ -34,6 +34,10 @@ type Row struct {
 	// Attack floods t until stop is closed, from as many goroutines as it likes, and hands
 	// every answer to count; state is what Setup returned. It returns once it has stopped.
 	Attack func(ctx context.Context, t *Target, state any, stop <-chan struct{}, count func(Answer))
+	// Holds, for an attack that holds connections, is how many it opens, each counted 200
+	// once open: what it measures is the slots held, so honest clients are measured once
+	// they are, not while they open (a connection flood, row 4's).
+	Holds int
 	// Stored, for an attack that makes the registry keep records, is how many it kept, from
 	// the answers counted and the registry's node count (nodes before the attack began);
 	// Reference puts as many honest records into another registry, whose memory is what the

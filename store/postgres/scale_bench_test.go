@@ -24,8 +24,9 @@ import (
 // measured in turn on tables of their own (run it with -benchtime=1x): the WAL and time of
 // one flush of the heartbeats of one second when every node beats once a minute, right
 // after a CHECKPOINT and then in steady state; what another daemon reads to follow each
-// flush; in a build that folds its flush log, the fold of a fold's worth of flushes, and
-// the server time per heartbeat of the flushes and the fold together; and the dead row
+// flush; in a build that folds its flush log, the reads of last_seen outside a daemon's
+// memory with a fold's worth of flushes logged, the fold of them, and the server time per
+// heartbeat of the flushes and the fold together; and the dead row
 // versions all these writes leave and what a VACUUM of them costs.
 func BenchmarkHeartbeatFlush(b *testing.B) {
 	schema := os.Getenv("SVRPD_BENCH_SCHEMA")
@@ -150,15 +151,30 @@ func BenchmarkHeartbeatFlush(b *testing.B) {
 		benchReport(b, float64(followRows)/followTook.Seconds(), "followed-heartbeats/s")
 		benchReport(b, float64(followRows)/float64(steady*rows), "followed/flushed")
 
-		// The rest of a fold's worth of flushes, then the fold, whose time is shared by every
-		// heartbeat it takes in.
+		// The rest of a fold's worth of flushes; what reads outside a daemon's memory cost
+		// with the log that long; then the fold, whose time is shared by every heartbeat it
+		// takes in.
 		flushes := steady + 1
+		for ; flushes < benchFoldRounds; flushes++ {
+			flush(flushes)
+		}
+		start := time.Now()
+		const reads = 100
+		for i := range reads {
+			k := benchFlushKey(i * 9973 % n)
+			if err := p.View(ctx, func(tx store.Tx) error { _, err := tx.Node(k); return err }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchReport(b, time.Since(start).Seconds()*1e3/reads, "node-read-ms")
+		start = time.Now()
+		if _, err := benchFollow(ctx, follower, 0, func() {}); err != nil {
+			b.Fatal(err)
+		}
+		benchReport(b, time.Since(start).Seconds(), "first-read-s")
 		var foldUS float64
 		var foldWrites int64
 		if benchFoldRounds > 0 {
-			for ; flushes < benchFoldRounds; flushes++ {
-				flush(flushes)
-			}
 			lsn0 := lsn()
 			start := time.Now()
 			if foldWrites, err = benchFold(ctx, p); err != nil {
@@ -179,7 +195,7 @@ func BenchmarkHeartbeatFlush(b *testing.B) {
 		dead := q(`SELECT COALESCE(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE 'svrp_node%'`, schema)
 		benchReport(b, float64(dead)/float64(flushes*rows), "dead-rows/heartbeat")
 		lsn0 := lsn()
-		start := time.Now()
+		start = time.Now()
 		if _, err := conn.Exec(ctx, `VACUUM svrp_nodes, `+benchVacuumed); err != nil {
 			b.Fatal(err)
 		}

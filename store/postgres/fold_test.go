@@ -37,8 +37,10 @@ func TestHeartbeatLogFold(t *testing.T) {
 	for i, k := range keys {
 		want[k] = storetest.Time(50 + i).UTC()
 	}
-	// Two flushes: the later time wins whatever the order, and keys[0] beats in neither.
-	if err := p.TouchNodes(ctx, keys[1:], []time.Time{want[keys[1]], storetest.Time(10), want[keys[3]]}); err != nil {
+	// Two flushes: the later time wins whatever the order, within a flush too, and keys[0]
+	// beats in neither.
+	first := []didkey.PublicKey{keys[1], keys[2], keys[3], keys[1]}
+	if err := p.TouchNodes(ctx, first, []time.Time{storetest.Time(5), storetest.Time(10), want[keys[3]], want[keys[1]]}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.TouchNodes(ctx, keys[1:], []time.Time{storetest.Time(20), want[keys[2]], storetest.Time(20)}); err != nil {

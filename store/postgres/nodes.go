@@ -142,10 +142,12 @@ func (t *pgTx) Node(k didkey.PublicKey) (store.Node, error) {
 	}
 	var rec []byte
 	var touched *int64
-	// The log's share read is the key's bucket.
+	// The log's share read is the key's bucket, each row of which is searched for the key
+	// by array_positions, a scan in the server's own code, where unnest would make a row of
+	// every element.
 	err := t.tx.QueryRow(t.ctx, `SELECT n.rec, GREATEST(s.seen,
-			(SELECT max(u.seen) FROM svrp_node_touches AS t, unnest(t.keys, t.seen) AS u(key, seen)
-				WHERE t.bucket = get_byte($1, 0) AND u.key = $1))
+			(SELECT max(t.seen[i]) FROM svrp_node_touches AS t, unnest(array_positions(t.keys, $1)) AS i
+				WHERE t.bucket = get_byte($1, 0)))
 		FROM svrp_nodes AS n LEFT JOIN svrp_node_seen AS s ON s.key = n.key WHERE n.key = $1`, k[:]).Scan(&rec, &touched)
 	if err := t.check(err); err != nil {
 		return store.Node{}, err

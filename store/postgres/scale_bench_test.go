@@ -152,26 +152,31 @@ func BenchmarkHeartbeatFlush(b *testing.B) {
 		benchReport(b, float64(followRows)/float64(steady*rows), "followed/flushed")
 
 		// The rest of a fold's worth of flushes; what reads outside a daemon's memory cost
-		// with the log that long; then the fold, whose time is shared by every heartbeat it
+		// with the log that long, read before the fold; then the fold, whose time is shared by every heartbeat it
 		// takes in.
 		flushes := steady + 1
 		for ; flushes < benchFoldRounds; flushes++ {
 			flush(flushes)
 		}
-		start := time.Now()
-		const reads = 100
-		for i := range reads {
-			k := benchFlushKey(i * 9973 % n)
-			if err := p.View(ctx, func(tx store.Tx) error { _, err := tx.Node(k); return err }); err != nil {
+		readOutside := func() {
+			start := time.Now()
+			const reads = 100
+			for i := range reads {
+				k := benchFlushKey(i * 9973 % n)
+				if err := p.View(ctx, func(tx store.Tx) error { _, err := tx.Node(k); return err }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			benchReport(b, time.Since(start).Seconds()*1e3/reads, "node-read-ms")
+			start = time.Now()
+			if _, err := benchFollow(ctx, follower, 0, func() {}); err != nil {
 				b.Fatal(err)
 			}
+			benchReport(b, time.Since(start).Seconds(), "first-read-s")
 		}
-		benchReport(b, time.Since(start).Seconds()*1e3/reads, "node-read-ms")
-		start = time.Now()
-		if _, err := benchFollow(ctx, follower, 0, func() {}); err != nil {
-			b.Fatal(err)
+		if benchFoldRounds > 0 {
+			readOutside()
 		}
-		benchReport(b, time.Since(start).Seconds(), "first-read-s")
 		var foldUS float64
 		var foldWrites int64
 		if benchFoldRounds > 0 {
@@ -195,12 +200,17 @@ func BenchmarkHeartbeatFlush(b *testing.B) {
 		dead := q(`SELECT COALESCE(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE 'svrp_node%'`, schema)
 		benchReport(b, float64(dead)/float64(flushes*rows), "dead-rows/heartbeat")
 		lsn0 := lsn()
-		start = time.Now()
+		start := time.Now()
 		if _, err := conn.Exec(ctx, `VACUUM svrp_nodes, `+benchVacuumed); err != nil {
 			b.Fatal(err)
 		}
 		benchReport(b, time.Since(start).Seconds()*1e6/float64(flushes*rows), "vacuum-us/heartbeat")
 		benchReport(b, float64(lsn()-lsn0)/float64(flushes*rows), "vacuum-wal-B/heartbeat")
+		// A build without a log to read reads after the count of dead row versions, which
+		// its reads would prune.
+		if benchFoldRounds == 0 {
+			readOutside()
+		}
 	}
 }
 

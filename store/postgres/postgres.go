@@ -45,11 +45,11 @@ import (
 // (key and time, indexed by key alone) every foldEvery, once its rows are touchKept old:
 // one row update per node a fold, however many times it beat. A read of last_seen takes
 // the later of the node's liveness row and the log's heartbeats of its key, which it finds
-// in its key's bucket; the log holds at most some foldEvery + touchKept of heartbeats while
-// some daemon does its upkeep. Both tables are UNLOGGED, since a lost heartbeat costs freshness only: they
-// write no WAL, are not replicated to standbys, and are emptied by the server's recovery
-// from a crash. A daemon that finds them emptied (at Open, or at its next read of the
-// feed) gives every node a last_seen of that moment. So after a database crash or a
+// in its key's bucket; the log holds foldEvery and touchKept of heartbeats, and the upkeep's
+// interval more, while some daemon does its upkeep. Both tables are UNLOGGED, since a lost
+// heartbeat costs freshness only: they write no WAL, are not replicated to standbys, and
+// are emptied by the server's recovery from a crash. A daemon that finds them emptied (at
+// Open, or at its next read of the feed) gives every node a last_seen of that moment. So after a database crash or a
 // failover, clients see every node as seen at the repair, as online for one online
 // window; each node's next heartbeat puts back its true time, a node that had gone quiet
 // before the crash looks seen at the repair and is expired that much later, and no node is

@@ -106,6 +106,21 @@ var migrations = []string{
 	ALTER TABLE svrp_nodes DROP COLUMN touched;
 	CREATE UNLOGGED TABLE svrp_node_touches (xid bigint NOT NULL, at bigint NOT NULL, keys bytea[] NOT NULL, seen bigint[] NOT NULL);
 	CREATE INDEX svrp_node_touches_xid ON svrp_node_touches (xid);`,
+
+	// 9: a heartbeat flush only appends to the flush log, one row per bucket of keys (the
+	// key's first byte), and the log is folded into svrp_node_seen every few minutes
+	// (nodes.go, fold): one row update a node per fold instead of one per heartbeat. The
+	// log's rows so far are in svrp_node_seen already. A row of the log stays in its page
+	// up to a page's size, uncompressed, since keys and times do not compress. A read of the
+	// log is never planned in parallel: a read of one node's bucket takes a millisecond,
+	// and the workers, planned on an estimate of the log's size that the fold makes stale,
+	// took hundreds.
+	`TRUNCATE svrp_node_touches;
+	ALTER TABLE svrp_node_touches ADD COLUMN bucket smallint NOT NULL,
+		ALTER COLUMN keys SET STORAGE EXTERNAL, ALTER COLUMN seen SET STORAGE EXTERNAL,
+		SET (toast_tuple_target = 8160, parallel_workers = 0);
+	CREATE INDEX svrp_node_touches_bucket ON svrp_node_touches (bucket, at);
+	CREATE INDEX svrp_node_touches_at ON svrp_node_touches (at);`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

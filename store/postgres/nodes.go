@@ -15,44 +15,87 @@ import (
 // TouchNode moves the node's last_seen forward now, in one statement of its own, which a
 // caller gone meanwhile does not cancel. The node cache batches heartbeats in front of this.
 func (p *Store) TouchNode(ctx context.Context, key didkey.PublicKey, seen time.Time) error {
-	n, err := p.touch(context.WithoutCancel(ctx), [][]byte{key[:]}, []int64{seen.UnixNano()})
+	n, err := p.touch(context.WithoutCancel(ctx), [][]byte{key[:]}, []int64{seen.UnixNano()}, true)
 	if err == nil && n == 0 {
 		return store.ErrNotFound
 	}
 	return err
 }
 
-// touch moves the last_seen of keys[i] forward to seen[i] (unix nanoseconds) in one
-// statement, and returns the rows it found. Moving forward only makes the order in which
-// daemons' batches land irrelevant, and makes one statement outside any SERIALIZABLE
-// transaction enough. The statement updates the narrow liveness table, whose one index is
-// on the key, which a heartbeat does not change, so that each update is HOT and small; it
-// leaves the keys and times in the flush log for the other daemons to follow, and drops the
-// log's entries older than touchKept.
-func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64) (int64, error) {
-	now := time.Now()
+// touch logs that keys[i] was seen at seen[i] (unix nanoseconds), in one statement, and
+// returns the log rows it wrote. The statement writes no node's row: it appends the keys
+// and times to the flush log, one row per bucket of keys (a key's first byte), which the
+// other daemons follow and which fold later moves into svrp_node_seen. A read of last_seen
+// takes the later of the liveness row and the log, so the order in which daemons' flushes
+// land does not matter, and one statement outside any SERIALIZABLE transaction is enough.
+// With known, only keys that have a record are logged, for TouchNode's answer; a flush of
+// the node cache, which holds only keys with records, skips the lookup.
+func (p *Store) touch(ctx context.Context, keys [][]byte, seen []int64, known bool) (int64, error) {
+	sql := `INSERT INTO svrp_node_touches (xid, at, bucket, keys, seen)
+		SELECT pg_current_xact_id()::text::bigint, $3, get_byte(u.key, 0), array_agg(u.key), array_agg(u.seen)
+		FROM unnest($1::bytea[], $2::bigint[]) AS u(key, seen) WHERE u.key <> ''`
+	if known {
+		sql += ` AND EXISTS (SELECT 1 FROM svrp_nodes AS n WHERE n.key = u.key)`
+	}
+	sql += ` GROUP BY 3`
 	for attempt := 1; ; attempt++ {
-		var n int64
-		err := p.pool.QueryRow(ctx, `WITH touched AS (
-				UPDATE svrp_node_seen AS s SET seen = GREATEST(s.seen, u.seen)
-				FROM unnest($1::bytea[], $2::bigint[]) AS u(key, seen)
-				WHERE s.key = u.key AND u.key <> ''
-				RETURNING 1
-			), logged AS (
-				INSERT INTO svrp_node_touches (xid, at, keys, seen)
-				VALUES (pg_current_xact_id()::text::bigint, $3, $1, $2)
-			), pruned AS (
-				DELETE FROM svrp_node_touches WHERE at < $4
-			)
-			SELECT count(*) FROM touched`,
-			keys, seen, now.Unix(), now.Add(-touchKept).Unix()).Scan(&n)
+		tag, err := p.pool.Exec(ctx, sql, keys, seen, time.Now().Unix())
 		if err == nil {
-			return n, nil
+			return tag.RowsAffected(), nil
 		}
 		if !retryable(err) || attempt == maxPostgresAttempts {
 			return 0, unavailable(fmt.Errorf("store: recording heartbeats: %w", err))
 		}
 	}
+}
+
+// touchBuckets is the number of buckets of the flush log: a key's bucket is its first byte.
+// A read of one node's last_seen reads its bucket's share of the log, and a flush writes one
+// row per bucket it has keys in, so that a flush of thousands of heartbeats is a few hundred
+// rows.
+const touchBuckets = 256
+
+// foldLog folds the flush log (fold) when its oldest row has waited foldEvery beyond
+// touchKept, taking every row older than touchKept, so that a fold takes in at least
+// foldEvery of heartbeats: several of each node's.
+func (p *Store) foldLog(ctx context.Context) error {
+	var oldest *int64
+	if err := p.pool.QueryRow(ctx, `SELECT min(at) FROM svrp_node_touches`).Scan(&oldest); err != nil {
+		return fmt.Errorf("store: reading the heartbeat log: %w", err)
+	}
+	now := time.Now()
+	if oldest == nil || *oldest >= now.Add(-touchKept-foldEvery).Unix() {
+		return nil
+	}
+	_, err := p.fold(ctx, now.Add(-touchKept).Unix())
+	return err
+}
+
+// fold moves the heartbeats logged before the unix second before into svrp_node_seen, the
+// latest of each key, and deletes their log rows: one row update per node a fold, however
+// many times it beat. It takes one bucket a statement, so that a registration, whose write
+// of a liveness row waits for a fold holding it, waits for one bucket's share at most. Two
+// folds at once are correct, if wasteful: the second finds the rows the first deleted gone.
+// It returns the rows it wrote, log rows deleted and liveness rows updated.
+func (p *Store) fold(ctx context.Context, before int64) (int64, error) {
+	var wrote int64
+	for b := range touchBuckets {
+		var deleted, updated int64
+		err := p.pool.QueryRow(ctx, `WITH gone AS (
+				DELETE FROM svrp_node_touches WHERE bucket = $1 AND at < $2 RETURNING keys, seen
+			), latest AS (
+				SELECT u.key, max(u.seen) AS seen FROM gone, unnest(gone.keys, gone.seen) AS u(key, seen) GROUP BY u.key
+			), folded AS (
+				UPDATE svrp_node_seen AS s SET seen = l.seen FROM latest AS l WHERE s.key = l.key AND l.seen > s.seen
+				RETURNING 1
+			)
+			SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM folded)`, b, before).Scan(&deleted, &updated)
+		if err != nil {
+			return wrote, fmt.Errorf("store: folding the heartbeat log: %w", err)
+		}
+		wrote += deleted + updated
+	}
+	return wrote, nil
 }
 
 // reseed gives every node without a liveness row one at now, and puts back the sentinel
@@ -99,7 +142,13 @@ func (t *pgTx) Node(k didkey.PublicKey) (store.Node, error) {
 	}
 	var rec []byte
 	var touched *int64
-	err := t.tx.QueryRow(t.ctx, `SELECT n.rec, s.seen FROM svrp_nodes AS n LEFT JOIN svrp_node_seen AS s ON s.key = n.key WHERE n.key = $1`, k[:]).Scan(&rec, &touched)
+	// The log's share read is the key's bucket, each row of which is searched for the key
+	// by array_positions, a scan in the server's own code, where unnest would make a row of
+	// every element.
+	err := t.tx.QueryRow(t.ctx, `SELECT n.rec, GREATEST(s.seen,
+			(SELECT max(t.seen[i]) FROM svrp_node_touches AS t, unnest(array_positions(t.keys, $1)) AS i
+				WHERE t.bucket = get_byte($1, 0)))
+		FROM svrp_nodes AS n LEFT JOIN svrp_node_seen AS s ON s.key = n.key WHERE n.key = $1`, k[:]).Scan(&rec, &touched)
 	if err := t.check(err); err != nil {
 		return store.Node{}, err
 	}
@@ -134,8 +183,13 @@ func (t *pgTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
 }
 
 func (t *pgTx) EachNode(fn func(store.Node) error) error {
-	return page(t, `SELECT n.key, n.rec, s.seen FROM svrp_nodes AS n LEFT JOIN svrp_node_seen AS s ON s.key = n.key
-		WHERE n.key > $1 ORDER BY n.key LIMIT $2`, []any{[]byte{}},
+	// The log is read once a page, for the buckets the page's keys span.
+	return page(t, `WITH p AS (SELECT n.key, n.rec, s.seen FROM svrp_nodes AS n LEFT JOIN svrp_node_seen AS s ON s.key = n.key
+			WHERE n.key > $1 ORDER BY n.key LIMIT $2),
+		l AS (SELECT u.key, max(u.seen) AS seen FROM svrp_node_touches AS t, unnest(t.keys, t.seen) AS u(key, seen)
+			WHERE t.bucket BETWEEN (SELECT min(get_byte(key, 0)) FROM p) AND (SELECT max(get_byte(key, 0)) FROM p)
+			AND u.key IN (SELECT key FROM p) GROUP BY u.key)
+		SELECT p.key, p.rec, GREATEST(p.seen, l.seen) FROM p LEFT JOIN l ON l.key = p.key ORDER BY p.key`, []any{[]byte{}},
 		func(r pgx.Rows) ([]any, store.Node, error) {
 			var k, rec []byte
 			var touched *int64
@@ -184,9 +238,9 @@ func (p *Store) ScanNodes(ctx context.Context, fn func(*store.Node) error) error
 // next mark is the xmin of this read's snapshot, the oldest transaction still running when
 // it was taken, so a transaction that commits after this read but started before it is read
 // next time. Rows read twice are told apart by their revision. Heartbeats come from the
-// flush log, keys and times only; a first read (mark 0) skips the log, since the records
-// it reads carry their liveness rows. A read that finds the liveness table emptied by a
-// crash reseeds it.
+// flush log, keys and times only; a first read (mark 0) reads the whole log, which holds
+// the heartbeats not yet folded into the records' liveness rows. A read that finds the
+// liveness table emptied by a crash reseeds it.
 func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Node, rev uint64), gone func(key didkey.PublicKey, rev uint64), seen func(key didkey.PublicKey, at time.Time)) (int64, error) {
 	next := mark
 	var kept bool
@@ -235,7 +289,7 @@ func (p *Store) NodeChanges(ctx context.Context, mark int64, fn func(n store.Nod
 			}
 			gone(key, uint64(rev))
 		}
-		if err := rows.Err(); err != nil || mark == 0 {
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		return followTouches(ctx, tx, mark, seen)
@@ -288,7 +342,7 @@ func (p *Store) TouchNodes(ctx context.Context, keys []didkey.PublicKey, seen []
 		ks[i] = keys[i][:]
 		ns[i] = seen[i].UnixNano()
 	}
-	_, err := p.touch(ctx, ks, ns)
+	_, err := p.touch(ctx, ks, ns, false)
 	return err
 }
 

@@ -39,14 +39,17 @@ import (
 //
 // # Liveness
 //
-// A heartbeat does not write the node row. Each node's latest heartbeat is a row of its own
-// in a narrow table (key and time, indexed by key alone), so that a flush of a second's
-// heartbeats is one UPDATE whose row versions are HOT and small; the flush also logs its
-// keys and times, which is all the other daemons read to follow it, and which is kept for
-// touchKept. Both tables are UNLOGGED, since a lost heartbeat costs freshness only: they
-// write no WAL, are not replicated to standbys, and are emptied by the server's recovery
-// from a crash. A daemon that finds them emptied (at Open, or at its next read of the
-// feed) gives every node a last_seen of that moment. So after a database crash or a
+// A heartbeat does not write the node row. A flush of a second's heartbeats appends their
+// keys and times to a log, a row per bucket of keys, which is all the other daemons read to
+// follow it. Maintain folds the log into a narrow table of each node's latest heartbeat
+// (key and time, indexed by key alone) every foldEvery, once its rows are touchKept old:
+// one row update per node a fold, however many times it beat. A read of last_seen takes
+// the later of the node's liveness row and the log's heartbeats of its key, which it finds
+// in its key's bucket; the log holds foldEvery and touchKept of heartbeats, and the upkeep's
+// interval more, while some daemon does its upkeep. Both tables are UNLOGGED, since a lost
+// heartbeat costs freshness only: they write no WAL, are not replicated to standbys, and
+// are emptied by the server's recovery from a crash. A daemon that finds them emptied (at
+// Open, or at its next read of the feed) gives every node a last_seen of that moment. So after a database crash or a
 // failover, clients see every node as seen at the repair, as online for one online
 // window; each node's next heartbeat puts back its true time, a node that had gone quiet
 // before the crash looks seen at the repair and is expired that much later, and no node is
@@ -93,11 +96,16 @@ const (
 	// caches, which read the feed every fraction of a second: an hour covers any daemon that
 	// is following at all, and keeps the table to the deletions of one hour.
 	nodeDeletionKept = time.Hour
-	// touchKept is how long a heartbeat flush's log entry stays for the other daemons,
-	// which read it within a second. A daemon that stops reading for longer misses those
-	// heartbeats, which costs freshness only until each node's next heartbeat, within a
-	// minute; a longer stay would hold more of the log, at every daemon's flush rate.
+	// touchKept is how long a heartbeat flush's log rows stay unfolded for the other
+	// daemons, which read them within a second. A daemon that stops reading for longer
+	// misses those heartbeats, which costs freshness only until each node's next
+	// heartbeat, within a minute.
 	touchKept = time.Minute
+	// foldEvery is how much of the flush log a fold takes in at least: with every node
+	// beating once a minute, five of each node's heartbeats share one row update. A longer
+	// wait makes that share smaller and the log, which a read of one node's last_seen
+	// outside a daemon's memory searches in part, longer.
+	foldEvery = 5 * time.Minute
 )
 
 // Open connects to the PostgreSQL server at url (a postgres:// URL or a keyword/value

@@ -46,7 +46,7 @@ func pgOpener(wrap func(testing.TB, store.Store) store.Store) func(t *testing.T)
 		p := openPostgres(t, u)
 		if reuse {
 			_, err := p.pool.Exec(context.Background(), `TRUNCATE svrp_nodes, svrp_binding_sessions, svrp_bindings,
-				svrp_operator_sessions, svrp_counters, svrp_used_challenges, svrp_secrets, svrp_revocations, svrp_used_session_ids, svrp_operator_pins, svrp_node_deletions;
+				svrp_operator_sessions, svrp_counters, svrp_used_challenges, svrp_secrets, svrp_revocations, svrp_used_session_ids, svrp_operator_pins, svrp_node_deletions, svrp_node_touches;
 				UPDATE svrp_revocation_count SET n = 0`)
 			if err != nil {
 				t.Fatal(err)

@@ -24,7 +24,10 @@ import (
 // measured in turn on tables of their own (run it with -benchtime=1x): the WAL and time of
 // one flush of the heartbeats of one second when every node beats once a minute, right
 // after a CHECKPOINT and then in steady state; what another daemon reads to follow each
-// flush; and the dead row versions the flushes leave and what a VACUUM of them costs.
+// flush; in a build that folds its flush log, the reads of last_seen outside a daemon's
+// memory with a fold's worth of flushes logged, the fold of them, and the server time per
+// heartbeat of the flushes and the fold together; and the dead row
+// versions all these writes leave and what a VACUUM of them costs.
 func BenchmarkHeartbeatFlush(b *testing.B) {
 	schema := os.Getenv("SVRPD_BENCH_SCHEMA")
 	if schema == "" {
@@ -88,11 +91,12 @@ func BenchmarkHeartbeatFlush(b *testing.B) {
 	if _, err := conn.Exec(ctx, `VACUUM svrp_nodes, `+benchVacuumed); err != nil {
 		b.Fatal(err)
 	}
-	updates := func() int64 {
-		return q(`SELECT COALESCE(sum(n_tup_upd), 0)::bigint FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE 'svrp_node%'`, schema)
+	writes := func() int64 {
+		return q(`SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables
+			WHERE schemaname = $1 AND relname LIKE 'svrp_node%'`, schema)
 	}
 	for range b.N {
-		updated := updates()
+		written := writes()
 		mark, err := benchFollow(ctx, follower, 0, func() {})
 		if err != nil {
 			b.Fatal(err)
@@ -101,12 +105,7 @@ func BenchmarkHeartbeatFlush(b *testing.B) {
 		const steady = 6
 		var walSteady, tookSteady, followRows int64
 		var followTook time.Duration
-		for round := range steady + 1 {
-			if round == 0 {
-				if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
-					b.Fatal(err)
-				}
-			}
+		flush := func(round int) (time.Duration, int64) {
 			keys := make([]didkey.PublicKey, rows)
 			seen := make([]time.Time, rows)
 			for i := range rows {
@@ -120,8 +119,16 @@ func BenchmarkHeartbeatFlush(b *testing.B) {
 				b.Fatal(err)
 			}
 			took := time.Since(start)
-			wal := lsn() - lsn0
-			start = time.Now()
+			return took, lsn() - lsn0
+		}
+		for round := range steady + 1 {
+			if round == 0 {
+				if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
+					b.Fatal(err)
+				}
+			}
+			took, wal := flush(round)
+			start := time.Now()
 			followed := 0
 			if mark, err = benchFollow(ctx, follower, mark, func() { followed++ }); err != nil {
 				b.Fatal(err)
@@ -139,25 +146,71 @@ func BenchmarkHeartbeatFlush(b *testing.B) {
 		}
 		benchReport(b, float64(rows), "heartbeats/flush")
 		benchReport(b, float64(walSteady)/float64(steady*rows), "steady-wal-B/heartbeat")
-		benchReport(b, float64(tookSteady)/1e3/float64(steady*rows), "steady-us/heartbeat")
+		steadyUS := float64(tookSteady) / 1e3 / float64(steady*rows)
+		benchReport(b, steadyUS, "steady-us/heartbeat")
 		benchReport(b, float64(followRows)/followTook.Seconds(), "followed-heartbeats/s")
 		benchReport(b, float64(followRows)/float64(steady*rows), "followed/flushed")
 
-		// Dead row versions, once the statistics have the flushes' updates.
+		// The rest of a fold's worth of flushes; what reads outside a daemon's memory cost
+		// with the log that long, read before the fold; then the fold, whose time is shared by every heartbeat it
+		// takes in.
+		flushes := steady + 1
+		for ; flushes < benchFoldRounds; flushes++ {
+			flush(flushes)
+		}
+		readOutside := func() {
+			start := time.Now()
+			const reads = 100
+			for i := range reads {
+				k := benchFlushKey(i * 9973 % n)
+				if err := p.View(ctx, func(tx store.Tx) error { _, err := tx.Node(k); return err }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			benchReport(b, time.Since(start).Seconds()*1e3/reads, "node-read-ms")
+			start = time.Now()
+			if _, err := benchFollow(ctx, follower, 0, func() {}); err != nil {
+				b.Fatal(err)
+			}
+			benchReport(b, time.Since(start).Seconds(), "first-read-s")
+		}
+		if benchFoldRounds > 0 {
+			readOutside()
+		}
+		var foldUS float64
+		var foldWrites int64
+		if benchFoldRounds > 0 {
+			lsn0 := lsn()
+			start := time.Now()
+			if foldWrites, err = benchFold(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+			foldUS = float64(time.Since(start).Microseconds()) / float64(flushes*rows)
+			benchReport(b, float64(flushes*rows), "heartbeats/fold")
+			benchReport(b, foldUS, "fold-us/heartbeat")
+			benchReport(b, float64(lsn()-lsn0)/float64(flushes*rows), "fold-wal-B/heartbeat")
+		}
+		benchReport(b, steadyUS+foldUS, "amortised-us/heartbeat")
+
+		// Dead row versions, once the statistics have the writes.
 		deadline := time.Now().Add(30 * time.Second)
-		var dead int64
-		for updates()-updated < int64((steady+1)*rows) && time.Now().Before(deadline) {
+		for writes()-written < benchFlushWrites(flushes, rows)+foldWrites && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
-		dead = q(`SELECT COALESCE(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE 'svrp_node%'`, schema)
-		benchReport(b, float64(dead)/float64((steady+1)*rows), "dead-rows/heartbeat")
+		dead := q(`SELECT COALESCE(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables WHERE schemaname = $1 AND relname LIKE 'svrp_node%'`, schema)
+		benchReport(b, float64(dead)/float64(flushes*rows), "dead-rows/heartbeat")
 		lsn0 := lsn()
 		start := time.Now()
 		if _, err := conn.Exec(ctx, `VACUUM svrp_nodes, `+benchVacuumed); err != nil {
 			b.Fatal(err)
 		}
-		benchReport(b, time.Since(start).Seconds(), "vacuum-s")
-		benchReport(b, float64(lsn()-lsn0)/float64((steady+1)*rows), "vacuum-wal-B/heartbeat")
+		benchReport(b, time.Since(start).Seconds()*1e6/float64(flushes*rows), "vacuum-us/heartbeat")
+		benchReport(b, float64(lsn()-lsn0)/float64(flushes*rows), "vacuum-wal-B/heartbeat")
+		// A build without a log to read reads after the count of dead row versions, which
+		// its reads would prune.
+		if benchFoldRounds == 0 {
+			readOutside()
+		}
 	}
 }
 

@@ -23,3 +23,15 @@ func benchFillBeside(ctx context.Context, p *Store, now time.Time) error {
 	_, err := p.pool.Exec(ctx, `INSERT INTO svrp_node_seen (key, seen) SELECT key, $1::bigint FROM svrp_nodes ON CONFLICT (key) DO NOTHING`, now.UnixNano())
 	return err
 }
+
+// benchFoldRounds is how many flushes of a second a fold takes in at least.
+const benchFoldRounds = int(foldEvery / time.Second)
+
+// benchFold folds the whole flush log, and returns the rows it wrote.
+func benchFold(ctx context.Context, p *Store) (int64, error) {
+	return p.fold(ctx, time.Now().Add(time.Hour).Unix())
+}
+
+// benchFlushWrites is the fewest rows the statistics count for flushes of rows heartbeats:
+// a log row each.
+func benchFlushWrites(flushes, rows int) int64 { return int64(flushes) }

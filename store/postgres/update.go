@@ -134,8 +134,13 @@ func (p *Store) Close() error {
 	return nil
 }
 
-// Maintain forgets consumed login challenges that have expired, in batches.
+// Maintain folds the heartbeat log when a fold is due (foldLog), and forgets node
+// deletions no daemon still needs and consumed login challenges that have expired, in
+// batches.
 func (p *Store) Maintain(ctx context.Context) error {
+	if err := p.foldLog(ctx); err != nil {
+		return err
+	}
 	// A node deletion's row is read by the other daemons' caches within a second; an hour
 	// on, only a cache that stopped following that long could still need it.
 	if _, err := p.pool.Exec(ctx, `DELETE FROM svrp_node_deletions WHERE deleted_at <= $1`, time.Now().Add(-nodeDeletionKept).Unix()); err != nil {

@@ -19,10 +19,22 @@ var (
 	binOut  []byte
 )
 
+// BinaryEnv names a variable that holds the path of an svrpd binary built from the same
+// tree, which Binary then returns instead of building one: .ci/run builds it once for every
+// test package that runs svrpd, since each would otherwise link the same binary again.
+const BinaryEnv = "SVRPD_TEST_BINARY"
+
 // Binary builds github.com/svrp/svrp/svrpd once per test process and returns its path. The
-// binary lives in a directory removed by Cleanup, which Main calls from the test package's TestMain.
+// binary lives in a directory removed by Cleanup, which Main calls from the test package's
+// TestMain. With BinaryEnv set it returns that binary, failing t if it is not a file.
 func Binary(t testing.TB) string {
 	t.Helper()
+	if p := os.Getenv(BinaryEnv); p != "" {
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("%s=%s: not an svrpd binary: %v", BinaryEnv, p, err)
+		}
+		return p
+	}
 	once.Do(func() {
 		goBin, err := exec.LookPath("go")
 		if err != nil {

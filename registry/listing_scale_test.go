@@ -227,7 +227,9 @@ func BenchmarkListingScale(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutNode(scaleNode(n, clock.Now())) }); err != nil {
+		joined := scaleNode(n, clock.Now())
+		joined.FirstSeen = clock.Now()
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutNode(joined) }); err != nil {
 			b.Fatal(err)
 		}
 		registry.NodesChanged(svc)

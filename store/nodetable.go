@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -22,12 +23,15 @@ import (
 // last_seen, in a column of its own, changes in place), and deletions leave dead records
 // that a rebuild drops once they are many.
 
-// blockLen is the records of a block: a block is what a listing shares with the table and
-// what a write to a listed block copies, so it is small enough to copy in a moment and large
-// enough that a listing holds few of them.
+// blockLen is the records a block is filled with: a block is what a listing shares with the
+// table and what a write to a listed block copies, so it is small enough to copy in a moment
+// and large enough that a listing holds few of them. A block takes records that belong
+// inside it (an older first_seen than the last) up to twice that, maxBlockLen, the slots
+// its place can name; past it the table is sorted again.
 const (
-	blockBits = 12
-	blockLen  = 1 << blockBits
+	blockBits   = 13
+	maxBlockLen = 1 << blockBits
+	blockLen    = maxBlockLen / 2
 )
 
 // chunkSize is the arena's unit of allocation: records' text is appended to the last chunk
@@ -47,7 +51,7 @@ const noSlot = slot(math.MaxUint32)
 
 func slotOf(b, j int) slot { return slot(b<<blockBits | j) }
 func (s slot) block() int  { return int(s >> blockBits) }
-func (s slot) index() int  { return int(s & (blockLen - 1)) }
+func (s slot) index() int  { return int(s & (maxBlockLen - 1)) }
 
 // leanNode is a node record's fixed-size part.
 type leanNode struct {
@@ -241,7 +245,7 @@ type nodeTable struct {
 	capSetOf map[string]uint16
 }
 
-// tableBlock is blockLen records at most, in listing order. A block a list holds is frozen:
+// tableBlock is maxBlockLen records at most, in listing order. A block a list holds is frozen:
 // a write copies it first, but for appends, which a list does not see, and last_seen, which
 // a list copies.
 type tableBlock struct {
@@ -561,34 +565,25 @@ func (t *nodeTable) lastSlot() slot {
 	return slotOf(b, len(t.blocks[b].recs)-1)
 }
 
-// insert places a new record in listing order: at the end, or within the last block. A
-// record that belongs further back is appended, and the next list sorts the table again.
+// insert places a new record in listing order: at the end, or inside the block it belongs
+// to. A record that belongs in a block already full is appended, and the next list sorts the
+// table again.
 func (t *nodeTable) insert(rec leanNode, seen int64) {
 	last := t.lastSlot()
 	if t.unsorted || last == noSlot || t.compare(t.rec(last), &rec) < 0 {
 		t.append(rec, seen)
 		return
 	}
-	b := len(t.blocks) - 1
-	if t.compare(&t.blocks[b].recs[0], &rec) > 0 {
+	// The last block whose first record comes before rec, or the first block.
+	b := max(0, sort.Search(len(t.blocks), func(b int) bool {
+		return len(t.blocks[b].recs) > 0 && t.compare(&t.blocks[b].recs[0], &rec) > 0
+	})-1)
+	if len(t.blocks[b].recs) >= maxBlockLen {
 		t.append(rec, seen)
 		t.unsorted = true
 		return
 	}
 	blk := t.writable(b)
-	if len(blk.recs) == blockLen {
-		// Room is made by moving the block's last record to a block of its own.
-		r, v := blk.recs[blockLen-1], blk.seen[blockLen-1]
-		blk.recs, blk.seen = blk.recs[:blockLen-1], blk.seen[:blockLen-1]
-		nb := newBlock()
-		nb.recs, nb.seen = append(nb.recs, r), append(nb.seen, v)
-		if r.text.has(flagDead) {
-			blk.dead--
-			nb.dead++
-		}
-		t.blocks = append(t.blocks, nb)
-		t.moved(&r, slotOf(b, blockLen-1), slotOf(b+1, 0))
-	}
 	j, _ := slices.BinarySearchFunc(blk.recs, &rec, func(a leanNode, r *leanNode) int { return t.compare(&a, r) })
 	blk.recs = slices.Insert(blk.recs, j, rec)
 	blk.seen = slices.Insert(blk.seen, j, seen)
@@ -601,7 +596,7 @@ func (t *nodeTable) insert(rec leanNode, seen int64) {
 
 // append places rec after the last record.
 func (t *nodeTable) append(rec leanNode, seen int64) {
-	if len(t.blocks) == 0 || len(t.blocks[len(t.blocks)-1].recs) == blockLen {
+	if len(t.blocks) == 0 || len(t.blocks[len(t.blocks)-1].recs) >= blockLen {
 		t.blocks = append(t.blocks, newBlock())
 	}
 	b := len(t.blocks) - 1

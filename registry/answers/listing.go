@@ -166,12 +166,12 @@ type Snapshot struct {
 	err   error
 
 	list *store.NodeList
-	// jsonLen and peerLen are the lengths of each record's JSON and /peers line, so that an
-	// answer's length is known before its first byte is written.
-	jsonLen []int32
-	peerLen []int32
-	reach   []uint8 // each record's reachability, an index into reaches
-	// jsonTotal and peerTotal are the sums of the columns above.
+	// memos hold, for each part of the list (starting at starts), the lengths of each
+	// record's JSON and /peers line, so that an answer's length is known before its first
+	// byte is written, and its reachability.
+	memos  []*partMemo
+	starts []int
+	// jsonTotal and peerTotal are the sums of the lengths.
 	jsonTotal, peerTotal int
 
 	size   int // bytes held, for Bounds.MaxBytes
@@ -326,13 +326,10 @@ func (snap *Snapshot) Build(ctx context.Context, table Scanner) error {
 	}
 	snap.list = list
 	n := list.Len()
-	snap.jsonLen = make([]int32, 0, n)
-	snap.peerLen = make([]int32, 0, n)
-	snap.reach = make([]uint8, 0, n)
-	for _, m := range snap.cache.partMemos(list) {
-		snap.jsonLen = append(snap.jsonLen, m.jsonLen...)
-		snap.peerLen = append(snap.peerLen, m.peerLen...)
-		snap.reach = append(snap.reach, m.reach...)
+	snap.memos = snap.cache.partMemos(list)
+	snap.starts = make([]int, len(snap.memos))
+	for p, m := range snap.memos {
+		_, snap.starts[p], _ = list.Part(p)
 		snap.jsonTotal += m.jsonTotal
 		snap.peerTotal += m.peerTotal
 	}
@@ -343,8 +340,8 @@ func (snap *Snapshot) Build(ctx context.Context, table Scanner) error {
 	return nil
 }
 
-// partMemo is what the listings derive from one part of the table's list: the columns a
-// snapshot holds of its records, and their sums.
+// partMemo is what the listings derive from one part of the table's list: the lengths and
+// reachability of its records, and the lengths' sums.
 type partMemo struct {
 	jsonLen, peerLen     []int32
 	reach                []uint8
@@ -381,9 +378,22 @@ func (c *Listings) partMemos(list *store.NodeList) []*partMemo {
 	return out
 }
 
-// snapshotBytesPerNode is what a snapshot holds per record: last_seen in its list, the two
-// lengths and the reachability, and the same three in the memo kept for the next snapshot.
-const snapshotBytesPerNode = 8 + 2*(4+4+1)
+// snapshotBytesPerNode is what a snapshot holds per record: last_seen in its list, and the
+// two lengths and the reachability in the memos it shares with the snapshots before and
+// after it.
+const snapshotBytesPerNode = 8 + 4 + 4 + 1
+
+// memo returns the memo holding record i and i's index in it.
+func (snap *Snapshot) memo(i int) (*partMemo, int) {
+	p := sort.Search(len(snap.starts), func(p int) bool { return snap.starts[p] > i }) - 1
+	return snap.memos[p], i - snap.starts[p]
+}
+
+// reachOf is record i's reachability.
+func (snap *Snapshot) reachOf(i int) string {
+	m, j := snap.memo(i)
+	return reaches[m.reach[j]]
+}
 
 // reaches are the reachabilities a record may have, which a snapshot keeps by index.
 var reaches = []string{api.ReachPublic, api.ReachPrivate, api.ReachUnroutable}

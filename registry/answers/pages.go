@@ -140,7 +140,7 @@ func (snap *Snapshot) selectFrom(k Kind, f api.NodeFilter, p api.Page, c *Cursor
 				return false
 			}
 			list.Row(i, &row)
-			return keep(f, row.LastSeen, row.Region, row.Capabilities, row.SignatureVerified, func() string { return reaches[snap.reach[i]] }, now)
+			return keep(f, row.LastSeen, row.Region, row.Capabilities, row.SignatureVerified, func() string { return snap.reachOf(i) }, now)
 		}
 	}
 	if c != nil {
@@ -239,7 +239,7 @@ func (s *Selection) emit(f func([]byte)) {
 			if !first {
 				buf = append(buf, ',')
 			}
-			buf = appendRecordJSON(buf, &row, reaches[snap.reach[i]], &memo)
+			buf = appendRecordJSON(buf, &row, snap.reachOf(i), &memo)
 		} else {
 			buf = appendPeerLine(buf, &row)
 		}
@@ -277,10 +277,11 @@ func (s *Selection) measure() int {
 	}
 	records := 0
 	s.each(func(i int) {
+		m, j := s.snap.memo(i)
 		if s.k.json {
-			size += int(s.snap.jsonLen[i])
+			size += int(m.jsonLen[j])
 		} else {
-			size += int(s.snap.peerLen[i])
+			size += int(m.peerLen[j])
 		}
 		records++
 	})

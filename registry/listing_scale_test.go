@@ -150,8 +150,10 @@ func (w *gunzipWriter) close() error {
 }
 
 // BenchmarkListingScale holds a table of SVRPD_BENCH_NODES nodes in the node cache, as a
-// daemon does, and answers GET /nodes over it: the first answer after a change (cold), the
-// same answer again (warm) and its gzip form. It reports the heap per node of the table and
+// daemon does, and answers GET /nodes over it: the first answer after the table was loaded
+// (cold), the same answer again (warm), its gzip form, and the first answer after a tenth of
+// the nodes heartbeat and one registered (changed), the common case while nodes heartbeat.
+// It reports the heap per node of the table and
 // of the table with the listing's snapshot, each answer's time to its first byte, its rate
 // and the most memory it held beyond the table while it was written, and logs the digest of
 // the bytes, for comparing two builds.
@@ -218,10 +220,26 @@ func BenchmarkListingScale(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(cold.n)/1e6, "listing-MB")
-		b.Logf("%d nodes: /nodes %d bytes sha256 %x; again %x; gzip decodes to %d bytes sha256 %x",
-			n, cold.n, cold.sum.Sum(nil), warm.sum.Sum(nil), gz.plain.n, gz.plain.sum.Sum(nil))
-		if cold.code != 200 || warm.code != 200 || gz.code != 200 {
-			b.Fatalf("answers %d %d %d", cold.code, warm.code, gz.code)
+
+		clock.Advance(time.Second)
+		for i := 0; i < n; i += 10 {
+			if err := st.TouchNode(ctx, scaleNode(i, now).Key, clock.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		joined := scaleNode(n, clock.Now())
+		joined.FirstSeen = clock.Now()
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutNode(joined) }); err != nil {
+			b.Fatal(err)
+		}
+		registry.NodesChanged(svc)
+		changed := newHashingWriter()
+		get("changed", changed, func() time.Time { return changed.first }, func() int64 { return changed.n })
+
+		b.Logf("%d nodes: /nodes %d bytes sha256 %x; again %x; gzip decodes to %d bytes sha256 %x; after the change %d bytes sha256 %x",
+			n, cold.n, cold.sum.Sum(nil), warm.sum.Sum(nil), gz.plain.n, gz.plain.sum.Sum(nil), changed.n, changed.sum.Sum(nil))
+		if cold.code != 200 || warm.code != 200 || gz.code != 200 || changed.code != 200 {
+			b.Fatalf("answers %d %d %d %d", cold.code, warm.code, gz.code, changed.code)
 		}
 		st.Close()
 	}

@@ -7,7 +7,8 @@ func CachedCapabilities(s Store, k didkey.PublicKey) []string {
 	c := s.(*nodeCache)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.nodes[k].n.Capabilities
+	at, _ := c.table.find(k)
+	return c.table.capSets[c.table.rec(at).caps]
 }
 
 // CacheInner returns the store the node cache s is in front of.

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unique"
 
 	"github.com/svrp/svrp/didkey"
 )
@@ -62,12 +61,10 @@ func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
 		if err != nil {
 			return err
 		}
-		c.nodes = make(map[didkey.PublicKey]*cachedNode, count)
-		c.byShort = make(map[shortBody]didkey.PublicKey, count)
-		// byDID holds only the DIDs byShort cannot find, in most tables a few: it grows.
+		c.table = newNodeTable(count)
+		// byDID holds only the DIDs the table cannot find by their key or short body, in
+		// most tables a few: it grows.
 		c.byDID = map[string]didkey.PublicKey{}
-		c.sharedShort = map[shortBody][]didkey.PublicKey{}
-		c.capSets = map[string][]string{}
 		return tx.EachNode(func(n Node) error {
 			c.apply(n, 0)
 			return nil
@@ -76,6 +73,7 @@ func WithNodeCache(ctx context.Context, inner Store) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.table.settle()
 	return c, nil
 }
 
@@ -83,20 +81,12 @@ type nodeCache struct {
 	inner Store
 
 	mu    sync.RWMutex
-	nodes map[didkey.PublicKey]*cachedNode
+	table *nodeTable
 	// byDID maps the DID a node registered under to its key, unless the DID ends in the
-	// key's short body: those, most of a table, are found through byShort, which holds
-	// every node anyway, and cost no entry here.
+	// key's short body or is the key's full DID: those, most of a table, are found through
+	// the table's indexes, and cost no entry here.
 	byDID map[string]didkey.PublicKey
-	// byShort maps a short body to the first key that has it; the rare later keys with the
-	// same body are in sharedShort. One fixed-size entry a node, no slice.
-	byShort     map[shortBody]didkey.PublicKey
-	sharedShort map[shortBody][]didkey.PublicKey
-	dirty       map[didkey.PublicKey]time.Time
-	// capSets holds one copy of each capability list the table has, so that a million nodes
-	// offering the same few lists share them instead of holding one each. Lists are never
-	// modified in place (readers get clones or must not modify), which makes sharing safe.
-	capSets map[string][]string
+	dirty map[didkey.PublicKey]time.Time
 	// seq numbers the node writes in the order inner runs its Update functions. A shared
 	// store numbers them itself (revisions), and seq is unused.
 	seq uint64
@@ -112,15 +102,7 @@ type nodeCache struct {
 	stopped chan struct{}
 }
 
-type cachedNode struct {
-	n   Node
-	seq uint64
-}
-
 var _ Store = (*nodeCache)(nil)
-
-// A cachedNode never changes once it is in the maps: a write or a touch replaces it. That is
-// what lets ScanNodes hand out records without copying them.
 
 func (c *nodeCache) View(ctx context.Context, fn func(Tx) error) error {
 	return c.inner.View(ctx, func(tx Tx) error {
@@ -160,78 +142,51 @@ func (c *nodeCache) Update(ctx context.Context, fn func(Tx) error) error {
 // replaces the record whole, so a touch not yet flushed is replaced too. Callers hold mu for
 // writing (or own c alone).
 func (c *nodeCache) apply(n Node, seq uint64) {
-	cur, had := c.nodes[n.Key]
-	if had && cur.seq > seq {
-		return
+	t := c.table
+	if s, had := t.find(n.Key); had {
+		if t.text(s).seq > seq {
+			return
+		}
+		if did, ok := t.storedDID(s); ok && did != n.DID && c.byDID[did] == n.Key {
+			delete(c.byDID, did)
+		}
 	}
 	delete(c.dirty, n.Key)
-	body := shortBodyOf(n.Key)
-	if had {
-		if cur.n.DID != n.DID && c.byDID[cur.n.DID] == n.Key {
-			delete(c.byDID, cur.n.DID)
-		}
-	} else {
-		if _, taken := c.byShort[body]; taken {
-			c.sharedShort[body] = append(c.sharedShort[body], n.Key)
-		} else {
-			c.byShort[body] = n.Key
-		}
-	}
-	if n.DID != "" && !endsInBody(n.DID, body) {
+	if n.DID != "" && !endsInBody(n.DID, shortBodyOf(n.Key)) && !isFullDID(n.DID, n.Key) {
 		c.byDID[n.DID] = n.Key
 	}
-	n.Capabilities = c.capSet(n.Capabilities)
-	n.Region = unique.Make(n.Region).Value()
-	c.nodes[n.Key] = &cachedNode{n: n, seq: seq}
+	t.put(&n, seq)
 }
 
 // forget removes key's record from memory unless memory holds a later write of it. Callers
 // hold mu for writing.
 func (c *nodeCache) forget(key didkey.PublicKey, seq uint64) {
-	cur, had := c.nodes[key]
-	if !had || cur.seq > seq {
+	t := c.table
+	s, had := t.find(key)
+	if !had || t.text(s).seq > seq {
 		return
 	}
-	delete(c.nodes, key)
 	delete(c.dirty, key)
-	if c.byDID[cur.n.DID] == key {
-		delete(c.byDID, cur.n.DID)
+	if did, ok := t.storedDID(s); ok && c.byDID[did] == key {
+		delete(c.byDID, did)
 	}
-	body := shortBodyOf(key)
-	shared := c.sharedShort[body]
-	if c.byShort[body] == key {
-		delete(c.byShort, body)
-		if len(shared) > 0 {
-			c.byShort[body], shared = shared[0], slices.Clone(shared[1:])
-		}
-	} else if i := slices.Index(shared, key); i >= 0 {
-		shared = slices.Delete(slices.Clone(shared), i, i+1)
-	}
-	if len(shared) == 0 {
-		delete(c.sharedShort, body)
-	} else {
-		c.sharedShort[body] = shared
-	}
+	t.remove(key)
 }
 
-// maxCapSets bounds the distinct capability lists shared: past it a list is kept as it came,
-// so that nodes inventing lists cannot grow the set without end.
-const maxCapSets = 4096
+// isFullDID reports whether did is the full DID of k.
+func isFullDID(did string, k didkey.PublicKey) bool {
+	return strings.HasPrefix(did, fullDIDPrefix) && isHexOf(did[len(fullDIDPrefix):], k[:])
+}
 
-// capSet returns the shared copy of caps, adding it while there is room. Callers hold mu.
-func (c *nodeCache) capSet(caps []string) []string {
-	if len(caps) == 0 {
-		return caps
+// fullDIDKey returns the key a full DID spells.
+func fullDIDKey(did string) (didkey.PublicKey, bool) {
+	var k didkey.PublicKey
+	rest, ok := strings.CutPrefix(did, fullDIDPrefix)
+	if !ok || len(rest) != 2*len(k) || strings.ToLower(rest) != rest {
+		return k, false
 	}
-	id := strings.Join(caps, "\x00")
-	if shared, ok := c.capSets[id]; ok {
-		return shared
-	}
-	if len(c.capSets) < maxCapSets {
-		caps = slices.Clip(slices.Clone(caps))
-		c.capSets[id] = caps
-	}
-	return caps
+	_, err := hex.Decode(k[:], []byte(rest))
+	return k, err == nil
 }
 
 // endsInBody reports whether did ends in body, the short body of the key it names, after its
@@ -241,23 +196,23 @@ func endsInBody(did string, body shortBody) bool {
 	return ok && sb == body
 }
 
-// keyByShortDID finds the node whose DID is did among those of did's short body. Callers hold
-// mu for reading.
-func (c *nodeCache) keyByShortDID(did string) (didkey.PublicKey, bool) {
+// keyByDID finds the node whose DID is did through the table's indexes. Callers hold mu
+// for reading.
+func (c *nodeCache) keyByDID(did string) (didkey.PublicKey, bool) {
+	if k, ok := c.byDID[did]; ok {
+		return k, true
+	}
+	if k, ok := fullDIDKey(did); ok {
+		if s, ok := c.table.find(k); ok && c.table.didIs(s, did) {
+			return k, true
+		}
+		return didkey.PublicKey{}, false
+	}
 	sb, ok := parseShortBody(did[strings.LastIndexByte(did, ':')+1:])
 	if !ok {
 		return didkey.PublicKey{}, false
 	}
-	first, ok := c.byShort[sb]
-	if !ok {
-		return didkey.PublicKey{}, false
-	}
-	for _, k := range append([]didkey.PublicKey{first}, c.sharedShort[sb]...) {
-		if cur, ok := c.nodes[k]; ok && cur.n.DID == did {
-			return k, true
-		}
-	}
-	return didkey.PublicKey{}, false
+	return c.table.findDID(sb, did)
 }
 
 // TouchNode refuses a touch while inner refuses writes: the touch would be acknowledged
@@ -273,32 +228,27 @@ func (c *nodeCache) TouchNode(_ context.Context, key didkey.PublicKey, seen time
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur, ok := c.nodes[key]
+	s, ok := c.table.find(key)
 	if !ok {
 		return ErrNotFound
 	}
-	if seen.After(cur.n.LastSeen) {
-		n := cur.n
-		n.LastSeen = seen
-		c.nodes[key] = &cachedNode{n: n, seq: cur.seq}
+	if seen.After(c.table.lastSeen(s)) {
+		c.table.touch(s, seen)
 		c.dirty[key] = seen
 	}
 	return nil
 }
 
-// ScanNodes implements [NodeScanner], in no particular order.
+// ScanNodes implements [NodeScanner], in listing order: each record is made from a list of
+// the table, which later writes do not change.
 func (c *nodeCache) ScanNodes(ctx context.Context, fn func(*Node) error) error {
-	if err := ctx.Err(); err != nil {
+	l, err := ListNodes(ctx, c)
+	if err != nil {
 		return err
 	}
-	c.mu.RLock()
-	all := make([]*Node, 0, len(c.nodes))
-	for _, cur := range c.nodes {
-		all = append(all, &cur.n)
-	}
-	c.mu.RUnlock()
-	for _, n := range all {
-		if err := fn(n); err != nil {
+	for i := range l.Len() {
+		n := l.Node(i)
+		if err := fn(&n); err != nil {
 			return err
 		}
 	}
@@ -312,11 +262,11 @@ func (c *nodeCache) ScanNodes(ctx context.Context, fn func(*Node) error) error {
 func (c *nodeCache) settled(k didkey.PublicKey) (Node, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	cur, ok := c.nodes[k]
+	s, ok := c.table.find(k)
 	if !ok || c.writing[k] > 0 {
 		return Node{}, false
 	}
-	return cur.n, true
+	return c.table.node(s), true
 }
 
 func (c *nodeCache) Flush(ctx context.Context) error {
@@ -419,7 +369,8 @@ type cacheTx struct {
 // nodeWrite is a node write of an Update, applied to memory once the Update committed: a
 // record put, or (gone) the record of n.Key deleted.
 type nodeWrite struct {
-	cachedNode
+	n    Node
+	seq  uint64
 	gone bool
 }
 
@@ -447,7 +398,7 @@ func (t *cacheTx) PutNodeRevision(n Node) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		*t.puts = append(*t.puts, nodeWrite{cachedNode: cachedNode{n: cloneNode(n), seq: rev}})
+		*t.puts = append(*t.puts, nodeWrite{n: cloneNode(n), seq: rev})
 		return rev, nil
 	}
 	if t.puts == nil {
@@ -467,7 +418,7 @@ func (t *cacheTx) PutNodeRevision(n Node) (uint64, error) {
 	t.c.seq++
 	seq := t.c.seq
 	t.c.mu.Unlock()
-	*t.puts = append(*t.puts, nodeWrite{cachedNode: cachedNode{n: cloneNode(n), seq: seq}})
+	*t.puts = append(*t.puts, nodeWrite{n: cloneNode(n), seq: seq})
 	return 0, nil
 }
 
@@ -494,7 +445,7 @@ func (t *cacheTx) DeleteNode(k didkey.PublicKey) error {
 		seq = t.c.seq
 		t.c.mu.Unlock()
 	}
-	*t.puts = append(*t.puts, nodeWrite{cachedNode: cachedNode{n: Node{Key: k}, seq: seq}, gone: true})
+	*t.puts = append(*t.puts, nodeWrite{n: Node{Key: k}, seq: seq, gone: true})
 	return nil
 }
 
@@ -506,7 +457,11 @@ func (t *cacheTx) Node(k didkey.PublicKey) (Node, error) {
 		return t.Tx.Node(k)
 	}
 	t.c.mu.RLock()
-	cur, ok := t.c.nodes[k]
+	var n Node
+	s, ok := t.c.table.find(k)
+	if ok {
+		n = t.c.table.node(s)
+	}
 	t.c.mu.RUnlock()
 	if !ok {
 		if t.c.feed != nil {
@@ -514,7 +469,7 @@ func (t *cacheTx) Node(k didkey.PublicKey) (Node, error) {
 		}
 		return Node{}, ErrNotFound
 	}
-	return cloneNode(cur.n), nil
+	return n, nil
 }
 
 func (t *cacheTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
@@ -525,10 +480,7 @@ func (t *cacheTx) NodeKeyByDID(did string) (didkey.PublicKey, error) {
 		return t.Tx.NodeKeyByDID(did)
 	}
 	t.c.mu.RLock()
-	k, ok := t.c.byDID[did]
-	if !ok {
-		k, ok = t.c.keyByShortDID(did)
-	}
+	k, ok := t.c.keyByDID(did)
 	t.c.mu.RUnlock()
 	if !ok {
 		if t.c.feed != nil {
@@ -551,15 +503,12 @@ func (t *cacheTx) NodeKeysByShortBody(body string) ([]didkey.PublicKey, error) {
 		return nil, nil
 	}
 	t.c.mu.RLock()
-	defer t.c.mu.RUnlock()
-	first, ok := t.c.byShort[sb]
-	if !ok {
-		if t.c.feed != nil {
-			return t.Tx.NodeKeysByShortBody(body)
-		}
-		return nil, nil
+	keys := t.c.table.keysByShort(sb)
+	t.c.mu.RUnlock()
+	if len(keys) == 0 && t.c.feed != nil {
+		return t.Tx.NodeKeysByShortBody(body)
 	}
-	return append([]didkey.PublicKey{first}, t.c.sharedShort[sb]...), nil
+	return keys, nil
 }
 
 // shortBody is the first four bytes of SHA-256(k), whose hex is a key's short DID body.
@@ -589,10 +538,8 @@ func (t *cacheTx) EachNode(fn func(Node) error) error {
 	}
 	// Copy under the lock and call fn outside it, so a slow fn never holds up writers.
 	t.c.mu.RLock()
-	all := make([]Node, 0, len(t.c.nodes))
-	for _, cur := range t.c.nodes {
-		all = append(all, cloneNode(cur.n))
-	}
+	all := make([]Node, 0, t.c.table.live)
+	t.c.table.each(func(s slot) { all = append(all, t.c.table.node(s)) })
 	t.c.mu.RUnlock()
 	// Key order, as the stores iterate.
 	slices.SortFunc(all, func(a, b Node) int { return bytes.Compare(a.Key[:], b.Key[:]) })
@@ -613,5 +560,5 @@ func (t *cacheTx) NodeCount() (int, error) {
 	}
 	t.c.mu.RLock()
 	defer t.c.mu.RUnlock()
-	return len(t.c.nodes), nil
+	return t.c.table.live, nil
 }

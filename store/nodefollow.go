@@ -12,15 +12,13 @@ import (
 // follow loads the node table from a shared store's feed and starts following it.
 func (c *nodeCache) follow(ctx context.Context, feed NodeFeed) (Store, error) {
 	c.feed = feed
-	c.nodes = map[didkey.PublicKey]*cachedNode{}
+	c.table = newNodeTable(0)
 	c.byDID = map[string]didkey.PublicKey{}
-	c.byShort = map[shortBody]didkey.PublicKey{}
-	c.sharedShort = map[shortBody][]didkey.PublicKey{}
-	c.capSets = map[string][]string{}
 	mark, err := feed.NodeChanges(ctx, 0, func(n Node, rev uint64) { c.apply(n, rev) }, func(didkey.PublicKey, uint64) {}, c.seenRemote)
 	if err != nil {
 		return nil, err
 	}
+	c.table.settle()
 	c.stop, c.stopped = make(chan struct{}), make(chan struct{})
 	go c.followLoop(mark)
 	return c, nil
@@ -61,13 +59,13 @@ func (c *nodeCache) followLoop(mark int64) {
 func (c *nodeCache) applyRemote(n Node, rev uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur, had := c.nodes[n.Key]
-	if had && cur.seq >= rev {
+	s, had := c.table.find(n.Key)
+	if had && c.table.text(s).seq >= rev {
 		return
 	}
 	seen := n.LastSeen
-	if had && cur.n.LastSeen.After(seen) {
-		seen = cur.n.LastSeen
+	if had && c.table.lastSeen(s).After(seen) {
+		seen = c.table.lastSeen(s)
 	}
 	dirty, isDirty := c.dirty[n.Key]
 	if isDirty && dirty.After(seen) {
@@ -87,13 +85,11 @@ func (c *nodeCache) applyRemote(n Node, rev uint64) {
 func (c *nodeCache) seenRemote(key didkey.PublicKey, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur, ok := c.nodes[key]
-	if !ok || !at.After(cur.n.LastSeen) {
+	s, ok := c.table.find(key)
+	if !ok || !at.After(c.table.lastSeen(s)) {
 		return
 	}
-	n := cur.n
-	n.LastSeen = at
-	c.nodes[key] = &cachedNode{n: n, seq: cur.seq}
+	c.table.touch(s, at)
 	c.remote.Add(1)
 }
 
@@ -102,7 +98,7 @@ func (c *nodeCache) seenRemote(key didkey.PublicKey, at time.Time) {
 func (c *nodeCache) forgetRemote(key didkey.PublicKey, rev uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cur, had := c.nodes[key]; had && cur.seq <= rev {
+	if s, had := c.table.find(key); had && c.table.text(s).seq <= rev {
 		c.forget(key, rev)
 		c.remote.Add(1)
 	}
@@ -112,7 +108,7 @@ func (c *nodeCache) forgetRemote(key didkey.PublicKey, rev uint64) {
 // registered through another daemon since the last read of the feed.
 func (c *nodeCache) load(key didkey.PublicKey) error {
 	c.mu.RLock()
-	_, ok := c.nodes[key]
+	_, ok := c.table.find(key)
 	c.mu.RUnlock()
 	if ok {
 		return nil
@@ -127,7 +123,7 @@ func (c *nodeCache) load(key didkey.PublicKey) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.nodes[key]; !ok {
+	if _, ok := c.table.find(key); !ok {
 		// Revision 0: the feed's copy, with its revision, replaces it when it comes.
 		c.apply(n, 0)
 	}

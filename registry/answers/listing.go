@@ -52,18 +52,23 @@ func keepsAll(f api.NodeFilter) bool {
 
 // Keep reports whether n passes f at now.
 func Keep(f api.NodeFilter, n *store.Node, now time.Time) bool {
-	if (f.OnlineWithin > 0 || f.OnlineSet) && now.Sub(n.LastSeen) > f.OnlineWithin {
+	return keep(f, n.LastSeen, n.Region, n.Capabilities, n.SignatureVerified, func() string { return api.Reachability(n.Endpoint) }, now)
+}
+
+// keep is Keep over a record's fields, its reachability asked for only when needed.
+func keep(f api.NodeFilter, seen time.Time, region string, caps []string, verified bool, reach func() string, now time.Time) bool {
+	if (f.OnlineWithin > 0 || f.OnlineSet) && now.Sub(seen) > f.OnlineWithin {
 		return false
 	}
-	if f.Region != "" && n.Region != f.Region {
+	if f.Region != "" && region != f.Region {
 		return false
 	}
 	for _, c := range f.Capabilities {
-		if !slices.Contains(n.Capabilities, c) {
+		if !slices.Contains(caps, c) {
 			return false
 		}
 	}
-	return !f.Callable || (n.SignatureVerified && api.Reachability(n.Endpoint) == api.ReachPublic)
+	return !f.Callable || (verified && reach() == api.ReachPublic)
 }
 
 // Scanner is what the answers read the node table through: a [store.Store] is one.
@@ -145,13 +150,13 @@ func (o order) Less(i, j int) bool {
 	return bytes.Compare(a.Key[8:], b.Key[8:]) < 0
 }
 
-// Snapshot is the node table at one version, in listing order: a pointer to each record
-// (a store that holds the table in memory hands out its own unchanging records), its
-// last_seen for changed_since, and the length of its JSON and of its /peers line. Every
-// listing, whatever its filter, is cut from the one current snapshot and encoded from the
-// records as it is written, so a snapshot holds a few words a record whatever the records
-// hold, a listing of the whole table starts at once, and no answer is held whole in memory
-// unless it is small (see Selection.Gzip).
+// Snapshot is the node table at one version, in listing order: the store's list of it
+// (store.NodeList, which shares the records of a table held in memory and copies their
+// last_seen), and the length of each record's JSON and /peers line and its reachability.
+// Every listing, whatever its filter, is cut from the one current snapshot and encoded from
+// the records as it is written, so a snapshot holds a few words a record whatever the
+// records hold, a listing of the whole table starts at once, and no answer is held whole in
+// memory unless it is small (see Selection.Gzip).
 type Snapshot struct {
 	v     Version
 	id    uint64        // names the snapshot in the tags of its large answers
@@ -160,14 +165,13 @@ type Snapshot struct {
 	ready chan struct{} // closed once the fields below are set
 	err   error
 
-	nodes []*store.Node
-	seen  []int64 // each record's last_seen in Unix seconds, for changed_since
-	// jsonLen and peerLen are the lengths of each record's JSON and /peers line, so that an
-	// answer's length is known before its first byte is written.
-	jsonLen []int32
-	peerLen []int32
-	reach   []uint8 // each record's reachability, an index into reaches
-	// jsonTotal and peerTotal are the sums of the columns above.
+	list *store.NodeList
+	// memos hold, for each part of the list (starting at starts), the lengths of each
+	// record's JSON and /peers line, so that an answer's length is known before its first
+	// byte is written, and its reachability.
+	memos  []*partMemo
+	starts []int
+	// jsonTotal and peerTotal are the sums of the lengths.
 	jsonTotal, peerTotal int
 
 	size   int // bytes held, for Bounds.MaxBytes
@@ -195,6 +199,11 @@ type Listings struct {
 	// names none of its snapshots as one before the restart did, and the count since.
 	epoch uint64
 	built uint64
+
+	// memoMu guards memos: what the snapshots derived from each part of the table's list,
+	// kept for the next snapshot, whose parts are mostly the same (see store.NodePart).
+	memoMu sync.Mutex
+	memos  map[store.NodePart]*partMemo
 }
 
 // Bounds are the listings' bounds. They are the registry's, kept with its other bounds and
@@ -249,7 +258,7 @@ func (c *Listings) Get(now Version, build func(*Snapshot) error) (*Snapshot, fun
 	s := &Snapshot{v: now, id: c.epoch + c.built, cache: c, ready: make(chan struct{}), refs: 2} // the cache's and ours
 	c.cur = s
 	if cur != nil {
-		s.hint = len(cur.nodes)
+		s.hint = cur.Len()
 		c.drop(cur)
 	}
 	c.mu.Unlock()
@@ -300,44 +309,98 @@ func (c *Listings) drop(s *Snapshot) {
 	}
 }
 
+// Len is the number of records of the snapshot.
+func (snap *Snapshot) Len() int {
+	if snap.list == nil {
+		return 0
+	}
+	return snap.list.Len()
+}
+
 // Build takes the node table into snap: its records in listing order, and what the
 // answers cut from them need to know before they are written.
 func (snap *Snapshot) Build(ctx context.Context, table Scanner) error {
-	nodes, err := sortedNodes(ctx, table, api.NodeFilter{}, snap.cache.now(), snap.hint)
+	list, err := store.ListNodes(ctx, table)
 	if err != nil {
 		return err
 	}
-	snap.nodes = nodes
-	snap.seen = make([]int64, len(nodes))
-	snap.jsonLen = make([]int32, len(nodes))
-	snap.peerLen = make([]int32, len(nodes))
-	snap.reach = make([]uint8, len(nodes))
-	for i, n := range nodes {
-		reach := api.Reachability(n.Endpoint)
-		snap.reach[i] = uint8(slices.Index(reaches, reach))
-		snap.seen[i] = n.LastSeen.Unix()
-		snap.jsonLen[i] = int32(nodeJSONLen(n, reach))
-		snap.peerLen[i] = int32(peerLineLen(n))
-		snap.jsonTotal += int(snap.jsonLen[i])
-		snap.peerTotal += int(snap.peerLen[i])
+	snap.list = list
+	n := list.Len()
+	snap.memos = snap.cache.partMemos(list)
+	snap.starts = make([]int, len(snap.memos))
+	for p, m := range snap.memos {
+		_, snap.starts[p], _ = list.Part(p)
+		snap.jsonTotal += m.jsonTotal
+		snap.peerTotal += m.peerTotal
 	}
-	if len(nodes) > 1 {
-		snap.jsonTotal += len(nodes) - 1 // the commas between records
+	if n > 1 {
+		snap.jsonTotal += n - 1 // the commas between records
 	}
-	snap.size = len(nodes) * snapshotBytesPerNode
+	snap.size = n * snapshotBytesPerNode
 	return nil
 }
 
-// snapshotBytesPerNode is what a snapshot holds per record: the pointer, last_seen, the
-// two lengths and the reachability.
-const snapshotBytesPerNode = 8 + 8 + 4 + 4 + 1
+// partMemo is what the listings derive from one part of the table's list: the lengths and
+// reachability of its records, and the lengths' sums.
+type partMemo struct {
+	jsonLen, peerLen     []int32
+	reach                []uint8
+	jsonTotal, peerTotal int
+}
+
+// partMemos returns the memo of each part of list, in order: kept from the snapshot before
+// where the part is the same, else derived from its records. Only the current parts' memos
+// are kept.
+func (c *Listings) partMemos(list *store.NodeList) []*partMemo {
+	c.memoMu.Lock()
+	defer c.memoMu.Unlock()
+	out := make([]*partMemo, list.Parts())
+	kept := make(map[store.NodePart]*partMemo, len(out))
+	var row store.NodeRow
+	for p := range out {
+		id, from, to := list.Part(p)
+		m := c.memos[id]
+		if m == nil {
+			m = &partMemo{jsonLen: make([]int32, to-from), peerLen: make([]int32, to-from), reach: make([]uint8, to-from)}
+			for i := from; i < to; i++ {
+				list.Row(i, &row)
+				reach := api.Reachability(row.Endpoint)
+				m.reach[i-from] = uint8(slices.Index(reaches, reach))
+				m.jsonLen[i-from] = int32(nodeJSONLen(&row, reach))
+				m.peerLen[i-from] = int32(peerLineLen(&row))
+				m.jsonTotal += int(m.jsonLen[i-from])
+				m.peerTotal += int(m.peerLen[i-from])
+			}
+		}
+		kept[id], out[p] = m, m
+	}
+	c.memos = kept
+	return out
+}
+
+// snapshotBytesPerNode is what a snapshot holds per record: last_seen in its list, and the
+// two lengths and the reachability in the memos it shares with the snapshots before and
+// after it.
+const snapshotBytesPerNode = 8 + 4 + 4 + 1
+
+// memo returns the memo holding record i and i's index in it.
+func (snap *Snapshot) memo(i int) (*partMemo, int) {
+	p := sort.Search(len(snap.starts), func(p int) bool { return snap.starts[p] > i }) - 1
+	return snap.memos[p], i - snap.starts[p]
+}
+
+// reachOf is record i's reachability.
+func (snap *Snapshot) reachOf(i int) string {
+	m, j := snap.memo(i)
+	return reaches[m.reach[j]]
+}
 
 // reaches are the reachabilities a record may have, which a snapshot keeps by index.
 var reaches = []string{api.ReachPublic, api.ReachPrivate, api.ReachUnroutable}
 
 // appendPeerLine appends n's /peers line.
-func appendPeerLine(b []byte, n *store.Node) []byte {
-	b = append(b, n.DID...)
+func appendPeerLine(b []byte, n *store.NodeRow) []byte {
+	b = n.AppendDID(b)
 	b = append(b, ' ')
 	b = append(b, n.Key.Base58()...)
 	b = append(b, ' ')
@@ -374,7 +437,8 @@ func NodeView(n store.Node) api.NodeView {
 
 // appendNodeJSON appends the JSON of n as NodeView renders it.
 func appendNodeJSON(b []byte, n store.Node) []byte {
-	return appendRecordJSON(b, &n, api.Reachability(n.Endpoint), nil)
+	row := store.RowOf(&n)
+	return appendRecordJSON(b, &row, api.Reachability(n.Endpoint), nil)
 }
 
 // timeMemo keeps the last times a listing wrote, as text: the records of a table share a
@@ -398,56 +462,83 @@ func (m *timeMemo) appendTime(b []byte, slot int, t time.Time) []byte {
 
 // appendRecordJSON appends the JSON of *n as NodeView renders it, given its reachability,
 // formatting its times through memo when it is not nil.
-func appendRecordJSON(b []byte, n *store.Node, reach string, memo *timeMemo) []byte {
+func appendRecordJSON(b []byte, n *store.NodeRow, reach string, memo *timeMemo) []byte {
 	b = append(b, `{"did":`...)
-	b = appendJSONString(b, n.DID)
+	if n.DIDDerived() {
+		b = append(n.AppendDID(append(b, '"')), '"')
+	} else {
+		b = appendText(b, n.DID, n.Plain)
+	}
 	b = append(b, `,"public_key":"`...)
 	b = hex.AppendEncode(b, n.Key[:])
 	b = append(b, `","endpoint":`...)
-	b = appendJSONString(b, n.Endpoint)
+	b = appendText(b, n.Endpoint, n.Plain)
 	b = append(b, `,"capabilities":[`...)
 	for i, c := range n.Capabilities {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, c)
+		b = appendText(b, c, n.Plain)
 	}
 	b = append(b, `],"region":`...)
 	if n.Region == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, n.Region)
+		b = appendText(b, n.Region, n.Plain)
 	}
 	b = append(b, `,"status":"active","last_seen":"`...)
 	b = memo.appendTime(b, 0, n.LastSeen)
 	b = append(b, `","first_seen":"`...)
 	b = memo.appendTime(b, 1, n.FirstSeen)
 	b = append(b, `","signature":`...)
-	if n.Signature == nil {
+	if !n.HasSignature {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, *n.Signature)
+		b = appendText(b, n.Signature, n.Plain)
 	}
 	b = append(b, `,"signature_present":`...)
-	b = strconv.AppendBool(b, n.Signature != nil)
+	b = strconv.AppendBool(b, n.HasSignature)
 	b = append(b, `,"signature_verified":`...)
 	b = strconv.AppendBool(b, n.SignatureVerified)
 	b = append(b, `,"reachability":"`...)
 	b = append(b, reach...)
 	b = append(b, `","registration_ts":`...)
-	if n.RegistrationTS == nil {
+	if !n.HasRegistrationTS {
 		b = append(b, "null"...)
 	} else {
-		b = strconv.AppendInt(b, *n.RegistrationTS, 10)
+		b = strconv.AppendInt(b, n.RegistrationTS, 10)
 	}
 	return append(b, '}')
 }
 
+// appendText appends s as a JSON string: as it is when plain (store.NodeRow.Plain), else
+// through appendJSONString.
+func appendText(b []byte, s string, plain bool) []byte {
+	if !plain {
+		return appendJSONString(b, s)
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// textLen is the length of appendText's output.
+func textLen(s string, plain bool) int {
+	if plain {
+		return len(s) + 2
+	}
+	return jsonStringLen(s)
+}
+
 // nodeJSONLen is the length of appendRecordJSON's output for *n of reachability reach,
 // computed without writing it.
-func nodeJSONLen(n *store.Node, reach string) int {
-	size := len(`{"did":`) + jsonStringLen(n.DID) + len(`,"public_key":"`) + 2*len(n.Key) +
-		len(`","endpoint":`) + jsonStringLen(n.Endpoint) + len(`,"capabilities":[`) + len(`],"region":`) +
+func nodeJSONLen(n *store.NodeRow, reach string) int {
+	didLen := n.DIDLen() + 2
+	if !n.DIDDerived() {
+		didLen = textLen(n.DID, n.Plain)
+	}
+	size := len(`{"did":`) + didLen + len(`,"public_key":"`) + 2*len(n.Key) +
+		len(`","endpoint":`) + textLen(n.Endpoint, n.Plain) + len(`,"capabilities":[`) + len(`],"region":`) +
 		len(`,"status":"active","last_seen":"`) + len(canonical.TimeLayout) +
 		len(`","first_seen":"`) + len(canonical.TimeLayout) + len(`","signature":`) +
 		len(`,"signature_present":`) + len(`,"signature_verified":`) + len(`,"reachability":"`) +
@@ -456,23 +547,27 @@ func nodeJSONLen(n *store.Node, reach string) int {
 		if i > 0 {
 			size++
 		}
-		size += jsonStringLen(c)
+		size += textLen(c, n.Plain)
 	}
 	if n.Region == "" {
 		size += len("null")
 	} else {
-		size += jsonStringLen(n.Region)
+		size += textLen(n.Region, n.Plain)
 	}
-	if n.Signature == nil {
+	if !n.HasSignature {
 		size += len("null") + len("false")
 	} else {
-		size += jsonStringLen(*n.Signature) + len("true")
+		size += textLen(n.Signature, n.Plain) + len("true")
 	}
-	size += len(strconv.FormatBool(n.SignatureVerified))
-	if n.RegistrationTS == nil {
+	if n.SignatureVerified {
+		size += len("true")
+	} else {
+		size += len("false")
+	}
+	if !n.HasRegistrationTS {
 		size += len("null")
 	} else {
-		size += intLen(*n.RegistrationTS)
+		size += intLen(n.RegistrationTS)
 	}
 	return size
 }
@@ -490,8 +585,8 @@ func intLen(v int64) int {
 }
 
 // peerLineLen is the length of appendPeerLine's output for n, computed without writing it.
-func peerLineLen(n *store.Node) int {
-	return len(n.DID) + 1 + base58Len(n.Key[:]) + 1 + len(n.Endpoint) + 1
+func peerLineLen(n *store.NodeRow) int {
+	return n.DIDLen() + 1 + base58Len(n.Key[:]) + 1 + len(n.Endpoint) + 1
 }
 
 // base58Pow holds 58^d for d = 0…44 as 33 big-endian bytes: the smallest numbers of
@@ -508,6 +603,14 @@ var base58Pow = func() (pow [45][33]byte) {
 // base58Len is the length of the base58 text of b (Bitcoin alphabet, one '1' per leading
 // zero byte), for b of at most 32 bytes.
 func base58Len(b []byte) int {
+	if len(b) == 32 && b[0] != 0 {
+		// The common case, a key of 32 bytes whose first is not zero: at least 58^42 and
+		// less than 58^44, so one comparison decides.
+		if bytes.Compare(b, base58Pow[43][1:]) >= 0 {
+			return 44
+		}
+		return 43
+	}
 	zeros := 0
 	for zeros < len(b) && b[zeros] == 0 {
 		zeros++

@@ -4,8 +4,10 @@ package answers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,10 +133,13 @@ func TestListCacheBound(t *testing.T) {
 
 // The hand-written encoder must produce exactly the bytes encoding/json produces for the same
 // record, whatever the strings hold: quotes, backslashes, control characters, HTML
-// characters, line separators, other non-ASCII and invalid UTF-8.
+// characters, line separators, other non-ASCII and invalid UTF-8; for the record as given and
+// as the store's lean table holds it (a DID derived from the key, text marked plain, times
+// beyond Unix nanoseconds).
 func TestAppendNodeJSONMatchesEncodingJSON(t *testing.T) {
 	text := rapid.OneOf(
 		rapid.String(),
+		rapid.StringMatching(`[a-z0-9.:\-]{0,24}`),
 		rapid.StringOf(rapid.RuneFrom([]rune{'"', '\\', '<', '>', '&', '\n', '\r', '\t', 0, 0x1f, 0x7f, '\u2028', '\u2029', 'é', '😀', 'a', ' '})),
 		rapid.Map(rapid.SliceOf(rapid.Byte()), func(b []byte) string { return string(b) }),
 	)
@@ -159,6 +164,12 @@ func TestAppendNodeJSONMatchesEncodingJSON(t *testing.T) {
 			ts := rapid.Int64().Draw(t, "registration_ts")
 			n.RegistrationTS = &ts
 		}
+		switch rapid.IntRange(0, 2).Draw(t, "did_form") {
+		case 1:
+			n.DID = "did:svrp:n:" + k.ShortBody()
+		case 2:
+			n.DID = "did:svrp:" + k.Hex()
+		}
 		want, err := json.Marshal(NodeView(n))
 		if err != nil {
 			t.Fatal(err)
@@ -166,11 +177,31 @@ func TestAppendNodeJSONMatchesEncodingJSON(t *testing.T) {
 		if got := appendNodeJSON(nil, n); !bytes.Equal(got, want) {
 			t.Fatalf("appendNodeJSON:\n got %s\nwant %s", got, want)
 		}
-		if size := nodeJSONLen(&n, api.Reachability(n.Endpoint)); size != len(want) {
-			t.Fatalf("nodeJSONLen %d, want %d", size, len(want))
+		list, err := store.ListNodes(context.Background(), table{&n})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if size, line := peerLineLen(&n), appendPeerLine(nil, &n); size != len(line) {
-			t.Fatalf("peerLineLen %d, want %d (%q)", size, len(line), line)
+		given, lean := store.RowOf(&n), store.NodeRow{}
+		list.Row(0, &lean)
+		reach := api.Reachability(n.Endpoint)
+		for _, row := range []*store.NodeRow{&given, &lean} {
+			if got := appendRecordJSON(nil, row, reach, nil); !bytes.Equal(got, want) {
+				t.Fatalf("appendRecordJSON (plain %v, derived DID %v):\n got %s\nwant %s", row.Plain, row.DIDDerived(), got, want)
+			}
+			if size := nodeJSONLen(row, reach); size != len(want) {
+				t.Fatalf("nodeJSONLen %d, want %d", size, len(want))
+			}
+			line := appendPeerLine(nil, row)
+			if size := peerLineLen(row); size != len(line) {
+				t.Fatalf("peerLineLen %d, want %d (%q)", size, len(line), line)
+			}
+			if want := n.DID + " " + n.Key.Base58() + " " + n.Endpoint + "\n"; string(line) != want {
+				t.Fatalf("peer line %q, want %q", line, want)
+			}
+		}
+		if got := list.Node(0); !reflect.DeepEqual(got.Capabilities, n.Capabilities) || got.DID != n.DID ||
+			!got.FirstSeen.Equal(n.FirstSeen) || !got.LastSeen.Equal(n.LastSeen) || got.Endpoint != n.Endpoint {
+			t.Fatalf("the lean table gives back %+v, not %+v", got, n)
 		}
 	})
 }

@@ -8,7 +8,7 @@ import (
 	"hash/crc64"
 	"io"
 	"net/url"
-	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -112,7 +112,7 @@ type Selection struct {
 }
 
 // whole reports whether s is the whole listing as it was before pages existed.
-func (s *Selection) whole() bool { return s.keep == nil && s.from == 0 && s.to == len(s.snap.nodes) }
+func (s *Selection) whole() bool { return s.keep == nil && s.from == 0 && s.to == s.snap.Len() }
 
 // Select picks the answer to a listing of kind k with filter f and page p, continuing after
 // c when it is not nil, as the registry's clock stands.
@@ -125,47 +125,52 @@ func (snap *Snapshot) Select(k Kind, f api.NodeFilter, p api.Page, c *Cursor) Se
 
 // selectFrom is Select without the variant.
 func (snap *Snapshot) selectFrom(k Kind, f api.NodeFilter, p api.Page, c *Cursor, now time.Time) Selection {
-	s := Selection{snap: snap, k: k, to: len(snap.nodes)}
-	// changed_since reads the snapshot's column of last_seen times, which a scan of the
-	// whole table goes through far faster than through the records.
+	list, total := snap.list, snap.Len()
+	s := Selection{snap: snap, k: k, to: total}
+	// changed_since reads the list's column of last_seen times, which a scan of the whole
+	// table goes through far faster than through the records.
 	since := p.ChangedSince.Unix()
 	switch {
 	case keepsAll(f) && !p.ChangedSince.IsZero():
-		s.keep = func(i int) bool { return snap.seen[i] >= since }
+		s.keep = func(i int) bool { return list.LastSeenUnix(i) >= since }
 	case !keepsAll(f):
+		var row store.NodeRow
 		s.keep = func(i int) bool {
-			return (p.ChangedSince.IsZero() || snap.seen[i] >= since) && Keep(f, snap.nodes[i], now)
+			if !p.ChangedSince.IsZero() && list.LastSeenUnix(i) < since {
+				return false
+			}
+			list.Row(i, &row)
+			return keep(f, row.LastSeen, row.Region, row.Capabilities, row.SignatureVerified, func() string { return snap.reachOf(i) }, now)
 		}
 	}
 	if c != nil {
-		s.from, _ = slices.BinarySearchFunc(snap.nodes, *c, func(n *store.Node, c Cursor) int {
-			if c.after(n.FirstSeen, n.Key[:]) {
-				return 1
-			}
-			return -1
+		// The page starts at the first record that comes after the cursor.
+		s.from = sort.Search(total, func(i int) bool {
+			key := list.Key(i)
+			return c.after(list.FirstSeen(i), key[:])
 		})
 	}
 	s.to = s.from
 	if s.keep == nil && p.Limit == 0 {
-		s.to, s.count = len(snap.nodes), len(snap.nodes)-s.from
+		s.to, s.count = total, total-s.from
 		return s
 	}
 	onlySince := keepsAll(f) && !p.ChangedSince.IsZero()
-	for i := s.from; i < len(snap.nodes); i++ {
+	for i := s.from; i < total; i++ {
 		if onlySince {
 			// The common watcher's poll: a tight pass over the column, with no call per record.
-			for i < len(snap.seen) && snap.seen[i] < since {
+			for i < total && list.LastSeenUnix(i) < since {
 				i++
 			}
-			if i == len(snap.seen) {
+			if i == total {
 				break
 			}
 		} else if s.keep != nil && !s.keep(i) {
 			continue
 		}
 		if p.Limit > 0 && s.count == p.Limit {
-			last := snap.nodes[s.to-1]
-			s.next = Cursor{at: last.FirstSeen, key: last.Key[:]}.String()
+			key := list.Key(s.to - 1)
+			s.next = Cursor{at: list.FirstSeen(s.to - 1), key: key[:]}.String()
 			break
 		}
 		if s.count < snap.cache.bounds.MaxPage {
@@ -227,15 +232,16 @@ func (s *Selection) emit(f func([]byte)) {
 	buf = append(buf, s.head()...)
 	first := true
 	var memo timeMemo
+	var row store.NodeRow
 	s.each(func(i int) {
-		n := snap.nodes[i]
+		snap.list.Row(i, &row)
 		if s.k.json {
 			if !first {
 				buf = append(buf, ',')
 			}
-			buf = appendRecordJSON(buf, n, reaches[snap.reach[i]], &memo)
+			buf = appendRecordJSON(buf, &row, snap.reachOf(i), &memo)
 		} else {
-			buf = appendPeerLine(buf, n)
+			buf = appendPeerLine(buf, &row)
 		}
 		first = false
 		if len(buf) >= writeBuffer {
@@ -271,10 +277,11 @@ func (s *Selection) measure() int {
 	}
 	records := 0
 	s.each(func(i int) {
+		m, j := s.snap.memo(i)
 		if s.k.json {
-			size += int(s.snap.jsonLen[i])
+			size += int(m.jsonLen[j])
 		} else {
-			size += int(s.snap.peerLen[i])
+			size += int(m.peerLen[j])
 		}
 		records++
 	})

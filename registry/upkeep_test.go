@@ -135,3 +135,28 @@ func TestRunLeavesTheSweepToTheLockHolder(t *testing.T) {
 		t.Errorf("stored state %s, want INITIATED: a registry without the lock swept", got)
 	}
 }
+
+// Run takes the node listing's snapshot as it starts, so that the first listing asked for is
+// cut from it instead of measuring the whole table before its first byte.
+func TestRunTakesTheFirstListingSnapshot(t *testing.T) {
+	h, _ := upkeepHarness(t)
+	for _, name := range []string{"warm-a", "warm-b"} {
+		n := newNode(t, name)
+		h.ok("POST", "/api/v1/register", n.registration(t, "https://"+name+".example"), "", nil)
+	}
+	if got := registry.ListingSnapshots(h.svc); got != 0 {
+		t.Fatalf("%d snapshots before Run: the test shows nothing", got)
+	}
+	runUpkeep(t, h)
+	eventually(t, "Run's snapshot of the listing", func() bool { return registry.ListingSnapshots(h.svc) == 1 })
+	var got struct {
+		Count int `json:"count"`
+	}
+	h.ok("GET", "/nodes", nil, "", &got)
+	if got.Count != 2 {
+		t.Fatalf("the listing has %d nodes, want 2", got.Count)
+	}
+	if n := registry.ListingSnapshots(h.svc); n != 1 {
+		t.Fatalf("the first listing took snapshot %d, not the one Run took", n)
+	}
+}

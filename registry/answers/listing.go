@@ -239,6 +239,13 @@ func (v Version) fresh(now Version) bool {
 	return v.Touches == now.Touches || v.Second == now.Second
 }
 
+// Built is the number of snapshots taken so far.
+func (c *Listings) Built() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.built
+}
+
 // Get returns a snapshot for now and the function that releases it, building one with
 // build when the current one is stale and the memory bound leaves room for another.
 func (c *Listings) Get(now Version, build func(*Snapshot) error) (*Snapshot, func(), error) {

@@ -121,10 +121,12 @@ type NodeToucher interface {
 	Flush(ctx context.Context) error
 }
 
-// NodeScanner visits the node table without a copy per record where the store can: the
-// node cache hands out its own records, which are snapshots that never change, so fn may
-// keep them, but must not modify them. A store with nothing cheaper visits them in a View
-// ([ScanNodesInView]). The registry builds node listings with it.
+// NodeScanner visits the node table as one snapshot, outside any transaction where the store
+// can: the node cache makes each record from a list of its table taken as the scan starts, in
+// listing order. fn may keep the records it is given, but must not modify them. A store with
+// nothing cheaper visits them in a View ([ScanNodesInView]). The registry's census and
+// network figures read the table with it; the listings read the node cache's list itself
+// ([ListNodes]).
 type NodeScanner interface {
 	ScanNodes(ctx context.Context, fn func(*Node) error) error
 }

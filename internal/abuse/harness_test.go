@@ -45,10 +45,23 @@ type daemon struct {
 // delay does not slow.
 func start(t *testing.T, flags ...string) *daemon {
 	t.Helper()
-	data := filepath.Join(t.TempDir(), "data")
+	return startOn(t, filepath.Join(t.TempDir(), "data"), flags...)
+}
+
+// startOn is start on the data directory data, which may hold a store already.
+func startOn(t *testing.T, data string, flags ...string) *daemon {
+	t.Helper()
 	p := svrpdtest.Start(t, nil, append([]string{"--data", data, "--log-level", "info", "--log-format", "text", "--refusal-delay", "0"}, flags...)...)
 	t.Cleanup(p.Stop)
 	return &daemon{Daemon: p, t: t, data: data, tg: attack.NewTarget(p.URL, "")}
+}
+
+// restart stops d and runs svrpd serve again on its store with flags, in place of the
+// flags it ran with.
+func (d *daemon) restart(flags ...string) *daemon {
+	d.t.Helper()
+	d.Stop()
+	return startOn(d.t, d.data, flags...)
 }
 
 // wholeCap is svrpd serve's flags that lower the cap of the table named table ("nodes",

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -56,6 +57,12 @@ func (q *statsQueries) all() []string {
 	return slices.Clone(q.seen)
 }
 
+// networkStart is the registry's clock when the Network view's test begins: fixed, with the
+// page's zone and language, so that the charts' times read the same on every run. The
+// samples it takes cross an hour, so the latest one's readout is of the wider kind
+// ("10:08 AM" against "9:43 AM") and lies against the chart's right edge.
+var networkStart = time.Date(2026, time.November, 28, 9, 52, 0, 0, time.UTC)
+
 // networkRegistry serves the console and the API of a registry on a Badger store under a
 // clock the test moves, with nodes registered: 44 ordinary ones in two regions, a third of
 // them under the DID's full form (the longest), and one whose region and capability are
@@ -71,7 +78,7 @@ func networkRegistry(t *testing.T) (string, *registry.Service, *testkit.Clock, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := testkit.NewClock(time.Now().UTC().Truncate(time.Minute))
+	clock := testkit.NewClock(networkStart)
 	svc, err := registry.New(registry.Config{Store: cached, Clock: clock.Now, Prefix: "service", Limits: limits.Limits{RegisterAddressLimit: 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +145,8 @@ func TestConsoleNetworkView(t *testing.T) {
 	base, svc, clock, queries := networkRegistry(t)
 	shots := shotsDir(t)
 	if err := run(ctx,
+		emulation.SetTimezoneOverride("UTC"),
+		emulation.SetLocaleOverride().WithLocale("en-US"),
 		chromedp.Navigate(base+"/console/"),
 		chromedp.WaitVisible(`body[data-ready="yes"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#view-network[data-updated]`, chromedp.ByQuery),

@@ -230,10 +230,13 @@ export class LineChart {
     this.readout.textContent = `${localMoment(this.at)}: ${v.toLocaleString()} ${this.unit}`;
     this.readout.hidden = false;
     // Placed by the object model (allowed by the page's policy, unlike a style attribute):
-    // above the point, or below it near the top, and always inside the box.
-    const w = this.readout.offsetWidth;
+    // above the point, or below it near the top, and always inside the box. The widths are
+    // the laid-out ones, fractions of a pixel included: offsetWidth and clientWidth round,
+    // and a readout against the right edge would then stick out by the rounding.
+    const w = this.readout.getBoundingClientRect().width;
     const h = this.readout.offsetHeight;
-    this.readout.style.left = `${Math.min(this.width - w, Math.max(0, x - w / 2))}px`;
+    const room = this.plot.getBoundingClientRect().width;
+    this.readout.style.left = `${Math.max(0, Math.min(room - w, x - w / 2))}px`;
     this.readout.style.top = `${y - h - 10 < 0 ? y + 10 : y - h - 10}px`;
   }
 

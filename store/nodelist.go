@@ -150,39 +150,13 @@ func (l *NodeList) LastSeen(i int) time.Time {
 // Node returns record i as a Node, whose capability list is the table's: it must not be
 // modified.
 func (l *NodeList) Node(i int) Node {
-	r := l.rec(i)
-	return nodeOf(r, readText(l.chunks, r), l.LastSeen(i), l.regions, l.capSets)
+	row := rowOf(l.rec(i), l.chunks, l.LastSeen(i), l.regions, l.capSets)
+	return row.node()
 }
 
 // Row fills row with record i.
 func (l *NodeList) Row(i int, row *NodeRow) {
-	l.fill(l.rec(i), l.LastSeen(i), row)
-}
-
-func (l *NodeList) fill(r *leanNode, seen time.Time, row *NodeRow) {
-	txt := readText(l.chunks, r)
-	*row = NodeRow{
-		Key: r.key, DID: txt.did, Endpoint: txt.endpoint, Origin: txt.origin, Signature: txt.sig,
-		HasSignature: r.text.has(flagSig), SignatureVerified: r.text.has(flagVerified),
-		RegistrationTS: txt.ts, HasRegistrationTS: r.text.has(flagTS),
-		LastSeen: seen, Plain: r.text.has(flagPlain), derived: r.text.flags() & (flagDIDShort | flagDIDFull),
-		short: r.short,
-	}
-	if r.text.has(flagFarFirst) {
-		row.FirstSeen = txt.first
-	} else {
-		row.FirstSeen = time.Unix(0, r.first).UTC()
-	}
-	if r.region == inText {
-		row.Region = txt.region
-	} else {
-		row.Region = l.regions[r.region]
-	}
-	if r.caps == inText {
-		row.Capabilities = txt.caps
-	} else {
-		row.Capabilities = l.capSets[r.caps]
-	}
+	*row = rowOf(l.rec(i), l.chunks, l.LastSeen(i), l.regions, l.capSets)
 }
 
 // NodeRow is one record of a [NodeList] as fields, without copies: its strings and list are

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
-	"encoding/hex"
 	"hash/maphash"
 	"math"
 	"slices"
@@ -316,7 +315,8 @@ func (t *nodeTable) lastSeen(s slot) time.Time {
 // node returns the record at s as a Node of its own.
 func (t *nodeTable) node(s slot) Node {
 	r := t.rec(s)
-	n := nodeOf(r, readText(t.chunks, r), t.lastSeen(s), t.regions, t.capSets)
+	row := rowOf(r, t.chunks, t.lastSeen(s), t.regions, t.capSets)
+	n := row.node()
 	n.Capabilities = slices.Clone(n.Capabilities)
 	return n
 }
@@ -647,40 +647,49 @@ func (t *nodeTable) rebuild() {
 	}
 }
 
-// nodeOf makes the Node of a record, sharing its capability list.
-func nodeOf(r *leanNode, txt nodeText, seen time.Time, regions []string, capSets [][]string) Node {
-	n := Node{
-		Key: r.key, DID: txt.did, Endpoint: txt.endpoint, Origin: txt.origin,
-		SignatureVerified: r.text.has(flagVerified), LastSeen: seen,
-	}
-	switch {
-	case r.text.has(flagDIDShort):
-		n.DID = shortDIDPrefix + hex.EncodeToString(r.short[:])
-	case r.text.has(flagDIDFull):
-		n.DID = fullDIDPrefix + hex.EncodeToString(r.key[:])
-	}
-	if r.text.has(flagSig) {
-		sig := txt.sig
-		n.Signature = &sig
-	}
-	if r.text.has(flagTS) {
-		ts := txt.ts
-		n.RegistrationTS = &ts
+// rowOf reads the record r, whose text is in chunks, as a row sharing the table's strings
+// and capability list.
+func rowOf(r *leanNode, chunks []string, seen time.Time, regions []string, capSets [][]string) NodeRow {
+	txt := readText(chunks, r)
+	row := NodeRow{
+		Key: r.key, DID: txt.did, Endpoint: txt.endpoint, Origin: txt.origin, Signature: txt.sig,
+		HasSignature: r.text.has(flagSig), SignatureVerified: r.text.has(flagVerified),
+		RegistrationTS: txt.ts, HasRegistrationTS: r.text.has(flagTS),
+		LastSeen: seen, Plain: r.text.has(flagPlain), derived: r.text.flags() & (flagDIDShort | flagDIDFull),
+		short: r.short,
 	}
 	if r.text.has(flagFarFirst) {
-		n.FirstSeen = txt.first
+		row.FirstSeen = txt.first
 	} else {
-		n.FirstSeen = time.Unix(0, r.first).UTC()
+		row.FirstSeen = time.Unix(0, r.first).UTC()
 	}
 	if r.region == inText {
-		n.Region = txt.region
+		row.Region = txt.region
 	} else {
-		n.Region = regions[r.region]
+		row.Region = regions[r.region]
 	}
 	if r.caps == inText {
-		n.Capabilities = txt.caps
+		row.Capabilities = txt.caps
 	} else {
-		n.Capabilities = capSets[r.caps]
+		row.Capabilities = capSets[r.caps]
+	}
+	return row
+}
+
+// node returns the row as a Node, sharing its capability list.
+func (r *NodeRow) node() Node {
+	n := Node{
+		Key: r.Key, DID: r.DIDString(), Endpoint: r.Endpoint, Origin: r.Origin,
+		Capabilities: r.Capabilities, Region: r.Region, SignatureVerified: r.SignatureVerified,
+		FirstSeen: r.FirstSeen, LastSeen: r.LastSeen,
+	}
+	if r.HasSignature {
+		sig := r.Signature
+		n.Signature = &sig
+	}
+	if r.HasRegistrationTS {
+		ts := r.RegistrationTS
+		n.RegistrationTS = &ts
 	}
 	return n
 }

@@ -352,7 +352,7 @@ func (m hostileMatrix) run(t *testing.T, ep *hostileEndpoint, c hostileCase) {
 		if string(before.bytes(t)) == string(after.bytes(t)) {
 			t.Errorf("%s: a failed resolve was not counted", what)
 		}
-	} else if onPostgres && path == "/v1/auth/device-login" {
+	} else if onPostgres(t) && path == "/v1/auth/device-login" {
 		hostileSameStore(t, what+" (login budgets aside)", before.withoutLoginCounters(), after.withoutLoginCounters())
 	} else {
 		hostileSameStore(t, what, before, after)

@@ -26,8 +26,10 @@ import (
 // not use.
 //
 // The tests run side by side, each on schemas of its own, as many at once as the server's
-// free connections allow (pgtest.Slots) up to pgTestsAtOnce: they spend most of their time
-// waiting for PostgreSQL, one after another on a loaded machine many minutes.
+// free connections allow (pgtest.Slots) up to pgTestsAtOnce: one after another, waiting for
+// PostgreSQL's round trips, they made the longest test of the package. They run from
+// goroutines rather than with t.Parallel, whose bound (-parallel) is the number of processors
+// and not what a server that answers over a socket can take.
 func TestEndpointsOnPostgres(t *testing.T) {
 	servePostgres(t)
 	slots := make(chan struct{}, pgtest.Slots(t, pgTestConns(), pgTestsAtOnce))

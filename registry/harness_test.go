@@ -58,34 +58,70 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	return startHarness(t, st, dir, testkit.NewClock(epoch), opts...)
 }
 
-// onPostgres, set by TestEndpointsOnPostgres, makes newHarness serve on PostgreSQL: a schema
-// of its own per harness directory, so that a restart reopens the same one.
-var (
-	onPostgres bool
-	pgSchemas  = map[string]string{}
-	pgStores   = map[store.Store]bool{}
-)
+// pgHarnesses is what makes newHarness serve on PostgreSQL: the tests that asked for it
+// (servePostgres), by name, so that their subtests, which may run side by side with other
+// tests, each find out from their own; a schema of its own per harness directory, so that a
+// restart reopens the same one; and the stores opened on it.
+var pgHarnesses struct {
+	mu      sync.Mutex
+	tests   map[string]bool
+	schemas map[string]string
+	stores  map[store.Store]bool
+}
 
-// openStore opens Badger in dir behind the node cache, or with onPostgres the PostgreSQL
+// servePostgres makes the harnesses of t and its subtests serve on PostgreSQL, as svrpd does
+// with --postgres; without SVRPD_TEST_POSTGRES the test is skipped.
+func servePostgres(t *testing.T) {
+	t.Helper()
+	pgtest.URL(t)
+	name := t.Name()
+	pgHarnesses.mu.Lock()
+	defer pgHarnesses.mu.Unlock()
+	if pgHarnesses.tests == nil {
+		pgHarnesses.tests = map[string]bool{}
+		pgHarnesses.schemas = map[string]string{}
+		pgHarnesses.stores = map[store.Store]bool{}
+	}
+	pgHarnesses.tests[name] = true
+	t.Cleanup(func() {
+		pgHarnesses.mu.Lock()
+		defer pgHarnesses.mu.Unlock()
+		delete(pgHarnesses.tests, name)
+	})
+}
+
+// onPostgres reports whether t, or a test it is a subtest of, serves on PostgreSQL.
+func onPostgres(t testing.TB) bool {
+	name := t.Name()
+	pgHarnesses.mu.Lock()
+	defer pgHarnesses.mu.Unlock()
+	for name != "" {
+		if pgHarnesses.tests[name] {
+			return true
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			break
+		}
+		name = name[:i]
+	}
+	return false
+}
+
+// storeInChallenges reports whether st was opened on PostgreSQL by openStore, where the
+// registry keeps its challenges in the store as svrpd does.
+func storeInChallenges(st store.Store) bool {
+	pgHarnesses.mu.Lock()
+	defer pgHarnesses.mu.Unlock()
+	return pgHarnesses.stores[st]
+}
+
+// openStore opens Badger in dir behind the node cache, or when t serves on PostgreSQL the
 // schema of dir.
 func openStore(t *testing.T, dir string) store.Store {
 	t.Helper()
-	if onPostgres {
-		u, ok := pgSchemas[dir]
-		if !ok {
-			u = pgtest.Schema(t)
-			pgSchemas[dir] = u
-		}
-		p, err := postgres.Open(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cached, err := store.WithNodeCache(context.Background(), p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pgStores[cached] = true
-		return cached
+	if onPostgres(t) {
+		return openPostgres(t, dir)
 	}
 	st, err := badger.Open(dir)
 	if err != nil {
@@ -95,6 +131,39 @@ func openStore(t *testing.T, dir string) store.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cached
+}
+
+// openPostgres opens the schema of dir, created on first use and dropped with the test that
+// created it, behind the node cache.
+func openPostgres(t *testing.T, dir string) store.Store {
+	t.Helper()
+	pgHarnesses.mu.Lock()
+	u, ok := pgHarnesses.schemas[dir]
+	pgHarnesses.mu.Unlock()
+	if !ok {
+		u = pgtest.Schema(t)
+		pgHarnesses.mu.Lock()
+		pgHarnesses.schemas[dir] = u
+		pgHarnesses.mu.Unlock()
+		t.Cleanup(func() {
+			pgHarnesses.mu.Lock()
+			defer pgHarnesses.mu.Unlock()
+			delete(pgHarnesses.schemas, dir)
+		})
+	}
+	p, err := postgres.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := store.WithNodeCache(context.Background(), p)
+	if err != nil {
+		p.Close()
+		t.Fatal(err)
+	}
+	pgHarnesses.mu.Lock()
+	pgHarnesses.stores[cached] = true
+	pgHarnesses.mu.Unlock()
 	return cached
 }
 
@@ -115,7 +184,7 @@ func startHarness(t *testing.T, st store.Store, dir string, c *testkit.Clock, op
 	// The hostile and login tables send thousands of failing logins and malformed requests
 	// from one address; those budgets have their own tests (budgets_test.go,
 	// internal/abuse).
-	cfg := registry.Config{Store: st, Clock: c.Now, ChallengesInStore: pgStores[st], Limits: limits.Limits{
+	cfg := registry.Config{Store: st, Clock: c.Now, ChallengesInStore: storeInChallenges(st), Limits: limits.Limits{
 		LoginFailureAddressLimit: 1 << 30, LoginFailureOperatorLimit: 1 << 30, MalformedAddressLimit: 1 << 30}}
 	for _, o := range opts {
 		o(&cfg)
@@ -135,6 +204,9 @@ func (h *harness) close() {
 		h.srv.Close()
 		h.srv = nil
 		h.st.Close()
+		pgHarnesses.mu.Lock()
+		delete(pgHarnesses.stores, h.st)
+		pgHarnesses.mu.Unlock()
 	}
 }
 

@@ -156,7 +156,7 @@ func TestNetworkHistoryBoundedAndKept(t *testing.T) {
 		checkSwept(t, h.svc, h.st, h.clock)
 	})
 	t.Run("memory", func(t *testing.T) {
-		if onPostgres {
+		if onPostgres(t) {
 			t.Skip("the memory store's run does not use the harness: TestNetworkHistoryBoundedAndKept ran it already")
 		}
 		st := store.NewMemory()

@@ -2,8 +2,12 @@ package registry_test
 
 import (
 	"context"
+	"flag"
 	"net/http"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,12 +24,25 @@ import (
 // in the store. It runs when SVRPD_TEST_POSTGRES names a server. Left out: the tests of
 // Badger alone or of the in-memory used-set of challenges, which a PostgreSQL registry does
 // not use.
+//
+// The tests run side by side, each on schemas of its own, as many at once as the server's
+// free connections allow (pgtest.Slots) up to pgTestsAtOnce: one after another, waiting for
+// PostgreSQL's round trips, they made the longest test of the package. They run from
+// goroutines rather than with t.Parallel, whose bound (-parallel) is the number of processors
+// and not what a server that answers over a socket can take.
 func TestEndpointsOnPostgres(t *testing.T) {
 	servePostgres(t)
+	slots := make(chan struct{}, pgtest.Slots(t, pgTestConns(), pgTestsAtOnce))
+	var wg sync.WaitGroup
 	for _, tt := range []struct {
 		name string
 		fn   func(*testing.T)
 	}{
+		// The longest first, so that the short ones fill the slots beside them rather than
+		// leave one running alone at the end.
+		{"HostileInput", TestHostileInput}, {"NetworkHistoryBoundedAndKept", TestNetworkHistoryBoundedAndKept},
+		{"HostileRejectVectors", TestHostileRejectVectors}, {"OperatorPinLoginOrder", TestOperatorPinLoginOrder},
+		{"RegisterCollision", TestRegisterCollision},
 		{"Initiate", TestInitiate}, {"InitiateRejects", TestInitiateRejects},
 		{"InitiateSessionExists", TestInitiateSessionExists}, {"InitiateOpenSessionLimit", TestInitiateOpenSessionLimit},
 		{"ResolveSuccess", TestResolveSuccess}, {"ResolveRequestErrors", TestResolveRequestErrors},
@@ -41,13 +58,13 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"NodesBadFilter", TestNodesBadFilter}, {"NodesOrderKeepsFirstSeen", TestNodesOrderKeepsFirstSeen},
 		{"RegisterGraceMode", TestRegisterGraceMode}, {"RegisterNoDowngrade", TestRegisterNoDowngrade},
 		{"RegisterStrict", TestRegisterStrict}, {"Reregistration", TestReregistration},
-		{"RegisterDIDVectors", TestRegisterDIDVectors}, {"RegisterCollision", TestRegisterCollision},
+		{"RegisterDIDVectors", TestRegisterDIDVectors},
 		{"RegisterAddressLimit", TestRegisterAddressLimit}, {"RegisterBadRequest", TestRegisterBadRequest},
 		{"RegisterRejects", TestRegisterRejects}, {"Heartbeat", TestHeartbeat},
 		{"EnumerationSameBytes", TestEnumerationSameBytes}, {"EnumerationPerCodeLimit", TestEnumerationPerCodeLimit},
 		{"EnumerationPerAddressLimit", TestEnumerationPerAddressLimit},
 		{"GraceCannotHijack", TestGraceCannotHijack}, {"GraceUnverifiedThenOwner", TestGraceUnverifiedThenOwner},
-		{"GraceStrict", TestGraceStrict}, {"HostileInput", TestHostileInput}, {"HostileRejectVectors", TestHostileRejectVectors},
+		{"GraceStrict", TestGraceStrict},
 		{"BindingJourney", TestBindingJourney}, {"ListingFreshness", TestListingFreshness},
 		{"Challenge", TestChallenge}, {"DeviceLoginSuccess", TestDeviceLoginSuccess}, {"DeviceLoginCodes", TestDeviceLoginCodes},
 		{"DeviceLoginChallengeLife", TestDeviceLoginChallengeLife}, {"DeviceLoginOperatorVectors", TestDeviceLoginOperatorVectors},
@@ -63,25 +80,43 @@ func TestEndpointsOnPostgres(t *testing.T) {
 		{"RevocationChecks", TestRevocationChecks}, {"RevokeAuthorizationEndsItsBinding", TestRevokeAuthorizationEndsItsBinding},
 		{"RevokedCredentialCannotAuthorize", TestRevokedCredentialCannotAuthorize}, {"SupersededStatus", TestSupersededStatus},
 		{"UnbindByNode", TestUnbindByNode}, {"UnbindByOperator", TestUnbindByOperator}, {"UnseenBoundNode", TestUnseenBoundNode},
-		{"NetworkHistory", TestNetworkHistory}, {"NetworkHistoryBoundedAndKept", TestNetworkHistoryBoundedAndKept},
+		{"NetworkHistory", TestNetworkHistory},
 		{"ListingPages", TestListingsChangedSince},
 		{"OperatorPinning", TestOperatorPinning}, {"OperatorPinSquatting", TestOperatorPinSquatting},
 		{"OperatorPinWrittenByRevocation", TestOperatorPinWrittenByRevocation}, {"RevokedUnderEitherSpelling", TestRevokedUnderEitherSpelling},
-		{"OperatorPinLoginOrder", TestOperatorPinLoginOrder}, {"OperatorPinAuthorize", TestOperatorPinAuthorize},
+		{"OperatorPinAuthorize", TestOperatorPinAuthorize},
 		{"LoginVerifiesOnce", TestLoginVerifiesOnce},
 		{"RevocationListFair", TestRevocationListFair},
 	} {
-		t.Run(tt.name, tt.fn)
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			t.Run(tt.name, tt.fn)
+		}()
 	}
+	wg.Wait()
 }
 
-// servePostgres makes the harnesses of the test serve on PostgreSQL, as svrpd does with
-// --postgres; without SVRPD_TEST_POSTGRES the test is skipped.
-func servePostgres(t *testing.T) {
-	pgtest.URL(t)
-	onPostgres = true
-	t.Cleanup(func() { onPostgres = false })
+// pgTestConns is the most connections one endpoint test on PostgreSQL holds: it has at
+// most two stores open at once (two registries on one database, or a restart's), or one per
+// parallel subtest (TestHostileInput's groups, as many at once as -parallel), each with a
+// pool of pgx's default size; and one connection that creates or drops its schema.
+func pgTestConns() int {
+	stores := 2
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil {
+			stores = max(stores, n)
+		}
+	}
+	return stores*max(4, runtime.NumCPU()) + 1
 }
+
+// pgTestsAtOnce bounds the endpoint tests run side by side: they wait on the server's round
+// trips, which overlap, but each also needs the processor, under the race detector several
+// times over, and beyond a few at once they only queue for it, holding memory meanwhile.
+const pgTestsAtOnce = 4
 
 // sharedOnPostgres starts two registries with opts on one PostgreSQL database and one clock,
 // as two daemons serving one registry.

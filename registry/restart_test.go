@@ -263,7 +263,7 @@ func TestSweep(t *testing.T) {
 	// each node, and the five resolve budgets: code, address, block, operator, all; on a
 	// shared store also the login budgets of the address and of its block.
 	counters := len(s.counters)
-	if onPostgres {
+	if onPostgres(t) {
 		counters -= 2
 	}
 	if counters != 11 || s.bearers != 2 {

@@ -49,6 +49,30 @@ func Schema(t testing.TB) string {
 	return WithSearchPath(base, schema)
 }
 
+// Slots returns how many tests that each hold up to conns connections may run against the
+// server at once, at most most: half of the connections the server has free now, so that its
+// other clients, and the tests of other packages run at the same time, keep the other half.
+// It is at least 1, since a test that runs alone needs no room beyond its own. It skips t
+// when Env is not set and fails it when the server cannot be reached.
+func Slots(t testing.TB, conns, most int) int {
+	t.Helper()
+	base := URL(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("%s is set but the server could not be reached: %v", Env, err)
+	}
+	defer conn.Close(ctx)
+	var free int
+	err = conn.QueryRow(ctx, `SELECT current_setting('max_connections')::int
+		- current_setting('superuser_reserved_connections')::int
+		- (SELECT count(*) FROM pg_stat_activity)::int`).Scan(&free)
+	if err != nil {
+		t.Fatalf("reading the server's free connections: %v", err)
+	}
+	return max(1, min(most, free/2/max(1, conns)))
+}
+
 func exec(base, sql string) error {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, base)

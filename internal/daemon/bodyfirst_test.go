@@ -37,7 +37,7 @@ func TestReadBodyFirst(t *testing.T) {
 		{name: "cut short", body: io.MultiReader(strings.NewReader(`{"a"`), errReader{cut}), length: 7, want: `{"a"`, wantErr: cut},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest("POST", "/v1/nodes/register", io.NopCloser(tc.body))
+			r := httptest.NewRequest("POST", "/api/v1/register", io.NopCloser(tc.body))
 			r.ContentLength = tc.length
 			readBodyFirst(r)
 			got, err := io.ReadAll(http.MaxBytesReader(httptest.NewRecorder(), r.Body, httpapi.MaxBodyBytes))

@@ -109,7 +109,7 @@ func TestEdgeH2BodyMemory(t *testing.T) {
 	var sent sync.WaitGroup
 	for _, c := range open {
 		for range h2Streams {
-			id, err := c.Request("POST", "/v1/nodes/register", []byte{})
+			id, err := c.Request("POST", "/api/v1/register", []byte{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -33,14 +33,14 @@ import (
 // level where they part, so that after the swap it still holds at least as many and no two
 // groups evict each other in turn. Strangers spread over many blocks, each within its own
 // bounds, thus cannot fill the total against an honest newcomer: their network, or their
-// largest block, pays for its room. An evicted request still waiting for its turn is answered
-// 429 RATE_LIMITED; one already running is reset (its HTTP/2 stream, or its HTTP/1.1
+// largest block, pays for its room. An evicted request still waiting for its body or its
+// turn is answered 429 RATE_LIMITED; one already running is reset (its HTTP/2 stream, or its HTTP/1.1
 // connection, which carries nothing else). A request over a bound that nothing can make room
 // for is answered 429 RATE_LIMITED at once, before its handler runs. A trusted proxy's
 // requests count only against the totals and make no room: its clients are many groups.
 //
-// Of the requests in flight, at most workers run their handlers' work at once; a handler
-// holds its turn until its answer starts (writing an answer waits on the client, not on the
+// Of the requests in flight, at most workers run their handlers' work at once. A request's
+// body is read before it asks for a turn (bodyfirst.go); a handler then holds its turn until its answer starts (writing an answer waits on the client, not on the
 // cores), it returns, or turnHold has passed (a handler that long is waiting on the store or
 // on a listing's turn, not using a core, and must not hold up the queues meanwhile). The
 // others wait in a queue of their client group, and the queues are served round robin over
@@ -105,8 +105,11 @@ func (f *fairness) serve(next http.Handler) http.Handler {
 			return
 		}
 		defer f.leave(fl)
-		var running atomic.Bool
-		defer resetOnEviction(ctx, &running, w, r, lc)()
+		var stage atomic.Int32
+		defer resetOnEviction(ctx, &stage, w, r, lc)()
+		stage.Store(stageReading)
+		readBodyFirst(r)
+		stage.Store(stageQueued)
 		if !f.turn(ctx, lc) {
 			if context.Cause(ctx) == errEvicted {
 				refuse(w)
@@ -116,7 +119,7 @@ func (f *fairness) serve(next http.Handler) http.Handler {
 			return
 		}
 		// Evicted as its turn came, before the reset could see it run: refused all the same.
-		if running.Store(true); context.Cause(ctx) == errEvicted {
+		if stage.Store(stageRunning); context.Cause(ctx) == errEvicted {
 			f.done()
 			refuse(w)
 			return
@@ -140,26 +143,39 @@ func refuse(w http.ResponseWriter) {
 	json.NewEncoder(w).Encode(api.ErrorBody{Code: string(proto.RateLimited), Error: errInFlight.Error()})
 }
 
-// resetOnEviction resets the request once ctx ends by eviction while its handler runs (once
-// running is set): an HTTP/2 stream by deadlines already past (its body's reads fail, its
-// stream is reset), an HTTP/1.1 request by closing its connection, which carries nothing
-// else. The function it returns waits for the reset to finish, so that the writer is not
-// touched after the handler has returned.
-func resetOnEviction(ctx context.Context, running *atomic.Bool, w http.ResponseWriter, r *http.Request, lc *limitedConn) func() {
+// The stages of a request in flight, as an eviction finds it.
+const (
+	stageQueued  int32 = iota // waiting for its turn: serve refuses it
+	stageReading              // waiting for its body: its reads are cut, then serve refuses it
+	stageRunning              // its handler running: reset
+)
+
+// resetOnEviction acts on the request once ctx ends by eviction, by the stage it is at: a
+// body still on the way has its reads cut by a read deadline already past (the reads fail and
+// serve refuses the request); a request whose handler runs is reset, an HTTP/2 stream by
+// deadlines already past (its body's reads fail, its stream is reset), an HTTP/1.1 request by
+// closing its connection, which carries nothing else. The function it returns waits for the
+// action to finish, so that the writer is not touched after the handler has returned.
+func resetOnEviction(ctx context.Context, stage *atomic.Int32, w http.ResponseWriter, r *http.Request, lc *limitedConn) func() {
 	done := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(done)
-		if context.Cause(ctx) != errEvicted || !running.Load() {
-			return
-		}
-		if r.ProtoMajor < 2 {
-			lc.Close()
+		if context.Cause(ctx) != errEvicted {
 			return
 		}
 		rc := http.NewResponseController(w)
 		past := time.Now().Add(-time.Second)
-		_ = rc.SetReadDeadline(past)
-		_ = rc.SetWriteDeadline(past)
+		switch stage.Load() {
+		case stageReading:
+			_ = rc.SetReadDeadline(past)
+		case stageRunning:
+			if r.ProtoMajor < 2 {
+				lc.Close()
+				return
+			}
+			_ = rc.SetReadDeadline(past)
+			_ = rc.SetWriteDeadline(past)
+		}
 	})
 	return func() {
 		if !stop() {

@@ -16,9 +16,13 @@ const (
 	h2Streams = 16
 	// h2ConnWindow and h2StreamWindow are the upload buffers a connection and a stream
 	// may fill before the handler reads: HTTP/2's minimum for a connection (below it Go
-	// takes its 1 MiB default), a quarter of the largest body for a stream.
+	// takes its 1 MiB default), and as much for a stream, the connection's bounding what its
+	// streams hold unread together. No smaller for a stream: a client may send a stream's
+	// first 65,535 bytes before it has read the server's settings (RFC 9113 §6.9.2), and
+	// Go's server resets a stream past a smaller window at once, so an honest client sending
+	// a body over it on a new connection would be refused for nothing.
 	h2ConnWindow   = 64 << 10
-	h2StreamWindow = 16 << 10
+	h2StreamWindow = 64 << 10
 	// h2FrameSize is the largest frame read: HTTP/2's minimum. A connection keeps a read
 	// buffer as large as the largest frame it was sent.
 	h2FrameSize = 16 << 10

@@ -158,6 +158,30 @@ func TestTLSServesHTTP2(t *testing.T) {
 	}
 }
 
+// A body larger than a stream's first window, sent by Go's client as a new HTTP/2 connection's
+// first request, is read and answered: a client may send the first 65,535 bytes of a stream
+// before it has read the server's settings, and a server advertising a smaller window resets
+// the stream (FLOW_CONTROL_ERROR) instead.
+func TestTLSHTTP2FirstBodyOnNewConnection(t *testing.T) {
+	dir := t.TempDir()
+	cert := writeCert(t, dir, 1)
+	addr := strings.TrimPrefix(serve(t, tlsConfig(t, dir)), "http://")
+	body := bytes.Repeat([]byte(" "), 60<<10) // 60 KiB of JSON white space: no valid request
+	for i := range 20 {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool(cert)}, ForceAttemptHTTP2: true}
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+		res, err := hc.Post("https://"+addr+"/api/v1/register", "application/json", bytes.NewReader(body))
+		tr.CloseIdleConnections()
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		res.Body.Close()
+		if res.ProtoMajor != 2 || res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("request %d: %d over %s; want 400 over HTTP/2", i, res.StatusCode, res.Proto)
+		}
+	}
+}
+
 // A renewed certificate is served without a restart: when its files change, and on SIGHUP.
 // Files that do not load leave the certificate in use as it was.
 func TestTLSCertificateReload(t *testing.T) {

@@ -140,7 +140,7 @@ const (
 
 var parkedStreamsRow = Row{N: 16,
 	What:  "parked HTTP/2 streams: 4 addresses × 64 connections over TLS, each opening 250 streams that make no progress (a GET with a flow-control window of 0, or a POST whose 4 KB body never ends), and opening again whenever one is reset or its connection cut",
-	Bound: "at most 16 streams a connection and the requests in flight per group and in total; parked answers reset after the send timeout; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 1,600 MiB §8.1 bounds any connection-level attack with at the defaults",
+	Bound: "at most 16 streams a connection and the requests in flight per group and in total; parked answers reset after the send timeout; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 3,776 MiB §8.1 bounds any connection-level attack with at the defaults",
 	TLS:   true,
 	Holds: ParkedAddrs * ParkedConns,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
@@ -161,7 +161,7 @@ const RapidResetRate = 2000
 
 var rapidResetRow = Row{N: 17,
 	What:  "rapid reset (CVE-2023-44487): 4 connections over TLS from 4 addresses, each opening GET /openapi.json streams and resetting them at once, 2,000 a second each (paced so that the attacker does not take a core of the machine it shares with the daemon)",
-	Bound: "a connection runs at most its 16 handlers and queues at most four times as many, and is closed past that or once it has cancelled more than 100 streams before their answers within 10 s; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 1,600 MiB of §8.1",
+	Bound: "a connection runs at most its 16 handlers and queues at most four times as many, and is closed past that or once it has cancelled more than 100 streams before their answers within 10 s; 100 % of honest requests succeed, honest p99 within 3× of alone; peak RSS under the 3,776 MiB of §8.1",
 	TLS:   true,
 	Attack: func(ctx context.Context, t *Target, _ any, stop <-chan struct{}, count func(Answer)) {
 		holdEach(RapidResetConns, 1, func(a int) {

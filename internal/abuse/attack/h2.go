@@ -23,6 +23,15 @@ type H2Conn struct {
 	next uint32
 	hbuf bytes.Buffer
 	enc  *hpack.Encoder
+
+	// The server's flow-control windows for what this side sends, kept by Drain: the
+	// connection's, and each stream's past the initial window the server's settings name.
+	winMu   sync.Mutex
+	winCond *sync.Cond
+	connWin int64
+	initWin int64
+	sent    map[uint32]int64 // by stream: bytes sent less the window the server granted since
+	ended   bool             // Drain has returned
 }
 
 // DialH2 connects from ip to addr (host:port) and sends the preface, offering window bytes
@@ -37,7 +46,8 @@ func DialH2(ip, addr string, window uint32) (*H2Conn, error) {
 		conn.Close()
 		return nil, err
 	}
-	c := &H2Conn{conn: conn, fr: http2.NewFramer(conn, conn), next: 1}
+	c := &H2Conn{conn: conn, fr: http2.NewFramer(conn, conn), next: 1, connWin: 65535, initWin: 65535, sent: map[uint32]int64{}}
+	c.winCond = sync.NewCond(&c.winMu)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window}); err != nil {
 		conn.Close()
@@ -81,6 +91,12 @@ func (c *H2Conn) Close() error { return c.conn.Close() }
 // the id of each stream the server ended: reset, or answered to its end (a stream answered
 // and then reset, as a server stops an upload it will not read, is ended twice).
 func (c *H2Conn) Drain(resets, goaways *atomic.Int64, onEnd func(id uint32)) {
+	defer func() {
+		c.winMu.Lock()
+		c.ended = true
+		c.winCond.Broadcast()
+		c.winMu.Unlock()
+	}()
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
@@ -89,10 +105,15 @@ func (c *H2Conn) Drain(resets, goaways *atomic.Int64, onEnd func(id uint32)) {
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
+				if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+					c.grant(0, 0, int64(v))
+				}
 				c.mu.Lock()
 				c.fr.WriteSettingsAck()
 				c.mu.Unlock()
 			}
+		case *http2.WindowUpdateFrame:
+			c.grant(f.StreamID, int64(f.Increment), -1)
 		case *http2.RSTStreamFrame:
 			resets.Add(1)
 			if onEnd != nil {
@@ -110,6 +131,52 @@ func (c *H2Conn) Drain(resets, goaways *atomic.Int64, onEnd func(id uint32)) {
 			goaways.Add(1)
 		}
 	}
+}
+
+// grant records the server's window update of n bytes for stream id (0: the connection), or
+// a new initial window for every stream when initial is not negative.
+func (c *H2Conn) grant(id uint32, n, initial int64) {
+	c.winMu.Lock()
+	defer c.winMu.Unlock()
+	switch {
+	case initial >= 0:
+		c.initWin = initial
+	case id == 0:
+		c.connWin += n
+	default:
+		c.sent[id] -= n
+	}
+	c.winCond.Broadcast()
+}
+
+// Upload sends n bytes more of stream id's body, never ending it, in frames the server's
+// windows allow, waiting for the server to read (and so grant more) as it goes. It needs
+// Drain running, and returns once the last byte is written or the connection fails.
+func (c *H2Conn) Upload(id uint32, n int) error {
+	chunk := make([]byte, 16<<10)
+	for n > 0 {
+		c.winMu.Lock()
+		for !c.ended && (c.connWin <= 0 || c.initWin-c.sent[id] <= 0) {
+			c.winCond.Wait()
+		}
+		if c.ended {
+			c.winMu.Unlock()
+			return net.ErrClosed
+		}
+		m := int64(min(n, len(chunk)))
+		m = min(m, c.connWin, c.initWin-c.sent[id])
+		c.connWin -= m
+		c.sent[id] += m
+		c.winMu.Unlock()
+		c.mu.Lock()
+		err := c.fr.WriteData(id, false, chunk[:m])
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		n -= int(m)
+	}
+	return nil
 }
 
 // Park opens streams on c that the server can make no progress on: alternately a GET whose

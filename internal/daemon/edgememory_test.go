@@ -34,6 +34,27 @@ func inUse() int64 {
 	return int64(m.HeapInuse + m.StackInuse)
 }
 
+// dialH2Conns opens n raw HTTP/2 connections to addr, each from an address of its own
+// (127.10.0.1 on) offering window bytes of window for each stream's answer, and drains them
+// until the test ends, counting the streams the server reset and the GOAWAYs it sent.
+func dialH2Conns(t *testing.T, addr string, n int, window uint32) (open []*attack.H2Conn, resets, goaways *atomic.Int64) {
+	resets, goaways = new(atomic.Int64), new(atomic.Int64)
+	t.Cleanup(func() {
+		for _, c := range open {
+			c.Close()
+		}
+	})
+	for i := range n {
+		c, err := attack.DialH2(fmt.Sprintf("127.%d.0.1", 10+i), addr, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+		go c.Drain(resets, goaways, nil)
+	}
+	return open, resets, goaways
+}
+
 // TestEdgeH2Memory measures what an idle HTTP/2 connection and a stream parked with a
 // window of 0 cost, and holds them under the figures §8.1 computes its bound from.
 func TestEdgeH2Memory(t *testing.T) {
@@ -42,23 +63,9 @@ func TestEdgeH2Memory(t *testing.T) {
 		c.MaxConnections, c.MaxConnectionsPerAddress = 2*conns*h2Streams, h2Streams
 		c.Edge.SendTimeout = time.Hour
 	})
-	var resets, goaways atomic.Int64
-	var open []*attack.H2Conn
-	defer func() {
-		for _, c := range open {
-			c.Close()
-		}
-	}()
 	before := inUse()
 	g0 := runtime.NumGoroutine()
-	for i := range conns {
-		c, err := attack.DialH2(fmt.Sprintf("127.%d.0.1", 10+i), addr, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		open = append(open, c)
-		go c.Drain(&resets, &goaways, nil)
-	}
+	open, resets, _ := dialH2Conns(t, addr, conns, 0)
 	// Each connection's server side runs two goroutines once its preface is read.
 	waitFor(t, "the connections served", 30*time.Second, func() bool { return runtime.NumGoroutine()-g0 >= 3*conns })
 	idle := inUse()
@@ -90,21 +97,7 @@ func TestEdgeH2BodyMemory(t *testing.T) {
 		c.MaxConnections, c.MaxConnectionsPerAddress = conns*h2Streams, h2Streams
 		c.Edge.SendTimeout = time.Hour
 	})
-	var resets, goaways atomic.Int64
-	var open []*attack.H2Conn
-	defer func() {
-		for _, c := range open {
-			c.Close()
-		}
-	}()
-	for i := range conns {
-		c, err := attack.DialH2(fmt.Sprintf("127.%d.0.1", 10+i), addr, 65535)
-		if err != nil {
-			t.Fatal(err)
-		}
-		open = append(open, c)
-		go c.Drain(&resets, &goaways, nil)
-	}
+	open, resets, goaways := dialH2Conns(t, addr, conns, 65535)
 	before := inUse()
 	var sent sync.WaitGroup
 	for _, c := range open {

@@ -34,19 +34,21 @@ import (
 // groups evict each other in turn. Strangers spread over many blocks, each within its own
 // bounds, thus cannot fill the total against an honest newcomer: their network, or their
 // largest block, pays for its room. An evicted request still waiting for its body or its
-// turn is answered 429 RATE_LIMITED; one already running is reset (its HTTP/2 stream, or its HTTP/1.1
-// connection, which carries nothing else). A request over a bound that nothing can make room
-// for is answered 429 RATE_LIMITED at once, before its handler runs. A trusted proxy's
-// requests count only against the totals and make no room: its clients are many groups.
+// turn is answered 429 RATE_LIMITED; one already running is reset (its HTTP/2 stream, or its
+// HTTP/1.1 connection, which carries nothing else). A request over a bound that nothing can
+// make room for is answered 429 RATE_LIMITED at once, before its handler runs. A trusted
+// proxy's requests count only against the totals and make no room: its clients are many
+// groups.
 //
 // Of the requests in flight, at most workers run their handlers' work at once. A request's
-// body is read before it asks for a turn (bodyfirst.go); a handler then holds its turn until its answer starts (writing an answer waits on the client, not on the
-// cores), it returns, or turnHold has passed (a handler that long is waiting on the store or
-// on a listing's turn, not using a core, and must not hold up the queues meanwhile). The
-// others wait in a queue of their client group, and the queues are served round robin over
-// the networks (IPv4 /16, IPv6 /32) that have waiters, and within a network over its client
-// groups: one group's flood waits behind its own requests, and an honest request waits for at
-// most one turn of each other network with waiters.
+// body is read before it asks for a turn (bodyfirst.go); a handler then holds its turn until
+// its answer starts (writing an answer waits on the client, not on the cores), it returns,
+// or turnHold has passed (a handler that long is waiting on the store or on a listing's turn,
+// not using a core, and must not hold up the queues meanwhile). The others wait in a queue
+// of their client group, and the queues are served round robin over the networks (IPv4 /16,
+// IPv6 /32) that have waiters, and within a network over its client groups: one group's
+// flood waits behind its own requests, and an honest request waits for at most one turn of
+// each other network with waiters.
 type fairness struct {
 	perClient, perBlock, total, hard, workers int
 

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/internal/nodecodec"
@@ -136,24 +134,12 @@ func TestHeartbeatLogFold(t *testing.T) {
 func TestMigrateFlushLog(t *testing.T) {
 	u := freshSchema(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const before = 8
-	for v := range before {
-		if _, err := conn.Exec(ctx, migrations[v]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := conn.Exec(ctx, `UPDATE svrp_schema SET version = $1`, before); err != nil {
-		t.Fatal(err)
-	}
+	conn := schemaAt(t, u, 8)
 	k := storetest.Key(1)
 	n := storetest.Node(k)
 	seen := storetest.Time(90).UTC()
 	// What that layout's registration and flush leave.
-	_, err = conn.Exec(ctx, `INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, rev, xid) VALUES ($1, $2, 1, $3, $4, 1, 1)`,
+	_, err := conn.Exec(ctx, `INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, rev, xid) VALUES ($1, $2, 1, $3, $4, 1, 1)`,
 		k[:], []byte(n.DID), k.ShortBody(), nodecodec.Append(nil, n))
 	if err != nil {
 		t.Fatal(err)
@@ -169,12 +155,8 @@ func TestMigrateFlushLog(t *testing.T) {
 	}
 	conn.Close(ctx)
 
-	p := openPostgres(t, u)
+	p := openMigrated(t, u)
 	defer p.Close()
-	var version int
-	if err := p.pool.QueryRow(ctx, `SELECT version FROM svrp_schema`).Scan(&version); err != nil || version != SchemaVersion {
-		t.Fatalf("schema version %d (%v) after opening, want %d", version, err, SchemaVersion)
-	}
 	storetest.View(t, p, func(tx store.Tx) error {
 		got, err := tx.Node(k)
 		if err == nil && !got.LastSeen.Equal(seen) {

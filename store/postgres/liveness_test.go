@@ -90,23 +90,11 @@ func TestLivenessAfterCrash(t *testing.T) {
 func TestMigrateLivenessOutOfNodeRows(t *testing.T) {
 	u := freshSchema(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const before = 7
-	for v := range before {
-		if _, err := conn.Exec(ctx, migrations[v]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	conn := schemaAt(t, u, 7)
 	k := storetest.Key(1)
 	n := storetest.Node(k)
 	touched := storetest.Time(90).UTC()
-	if _, err := conn.Exec(ctx, `UPDATE svrp_schema SET version = $1`, before); err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Exec(ctx, `INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, touched, rev, xid)
+	_, err := conn.Exec(ctx, `INSERT INTO svrp_nodes (key, did, did_seq, short_body, rec, touched, rev, xid)
 		VALUES ($1, $2, 1, $3, $4, $5, 1, 1)`,
 		k[:], []byte(n.DID), k.ShortBody(), nodecodec.Append(nil, n), touched.UnixNano())
 	if err != nil {
@@ -114,12 +102,8 @@ func TestMigrateLivenessOutOfNodeRows(t *testing.T) {
 	}
 	conn.Close(ctx)
 
-	p := openPostgres(t, u)
+	p := openMigrated(t, u)
 	defer p.Close()
-	var version int
-	if err := p.pool.QueryRow(ctx, `SELECT version FROM svrp_schema`).Scan(&version); err != nil || version != SchemaVersion {
-		t.Fatalf("schema version %d (%v) after opening, want %d", version, err, SchemaVersion)
-	}
 	storetest.View(t, p, func(tx store.Tx) error {
 		got, err := tx.Node(k)
 		if err == nil && !got.LastSeen.Equal(touched) {
@@ -130,4 +114,36 @@ func TestMigrateLivenessOutOfNodeRows(t *testing.T) {
 	if err := p.TouchNode(ctx, k, touched.Add(time.Minute)); err != nil {
 		t.Errorf("a heartbeat after migrating: %v", err)
 	}
+}
+
+// schemaAt lays out a fresh schema at u as migration version left it, and returns a
+// connection to it for the test to fill as that layout's code would have.
+func schemaAt(t *testing.T, u string, version int) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := range version {
+		if _, err := conn.Exec(ctx, migrations[v]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `UPDATE svrp_schema SET version = $1`, version); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// openMigrated opens the store at u, which migrates it, and checks that it is at the
+// latest version.
+func openMigrated(t *testing.T, u string) *Store {
+	t.Helper()
+	p := openPostgres(t, u)
+	var version int
+	if err := p.pool.QueryRow(context.Background(), `SELECT version FROM svrp_schema`).Scan(&version); err != nil || version != SchemaVersion {
+		t.Fatalf("schema version %d (%v) after opening, want %d", version, err, SchemaVersion)
+	}
+	return p
 }

@@ -9,8 +9,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
-	"fmt"
 	"hash"
 	"io"
 	"net/http"
@@ -22,27 +20,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/registry"
 	"github.com/svrp/svrp/registry/httpapi"
 	"github.com/svrp/svrp/store"
+	"github.com/svrp/svrp/store/storetest"
 )
-
-// scaleNode is node i of the benchmark's table, as a daemon of a live network holds it: a
-// short DID, a public IPv4 endpoint, one of a few regions and capability lists, a signature.
-func scaleNode(i int, now time.Time) store.Node {
-	var seed [32]byte
-	binary.BigEndian.PutUint64(seed[:], uint64(i))
-	k := didkey.PublicKey(sha256.Sum256(seed[:]))
-	d, _ := didkey.NodeDID(k, didkey.FormShort)
-	sig := "5nG1o7rf7Ta39j6dZosAi7PBAmE5uGEYCFAZZ3mr6F3ZJ8huKbWz8d6xVS6EXLbSRVRD8wAwoAC9w5BGDe6Nzr7u"
-	caps := [][]string{{"inference"}, {"inference", "storage"}, {"relay"}}[i%3]
-	region := []string{"eu-west", "us-east", "ap-south"}[i%3]
-	return store.Node{Key: k, DID: d.String(), Endpoint: fmt.Sprintf("203.0.%d.%d:%d", i/250%250, i%250, 7000+i%1000),
-		Capabilities: caps, Region: region, Signature: &sig, SignatureVerified: true,
-		FirstSeen: now.Add(-time.Duration(i%3600) * time.Second), LastSeen: now}
-}
 
 // heapObjects is the bytes of live and not yet swept heap objects, read without stopping the
 // world, so that it may be sampled while a listing is written.
@@ -167,7 +150,7 @@ func BenchmarkListingScale(b *testing.B) {
 		for lo := 0; lo < n; lo += 1000 {
 			err := inner.Update(ctx, func(tx store.Tx) error {
 				for i := lo; i < min(lo+1000, n); i++ {
-					if err := tx.PutNode(scaleNode(i, now)); err != nil {
+					if err := tx.PutNode(storetest.ScaleNode(i, now)); err != nil {
 						return err
 					}
 				}
@@ -223,11 +206,11 @@ func BenchmarkListingScale(b *testing.B) {
 
 		clock.Advance(time.Second)
 		for i := 0; i < n; i += 10 {
-			if err := st.TouchNode(ctx, scaleNode(i, now).Key, clock.Now()); err != nil {
+			if err := st.TouchNode(ctx, storetest.ScaleNode(i, now).Key, clock.Now()); err != nil {
 				b.Fatal(err)
 			}
 		}
-		joined := scaleNode(n, clock.Now())
+		joined := storetest.ScaleNode(n, clock.Now())
 		joined.FirstSeen = clock.Now()
 		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutNode(joined) }); err != nil {
 			b.Fatal(err)

@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,30 +10,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svrp/svrp/didkey"
 	"github.com/svrp/svrp/internal/testkit"
 	"github.com/svrp/svrp/store"
 	"github.com/svrp/svrp/store/badger"
+	"github.com/svrp/svrp/store/storetest"
 )
 
 // benchBadgerEnv names a directory where BenchmarkNodeCacheLoadBadger keeps the Badger store
 // it fills, so that two builds load the same store and the filling is paid once.
 const benchBadgerEnv = "SVRPD_BENCH_BADGER"
 
-// benchNode is node i of the load benchmark's table, as a daemon of a live network holds
-// it: a short DID, a public IPv4 endpoint, one of a few regions and capability lists, a
-// signature.
+// benchNode is storetest.ScaleNode with the origin a registration over the API records, as
+// a daemon loads its nodes from its store.
 func benchNode(i int, now time.Time) store.Node {
-	var seed [32]byte
-	binary.BigEndian.PutUint64(seed[:], uint64(i))
-	k := didkey.PublicKey(sha256.Sum256(seed[:]))
-	d, _ := didkey.NodeDID(k, didkey.FormShort)
-	sig := "5nG1o7rf7Ta39j6dZosAi7PBAmE5uGEYCFAZZ3mr6F3ZJ8huKbWz8d6xVS6EXLbSRVRD8wAwoAC9w5BGDe6Nzr7u"
-	caps := [][]string{{"inference"}, {"inference", "storage"}, {"relay"}}[i%3]
-	region := []string{"eu-west", "us-east", "ap-south"}[i%3]
-	return store.Node{Key: k, DID: d.String(), Endpoint: fmt.Sprintf("203.0.%d.%d:%d", i/250%250, i%250, 7000+i%1000),
-		Capabilities: caps, Region: region, Signature: &sig, SignatureVerified: true,
-		FirstSeen: now.Add(-time.Duration(i%3600) * time.Second), LastSeen: now, Origin: "203.0.113.0"}
+	n := storetest.ScaleNode(i, now)
+	n.Origin = "203.0.113.0"
+	return n
 }
 
 // liveHeap is the bytes of live heap objects after a collection.

@@ -3,6 +3,7 @@ package attack
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -30,7 +31,7 @@ type H2Conn struct {
 	winCond *sync.Cond
 	connWin int64
 	initWin int64
-	sent    map[uint32]int64 // by stream: bytes sent less the window the server granted since
+	sent    map[uint32]int64 // by stream being uploaded: bytes sent less the window granted since
 	ended   bool             // Drain has returned
 }
 
@@ -116,6 +117,10 @@ func (c *H2Conn) Drain(resets, goaways *atomic.Int64, onEnd func(id uint32)) {
 			c.grant(f.StreamID, int64(f.Increment), -1)
 		case *http2.RSTStreamFrame:
 			resets.Add(1)
+			c.winMu.Lock()
+			delete(c.sent, f.StreamID) // an upload under way ends
+			c.winCond.Broadcast()
+			c.winMu.Unlock()
 			if onEnd != nil {
 				onEnd(f.StreamID)
 			}
@@ -144,27 +149,47 @@ func (c *H2Conn) grant(id uint32, n, initial int64) {
 	case id == 0:
 		c.connWin += n
 	default:
-		c.sent[id] -= n
+		if _, ok := c.sent[id]; ok {
+			c.sent[id] -= n
+		}
 	}
 	c.winCond.Broadcast()
 }
 
-// Upload sends n bytes more of stream id's body, never ending it, in frames the server's
-// windows allow, waiting for the server to read (and so grant more) as it goes. It needs
-// Drain running, and returns once the last byte is written or the connection fails.
+// errStreamReset ends an upload whose stream the server reset.
+var errStreamReset = errors.New("the server reset the stream")
+
+// Upload sends n bytes of stream id's body, never ending it, in frames the server's windows
+// allow, waiting for the server to read (and so grant more) as it goes. The stream must have
+// sent no body before: its window is counted from the first byte Upload sends. It needs
+// Drain running, and returns once the last byte is written, the server resets the stream or
+// the connection fails.
 func (c *H2Conn) Upload(id uint32, n int) error {
+	c.winMu.Lock()
+	c.sent[id] = 0
+	c.winMu.Unlock()
+	defer func() {
+		c.winMu.Lock()
+		delete(c.sent, id)
+		c.winMu.Unlock()
+	}()
 	chunk := make([]byte, 16<<10)
 	for n > 0 {
 		c.winMu.Lock()
-		for !c.ended && (c.connWin <= 0 || c.initWin-c.sent[id] <= 0) {
+		sent, uploading := c.sent[id]
+		for !c.ended && uploading && (c.connWin <= 0 || c.initWin-sent <= 0) {
 			c.winCond.Wait()
+			sent, uploading = c.sent[id]
 		}
-		if c.ended {
+		switch {
+		case c.ended:
 			c.winMu.Unlock()
 			return net.ErrClosed
+		case !uploading:
+			c.winMu.Unlock()
+			return errStreamReset
 		}
-		m := int64(min(n, len(chunk)))
-		m = min(m, c.connWin, c.initWin-c.sent[id])
+		m := min(int64(min(n, len(chunk))), c.connWin, c.initWin-sent)
 		c.connWin -= m
 		c.sent[id] += m
 		c.winMu.Unlock()
